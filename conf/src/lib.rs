@@ -1,0 +1,327 @@
+//! Typed configuration of a vigil node.
+//!
+//! The file format is TOML; `conf/vigil.toml` is the shipped, commented example and is
+//! parsed by a test so it cannot drift from these types. Every field has a default, so an
+//! empty file (or no file at all) gives a working single node; unknown keys are rejected so
+//! a typo never silently falls back to a default.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::Path;
+use thiserror::Error;
+
+/// The example configuration shipped with the project (`conf/vigil.toml`).
+pub const EXAMPLE: &str = include_str!("../vigil.toml");
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config: {0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub node: NodeConfig,
+    pub rtsp: RtspConfig,
+    pub http: HttpConfig,
+    pub live: LiveConfig,
+    pub limits: Limits,
+    /// Cameras known to this node. With no config file at all, the node serves the bundled
+    /// demo clip as `live/demo` (see [`Config::embedded_default`]).
+    #[serde(rename = "camera")]
+    pub cameras: Vec<CameraConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// Node name used in logs, SDP origin and RTCP CNAME.
+    pub id: String,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            id: "vigil-1".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RtspConfig {
+    pub listen: SocketAddr,
+    /// Inclusive range of UDP ports for RTP/RTCP pairs (RTP even, RTCP the next odd port).
+    pub udp_port_min: u16,
+    pub udp_port_max: u16,
+    /// What happens when a second publisher ANNOUNCEs a path that is already live.
+    pub publisher_conflict: PublisherConflict,
+}
+
+impl Default for RtspConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8554)),
+            udp_port_min: 20000,
+            udp_port_max: 29999,
+            publisher_conflict: PublisherConflict::Refuse,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PublisherConflict {
+    /// Answer the second ANNOUNCE with 455 and keep the first publisher.
+    Refuse,
+    /// Disconnect the first publisher; readers continue on the new one.
+    Takeover,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Admin API and `/metrics`. Keep it on loopback unless a firewall protects it.
+    pub listen: SocketAddr,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiveConfig {
+    /// Packets each path keeps for its readers. A reader that falls further behind than this
+    /// skips ahead to the next keyframe.
+    pub ring_packets: usize,
+    /// A reader whose socket has not accepted data for this long is disconnected.
+    pub slow_reader_timeout_ms: u64,
+    /// How long an on-demand pull camera stays connected after its last reader left.
+    pub on_demand_grace_ms: u64,
+    /// Reconnect backoff of pull cameras: first delay and cap.
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        Self {
+            ring_packets: 2048,
+            slow_reader_timeout_ms: 5000,
+            on_demand_grace_ms: 10_000,
+            reconnect_min_ms: 500,
+            reconnect_max_ms: 30_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// RTSP sessions (publishers and readers) on this node; past it, SETUP gets 503.
+    pub max_sessions: usize,
+    /// Readers of one path; past it, SETUP gets 503.
+    pub max_readers_per_path: usize,
+    /// Seconds without an RTSP request or RTCP packet before a session is closed.
+    pub session_timeout_secs: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_sessions: 4000,
+            max_readers_per_path: 2000,
+            session_timeout_secs: 60,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CameraConfig {
+    /// Path suffix: the camera is served at `rtsp://host:port/live/<id>`.
+    pub id: String,
+    /// `"push"` (a camera or encoder publishes with ANNOUNCE/RECORD), `"demo"` (the bundled
+    /// clip, looped), or an `rtsp://[user:pass@]host[:port]/path` URL the node pulls.
+    #[serde(default = "default_source")]
+    pub source: String,
+    /// Pull cameras only: connect when the first reader arrives and disconnect a grace period
+    /// after the last leaves (`true`), or stay connected always (`false`).
+    #[serde(default = "default_true")]
+    pub on_demand: bool,
+    /// Pull cameras only: use RTP over the RTSP TCP connection (default) or UDP.
+    #[serde(default)]
+    pub pull_transport: PullTransport,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PullTransport {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+fn default_source() -> String {
+    "push".into()
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Where a camera's media comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Push,
+    Demo,
+    Pull { url: String },
+}
+
+impl CameraConfig {
+    pub fn source(&self) -> Source {
+        match self.source.as_str() {
+            "push" => Source::Push,
+            "demo" => Source::Demo,
+            url => Source::Pull {
+                url: url.to_string(),
+            },
+        }
+    }
+}
+
+impl Config {
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// What `vigil serve` runs with no `--config`: defaults plus the demo camera, so a
+    /// newcomer's first `ffplay rtsp://127.0.0.1:8554/live/demo` plays at once.
+    pub fn embedded_default() -> Config {
+        Config {
+            cameras: vec![CameraConfig {
+                id: "demo".into(),
+                source: "demo".into(),
+                on_demand: false,
+                pull_transport: PullTransport::Tcp,
+            }],
+            ..Config::default()
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let r = &self.rtsp;
+        if r.udp_port_min > r.udp_port_max || r.udp_port_max - r.udp_port_min < 1 {
+            return Err(ConfigError::Invalid(format!(
+                "rtsp.udp_port_min..udp_port_max ({}..{}) must hold at least one port pair",
+                r.udp_port_min, r.udp_port_max
+            )));
+        }
+        if self.limits.session_timeout_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.session_timeout_secs must be at least 1".into(),
+            ));
+        }
+        if self.live.ring_packets < 64 {
+            return Err(ConfigError::Invalid(
+                "live.ring_packets must be at least 64".into(),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for cam in &self.cameras {
+            if cam.id.is_empty()
+                || !cam
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "camera id {:?}: use letters, digits, '-', '_' and '.'",
+                    cam.id
+                )));
+            }
+            if !seen.insert(cam.id.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "camera id {:?} is listed twice",
+                    cam.id
+                )));
+            }
+            if let Source::Pull { url } = cam.source() {
+                if !url.starts_with("rtsp://") {
+                    return Err(ConfigError::Invalid(format!(
+                        "camera {:?}: source must be \"push\", \"demo\" or an rtsp:// URL, got {url:?}",
+                        cam.id
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_example_parses() {
+        let c = Config::from_toml(EXAMPLE).unwrap();
+        assert_eq!(c.rtsp.listen.port(), 8554);
+        assert!(c.cameras.iter().any(|c| c.source() == Source::Push));
+        assert!(c
+            .cameras
+            .iter()
+            .any(|c| matches!(c.source(), Source::Pull { .. })));
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.http.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.limits.session_timeout_secs, 60);
+        assert!(c.cameras.is_empty());
+    }
+
+    #[test]
+    fn embedded_default_serves_demo() {
+        let c = Config::embedded_default();
+        assert_eq!(c.cameras[0].source(), Source::Demo);
+        assert_eq!(c.cameras[0].id, "demo");
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_rejected() {
+        assert!(Config::from_toml("[rtsp]\nlisen = \"0.0.0.0:1\"").is_err());
+        let e = Config::from_toml("[[camera]]\nid = \"a b\"").unwrap_err();
+        assert!(e.to_string().contains("a b"), "{e}");
+        let e = Config::from_toml("[[camera]]\nid = \"a\"\nsource = \"http://x\"").unwrap_err();
+        assert!(e.to_string().contains("rtsp://"), "{e}");
+        let e = Config::from_toml("[[camera]]\nid = \"a\"\n[[camera]]\nid = \"a\"\n").unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        assert!(Config::from_toml("[limits]\nsession_timeout_secs = 0").is_err());
+        assert!(Config::from_toml("[rtsp]\nudp_port_min = 30000\nudp_port_max = 20000").is_err());
+        assert!(Config::from_toml("[rtsp]\npublisher_conflict = \"maybe\"").is_err());
+    }
+}

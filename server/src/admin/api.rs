@@ -1,0 +1,156 @@
+//! The admin HTTP server (axum).
+
+use super::views::{PathView, SessionView};
+use crate::node::Node;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vigil_conf::Source;
+
+#[derive(Clone)]
+struct AppState {
+    node: Arc<Node>,
+    prometheus: Option<PrometheusHandle>,
+}
+
+pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
+    Router::new()
+        .route("/api/paths", get(paths))
+        .route("/api/sessions", get(sessions))
+        .route("/api/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .with_state(AppState { node, prometheus })
+}
+
+pub async fn serve(
+    node: Arc<Node>,
+    listener: tokio::net::TcpListener,
+    prometheus: Option<PrometheusHandle>,
+) {
+    let shutdown = node.shutdown.clone();
+    tokio::spawn(sample_bitrates(node.clone()));
+    let app = router(node, prometheus);
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+    {
+        tracing::error!("admin API stopped: {e}");
+    }
+}
+
+/// Ingest bitrate per path, sampled every second.
+async fn sample_bitrates(node: Arc<Node>) {
+    let mut last: HashMap<String, (u64, Instant)> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        for p in node.paths() {
+            let bytes = p.stream.bytes_in.load(Ordering::Relaxed);
+            let now = Instant::now();
+            if let Some((b0, t0)) = last.insert(p.name.clone(), (bytes, now)) {
+                let dt = now.duration_since(t0).as_secs_f64().max(0.001);
+                let bps = (bytes.saturating_sub(b0) as f64 * 8.0 / dt) as u64;
+                p.stream.bitrate_bps.store(bps, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn source_text(source: &Source) -> String {
+    match source {
+        Source::Push => "push".into(),
+        Source::Demo => "demo".into(),
+        Source::Pull { url } => match url::Url::parse(url) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.to_string()
+            }
+            Err(_) => "pull".into(),
+        },
+    }
+}
+
+pub fn path_views(node: &Node) -> Vec<PathView> {
+    node.paths()
+        .iter()
+        .map(|p| {
+            let s = &p.stream;
+            PathView {
+                path: p.name.clone(),
+                source: source_text(&p.source),
+                live: s.is_live(),
+                codecs: s
+                    .info()
+                    .map(|i| {
+                        i.tracks
+                            .iter()
+                            .map(|t| t.codec.name().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                bitrate_kbps: s.bitrate_bps.load(Ordering::Relaxed) / 1000,
+                readers: s.readers.load(Ordering::Relaxed),
+                packets_in: s.packets_in.load(Ordering::Relaxed),
+            }
+        })
+        .collect()
+}
+
+pub fn session_views(node: &Node) -> Vec<SessionView> {
+    node.sessions()
+        .iter()
+        .map(|s| {
+            let secs = s.started_at.elapsed().as_secs_f64();
+            let bytes = s.bytes.load(Ordering::Relaxed);
+            SessionView {
+                id: s.id.clone(),
+                path: s.path.clone(),
+                kind: format!("{:?}", s.kind).to_lowercase(),
+                transport: s
+                    .transport
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+                client: s.client.to_string(),
+                bytes,
+                packets: s.packets.load(Ordering::Relaxed),
+                duration_secs: (secs * 10.0).round() / 10.0,
+                bitrate_kbps: (bytes as f64 * 8.0 / secs.max(0.001) / 1000.0) as u64,
+            }
+        })
+        .collect()
+}
+
+async fn paths(State(st): State<AppState>) -> Json<Vec<PathView>> {
+    Json(path_views(&st.node))
+}
+
+async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
+    Json(session_views(&st.node))
+}
+
+async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+    match &st.prometheus {
+        Some(h) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            super::metrics::render(&st.node, h),
+        ),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "metrics recorder unavailable in this process\n".to_string(),
+        ),
+    }
+}

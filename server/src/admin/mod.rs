@@ -1,0 +1,5 @@
+//! Admin HTTP API (JSON) and Prometheus `/metrics`, and the views `vigil ctl` prints.
+
+pub mod api;
+pub mod metrics;
+pub mod views;

@@ -1,0 +1,208 @@
+//! Pulled cameras: the node is the RTSP client (via `retina`), with its own reconnect loop.
+//!
+//! Readers of a pulled path stay attached across upstream reconnects: each reconnect
+//! attaches a new producer epoch to the same hub, and every reader splices the new input
+//! onto its own RTP identity (same SSRC, continuous sequence numbers and timestamps),
+//! resuming at the first keyframe.
+
+use super::Producer;
+use crate::live::stream::StreamInfo;
+use crate::node::{Node, PathEntry};
+use futures::StreamExt;
+use retina::client::{
+    Credentials, PacketItem, PlayOptions, SessionOptions, SetupOptions, TcpTransportOptions,
+    Transport, UdpTransportOptions,
+};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, info_span, warn, Instrument};
+use vigil_conf::{PullTransport, Source};
+use vigil_proto::rtp::RtpHeader;
+
+/// Start the pull task of a path if it is not running. Called at start-up for always-on
+/// cameras and by DESCRIBE for on-demand ones.
+pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
+    let Source::Pull { url } = &path.source else {
+        return;
+    };
+    *path.last_demand.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+    if puller.is_some() {
+        return;
+    }
+    let cancel = node.shutdown.child_token();
+    *puller = Some(cancel.clone());
+    let transport = node
+        .config
+        .cameras
+        .iter()
+        .find(|c| format!("live/{}", c.id) == path.name)
+        .map_or(PullTransport::Tcp, |c| c.pull_transport);
+    let span = info_span!("pull", path = %path.name);
+    tokio::spawn(run(node.clone(), path.clone(), url.clone(), transport, cancel).instrument(span));
+}
+
+enum Ended {
+    Cancelled,
+    Idle,
+}
+
+async fn run(
+    node: Arc<Node>,
+    path: Arc<PathEntry>,
+    url: String,
+    transport: PullTransport,
+    cancel: CancellationToken,
+) {
+    let live = &node.config.live;
+    let min = Duration::from_millis(live.reconnect_min_ms);
+    let max = Duration::from_millis(live.reconnect_max_ms).max(min);
+    let mut backoff = min;
+    loop {
+        let started = Instant::now();
+        match pull_once(&node, &path, &url, transport, &cancel).await {
+            Ok(Ended::Cancelled) => return,
+            Ok(Ended::Idle) => {
+                info!("no readers for the grace period: disconnected");
+                return;
+            }
+            Err(e) => warn!(%url, "upstream failed: {e:#}; retry in {backoff:?}"),
+        }
+        // A session that ran a while was healthy: start the backoff over.
+        if started.elapsed() > max {
+            backoff = min;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(max);
+        if path.on_demand && idle_for(&node, &path) {
+            *path.puller.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return;
+        }
+    }
+}
+
+/// On-demand path with no reader and no DESCRIBE for the grace period.
+fn idle_for(node: &Node, path: &PathEntry) -> bool {
+    let grace = Duration::from_millis(node.config.live.on_demand_grace_ms);
+    path.stream.readers.load(Ordering::Acquire) == 0
+        && path
+            .last_demand
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
+            > grace
+}
+
+fn split_credentials(url: &str) -> anyhow::Result<(url::Url, Option<Credentials>)> {
+    let mut url = url::Url::parse(url)?;
+    let creds = (!url.username().is_empty()).then(|| Credentials {
+        username: percent_encoding::percent_decode_str(url.username())
+            .decode_utf8_lossy()
+            .into_owned(),
+        password: percent_encoding::percent_decode_str(url.password().unwrap_or(""))
+            .decode_utf8_lossy()
+            .into_owned(),
+    });
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Ok((url, creds))
+}
+
+async fn pull_once(
+    node: &Arc<Node>,
+    path: &Arc<PathEntry>,
+    url: &str,
+    transport: PullTransport,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Ended> {
+    let (url, creds) = split_credentials(url)?;
+    let options = SessionOptions::default()
+        .creds(creds)
+        .user_agent(format!("vigil/{}", env!("CARGO_PKG_VERSION")));
+    let connect = async {
+        let mut session = retina::client::Session::describe(url.clone(), options).await?;
+        let text = String::from_utf8_lossy(session.sdp()).into_owned();
+        let sdp = vigil_proto::sdp::parse(&text)?;
+        let n = session.streams().len();
+        anyhow::ensure!(
+            sdp.media.len() == n,
+            "upstream SDP has {} usable media, retina sees {n} streams",
+            sdp.media.len()
+        );
+        for i in 0..n {
+            let t = match transport {
+                PullTransport::Tcp => Transport::Tcp(TcpTransportOptions::default()),
+                PullTransport::Udp => Transport::Udp(UdpTransportOptions::default()),
+            };
+            session
+                .setup(i, SetupOptions::default().transport(t))
+                .await?;
+        }
+        let playing = session.play(PlayOptions::default()).await?;
+        anyhow::Ok((playing, sdp))
+    };
+    let (mut playing, sdp) = tokio::select! {
+        _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+        r = tokio::time::timeout(Duration::from_secs(10), connect) => r??,
+    };
+    info!(%url, tracks = sdp.media.len(), "upstream connected");
+    let mut producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
+    let mut idle_check = tokio::time::interval(Duration::from_secs(1));
+    // Upstream silence: retina has no read timeout of its own.
+    let silence = Duration::from_secs(5);
+    let mut last_packet = Instant::now();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+            _ = idle_check.tick() => {
+                if path.on_demand {
+                    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+                    if idle_for(node, path) {
+                        *puller = None;
+                        producer.finish();
+                        return Ok(Ended::Idle);
+                    }
+                }
+                anyhow::ensure!(last_packet.elapsed() < silence, "no media for {silence:?}");
+            }
+            item = playing.next() => match item {
+                None => anyhow::bail!("upstream closed the session"),
+                Some(Err(e)) => return Err(e.into()),
+                Some(Ok(PacketItem::Rtp(pkt))) => {
+                    last_packet = Instant::now();
+                    let raw = pkt.header();
+                    let header = RtpHeader {
+                        marker: pkt.mark(),
+                        payload_type: raw.payload_type(),
+                        sequence: pkt.sequence_number(),
+                        timestamp: raw.timestamp(),
+                        ssrc: pkt.ssrc(),
+                    };
+                    let track = pkt.stream_id();
+                    producer.push(track, header, pkt.into_payload_bytes());
+                }
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_taken_out_of_the_url() {
+        let (url, creds) = split_credentials("rtsp://admin:se%20cret@127.0.0.1:554/ch1").unwrap();
+        assert_eq!(url.as_str(), "rtsp://127.0.0.1:554/ch1");
+        let c = creds.unwrap();
+        assert_eq!(c.username, "admin");
+        assert_eq!(c.password, "se cret");
+        assert!(split_credentials("rtsp://127.0.0.1/x").unwrap().1.is_none());
+    }
+}

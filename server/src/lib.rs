@@ -1,0 +1,15 @@
+//! A vigil node: live RTSP ingest (push and pull), fan-out to any number of viewers over
+//! RTP/UDP and RTP/TCP-interleaved, the admin API, and the `vigil` command line.
+//!
+//! Protocol rules live in the sans-IO crate `vigil_proto`; this crate is the tokio shell
+//! around it. See ARCHITECTURE.md for the map and the invariants.
+
+pub mod admin;
+pub mod cli;
+pub mod ctl;
+pub mod ingest;
+pub mod live;
+pub mod net;
+pub mod node;
+pub mod rtsp;
+pub mod serve;

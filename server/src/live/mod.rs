@@ -1,0 +1,4 @@
+//! Live streams: the per-path hub and the readers attached to it.
+
+pub mod reader;
+pub mod stream;

@@ -1,0 +1,303 @@
+//! One viewer's view of a live stream: its cursor into the hub, and per track the RTP identity
+//! the viewer sees. No sockets here; the RTSP connection (TCP) or a UDP pump task drives it
+//! and writes the batches it yields.
+
+use super::stream::{Packet, Read, Stream};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use vigil_proto::rtcp::{ntp_timestamp, SenderReport};
+use vigil_proto::rtp::{write_header, RtpIdentity};
+
+/// One packet ready for the wire: the viewer's own 12-byte header and the shared payload.
+#[derive(Debug, Clone)]
+pub struct OutPacket {
+    pub track: usize,
+    pub header: [u8; 12],
+    pub payload: Bytes,
+}
+
+/// Initial RTP identity of one set-up track (random values chosen by the caller's RNG).
+#[derive(Debug, Clone, Copy)]
+pub struct TrackSetup {
+    pub ssrc: u32,
+    pub first_seq: u16,
+    pub first_ts: u32,
+}
+
+#[derive(Debug)]
+struct TrackOut {
+    identity: RtpIdentity,
+    clock_rate: u32,
+    video: bool,
+    /// Video is withheld until a random-access point, so decoding starts clean.
+    waiting_keyframe: bool,
+    /// Producer epoch of the last packet forwarded, 0 before any.
+    epoch: u64,
+    /// When the last forwarded packet had arrived at the hub (for SR and splice timing).
+    last_received: Option<Instant>,
+}
+
+/// A reader attached to a [`Stream`]. Counts itself in `stream.readers` while alive.
+pub struct Reader {
+    stream: Arc<Stream>,
+    cursor: u64,
+    tracks: Vec<Option<TrackOut>>,
+    scratch: Vec<Arc<Packet>>,
+    /// Times this reader fell behind the ring and skipped ahead.
+    pub skips: u64,
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+}
+
+impl Reader {
+    /// `setups[i]` is `Some` for each track the viewer SETUP.
+    pub fn new(stream: Arc<Stream>, setups: &[Option<TrackSetup>]) -> Reader {
+        let info = stream.info();
+        let tracks = setups
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.map(|s| {
+                    let t = info.as_ref().and_then(|info| info.tracks.get(i));
+                    let video = t.is_some_and(|t| t.codec.is_video());
+                    TrackOut {
+                        identity: RtpIdentity::new(s.ssrc, s.first_seq, s.first_ts),
+                        clock_rate: t.map_or(90_000, |t| t.clock_rate),
+                        video,
+                        waiting_keyframe: video,
+                        epoch: 0,
+                        last_received: None,
+                    }
+                })
+            })
+            .collect();
+        stream.readers.fetch_add(1, Ordering::AcqRel);
+        let cursor = stream.start_position();
+        Reader {
+            stream,
+            cursor,
+            tracks,
+            scratch: Vec::with_capacity(64),
+            skips: 0,
+            packets_sent: 0,
+            bytes_sent: 0,
+        }
+    }
+
+    pub fn stream(&self) -> &Arc<Stream> {
+        &self.stream
+    }
+
+    /// Move up to `max` packets from the hub into `out`, rewritten with this reader's identity.
+    /// Returns how many packets were consumed from the hub (0 = nothing new).
+    pub fn poll_batch(&mut self, out: &mut Vec<OutPacket>, max: usize) -> usize {
+        self.scratch.clear();
+        let n = match self.stream.read(&mut self.cursor, &mut self.scratch, max) {
+            Read::Packets(n) => n,
+            Read::Lagged { .. } => {
+                self.skips += 1;
+                for t in self.tracks.iter_mut().flatten() {
+                    t.waiting_keyframe = t.video;
+                }
+                return 1;
+            }
+        };
+        for p in self.scratch.drain(..) {
+            let Some(Some(t)) = self.tracks.get_mut(p.track) else {
+                continue;
+            };
+            if p.epoch != t.epoch {
+                if t.epoch != 0 {
+                    // A new producer: splice its input line onto ours. The timestamp advances
+                    // by the wall time that passed, so the viewer's clock stays continuous.
+                    let gap = t.last_received.map_or(0.0, |r| {
+                        p.received.saturating_duration_since(r).as_secs_f64()
+                    });
+                    let advance = (gap * t.clock_rate as f64).round().max(1.0) as u32;
+                    t.identity.rebase(advance);
+                    t.waiting_keyframe = t.video;
+                }
+                t.epoch = p.epoch;
+            }
+            if t.waiting_keyframe {
+                if !p.keyframe {
+                    continue;
+                }
+                t.waiting_keyframe = false;
+            }
+            let header = t.identity.rewrite(&p.header, p.payload.len());
+            t.last_received = Some(p.received);
+            self.packets_sent += 1;
+            self.bytes_sent += 12 + p.payload.len() as u64;
+            out.push(OutPacket {
+                track: p.track,
+                header: write_header(&header),
+                payload: p.payload.clone(),
+            });
+        }
+        n
+    }
+
+    /// Resolves when the hub may have packets beyond this reader's cursor.
+    pub async fn wait(&self) {
+        self.stream.wait_beyond(self.cursor).await
+    }
+
+    /// RTP-Info values for PLAY: (track, next seq, rtptime of the first packet to come).
+    pub fn rtp_info(&self) -> Vec<(usize, u16, u32)> {
+        self.tracks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                t.as_ref().map(|t| {
+                    let ts = t.identity.last_timestamp().unwrap_or_else(|| {
+                        // Nothing sent yet: the first packet gets the initial timestamp.
+                        t.identity.project_timestamp(0)
+                    });
+                    (i, t.identity.next_seq(), ts)
+                })
+            })
+            .collect()
+    }
+
+    /// Sender reports for every track that has sent something: the viewer's NTP↔RTP mapping.
+    pub fn sender_reports(
+        &self,
+        now: Instant,
+        wall: std::time::Duration,
+    ) -> Vec<(usize, SenderReport)> {
+        self.tracks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let t = t.as_ref()?;
+                let last_ts = t.identity.last_timestamp()?;
+                let since = now
+                    .saturating_duration_since(t.last_received?)
+                    .as_secs_f64();
+                let rtp_now = last_ts.wrapping_add((since * t.clock_rate as f64) as u32);
+                Some((
+                    i,
+                    SenderReport {
+                        ssrc: t.identity.ssrc(),
+                        ntp: ntp_timestamp(wall),
+                        rtp_timestamp: rtp_now,
+                        packet_count: t.identity.packets(),
+                        octet_count: t.identity.octets(),
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// The final sender report of each set-up track (for RTCP BYE).
+    pub fn ssrcs(&self) -> Vec<(usize, u32)> {
+        self.tracks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.as_ref().map(|t| (i, t.identity.ssrc())))
+            .collect()
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.stream.readers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::stream::{StreamInfo, TrackInfo};
+    use vigil_proto::codec::Codec;
+    use vigil_proto::rtp::{parse, RtpHeader};
+    use vigil_proto::sdp::SessionDescription;
+
+    fn stream() -> Arc<Stream> {
+        let s = Arc::new(Stream::new("live/t", 256));
+        let info = StreamInfo {
+            sdp: SessionDescription::default(),
+            tracks: vec![TrackInfo {
+                codec: Codec::H264,
+                clock_rate: 90_000,
+            }],
+        };
+        s.attach_producer(info);
+        s
+    }
+
+    fn push(s: &Stream, epoch: u64, seq: u16, ts: u32, key: bool) {
+        s.push(Packet {
+            track: 0,
+            header: RtpHeader {
+                marker: true,
+                payload_type: 96,
+                sequence: seq,
+                timestamp: ts,
+                ssrc: 0xdead,
+            },
+            payload: Bytes::from_static(&[0x41, 1, 2, 3]),
+            keyframe: key,
+            epoch,
+            received: Instant::now(),
+        });
+    }
+
+    const SETUP: TrackSetup = TrackSetup {
+        ssrc: 0x1234,
+        first_seq: 100,
+        first_ts: 5000,
+    };
+
+    #[test]
+    fn video_starts_at_keyframe_with_own_identity() {
+        let s = stream();
+        let e = s.current_epoch();
+        push(&s, e, 1, 0, false);
+        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
+        push(&s, e, 2, 3000, false);
+        push(&s, e, 3, 6000, true);
+        push(&s, e, 4, 9000, false);
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        assert_eq!(out.len(), 2, "packets before the keyframe are withheld");
+        let (h, _) = parse(&[&out[0].header[..], &out[0].payload[..]].concat()).unwrap();
+        assert_eq!((h.ssrc, h.sequence, h.timestamp), (0x1234, 100, 5000));
+        let (h, _) = parse(&[&out[1].header[..], &out[1].payload[..]].concat()).unwrap();
+        assert_eq!((h.sequence, h.timestamp), (101, 8000));
+        assert_eq!(s.readers.load(Ordering::Relaxed), 1);
+        drop(r);
+        assert_eq!(s.readers.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn new_producer_is_spliced_continuously() {
+        let s = stream();
+        let e1 = s.current_epoch();
+        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
+        push(&s, e1, 10, 0, true);
+        push(&s, e1, 11, 3000, false);
+        let e2 = s.attach_producer(StreamInfo {
+            sdp: SessionDescription::default(),
+            tracks: vec![TrackInfo {
+                codec: Codec::H264,
+                clock_rate: 90_000,
+            }],
+        });
+        push(&s, e2, 60000, 777, false);
+        push(&s, e2, 60001, 3777, true);
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        let hs: Vec<RtpHeader> = out
+            .iter()
+            .map(|o| parse(&[&o.header[..], &o.payload[..]].concat()).unwrap().0)
+            .collect();
+        assert_eq!(hs.len(), 3);
+        assert!(hs.iter().all(|h| h.ssrc == 0x1234));
+        assert_eq!(hs[2].sequence, hs[1].sequence.wrapping_add(1));
+        assert!(hs[2].timestamp > hs[1].timestamp);
+    }
+}

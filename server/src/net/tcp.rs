@@ -1,0 +1,97 @@
+//! RTP over the RTSP TCP connection (RFC 2326 §10.12), written with vectored writes.
+
+use crate::live::reader::OutPacket;
+use std::io::IoSlice;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+/// Upper bound of iovecs per `writev` (Linux IOV_MAX is 1024).
+const MAX_IOV: usize = 1024;
+
+/// Reusable buffers for [`write_interleaved`], so a steady stream allocates nothing.
+#[derive(Default)]
+pub struct InterleavedWriter {
+    headers: Vec<[u8; 16]>,
+}
+
+impl InterleavedWriter {
+    /// Write the packets as `$ channel length` frames, the per-viewer 16 header bytes and the
+    /// shared payload as separate iovecs: the payload is never copied.
+    /// `channel_of(track)` gives the RTP channel of a track.
+    pub async fn write<W: AsyncWrite + Unpin>(
+        &mut self,
+        w: &mut W,
+        packets: &[OutPacket],
+        channel_of: impl Fn(usize) -> u8,
+    ) -> std::io::Result<()> {
+        self.headers.clear();
+        for p in packets {
+            let len = (12 + p.payload.len()).min(u16::MAX as usize) as u16;
+            let mut h = [0u8; 16];
+            h[0] = b'$';
+            h[1] = channel_of(p.track);
+            h[2..4].copy_from_slice(&len.to_be_bytes());
+            h[4..].copy_from_slice(&p.header);
+            self.headers.push(h);
+        }
+        for (hs, ps) in self
+            .headers
+            .chunks(MAX_IOV / 2)
+            .zip(packets.chunks(MAX_IOV / 2))
+        {
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(hs.len() * 2);
+            for (h, p) in hs.iter().zip(ps) {
+                let room = usize::from(u16::MAX) - 12;
+                slices.push(IoSlice::new(h));
+                slices.push(IoSlice::new(&p.payload[..p.payload.len().min(room)]));
+            }
+            write_all_vectored(w, &mut slices).await?;
+        }
+        Ok(())
+    }
+}
+
+/// `write_all` for iovecs; tokio has no such helper.
+pub async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut slices: &mut [IoSlice<'_>],
+) -> std::io::Result<()> {
+    while !slices.is_empty() {
+        let n = w.write_vectored(slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[tokio::test]
+    async fn frames_are_interleaved_with_lengths() {
+        let pkts = vec![
+            OutPacket {
+                track: 0,
+                header: [0x80; 12],
+                payload: Bytes::from_static(b"abc"),
+            },
+            OutPacket {
+                track: 1,
+                header: [0x81; 12],
+                payload: Bytes::from_static(b"de"),
+            },
+        ];
+        let mut out = Vec::new();
+        InterleavedWriter::default()
+            .write(&mut out, &pkts, |t| (t * 2) as u8)
+            .await
+            .unwrap();
+        assert_eq!(&out[..4], &[b'$', 0, 0, 15]);
+        assert_eq!(&out[16..19], b"abc");
+        assert_eq!(&out[19..23], &[b'$', 2, 0, 14]);
+        assert_eq!(out.len(), 19 + 18);
+    }
+}

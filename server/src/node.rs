@@ -1,0 +1,197 @@
+//! State shared by every task of one node: the paths it serves, its sessions, its UDP ports.
+
+use crate::live::stream::Stream;
+use crate::net::ports::PortAllocator;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime};
+use tokio_util::sync::CancellationToken;
+use vigil_conf::{Config, Source};
+
+/// A path the node serves (`live/<camera>`), with its hub and its source.
+pub struct PathEntry {
+    pub name: String,
+    pub stream: Arc<Stream>,
+    pub source: Source,
+    /// Listed in the config (kept when idle) rather than created by a publisher.
+    pub configured: bool,
+    pub on_demand: bool,
+    /// The session currently publishing (push sources).
+    pub publisher: Mutex<Option<Publisher>>,
+    /// The running pull task of an on-demand camera, if any.
+    pub puller: Mutex<Option<CancellationToken>>,
+    /// Last DESCRIBE of an on-demand path: keeps its pull alive until the reader arrives.
+    pub last_demand: Mutex<Instant>,
+}
+
+#[derive(Clone)]
+pub struct Publisher {
+    pub session_id: String,
+    pub cancel: CancellationToken,
+}
+
+impl PathEntry {
+    pub fn publisher(&self) -> MutexGuard<'_, Option<Publisher>> {
+        self.publisher.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What the API shows of a session; the owning task updates the counters.
+#[derive(Debug)]
+pub struct SessionInfo {
+    pub id: String,
+    pub path: String,
+    pub kind: SessionKindView,
+    pub transport: Mutex<String>,
+    pub client: SocketAddr,
+    pub started: SystemTime,
+    pub started_at: Instant,
+    pub bytes: AtomicU64,
+    pub packets: AtomicU64,
+    pub cancel: CancellationToken,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionKindView {
+    Play,
+    Record,
+}
+
+/// Node-wide counters that are not per session (also exported to `/metrics`).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub rtsp_connections: AtomicU64,
+    pub rtsp_bad_requests: AtomicU64,
+    pub rtp_garbage: AtomicU64,
+    pub slow_readers_dropped: AtomicU64,
+    pub reader_skips: AtomicU64,
+    pub sessions_timed_out: AtomicU64,
+    pub sessions_rejected: AtomicU64,
+}
+
+pub struct Node {
+    pub config: Config,
+    paths: Mutex<HashMap<String, Arc<PathEntry>>>,
+    sessions: Mutex<HashMap<String, Arc<SessionInfo>>>,
+    pub ports: PortAllocator,
+    pub counters: Counters,
+    pub shutdown: CancellationToken,
+    pub started: Instant,
+}
+
+impl Node {
+    pub fn new(config: Config) -> Arc<Node> {
+        let ports = PortAllocator::new(config.rtsp.udp_port_min, config.rtsp.udp_port_max);
+        let node = Node {
+            paths: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
+            ports,
+            counters: Counters::default(),
+            shutdown: CancellationToken::new(),
+            started: Instant::now(),
+            config,
+        };
+        for cam in &node.config.cameras {
+            let name = format!("live/{}", cam.id);
+            let entry = PathEntry {
+                stream: Arc::new(Stream::new(name.clone(), node.config.live.ring_packets)),
+                name: name.clone(),
+                source: cam.source(),
+                configured: true,
+                on_demand: cam.on_demand,
+                publisher: Mutex::new(None),
+                puller: Mutex::new(None),
+                last_demand: Mutex::new(Instant::now()),
+            };
+            node.paths_mut().insert(name, Arc::new(entry));
+        }
+        Arc::new(node)
+    }
+
+    fn paths_mut(&self) -> MutexGuard<'_, HashMap<String, Arc<PathEntry>>> {
+        self.paths.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn sessions_mut(&self) -> MutexGuard<'_, HashMap<String, Arc<SessionInfo>>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn path(&self, name: &str) -> Option<Arc<PathEntry>> {
+        self.paths_mut().get(name).cloned()
+    }
+
+    pub fn paths(&self) -> Vec<Arc<PathEntry>> {
+        let mut v: Vec<_> = self.paths_mut().values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// The path a publisher may push to: configured push paths, and any other `live/<id>`
+    /// (an unlisted camera can publish; listing is documentation, not a gate).
+    pub fn path_for_publish(&self, name: &str) -> Option<Arc<PathEntry>> {
+        let mut paths = self.paths_mut();
+        if let Some(p) = paths.get(name) {
+            return (p.source == Source::Push).then(|| p.clone());
+        }
+        let id = name.strip_prefix("live/")?;
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return None;
+        }
+        let entry = Arc::new(PathEntry {
+            stream: Arc::new(Stream::new(name, self.config.live.ring_packets)),
+            name: name.to_string(),
+            source: Source::Push,
+            configured: false,
+            on_demand: false,
+            publisher: Mutex::new(None),
+            puller: Mutex::new(None),
+            last_demand: Mutex::new(Instant::now()),
+        });
+        paths.insert(name.to_string(), entry.clone());
+        Some(entry)
+    }
+
+    /// Forget an unlisted push path once nobody publishes or reads it, so arbitrary path
+    /// names from publishers do not accumulate.
+    pub fn release_path(&self, name: &str) {
+        let mut paths = self.paths_mut();
+        if let Some(p) = paths.get(name) {
+            if !p.configured
+                && p.publisher().is_none()
+                && p.stream.readers.load(Ordering::Acquire) == 0
+            {
+                paths.remove(name);
+            }
+        }
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions_mut().len()
+    }
+
+    pub fn register_session(&self, info: Arc<SessionInfo>) {
+        self.sessions_mut().insert(info.id.clone(), info);
+    }
+
+    pub fn unregister_session(&self, id: &str) {
+        self.sessions_mut().remove(id);
+    }
+
+    pub fn sessions(&self) -> Vec<Arc<SessionInfo>> {
+        let mut v: Vec<_> = self.sessions_mut().values().cloned().collect();
+        v.sort_by_key(|s| s.started_at);
+        v
+    }
+
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,410 @@
+//! One RTSP connection: the I/O loop around the sans-IO parser and the method handlers.
+//!
+//! The connection task reads requests and interleaved data, answers them, and — for a
+//! viewer playing over TCP — also pumps its media, so control and media share one writer
+//! and a PLAY answer always precedes the first packet. UDP sessions hand media to a task of
+//! their own (see `udp_session`).
+
+use super::session::{Session, TrackTransport};
+use crate::live::reader::OutPacket;
+use crate::net::tcp::InterleavedWriter;
+use crate::node::Node;
+use bytes::{Buf, BytesMut};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{debug, info, info_span, warn, Instrument};
+use vigil_proto::rtcp;
+use vigil_proto::rtsp::{parse_frame, Frame, Limits, Response, SessionState};
+
+/// Accept RTSP connections until shutdown.
+pub async fn serve(node: Arc<Node>, listener: TcpListener) {
+    loop {
+        let accepted = tokio::select! {
+            _ = node.shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                Node::bump(&node.counters.rtsp_connections);
+                let node = node.clone();
+                let span = info_span!("rtsp", %peer);
+                tokio::spawn(
+                    async move {
+                        if let Err(e) = connection(node, stream, peer).await {
+                            debug!("connection ended: {e}");
+                        }
+                    }
+                    .instrument(span),
+                );
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Per-connection state shared with the method handlers.
+pub struct Conn {
+    pub node: Arc<Node>,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub writer: OwnedWriteHalf,
+    pub session: Option<Session>,
+    pub announced: Option<super::handler::Announced>,
+    tcp: InterleavedWriter,
+    out: Vec<OutPacket>,
+    last_sr: Instant,
+}
+
+enum Event {
+    Shutdown,
+    SessionCancelled,
+    Read(std::io::Result<usize>),
+    Media,
+    Tick,
+}
+
+/// Most packets moved per wake-up of a TCP viewer: a few frames, so one viewer cannot hog
+/// the worker thread while others wait.
+const PUMP_BATCH: usize = 256;
+const SENDER_REPORT_EVERY: Duration = Duration::from_secs(5);
+
+async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let local = stream.local_addr()?;
+    let (mut rd, writer) = stream.into_split();
+    let mut conn = Conn {
+        node: node.clone(),
+        peer,
+        local,
+        writer,
+        session: None,
+        announced: None,
+        tcp: InterleavedWriter::default(),
+        out: Vec::with_capacity(PUMP_BATCH),
+        last_sr: Instant::now(),
+    };
+    let limits = Limits::default();
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let result = loop {
+        let event = {
+            let media = conn.media_ready();
+            let cancelled = conn.session_cancelled();
+            tokio::select! {
+                _ = node.shutdown.cancelled() => Event::Shutdown,
+                _ = cancelled => Event::SessionCancelled,
+                r = rd.read_buf(&mut buf) => Event::Read(r),
+                _ = media => Event::Media,
+                _ = tick.tick() => Event::Tick,
+            }
+        };
+        match event {
+            Event::Shutdown | Event::SessionCancelled => break Ok(()),
+            Event::Read(Ok(0)) => break Ok(()),
+            Event::Read(Err(e)) => break Err(e),
+            Event::Read(Ok(_)) => match conn.process_input(&mut buf, &limits).await {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            },
+            Event::Media => {
+                if let Err(e) = conn.pump_tcp().await {
+                    break Err(e);
+                }
+            }
+            Event::Tick => {
+                if conn.session_expired() {
+                    Node::bump(&node.counters.sessions_timed_out);
+                    info!("session timed out");
+                    break Ok(());
+                }
+                if let Err(e) = conn.maybe_sender_report().await {
+                    break Err(e);
+                }
+            }
+        }
+    };
+    conn.close().await;
+    result
+}
+
+impl Conn {
+    /// Resolves when the TCP-played session has media to send; pending otherwise.
+    async fn media_ready(&self) {
+        match self.session.as_ref().and_then(|s| s.tcp_reader()) {
+            Some(reader) => reader.wait().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn session_cancelled(&self) {
+        match &self.session {
+            Some(s) => s.info.cancel.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn session_expired(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.expired())
+    }
+
+    /// Parse and handle everything complete in `buf`. Ok(false) = close the connection.
+    async fn process_input(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &Limits,
+    ) -> std::io::Result<bool> {
+        loop {
+            match parse_frame(buf, limits) {
+                Ok(None) => return Ok(true),
+                Ok(Some((frame, consumed))) => {
+                    buf.advance(consumed);
+                    match frame {
+                        Frame::Request(req) => {
+                            let (resp, keep) = self.handle(req).await;
+                            self.writer.write_all(&resp.to_bytes()).await?;
+                            self.after_response().await?;
+                            if !keep {
+                                return Ok(false);
+                            }
+                        }
+                        Frame::Interleaved { channel, payload } => {
+                            self.interleaved(channel, payload);
+                        }
+                        // A client has no business answering us; ignore rather than fail.
+                        Frame::Response(_) => {}
+                    }
+                }
+                Err(e) => {
+                    Node::bump(&self.node.counters.rtsp_bad_requests);
+                    debug!("malformed input: {e}");
+                    let mut resp = Response::new(e.status());
+                    if let Some(cseq) = e.cseq() {
+                        resp = resp.header("CSeq", cseq.to_string());
+                    }
+                    self.writer.write_all(&resp.to_bytes()).await?;
+                    match e.resync() {
+                        Some(n) if n > 0 && n <= buf.len() => buf.advance(n),
+                        _ => return Ok(false),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Interleaved data from the client: a publisher's media, or any client's RTCP.
+    fn interleaved(&mut self, channel: u8, payload: bytes::Bytes) {
+        let Some(session) = self.session.as_mut() else {
+            return;
+        };
+        session.touch();
+        let Some((track, is_rtp)) = session.track_of_channel(channel) else {
+            return;
+        };
+        if !is_rtp {
+            if rtcp::parse_compound(&payload).is_err() {
+                Node::bump(&self.node.counters.rtp_garbage);
+            }
+            return;
+        }
+        if let Some(producer) = session.producer.as_mut() {
+            session
+                .info
+                .packets
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            session
+                .info
+                .bytes
+                .fetch_add(payload.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            if !producer.push_raw(track, payload) {
+                Node::bump(&self.node.counters.rtp_garbage);
+            }
+        }
+    }
+
+    /// Work that must follow a response on the wire (media after a PLAY answer).
+    async fn after_response(&mut self) -> std::io::Result<()> {
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.tcp_reader().is_some())
+        {
+            self.pump_tcp().await?;
+        }
+        Ok(())
+    }
+
+    /// Move what the hub has for this TCP viewer onto the socket. A viewer that does not
+    /// take data within the slow-reader timeout is disconnected.
+    async fn pump_tcp(&mut self) -> std::io::Result<()> {
+        let Some(session) = self.session.as_mut() else {
+            return Ok(());
+        };
+        let Some(reader) = session.tcp_reader_mut() else {
+            return Ok(());
+        };
+        self.out.clear();
+        let skips_before = reader.skips;
+        let consumed = reader.poll_batch(&mut self.out, PUMP_BATCH);
+        if reader.skips != skips_before {
+            Node::bump(&self.node.counters.reader_skips);
+        }
+        let finished = consumed == 0 && reader.stream().is_finished();
+        if !self.out.is_empty() {
+            let bytes: u64 = self.out.iter().map(|p| 12 + p.payload.len() as u64).sum();
+            session
+                .info
+                .packets
+                .fetch_add(self.out.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            session
+                .info
+                .bytes
+                .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+            let channels = session.rtp_channels();
+            let timeout = Duration::from_millis(self.node.config.live.slow_reader_timeout_ms);
+            let write = self.tcp.write(&mut self.writer, &self.out, |t| {
+                channels.get(t).copied().flatten().unwrap_or(0)
+            });
+            match tokio::time::timeout(timeout, write).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    Node::bump(&self.node.counters.slow_readers_dropped);
+                    warn!("viewer took no data for {timeout:?}: disconnected");
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+            }
+        }
+        if finished {
+            info!("publisher ended the stream");
+            self.send_goodbye().await;
+            if let Some(s) = &self.session {
+                s.info.cancel.cancel();
+            }
+        }
+        Ok(())
+    }
+
+    async fn maybe_sender_report(&mut self) -> std::io::Result<()> {
+        if self.last_sr.elapsed() < SENDER_REPORT_EVERY {
+            return Ok(());
+        }
+        self.last_sr = Instant::now();
+        let Some(session) = &self.session else {
+            return Ok(());
+        };
+        let Some(reader) = session.tcp_reader() else {
+            return Ok(());
+        };
+        if session.state != SessionState::Playing {
+            return Ok(());
+        }
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let cname = self.node.config.node.id.clone();
+        for (track, sr) in reader.sender_reports(Instant::now(), wall) {
+            if let Some(ch) = session.rtcp_channel(track) {
+                let pkt = rtcp::sender_report(&sr, &cname);
+                write_interleaved(&mut self.writer, ch, &pkt).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// RTCP BYE to a TCP viewer (UDP sessions send their own from their task).
+    async fn send_goodbye(&mut self) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        let Some(reader) = session.tcp_reader() else {
+            return;
+        };
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let reports = reader.sender_reports(Instant::now(), wall);
+        let cname = self.node.config.node.id.clone();
+        for (track, ssrc) in reader.ssrcs() {
+            let sr = reports
+                .iter()
+                .find(|(t, _)| *t == track)
+                .map(|(_, sr)| *sr)
+                .unwrap_or(rtcp::SenderReport {
+                    ssrc,
+                    ntp: rtcp::ntp_timestamp(wall),
+                    rtp_timestamp: 0,
+                    packet_count: 0,
+                    octet_count: 0,
+                });
+            if let Some(ch) = session.rtcp_channel(track) {
+                let pkt = rtcp::goodbye(&sr, &cname);
+                let _ = write_interleaved(&mut self.writer, ch, &pkt).await;
+            }
+        }
+    }
+
+    /// End of the connection: say goodbye to viewers, release the session.
+    async fn close(&mut self) {
+        self.send_goodbye().await;
+        self.end_session();
+        self.release_announce();
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.writer.shutdown()).await;
+    }
+
+    /// Tear the session down (TEARDOWN, timeout, disconnect).
+    pub fn end_session(&mut self) {
+        if let Some(session) = self.session.take() {
+            session.end(&self.node);
+        }
+    }
+
+    /// Release a publisher reservation made by ANNOUNCE that never reached RECORD.
+    pub fn release_announce(&mut self) {
+        if let Some(a) = self.announced.take() {
+            let mut publisher = a.path.publisher();
+            if publisher
+                .as_ref()
+                .is_some_and(|p| p.session_id == a.session_id)
+            {
+                *publisher = None;
+            }
+            drop(publisher);
+            self.node.release_path(&a.path.name);
+        }
+    }
+
+    pub fn local_ip(&self) -> std::net::IpAddr {
+        self.local.ip()
+    }
+}
+
+pub async fn write_interleaved(
+    w: &mut OwnedWriteHalf,
+    channel: u8,
+    data: &[u8],
+) -> std::io::Result<()> {
+    let len = u16::try_from(data.len()).unwrap_or(u16::MAX);
+    let mut frame = Vec::with_capacity(4 + data.len());
+    frame.extend_from_slice(&[b'$', channel]);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&data[..usize::from(len)]);
+    w.write_all(&frame).await
+}
+
+impl TrackTransport {
+    pub fn describe(&self) -> String {
+        match self {
+            TrackTransport::Tcp { rtp_channel, .. } => format!("tcp/{rtp_channel}"),
+            TrackTransport::Udp { client_rtp, .. } => format!("udp/{client_rtp}"),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! `vigil serve`: start every part of a node and stop it cleanly on SIGTERM/Ctrl-C.
+
+use crate::node::Node;
+use anyhow::Context;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+use vigil_conf::{Config, Source};
+
+pub fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    init_tracing();
+    let config = match &config_path {
+        Some(p) => Config::load(p)?,
+        None => {
+            info!("no --config: serving the bundled demo camera at live/demo");
+            Config::embedded_default()
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(config))
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("VIGIL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Run a node until SIGTERM/SIGINT.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let rtsp = tokio::net::TcpListener::bind(config.rtsp.listen)
+        .await
+        .with_context(|| format!("cannot listen for RTSP on {}", config.rtsp.listen))?;
+    let http = tokio::net::TcpListener::bind(config.http.listen)
+        .await
+        .with_context(|| format!("cannot listen for the admin API on {}", config.http.listen))?;
+    let node = Node::new(config);
+    info!(
+        node = %node.config.node.id,
+        rtsp = %rtsp.local_addr()?,
+        api = %http.local_addr()?,
+        "vigil node up"
+    );
+    start_sources(&node);
+    let prometheus = crate::admin::metrics::install();
+    let api = tokio::spawn(crate::admin::api::serve(node.clone(), http, prometheus));
+    let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), rtsp));
+    wait_for_signal().await;
+    info!("shutting down: closing sessions");
+    node.shutdown.cancel();
+    // Connections send RTCP BYE and close; give them a moment, not forever.
+    let _ = tokio::time::timeout(Duration::from_secs(3), server).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), api).await;
+    info!("stopped");
+    Ok(())
+}
+
+/// Always-on sources start with the node; on-demand pulls start on first DESCRIBE.
+fn start_sources(node: &Arc<Node>) {
+    for path in node.paths() {
+        match &path.source {
+            Source::Demo => {
+                let cancel: CancellationToken = node.shutdown.child_token();
+                tokio::spawn(crate::ingest::demo::run(path.stream.clone(), cancel));
+            }
+            Source::Pull { .. } if !path.on_demand => {
+                crate::ingest::pull::ensure_running(node, &path)
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
