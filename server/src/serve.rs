@@ -18,11 +18,28 @@ pub fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
             Config::embedded_default()
         }
     };
+    raise_fd_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(serve(config))
+}
+
+/// Every viewer costs a socket (three with UDP); the usual soft limit of 1024 descriptors
+/// would cap a node at a few hundred viewers, so lift it to the hard limit.
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }
 
 fn init_tracing() {

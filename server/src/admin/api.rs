@@ -25,6 +25,7 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/paths", get(paths))
         .route("/api/sessions", get(sessions))
         .route("/api/health", get(|| async { "ok\n" }))
+        .route("/api/node", get(node_info))
         .route("/metrics", get(metrics))
         .with_state(AppState { node, prometheus })
 }
@@ -138,6 +139,26 @@ async fn paths(State(st): State<AppState>) -> Json<Vec<PathView>> {
 
 async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
     Json(session_views(&st.node))
+}
+
+#[derive(serde::Serialize)]
+struct NodeInfo {
+    id: String,
+    rtsp_listen: String,
+    uptime_secs: f64,
+    sessions: usize,
+    process: Option<super::process::ProcessStats>,
+}
+
+async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
+    let n = &st.node;
+    Json(NodeInfo {
+        id: n.config.node.id.clone(),
+        rtsp_listen: n.config.rtsp.listen.to_string(),
+        uptime_secs: n.started.elapsed().as_secs_f64(),
+        sessions: n.session_count(),
+        process: super::process::current(),
+    })
 }
 
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {

@@ -2,4 +2,5 @@
 
 pub mod api;
 pub mod metrics;
+pub mod process;
 pub mod views;
