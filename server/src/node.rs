@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use vigil_conf::{Config, Source};
 
 /// A path the node serves (`live/<camera>`), with its hub and its source.
@@ -80,6 +81,8 @@ pub struct Node {
     pub ports: PortAllocator,
     pub counters: Counters,
     pub shutdown: CancellationToken,
+    /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
+    pub tasks: TaskTracker,
     pub started: Instant,
 }
 
@@ -92,6 +95,7 @@ impl Node {
             ports,
             counters: Counters::default(),
             shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
             started: Instant::now(),
             config,
         };

@@ -74,8 +74,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     wait_for_signal().await;
     info!("shutting down: closing sessions");
     node.shutdown.cancel();
-    // Connections send RTCP BYE and close; give them a moment, not forever.
-    let _ = tokio::time::timeout(Duration::from_secs(3), server).await;
+    // Connections and media tasks send RTCP BYE and close; give them a moment, not forever.
+    let _ = server.await;
+    node.tasks.close();
+    if tokio::time::timeout(Duration::from_secs(3), node.tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some sessions did not close within 3 s");
+    }
     let _ = tokio::time::timeout(Duration::from_secs(1), api).await;
     info!("stopped");
     Ok(())
@@ -87,7 +94,8 @@ fn start_sources(node: &Arc<Node>) {
         match &path.source {
             Source::Demo => {
                 let cancel: CancellationToken = node.shutdown.child_token();
-                tokio::spawn(crate::ingest::demo::run(path.stream.clone(), cancel));
+                node.tasks
+                    .spawn(crate::ingest::demo::run(path.stream.clone(), cancel));
             }
             Source::Pull { .. } if !path.on_demand => {
                 crate::ingest::pull::ensure_running(node, &path)

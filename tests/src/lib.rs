@@ -44,7 +44,10 @@ pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -166,7 +169,11 @@ impl Node {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!("vigil exited during start-up ({status}):\n{}", self.log());
             }
-            assert!(Instant::now() < deadline, "vigil did not come up:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "vigil did not come up:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -197,7 +204,9 @@ impl Node {
     }
 
     pub fn api_json(&self, path: &str) -> serde_json::Value {
-        let body = self.try_api(path).unwrap_or_else(|| panic!("GET {path} failed"));
+        let body = self
+            .try_api(path)
+            .unwrap_or_else(|| panic!("GET {path} failed"));
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
     }
 
@@ -213,7 +222,9 @@ impl Node {
     /// Wait until `path` is live (a producer attached).
     pub fn wait_live(&self, path: &str) {
         poll_until(Duration::from_secs(20), &format!("{path} live"), || {
-            self.path_info(path).filter(|p| p["live"] == true).map(|_| ())
+            self.path_info(path)
+                .filter(|p| p["live"] == true)
+                .map(|_| ())
         });
     }
 
@@ -236,9 +247,11 @@ impl Node {
         unsafe {
             libc::kill(c.id() as i32, libc::SIGTERM);
         }
-        poll_until(Duration::from_secs(10), "vigil to exit after SIGTERM", || {
-            c.try_wait().ok().flatten()
-        })
+        poll_until(
+            Duration::from_secs(10),
+            "vigil to exit after SIGTERM",
+            || c.try_wait().ok().flatten(),
+        )
     }
 
     pub fn log(&self) -> String {
@@ -315,32 +328,93 @@ pub fn fixture(name: &str) -> PathBuf {
             args.extend(video);
             args.extend(audio);
             args.extend([
-                "-t", "10", "-c:v", "libx264", "-preset", "veryfast", "-g", "25",
-                "-keyint_min", "25", "-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac",
-                "-b:a", "64k", "-f", "mp4",
+                "-t",
+                "10",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "veryfast",
+                "-g",
+                "25",
+                "-keyint_min",
+                "25",
+                "-sc_threshold",
+                "0",
+                "-pix_fmt",
+                "yuv420p",
+                "-c:a",
+                "aac",
+                "-b:a",
+                "64k",
+                "-f",
+                "mp4",
             ]);
         }
         "h264.mp4" => {
             args.extend(video);
             args.extend([
-                "-t", "10", "-c:v", "libx264", "-preset", "veryfast", "-g", "25",
-                "-keyint_min", "25", "-sc_threshold", "0", "-pix_fmt", "yuv420p", "-f", "mp4",
+                "-t",
+                "10",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "veryfast",
+                "-g",
+                "25",
+                "-keyint_min",
+                "25",
+                "-sc_threshold",
+                "0",
+                "-pix_fmt",
+                "yuv420p",
+                "-f",
+                "mp4",
             ]);
         }
         "h265.mp4" => {
             args.extend(video);
             args.extend([
-                "-t", "10", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params",
-                "keyint=25:min-keyint=25:scenecut=0:log-level=error", "-pix_fmt", "yuv420p",
-                "-tag:v", "hvc1", "-f", "mp4",
+                "-t",
+                "10",
+                "-c:v",
+                "libx265",
+                "-preset",
+                "ultrafast",
+                "-x265-params",
+                "keyint=25:min-keyint=25:scenecut=0:log-level=error",
+                "-pix_fmt",
+                "yuv420p",
+                "-tag:v",
+                "hvc1",
+                "-f",
+                "mp4",
             ]);
         }
         "h264_2mbps.mp4" => {
             args.extend(["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25"]);
             args.extend([
-                "-t", "20", "-c:v", "libx264", "-preset", "veryfast", "-g", "25",
-                "-keyint_min", "25", "-sc_threshold", "0", "-b:v", "2M", "-maxrate", "2M",
-                "-bufsize", "1M", "-pix_fmt", "yuv420p", "-f", "mp4",
+                "-t",
+                "20",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "veryfast",
+                "-g",
+                "25",
+                "-keyint_min",
+                "25",
+                "-sc_threshold",
+                "0",
+                "-b:v",
+                "2M",
+                "-maxrate",
+                "2M",
+                "-bufsize",
+                "1M",
+                "-pix_fmt",
+                "yuv420p",
+                "-f",
+                "mp4",
             ]);
         }
         other => panic!("unknown fixture {other}"),

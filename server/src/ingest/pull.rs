@@ -41,7 +41,8 @@ pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
         .find(|c| format!("live/{}", c.id) == path.name)
         .map_or(PullTransport::Tcp, |c| c.pull_transport);
     let span = info_span!("pull", path = %path.name);
-    tokio::spawn(run(node.clone(), path.clone(), url.clone(), transport, cancel).instrument(span));
+    node.tasks
+        .spawn(run(node.clone(), path.clone(), url.clone(), transport, cancel).instrument(span));
 }
 
 enum Ended {

@@ -32,7 +32,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
                 Node::bump(&node.counters.rtsp_connections);
                 let node = node.clone();
                 let span = info_span!("rtsp", %peer);
-                tokio::spawn(
+                node.tasks.clone().spawn(
                     async move {
                         if let Err(e) = connection(node, stream, peer).await {
                             debug!("connection ended: {e}");

@@ -60,6 +60,11 @@ impl Conn {
             Node::bump(&self.node.counters.rtsp_bad_requests);
             return (fail(StatusCode::BAD_REQUEST, "missing CSeq"), true);
         };
+        if let Some(s) = &self.session {
+            if req.session_id() == Some(s.info.id.as_str()) {
+                s.touch();
+            }
+        }
         let mut resp = match req.method {
             Method::Options => Response::new(StatusCode::OK).header("Public", PUBLIC),
             Method::Describe => self.describe(&req).await,

@@ -61,7 +61,10 @@ impl UdpPlay {
             activity,
         };
         let c = cancel.clone();
-        tokio::spawn(task.run(c, paused_rx).in_current_span());
+        task.node
+            .tasks
+            .clone()
+            .spawn(task.run(c, paused_rx).in_current_span());
         UdpPlay { cancel, paused }
     }
 
@@ -96,7 +99,7 @@ impl PlayTask {
     async fn run(mut self, cancel: CancellationToken, mut paused: watch::Receiver<bool>) {
         // The viewer's RTCP (receiver reports) keeps the session alive.
         for (_, _, rtcp_sock, _, _) in &self.tracks {
-            tokio::spawn(watch_rtcp(
+            self.node.tasks.spawn(watch_rtcp(
                 rtcp_sock.clone(),
                 self.activity.clone(),
                 self.node.clone(),
@@ -220,13 +223,13 @@ impl UdpRecord {
         let producer = Arc::new(Mutex::new(producer));
         for t in tracks {
             let rtcp = Arc::new(t.pair.rtcp);
-            tokio::spawn(watch_rtcp(
+            node.tasks.spawn(watch_rtcp(
                 rtcp,
                 activity.clone(),
                 node.clone(),
                 cancel.clone(),
             ));
-            tokio::spawn(
+            node.tasks.spawn(
                 receive_rtp(
                     node.clone(),
                     info.clone(),
