@@ -34,6 +34,9 @@ pub struct Config {
     pub http: HttpConfig,
     pub live: LiveConfig,
     pub limits: Limits,
+    pub storage: StorageConfig,
+    pub cache: CacheConfig,
+    pub playback: PlaybackConfig,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -149,6 +152,67 @@ impl Default for Limits {
     }
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// Recording root: a directory on the shared volume (iSCSI LUN or NFS share) that every
+    /// node mounts at the same path. Relative paths are taken from the working directory.
+    pub root: std::path::PathBuf,
+    /// Record live cameras at all (each camera can opt out with `record = false`).
+    pub enabled: bool,
+    /// Target segment length; segments are cut at the first keyframe past it.
+    pub segment_secs: f64,
+    /// Delete recordings older than this (0 = keep forever).
+    pub retention_max_age_hours: f64,
+    /// Delete the oldest recordings while the root holds more than this (0 = no limit).
+    pub retention_max_bytes: u64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            root: "./data".into(),
+            enabled: true,
+            segment_secs: 4.0,
+            retention_max_age_hours: 0.0,
+            retention_max_bytes: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Memory budget of the segmented playback cache.
+    pub budget_mb: u64,
+    /// Segments loaded ahead of each playing session.
+    pub read_ahead_segments: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            budget_mb: 512,
+            read_ahead_segments: 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlaybackConfig {
+    /// Above this Scale only keyframes are sent (trick play).
+    pub keyframes_only_above_scale: f64,
+}
+
+impl Default for PlaybackConfig {
+    fn default() -> Self {
+        Self {
+            keyframes_only_above_scale: 2.0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CameraConfig {
@@ -165,6 +229,9 @@ pub struct CameraConfig {
     /// Pull cameras only: use RTP over the RTSP TCP connection (default) or UDP.
     #[serde(default)]
     pub pull_transport: PullTransport,
+    /// Record this camera (when `[storage] enabled`).
+    #[serde(default = "default_true")]
+    pub record: bool,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
@@ -226,6 +293,7 @@ impl Config {
                 source: "demo".into(),
                 on_demand: false,
                 pull_transport: PullTransport::Tcp,
+                record: true,
             }],
             ..Config::default()
         }
@@ -242,6 +310,11 @@ impl Config {
         if self.limits.session_timeout_secs == 0 {
             return Err(ConfigError::Invalid(
                 "limits.session_timeout_secs must be at least 1".into(),
+            ));
+        }
+        if !(self.storage.segment_secs >= 0.5 && self.storage.segment_secs <= 60.0) {
+            return Err(ConfigError::Invalid(
+                "storage.segment_secs must be between 0.5 and 60".into(),
             ));
         }
         if self.live.ring_packets < 64 {

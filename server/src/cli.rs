@@ -33,6 +33,11 @@ pub enum Command {
         #[command(subcommand)]
         what: crate::ctl::What,
     },
+    /// Load generators: measure what a node delivers to many viewers and what it costs.
+    Bench {
+        #[command(subcommand)]
+        what: crate::bench::Bench,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -40,6 +45,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { config } => crate::serve::run(config),
         Command::Ctl { api, json, what } => crate::ctl::run(&api, json, what),
+        Command::Bench { what } => crate::bench::run(what),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

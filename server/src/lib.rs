@@ -5,11 +5,15 @@
 //! around it. See ARCHITECTURE.md for the map and the invariants.
 
 pub mod admin;
+pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod ctl;
 pub mod ingest;
 pub mod live;
 pub mod net;
 pub mod node;
+pub mod playback;
+pub mod record;
 pub mod rtsp;
 pub mod serve;

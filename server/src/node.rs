@@ -26,6 +26,8 @@ pub struct PathEntry {
     pub puller: Mutex<Option<CancellationToken>>,
     /// Last DESCRIBE of an on-demand path: keeps its pull alive until the reader arrives.
     pub last_demand: Mutex<Instant>,
+    /// A recorder task runs for this path.
+    pub recording: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -52,6 +54,8 @@ pub struct SessionInfo {
     pub started_at: Instant,
     pub bytes: AtomicU64,
     pub packets: AtomicU64,
+    /// Current sending rate (playback: grows with Scale), for the load model.
+    pub rate_bps: AtomicU64,
     pub cancel: CancellationToken,
 }
 
@@ -59,6 +63,7 @@ pub struct SessionInfo {
 #[serde(rename_all = "lowercase")]
 pub enum SessionKindView {
     Play,
+    Playback,
     Record,
 }
 
@@ -81,13 +86,17 @@ pub struct Node {
     pub ports: PortAllocator,
     pub counters: Counters,
     pub shutdown: CancellationToken,
+    /// Recording state per camera (for the API and metrics).
+    pub recordings: crate::record::Recordings,
+    /// Recordings and the playback cache; None when recording is disabled.
+    pub library: Option<crate::playback::library::Library>,
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
     pub tasks: TaskTracker,
     pub started: Instant,
 }
 
 impl Node {
-    pub fn new(config: Config) -> Arc<Node> {
+    pub fn new(config: Config, library: Option<crate::playback::library::Library>) -> Arc<Node> {
         let ports = PortAllocator::new(config.rtsp.udp_port_min, config.rtsp.udp_port_max);
         let node = Node {
             paths: Mutex::new(HashMap::new()),
@@ -95,6 +104,8 @@ impl Node {
             ports,
             counters: Counters::default(),
             shutdown: CancellationToken::new(),
+            recordings: Default::default(),
+            library,
             tasks: TaskTracker::new(),
             started: Instant::now(),
             config,
@@ -110,6 +121,7 @@ impl Node {
                 publisher: Mutex::new(None),
                 puller: Mutex::new(None),
                 last_demand: Mutex::new(Instant::now()),
+                recording: Default::default(),
             };
             node.paths_mut().insert(name, Arc::new(entry));
         }
@@ -158,6 +170,7 @@ impl Node {
             publisher: Mutex::new(None),
             puller: Mutex::new(None),
             last_demand: Mutex::new(Instant::now()),
+            recording: Default::default(),
         });
         paths.insert(name.to_string(), entry.clone());
         Some(entry)

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
+use crate::playback::library::Library;
 use vigil_conf::{Config, Source};
+use vigil_storage::{Store, StoreConfig};
 
 pub fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
     init_tracing();
@@ -60,7 +62,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let http = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("cannot listen for the admin API on {}", config.http.listen))?;
-    let node = Node::new(config);
+    let library = open_library(&config)?;
+    let node = Node::new(config, library);
     info!(
         node = %node.config.node.id,
         rtsp = %rtsp.local_addr()?,
@@ -68,6 +71,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         "vigil node up"
     );
     start_sources(&node);
+    start_recorders(&node);
     let prometheus = crate::admin::metrics::install();
     let api = tokio::spawn(crate::admin::api::serve(node.clone(), http, prometheus));
     let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), rtsp));
@@ -86,6 +90,36 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(1), api).await;
     info!("stopped");
     Ok(())
+}
+
+/// The recording store on the shared root, and the playback cache in front of it.
+fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
+    let s = &config.storage;
+    if !s.enabled {
+        return Ok(None);
+    }
+    let hours = |h: f64| (h > 0.0).then(|| Duration::from_secs_f64(h * 3600.0));
+    let store_config = StoreConfig {
+        segment_duration: Duration::from_secs_f64(s.segment_secs),
+        retention_max_age: hours(s.retention_max_age_hours),
+        retention_max_bytes: (s.retention_max_bytes > 0).then_some(s.retention_max_bytes),
+        ..StoreConfig::default()
+    };
+    let store = Store::open(&s.root, &config.node.id, store_config)
+        .with_context(|| format!("cannot open the recording root {}", s.root.display()))?;
+    info!(root = %s.root.display(), "recording to the storage root");
+    let budget = usize::try_from(config.cache.budget_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    Ok(Some(Library::new(store, budget, config.cache.read_ahead_segments)))
+}
+
+/// A recorder for every path that may carry a camera (push paths created later start
+/// theirs when they are created), and the retention sweep.
+fn start_recorders(node: &Arc<Node>) {
+    let Some(library) = &node.library else { return };
+    for path in node.paths() {
+        crate::record::start(node, &path);
+    }
+    node.tasks.spawn(crate::record::retention(node.clone(), library.store.clone()));
 }
 
 /// Always-on sources start with the node; on-demand pulls start on first DESCRIBE.

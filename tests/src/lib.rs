@@ -432,3 +432,396 @@ pub fn fixture(name: &str) -> PathBuf {
     std::fs::rename(&tmp, &path).expect("rename fixture");
     path
 }
+
+// ---------------------------------------------------------------------------------------
+// Real clients (ffmpeg, ffprobe, GStreamer) and a raw RTSP connection, for the end-to-end
+// tests of ffmpeg.rs, gstreamer.rs, pull.rs, bad_input.rs and lifecycle.rs.
+
+/// The bundled demo clip as an always-on camera at `live/demo` (for `NodeBuilder::extra`).
+pub const DEMO_CAMERA: &str = "[[camera]]\nid = \"demo\"\nsource = \"demo\"\non_demand = false";
+
+/// Frames of every fixture (10 s at 25 fps) and of one GOP (a keyframe every second).
+pub const FIXTURE_FRAMES: u64 = 250;
+pub const GOP: u64 = 25;
+
+/// The frame window a reader of a whole fixture publish must decode, when it was started
+/// `joined` after the publisher. The reader starts at the newest keyframe (the GOP cache),
+/// so it gets at least every frame from the moment it joined and at most all of them:
+/// `[250 - frames elapsed - one GOP of tolerance, 250]`.
+pub fn expected_window(joined: Duration) -> (u64, u64) {
+    let elapsed = (joined.as_secs_f64() * 25.0).ceil() as u64;
+    (FIXTURE_FRAMES.saturating_sub(elapsed + GOP), FIXTURE_FRAMES)
+}
+
+/// What an ffmpeg reader decoded.
+#[derive(Debug)]
+pub struct Decoded {
+    pub frames: u64,
+    pub stderr: String,
+    pub status: ExitStatus,
+    pub elapsed: Duration,
+}
+
+impl Decoded {
+    /// "Plays": exit 0, nothing at all on stderr at `-v error`, and `min..=max` frames.
+    pub fn assert_plays(&self, what: &str, min: u64, max: u64) {
+        assert!(
+            self.stderr.trim().is_empty(),
+            "{what}: ffmpeg reported errors:\n{}",
+            self.stderr
+        );
+        assert!(
+            self.status.success(),
+            "{what}: ffmpeg failed ({}) after {:?}",
+            self.status,
+            self.elapsed
+        );
+        assert!(
+            (min..=max).contains(&self.frames),
+            "{what}: decoded {} frames, expected {min}..={max}",
+            self.frames
+        );
+    }
+}
+
+/// The last `frame=N` of ffmpeg's `-progress` output.
+pub fn progress_frames(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("frame="))
+        .filter_map(|v| v.trim().parse().ok())
+        .last()
+        .unwrap_or(0)
+}
+
+/// `ffmpeg -v error [input options] -i URL [output options] -f null -` with frames reported
+/// on stdout by `-progress`. The RTSP socket timeout (5 s) bounds every wait on the server.
+pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command {
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-hide_banner", "-nostdin", "-nostats", "-v", "error"])
+        .args(["-timeout", "5000000"])
+        .args(input)
+        .args(["-i", url])
+        .args(output)
+        .args(["-f", "null", "-", "-progress", "pipe:1"]);
+    cmd
+}
+
+/// Decode `url` with ffmpeg to the null muxer and count the frames.
+pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Duration) -> Decoded {
+    let start = Instant::now();
+    let out = run_with_timeout(&mut ffmpeg_decode_cmd(url, input, output), timeout);
+    Decoded {
+        frames: progress_frames(&String::from_utf8_lossy(&out.stdout)),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        status: out.status,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// [`ffmpeg_decode`] on a thread of its own, so several readers run at once.
+pub fn spawn_ffmpeg_decode(
+    url: &str,
+    input: &[&str],
+    output: &[&str],
+    timeout: Duration,
+) -> std::thread::JoinHandle<Decoded> {
+    let url = url.to_string();
+    let input: Vec<String> = input.iter().map(|s| s.to_string()).collect();
+    let output: Vec<String> = output.iter().map(|s| s.to_string()).collect();
+    std::thread::spawn(move || {
+        let input: Vec<&str> = input.iter().map(String::as_str).collect();
+        let output: Vec<&str> = output.iter().map(String::as_str).collect();
+        ffmpeg_decode(&url, &input, &output, timeout)
+    })
+}
+
+/// `ffmpeg -re -i FILE -c copy -f rtsp [-rtsp_transport tcp] URL` in the background.
+pub fn ffmpeg_publish(file: &Path, url: &str, tcp: bool) -> Background {
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-hide_banner", "-nostdin", "-nostats", "-v", "error", "-re", "-i"])
+        .arg(file)
+        .args(["-c", "copy", "-f", "rtsp"]);
+    if tcp {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    }
+    cmd.arg(url);
+    spawn_background(&mut cmd)
+}
+
+/// Wait (bounded) for a background process to exit; its status and stderr.
+pub fn wait_background(bg: &mut Background, timeout: Duration) -> (ExitStatus, String) {
+    let status = poll_until(timeout, "background process to exit", || {
+        bg.0.try_wait().ok().flatten()
+    });
+    let mut err = String::new();
+    if let Some(mut e) = bg.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    (status, err)
+}
+
+/// `ffprobe -show_streams` of an RTSP URL: the `streams` array. Asserts a clean run.
+pub fn ffprobe_streams(url: &str, transport: &str) -> Vec<serde_json::Value> {
+    let out = run_with_timeout(
+        Command::new("ffprobe")
+            .args(["-hide_banner", "-v", "error", "-timeout", "5000000"])
+            .args(["-rtsp_transport", transport])
+            .args(["-show_streams", "-of", "json", url]),
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.trim().is_empty(),
+        "ffprobe {url} over {transport}: {}: {err}",
+        out.status
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ffprobe JSON");
+    v["streams"].as_array().cloned().unwrap_or_default()
+}
+
+/// What a GStreamer `rtspsrc` pipeline decoded.
+#[derive(Debug)]
+pub struct GstDecoded {
+    /// Decoded frames that reached the sink.
+    pub frames: u64,
+    /// Caps of the decoded video (`width=(int)…`).
+    pub caps: String,
+    pub stdout: String,
+    /// Every ERROR-level log line of any element (`GST_DEBUG=*:1`), libav's included.
+    pub stderr: String,
+    pub status: ExitStatus,
+    pub elapsed: Duration,
+}
+
+/// Decode `frames` H.264 frames from `url` with `rtspsrc protocols=…`, then stop (EOS).
+pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duration) -> GstDecoded {
+    let start = Instant::now();
+    let out = run_with_timeout(
+        Command::new("gst-launch-1.0")
+            .env("GST_DEBUG", "*:1")
+            .env("GST_DEBUG_NO_COLOR", "1")
+            .args(["-e", "-v", "rtspsrc"])
+            .arg(format!("location={url}"))
+            .arg(format!("protocols={protocols}"))
+            .args(["latency=200", "tcp-timeout=5000000", "!", "rtph264depay", "!"])
+            .args(["h264parse", "!", "avdec_h264", "!", "identity"])
+            // identity turns the (N+1)th buffer into EOS: N frames reach the sink.
+            .arg(format!("eos-after={}", frames + 1))
+            .args(["!", "fakesink", "silent=false"]),
+        timeout,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let frames = stdout
+        .lines()
+        .filter(|l| l.contains("last-message = chain") && l.contains("(fakesink0:sink)"))
+        .count() as u64;
+    let caps = stdout
+        .lines()
+        .find(|l| l.contains("GstFakeSink:fakesink0.GstPad:sink: caps = video/x-raw"))
+        .unwrap_or_default()
+        .to_string();
+    GstDecoded {
+        frames,
+        caps,
+        stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        status: out.status,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// `gst-launch-1.0 filesrc ! qtdemux ! h264parse ! rtspclientsink protocols=…` in the
+/// background (it publishes in real time: the sink synchronises on the clock).
+pub fn gst_publish_h264(file: &Path, url: &str, protocols: &str) -> Background {
+    spawn_background(
+        Command::new("gst-launch-1.0")
+            .env("GST_DEBUG", "*:1")
+            .env("GST_DEBUG_NO_COLOR", "1")
+            .args(["-q", "filesrc"])
+            .arg(format!("location={}", file.display()))
+            .args(["!", "qtdemux", "!", "h264parse", "!", "rtspclientsink"])
+            .arg(format!("location={url}"))
+            .arg(format!("protocols={protocols}")),
+    )
+}
+
+/// A value of the node's `/metrics` (0 when the series has not been written yet).
+pub fn metric_value(node: &Node, name: &str) -> f64 {
+    let text = node.try_api("/metrics").unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            (k == name).then(|| v.trim().parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
+}
+
+/// What a raw RTSP connection received.
+#[derive(Debug)]
+pub enum Incoming {
+    Response(vigil_proto::rtsp::Response),
+    Data { channel: u8, payload: bytes::Bytes },
+    /// The server closed the connection (EOF or reset).
+    Closed,
+}
+
+/// A hand-driven RTSP connection over `std::net::TcpStream`, for exact requests, malformed
+/// input and reading interleaved media. Every read is bounded by a 5 s socket timeout.
+pub struct RtspConn {
+    pub stream: std::net::TcpStream,
+    buf: bytes::BytesMut,
+    cseq: u32,
+    /// Session id from the last response that carried one.
+    pub session: Option<String>,
+}
+
+impl RtspConn {
+    pub fn connect(addr: SocketAddr) -> RtspConn {
+        let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("read timeout");
+        stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .expect("write timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        RtspConn {
+            stream,
+            buf: bytes::BytesMut::with_capacity(64 * 1024),
+            cseq: 0,
+            session: None,
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        std::io::Write::write_all(&mut self.stream, bytes)
+    }
+
+    /// The next response or interleaved frame. A read timeout is an error (the server
+    /// neither answered nor closed); EOF and connection reset are `Closed`.
+    pub fn next(&mut self) -> std::io::Result<Incoming> {
+        use vigil_proto::rtsp::{parse_frame, Frame, Limits};
+        let limits = Limits {
+            max_header_bytes: 64 * 1024,
+            max_body_bytes: 1 << 20,
+        };
+        loop {
+            match parse_frame(&self.buf, &limits) {
+                Ok(Some((frame, used))) => {
+                    let _ = self.buf.split_to(used);
+                    match frame {
+                        Frame::Response(r) => return Ok(Incoming::Response(r)),
+                        Frame::Interleaved { channel, payload } => {
+                            return Ok(Incoming::Data { channel, payload })
+                        }
+                        Frame::Request(r) => {
+                            return Err(std::io::Error::other(format!(
+                                "server sent a request: {r:?}"
+                            )))
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return Err(std::io::Error::other(format!("unparsable answer: {e}"))),
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            match std::io::Read::read(&mut self.stream, &mut chunk) {
+                Ok(0) => return Ok(Incoming::Closed),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return Ok(Incoming::Closed)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The next response, skipping interleaved data; None when the server closed.
+    pub fn response(&mut self) -> std::io::Result<Option<vigil_proto::rtsp::Response>> {
+        loop {
+            match self.next()? {
+                Incoming::Response(r) => return Ok(Some(r)),
+                Incoming::Data { .. } => {}
+                Incoming::Closed => return Ok(None),
+            }
+        }
+    }
+
+    /// Send a request (CSeq added, and Session when one is known and not given) and wait
+    /// for its answer. Panics if the server closes or does not answer.
+    pub fn request(
+        &mut self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<(&str, &str)>,
+    ) -> vigil_proto::rtsp::Response {
+        self.cseq += 1;
+        let mut text = format!("{method} {url} RTSP/1.0\r\nCSeq: {}\r\n", self.cseq);
+        for (k, v) in headers {
+            text.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(s) = &self.session {
+            if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("Session")) {
+                text.push_str(&format!("Session: {s}\r\n"));
+            }
+        }
+        if let Some((ct, b)) = body {
+            text.push_str(&format!("Content-Type: {ct}\r\nContent-Length: {}\r\n", b.len()));
+            text.push_str("\r\n");
+            text.push_str(b);
+        } else {
+            text.push_str("\r\n");
+        }
+        self.send(text.as_bytes())
+            .unwrap_or_else(|e| panic!("{method} {url}: send: {e}"));
+        let resp = self
+            .response()
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"))
+            .unwrap_or_else(|| panic!("{method} {url}: connection closed without an answer"));
+        assert_eq!(
+            resp.cseq(),
+            Some(self.cseq),
+            "{method} {url}: CSeq not echoed"
+        );
+        if let Some(id) = resp.session_id() {
+            self.session = Some(id.to_string());
+        }
+        resp
+    }
+
+    /// DESCRIBE, SETUP every track (`trackID=N`) over TCP interleaved (channels 2N, 2N+1)
+    /// and PLAY. Returns the DESCRIBE answer's SDP.
+    pub fn play_tcp(&mut self, url: &str) -> String {
+        let d = self.request("DESCRIBE", url, &[("Accept", "application/sdp")], None);
+        assert_eq!(d.status.0, 200, "DESCRIBE {url}: {}", d.reason);
+        let sdp = String::from_utf8_lossy(&d.body).into_owned();
+        let tracks = sdp.lines().filter(|l| l.starts_with("m=")).count();
+        for t in 0..tracks {
+            let transport = format!("RTP/AVP/TCP;unicast;interleaved={}-{}", 2 * t, 2 * t + 1);
+            let s = self.request(
+                "SETUP",
+                &format!("{url}/trackID={t}"),
+                &[("Transport", &transport)],
+                None,
+            );
+            assert_eq!(s.status.0, 200, "SETUP {url} track {t}: {}", s.reason);
+        }
+        let p = self.request("PLAY", url, &[("Range", "npt=0.000-")], None);
+        assert_eq!(p.status.0, 200, "PLAY {url}: {}", p.reason);
+        sdp
+    }
+}
+
+/// A minimal 2-track (H.264 + AAC) SDP for raw ANNOUNCE, controls `streamid=0` and `=1`.
+pub const TWO_TRACK_SDP: &str = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=test\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n\
+a=fmtp:96 packetization-mode=1;sprop-parameter-sets=Z2QADazZQUH7ARAAAAMAEAAAAwMg8UKZYA==,aO+Pyw==\r\n\
+a=control:streamid=0\r\n\
+m=audio 0 RTP/AVP 97\r\na=rtpmap:97 MPEG4-GENERIC/44100/1\r\n\
+a=fmtp:97 profile-level-id=1;mode=AAC-hbr;sizelength=13;indexlength=3;indexdeltalength=3;config=1208\r\n\
+a=control:streamid=1\r\n";

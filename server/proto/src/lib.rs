@@ -7,6 +7,7 @@
 //! not depend on tokio).
 
 pub mod codec;
+pub mod depacketize;
 pub mod rtcp;
 pub mod rtp;
 pub mod rtsp;

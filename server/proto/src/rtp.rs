@@ -135,6 +135,9 @@ pub struct RtpIdentity {
     /// of each input line and cleared by `rebase`.
     offsets: Option<(u16, u32)>,
     last_ts: Option<u32>,
+    /// Latest output timestamp in RTP order (wrapping): with B-frames the last packet sent
+    /// is not the latest in presentation, and a new input line must start after all of them.
+    max_ts: Option<u32>,
     packets: u32,
     octets: u32,
 }
@@ -148,6 +151,7 @@ impl RtpIdentity {
             pending_ts: first_ts,
             offsets: None,
             last_ts: None,
+            max_ts: None,
             packets: 0,
             octets: 0,
         }
@@ -173,6 +177,12 @@ impl RtpIdentity {
             self.next_seq = sequence.wrapping_add(1);
         }
         self.last_ts = Some(timestamp);
+        if self
+            .max_ts
+            .is_none_or(|m| timestamp.wrapping_sub(m) < 0x8000_0000)
+        {
+            self.max_ts = Some(timestamp);
+        }
         // RFC 3550 §6.4.1: the counts wrap modulo 2^32.
         self.packets = self.packets.wrapping_add(1);
         self.octets = self.octets.wrapping_add(payload_len as u32);
@@ -187,12 +197,12 @@ impl RtpIdentity {
 
     /// The next input packet starts a new input line (new upstream SSRC after a reconnect, a
     /// seek, a skip ahead): output sequence continues at +1, output timestamp continues at
-    /// last + ts_advance. The caller picks `ts_advance` (typically one frame duration) because
-    /// only it knows how much media time the discontinuity represents.
+    /// the latest timestamp sent + ts_advance. The caller picks `ts_advance` (typically one
+    /// frame duration) because only it knows how much media time the discontinuity represents.
     pub fn rebase(&mut self, ts_advance: u32) {
         self.offsets = None;
-        if let Some(last) = self.last_ts {
-            self.pending_ts = last.wrapping_add(ts_advance);
+        if let Some(max) = self.max_ts {
+            self.pending_ts = max.wrapping_add(ts_advance);
         }
     }
 
@@ -388,6 +398,18 @@ mod tests {
         id.rewrite(&hdr(65535, u32::MAX, 1), 0);
         let b = id.rewrite(&hdr(0, 2999, 1), 0);
         assert_eq!((b.sequence, b.timestamp), (101, 3000));
+    }
+
+    #[test]
+    fn rebase_continues_after_the_latest_timestamp_not_the_last() {
+        // Decode order I P B: the B-frame sent last is earlier than the P-frame.
+        let mut id = RtpIdentity::new(9, 0, 0);
+        id.rewrite(&hdr(1, 0, 1), 0);
+        id.rewrite(&hdr(2, 9000, 1), 0);
+        id.rewrite(&hdr(3, 3000, 1), 0);
+        id.rebase(3000);
+        let next = id.rewrite(&hdr(500, 77, 2), 0);
+        assert_eq!((next.sequence, next.timestamp), (3, 12_000));
     }
 
     #[test]

@@ -13,9 +13,15 @@ use vigil_proto::rtp::RtpHeader;
 /// Marks where a reader may start: the first packet of an access unit that is a
 /// random-access point. A keyframe access unit often spans several packets (SPS, PPS, IDR
 /// slices): only its first packet counts, or a reader could start after the parameter sets.
+///
+/// Access unit delimiters and SEI may come first in an access unit (GStreamer's
+/// rtspclientsink sends AUD, SPS, PPS, SEI, IDR): they are skipped over, so the first
+/// parameter set or IDR packet after them is the one marked.
 #[derive(Debug, Default, Clone)]
 pub struct AccessUnitTracker {
     prev: Option<(u32, bool)>,
+    /// Only AUD/SEI packets seen so far in the current access unit.
+    in_prefix: bool,
 }
 
 impl AccessUnitTracker {
@@ -23,10 +29,21 @@ impl AccessUnitTracker {
     pub fn observe(&mut self, codec: Codec, header: &RtpHeader, payload: &[u8]) -> bool {
         let au_start = match self.prev {
             None => true,
-            Some((ts, marker)) => marker || ts != header.timestamp,
+            Some((ts, marker)) => marker || ts != header.timestamp || self.in_prefix,
         };
         self.prev = Some((header.timestamp, header.marker));
+        self.in_prefix = au_start && is_au_prefix(codec, payload);
         codec.is_video() && au_start && starts_keyframe(codec, payload)
+    }
+}
+
+/// A single-NAL payload that may precede the parameter sets and slices of an access unit:
+/// access unit delimiter or SEI (H.264 types 9 and 6; H.265 types 35 and 39).
+fn is_au_prefix(codec: Codec, payload: &[u8]) -> bool {
+    match codec {
+        Codec::H264 => matches!(vigil_proto::codec::h264_nal_type(payload), Some(6 | 9)),
+        Codec::H265 => matches!(vigil_proto::codec::h265_nal_type(payload), Some(35 | 39)),
+        _ => false,
     }
 }
 
@@ -121,5 +138,27 @@ mod tests {
         // IDR without in-band parameter sets (they are in the SDP) still starts a GOP.
         assert!(t.observe(Codec::H264, &h(6000, true), &idr));
         assert!(!t.observe(Codec::Aac, &h(6000, true), &idr));
+    }
+
+    #[test]
+    fn delimiter_and_sei_before_the_keyframe_are_skipped_over() {
+        // GStreamer rtspclientsink: AUD, SPS, PPS, SEI, IDR (FU-A) in one access unit.
+        let mut t = AccessUnitTracker::default();
+        let aud = [0x09, 0xf0];
+        let sei = [0x06, 0x05];
+        let sps = [0x67, 0x42, 0, 0x1e];
+        let pps = [0x68, 0xce];
+        let idr_fu = [0x7c, 0x85, 0x88];
+        let p = [0x41, 0x9a];
+        assert!(!t.observe(Codec::H264, &h(0, false), &aud));
+        assert!(t.observe(Codec::H264, &h(0, false), &sps));
+        assert!(!t.observe(Codec::H264, &h(0, false), &pps));
+        assert!(!t.observe(Codec::H264, &h(0, true), &idr_fu));
+        assert!(!t.observe(Codec::H264, &h(3000, false), &aud));
+        assert!(!t.observe(Codec::H264, &h(3000, true), &p));
+        // Without in-band parameter sets: AUD, SEI, then the IDR's first fragment.
+        assert!(!t.observe(Codec::H264, &h(6000, false), &aud));
+        assert!(!t.observe(Codec::H264, &h(6000, false), &sei));
+        assert!(t.observe(Codec::H264, &h(6000, true), &idr_fu));
     }
 }

@@ -37,6 +37,12 @@ struct TrackOut {
     epoch: u64,
     /// When the last forwarded packet had arrived at the hub (for SR and splice timing).
     last_received: Option<Instant>,
+    /// Input timestamp of the last packet forwarded from the current producer.
+    last_input_ts: Option<u32>,
+    /// Smallest forward step between consecutive input timestamps: about one frame (video;
+    /// B-frames can make it two) or one packet (audio). A splice advances the timeline by at least this much, so the first
+    /// frame of the new producer never shares a presentation time with the last of the old.
+    min_step: Option<u32>,
 }
 
 /// A reader attached to a [`Stream`]. Counts itself in `stream.readers` while alive.
@@ -69,6 +75,8 @@ impl Reader {
                         waiting_keyframe: video,
                         epoch: 0,
                         last_received: None,
+                        last_input_ts: None,
+                        min_step: None,
                     }
                 })
             })
@@ -116,7 +124,8 @@ impl Reader {
                         p.received.saturating_duration_since(r).as_secs_f64()
                     });
                     let advance = (gap * t.clock_rate as f64).round().max(1.0) as u32;
-                    t.identity.rebase(advance);
+                    t.identity.rebase(advance.max(t.min_step.unwrap_or(1)));
+                    t.last_input_ts = None;
                     t.waiting_keyframe = t.video;
                 }
                 t.epoch = p.epoch;
@@ -129,6 +138,13 @@ impl Reader {
             }
             let header = t.identity.rewrite(&p.header, p.payload.len());
             t.last_received = Some(p.received);
+            if let Some(prev) = t.last_input_ts {
+                let step = p.header.timestamp.wrapping_sub(prev);
+                if step != 0 && step < 0x8000_0000 {
+                    t.min_step = Some(t.min_step.map_or(step, |m| m.min(step)));
+                }
+            }
+            t.last_input_ts = Some(p.header.timestamp);
             self.packets_sent += 1;
             self.bytes_sent += 12 + p.payload.len() as u64;
             out.push(OutPacket {
@@ -299,5 +315,35 @@ mod tests {
         assert!(hs.iter().all(|h| h.ssrc == 0x1234));
         assert_eq!(hs[2].sequence, hs[1].sequence.wrapping_add(1));
         assert!(hs[2].timestamp > hs[1].timestamp);
+    }
+
+    #[test]
+    fn splice_after_b_frames_starts_a_frame_after_the_latest() {
+        let s = stream();
+        let e1 = s.current_epoch();
+        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
+        // Decode order I0 P3 B1 B2: the last packet is not the latest frame.
+        push(&s, e1, 10, 0, true);
+        push(&s, e1, 11, 9000, false);
+        push(&s, e1, 12, 3000, false);
+        push(&s, e1, 13, 6000, false);
+        let e2 = s.attach_producer(StreamInfo {
+            sdp: SessionDescription::default(),
+            tracks: vec![TrackInfo {
+                codec: Codec::H264,
+                clock_rate: 90_000,
+            }],
+        });
+        // The takeover is instantaneous: no wall time passes.
+        push(&s, e2, 1, 42, true);
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        let ts: Vec<u32> = out
+            .iter()
+            .map(|o| parse(&[&o.header[..], &o.payload[..]].concat()).unwrap().0.timestamp)
+            .collect();
+        assert_eq!(ts.len(), 5);
+        // One frame (3000 ticks) after the P-frame, the latest presentation time.
+        assert_eq!(ts[4], ts[1].wrapping_add(3000));
     }
 }

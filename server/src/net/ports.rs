@@ -23,7 +23,7 @@ pub struct UdpPair {
 impl PortAllocator {
     pub fn new(min: u16, max: u16) -> PortAllocator {
         let min = min + (min % 2);
-        let pairs = (u32::from(max.saturating_sub(min)) + 1) / 2;
+        let pairs = u32::from(max.saturating_sub(min)).div_ceil(2);
         PortAllocator {
             min,
             pairs: pairs.max(1),

@@ -68,6 +68,7 @@ enum Event {
     SessionCancelled,
     Read(std::io::Result<usize>),
     Media,
+    Playback(Option<crate::playback::task::TcpOut>),
     Tick,
 }
 
@@ -97,18 +98,39 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
         let event = {
-            let media = conn.media_ready();
-            let cancelled = conn.session_cancelled();
+            let cancel = conn.session.as_ref().map(|s| s.info.cancel.clone());
+            let cancelled = async move {
+                match cancel {
+                    Some(c) => c.cancelled_owned().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let media = conn.next_media();
             tokio::select! {
                 _ = node.shutdown.cancelled() => Event::Shutdown,
                 _ = cancelled => Event::SessionCancelled,
                 r = rd.read_buf(&mut buf) => Event::Read(r),
-                _ = media => Event::Media,
+                m = media => m,
                 _ = tick.tick() => Event::Tick,
             }
         };
         match event {
-            Event::Shutdown | Event::SessionCancelled => break Ok(()),
+            Event::Shutdown => break Ok(()),
+            Event::SessionCancelled => {
+                // Deliver what a finished playback queued (its last frames and BYE) first.
+                let _ = conn.drain_playback().await;
+                break Ok(());
+            }
+            Event::Playback(Some(out)) => {
+                if let Err(e) = conn.write_playback(out).await {
+                    break Err(e);
+                }
+            }
+            Event::Playback(None) => {
+                if let Some(pb) = conn.session.as_mut().and_then(|s| s.playback.as_mut()) {
+                    pb.tcp_rx = None;
+                }
+            }
             Event::Read(Ok(0)) => break Ok(()),
             Event::Read(Err(e)) => break Err(e),
             Event::Read(Ok(_)) => match conn.process_input(&mut buf, &limits).await {
@@ -138,18 +160,63 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
 }
 
 impl Conn {
-    /// Resolves when the TCP-played session has media to send; pending otherwise.
-    async fn media_ready(&self) {
-        match self.session.as_ref().and_then(|s| s.tcp_reader()) {
-            Some(reader) => reader.wait().await,
+    /// Resolves when the session has TCP media to send: a live reader's hub has packets,
+    /// or a playback task queued some. Pending otherwise.
+    async fn next_media(&mut self) -> Event {
+        let Some(session) = self.session.as_mut() else {
+            return std::future::pending().await;
+        };
+        if let Some(reader) = session.tcp_reader() {
+            reader.wait().await;
+            return Event::Media;
+        }
+        match session.playback.as_mut().and_then(|p| p.tcp_rx.as_mut()) {
+            Some(rx) => Event::Playback(rx.recv().await),
             None => std::future::pending().await,
         }
     }
 
-    async fn session_cancelled(&self) {
-        match &self.session {
-            Some(s) => s.info.cancel.cancelled().await,
-            None => std::future::pending().await,
+    /// Write one batch from the playback task on the interleaved channels.
+    async fn write_playback(&mut self, out: crate::playback::task::TcpOut) -> std::io::Result<()> {
+        use crate::playback::task::TcpOut;
+        let Some(session) = self.session.as_ref() else {
+            return Ok(());
+        };
+        match out {
+            TcpOut::Packets(packets) => {
+                let channels = session.rtp_channels();
+                self.tcp
+                    .write(&mut self.writer, &packets, |t| {
+                        channels.get(t).copied().flatten().unwrap_or(0)
+                    })
+                    .await
+            }
+            TcpOut::Rtcp(reports) => {
+                let chans: Vec<(u8, Vec<u8>)> = reports
+                    .into_iter()
+                    .filter_map(|(t, pkt)| session.rtcp_channel(t).map(|c| (c, pkt)))
+                    .collect();
+                for (ch, pkt) in chans {
+                    write_interleaved(&mut self.writer, ch, &pkt).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Write everything a playback task has queued (it has stopped or is stopping).
+    async fn drain_playback(&mut self) -> std::io::Result<()> {
+        loop {
+            let next = self
+                .session
+                .as_mut()
+                .and_then(|s| s.playback.as_mut())
+                .and_then(|p| p.tcp_rx.as_mut())
+                .and_then(|rx| rx.try_recv().ok());
+            match next {
+                Some(out) => self.write_playback(out).await?,
+                None => return Ok(()),
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! RTSP methods of a live node (RFC 2326 §10), one function each.
 
 use super::conn::Conn;
+use super::playback_methods::Playback;
 use super::session::{Activity, Media, Session, TrackTransport};
 use super::udp_session::{UdpPlay, UdpRecord, UdpTrack};
 use crate::ingest::Producer;
@@ -33,10 +34,26 @@ const PUBLIC: &str =
     "OPTIONS, DESCRIBE, ANNOUNCE, SETUP, PLAY, PAUSE, RECORD, TEARDOWN, GET_PARAMETER, SET_PARAMETER";
 
 /// An error answer with a reason the client will print.
-fn fail(status: StatusCode, why: impl std::fmt::Display) -> Response {
+pub(crate) fn fail(status: StatusCode, why: impl std::fmt::Display) -> Response {
     let mut r = Response::new(status);
     r.reason = format!("{} ({why})", status.reason());
     r
+}
+
+/// What a SETUP resolves to before the session is joined or created.
+struct SetupPlan {
+    /// Session path for the API and the one-path-per-session check.
+    name: String,
+    kind: SessionKind,
+    track: usize,
+    tracks: usize,
+    path: Option<Arc<PathEntry>>,
+    playback: Option<Playback>,
+}
+
+/// Recordings are served under `playback/`; everything else is a live path.
+fn is_playback(uri: &str) -> bool {
+    url_path(uri).is_some_and(|p| p.starts_with("playback/"))
 }
 
 /// The stream path and (for SETUP) the track control of a request URL.
@@ -67,10 +84,13 @@ impl Conn {
         }
         let mut resp = match req.method {
             Method::Options => Response::new(StatusCode::OK).header("Public", PUBLIC),
+            Method::Describe if is_playback(&req.uri) => self.describe_playback(&req).await,
             Method::Describe => self.describe(&req).await,
             Method::Announce => self.announce(&req),
             Method::Setup => self.setup(&req).await,
+            Method::Play if self.is_playback_session() => self.play_playback(&req).await,
             Method::Play => self.play(&req),
+            Method::Pause if self.is_playback_session() => self.pause_playback(&req).await,
             Method::Pause => self.pause(&req),
             Method::Record => self.record(&req),
             Method::Teardown => self.teardown(&req),
@@ -209,6 +229,7 @@ impl Conn {
                 format!("{path} does not accept publishers (use live/<camera>)"),
             );
         };
+        crate::record::start(&self.node, &entry);
         let session_id = new_session_id();
         let cancel = CancellationToken::new();
         {
@@ -243,10 +264,6 @@ impl Conn {
     }
 
     async fn setup(&mut self, req: &Request) -> Response {
-        let target = match self.resolve(&req.uri) {
-            Ok(t) => t,
-            Err(r) => return r,
-        };
         let Some(value) = req.headers.get("Transport") else {
             return fail(StatusCode::UNSUPPORTED_TRANSPORT, "no Transport header");
         };
@@ -254,41 +271,19 @@ impl Conn {
             Ok(t) => t,
             Err(e) => return fail(StatusCode::UNSUPPORTED_TRANSPORT, e),
         };
-        let recording = self
-            .announced
-            .as_ref()
-            .is_some_and(|a| Arc::ptr_eq(&a.path, &target.path));
-        let (kind, sdp) = if recording {
-            let a = self
-                .announced
-                .as_ref()
-                .map(|a| a.sdp.clone())
-                .unwrap_or_default();
-            (SessionKind::Record, a)
+        let plan = if is_playback(&req.uri) {
+            self.plan_playback_setup(req).await
         } else {
-            match target
-                .path
-                .stream
-                .info()
-                .filter(|_| target.path.stream.is_live())
-            {
-                Some(info) => (SessionKind::Play, info.sdp.clone()),
-                None => {
-                    return fail(
-                        StatusCode::NOT_FOUND,
-                        format!("{} is not live", target.path.name),
-                    )
-                }
-            }
+            self.plan_live_setup(req)
         };
-        let track = match track_index(&sdp, kind, target.control.as_deref()) {
-            Ok(t) => t,
+        let mut plan = match plan {
+            Ok(p) => p,
             Err(r) => return r,
         };
         // Session checks: join this connection's session, or create one.
         match (&self.session, req.session_id()) {
             (Some(s), Some(id)) if id == s.info.id => {
-                if !Arc::ptr_eq(&s.path, &target.path) {
+                if s.info.path != plan.name {
                     return fail(
                         StatusCode::AGGREGATE_OPERATION_NOT_ALLOWED,
                         "one path per session",
@@ -311,34 +306,139 @@ impl Conn {
                     Node::bump(&self.node.counters.sessions_rejected);
                     return fail(StatusCode::SERVICE_UNAVAILABLE, "session limit reached");
                 }
-                if kind == SessionKind::Play
-                    && target.path.stream.readers.load(Ordering::Acquire)
-                        >= limits.max_readers_per_path
-                {
-                    Node::bump(&self.node.counters.sessions_rejected);
-                    return fail(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "reader limit of this path reached",
-                    );
+                if let (SessionKind::Play, Some(path)) = (plan.kind, &plan.path) {
+                    if path.stream.readers.load(Ordering::Acquire) >= limits.max_readers_per_path {
+                        Node::bump(&self.node.counters.sessions_rejected);
+                        return fail(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "reader limit of this path reached",
+                        );
+                    }
                 }
-                self.session = Some(self.new_session(&target.path, kind, sdp.media.len()));
+                self.session = Some(self.new_session(&mut plan));
             }
         }
+        let (transport, answer, setup) = match self.negotiate(&offers, value, plan.track, plan.kind).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let Some(session) = self.session.as_mut() else {
+            return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
+        };
+        if session.tracks.len() <= plan.track {
+            session.tracks.resize_with(plan.track + 1, || None);
+            session.setups.resize(plan.track + 1, None);
+        }
+        *session
+            .info
+            .transport
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = answer.to_string();
+        session.tracks[plan.track] = Some(transport);
+        session.setups[plan.track] = Some(setup);
+        session.state =
+            next_state(session.state, session.kind, &Method::Setup).unwrap_or(session.state);
+        session.touch();
+        Response::new(StatusCode::OK)
+            .header("Transport", answer.to_string())
+            .header("Session", session_header(session))
+    }
+
+    /// What a SETUP on a live path asks for.
+    fn plan_live_setup(&self, req: &Request) -> Result<SetupPlan, Response> {
+        let target = self.resolve(&req.uri)?;
+        let recording = self
+            .announced
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(&a.path, &target.path));
+        let (kind, sdp) = if recording {
+            let a = self
+                .announced
+                .as_ref()
+                .map(|a| a.sdp.clone())
+                .unwrap_or_default();
+            (SessionKind::Record, a)
+        } else {
+            match target
+                .path
+                .stream
+                .info()
+                .filter(|_| target.path.stream.is_live())
+            {
+                Some(info) => (SessionKind::Play, info.sdp.clone()),
+                None => {
+                    return Err(fail(
+                        StatusCode::NOT_FOUND,
+                        format!("{} is not live", target.path.name),
+                    ))
+                }
+            }
+        };
+        let track = track_index(&sdp, kind, target.control.as_deref())?;
+        Ok(SetupPlan {
+            name: target.path.name.clone(),
+            kind,
+            track,
+            tracks: sdp.media.len(),
+            path: Some(target.path),
+            playback: None,
+        })
+    }
+
+    /// What a SETUP on a recording asks for; the playback state is made with the session.
+    async fn plan_playback_setup(&mut self, req: &Request) -> Result<SetupPlan, Response> {
+        let control = url::Url::parse(&req.uri)
+            .ok()
+            .and_then(|u| u.path_segments().and_then(|mut s| s.next_back().map(str::to_string)))
+            .filter(|last| last.starts_with("trackID="));
+        let existing = self.session.as_ref().and_then(|s| s.playback.as_ref().map(|p| p.sdp.clone()));
+        let (playback, sdp) = match existing {
+            Some(sdp) => (None, sdp),
+            None => {
+                let pb = self.playback_for_setup(&req.uri).await?;
+                let sdp = pb.sdp.clone();
+                (Some(pb), sdp)
+            }
+        };
+        let name = match (&playback, &self.session) {
+            (Some(pb), _) => format!("playback/{}", pb.req.camera),
+            (None, Some(s)) => s.info.path.clone(),
+            (None, None) => String::new(),
+        };
+        let track = track_index(&sdp, SessionKind::Play, control.as_deref())?;
+        Ok(SetupPlan {
+            name,
+            kind: SessionKind::Play,
+            track,
+            tracks: sdp.media.len(),
+            path: None,
+            playback,
+        })
+    }
+
+    /// Pick the first acceptable transport of the client's offers and bind what it needs.
+    async fn negotiate(
+        &self,
+        offers: &[Transport],
+        value: &str,
+        track: usize,
+        kind: SessionKind,
+    ) -> Result<(TrackTransport, Transport, TrackSetup), Response> {
         let Some(offer) = offers.iter().find(|t| {
             !t.multicast
                 && t.profile.eq_ignore_ascii_case("RTP/AVP")
                 && (t.lower == LowerTransport::Tcp || t.client_port.is_some())
         }) else {
-            return fail(
+            return Err(fail(
                 StatusCode::UNSUPPORTED_TRANSPORT,
                 format!("none of {value}"),
-            );
+            ));
         };
         if offer.mode == Some(TransportMode::Record) && kind == SessionKind::Play {
-            return fail(
+            return Err(fail(
                 StatusCode::METHOD_NOT_VALID_IN_THIS_STATE,
                 "mode=record without ANNOUNCE",
-            );
+            ));
         }
         let setup = {
             let mut rng = rand::thread_rng();
@@ -348,7 +448,7 @@ impl Conn {
                 first_ts: rng.gen(),
             }
         };
-        let (transport, answer) = match offer.lower {
+        match offer.lower {
             LowerTransport::Tcp => {
                 let ch = offer
                     .interleaved
@@ -358,13 +458,14 @@ impl Conn {
                 if kind == SessionKind::Play {
                     t.ssrc = Some(setup.ssrc);
                 }
-                (
+                Ok((
                     TrackTransport::Tcp {
                         rtp_channel: ch.0,
                         rtcp_channel: ch.1,
                     },
                     t,
-                )
+                    setup,
+                ))
             }
             LowerTransport::Udp => {
                 let (rtp, rtcp) = offer.client_port.unwrap_or((0, 0));
@@ -375,13 +476,13 @@ impl Conn {
                     .is_none_or(|d| d == ip.to_string());
                 if !dest_ok {
                     // Sending media to a third party on request is an amplification vector.
-                    return fail(
+                    return Err(fail(
                         StatusCode::UNSUPPORTED_TRANSPORT,
                         "destination must be the client",
-                    );
+                    ));
                 }
                 let Some(pair) = self.node.ports.bind_pair(self.local.ip()).await else {
-                    return fail(StatusCode::SERVICE_UNAVAILABLE, "no free UDP ports");
+                    return Err(fail(StatusCode::SERVICE_UNAVAILABLE, "no free UDP ports"));
                 };
                 let mut t = Transport::udp_unicast();
                 t.client_port = Some((rtp, rtcp));
@@ -392,7 +493,7 @@ impl Conn {
                     t.ssrc = Some(setup.ssrc);
                 }
                 let server_port = pair.rtp_port;
-                (
+                Ok((
                     TrackTransport::Udp {
                         pair: Some(pair),
                         client_rtp: SocketAddr::new(ip, rtp),
@@ -400,32 +501,14 @@ impl Conn {
                         server_port,
                     },
                     t,
-                )
+                    setup,
+                ))
             }
-        };
-        let Some(session) = self.session.as_mut() else {
-            return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
-        };
-        if session.tracks.len() <= track {
-            session.tracks.resize_with(track + 1, || None);
-            session.setups.resize(track + 1, None);
         }
-        *session
-            .info
-            .transport
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = answer.to_string();
-        session.tracks[track] = Some(transport);
-        session.setups[track] = Some(setup);
-        session.state =
-            next_state(session.state, session.kind, &Method::Setup).unwrap_or(session.state);
-        session.touch();
-        Response::new(StatusCode::OK)
-            .header("Transport", answer.to_string())
-            .header("Session", session_header(session))
     }
 
-    fn new_session(&self, path: &Arc<PathEntry>, kind: SessionKind, tracks: usize) -> Session {
+    fn new_session(&self, plan: &mut SetupPlan) -> Session {
+        let kind = plan.kind;
         let id = match (kind, &self.announced) {
             (SessionKind::Record, Some(a)) => a.session_id.clone(),
             _ => new_session_id(),
@@ -436,10 +519,11 @@ impl Conn {
         };
         let info = Arc::new(SessionInfo {
             id,
-            path: path.name.clone(),
-            kind: match kind {
-                SessionKind::Play => SessionKindView::Play,
-                SessionKind::Record => SessionKindView::Record,
+            path: plan.name.clone(),
+            kind: match (kind, &plan.playback) {
+                (SessionKind::Record, _) => SessionKindView::Record,
+                (SessionKind::Play, Some(_)) => SessionKindView::Playback,
+                (SessionKind::Play, None) => SessionKindView::Play,
             },
             transport: Mutex::new(String::new()),
             client: self.peer,
@@ -447,6 +531,7 @@ impl Conn {
             started_at: Instant::now(),
             bytes: Default::default(),
             packets: Default::default(),
+            rate_bps: Default::default(),
             cancel,
         });
         self.node.register_session(info.clone());
@@ -456,9 +541,10 @@ impl Conn {
             info,
             kind,
             state: SessionState::Init,
-            path: path.clone(),
-            tracks: (0..tracks).map(|_| None).collect(),
-            setups: vec![None; tracks],
+            path: plan.path.clone(),
+            playback: plan.playback.take(),
+            tracks: (0..plan.tracks).map(|_| None).collect(),
+            setups: vec![None; plan.tracks],
             activity,
             timeout: Duration::from_secs(self.node.config.limits.session_timeout_secs.into()),
             media: Media::None,
@@ -466,7 +552,11 @@ impl Conn {
         }
     }
 
-    fn transition(&mut self, req: &Request) -> Result<&mut Session, Response> {
+    fn is_playback_session(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.playback.is_some())
+    }
+
+    pub(crate) fn transition(&mut self, req: &Request) -> Result<&mut Session, Response> {
         self.own_session(req)?;
         let session = self
             .session
@@ -500,7 +590,10 @@ impl Conn {
             }
             return Response::new(StatusCode::OK);
         }
-        let reader = Reader::new(session.path.stream.clone(), &session.setups);
+        let Some(path) = session.path.clone() else {
+            return fail(StatusCode::METHOD_NOT_VALID_IN_THIS_STATE, "no live path");
+        };
+        let reader = Reader::new(path.stream.clone(), &session.setups);
         let base = req.uri.trim_end_matches('/');
         let rtp_info: Vec<RtpInfo> = reader
             .rtp_info()
@@ -523,7 +616,7 @@ impl Conn {
                 session.activity.clone(),
             ));
         }
-        info!(session = %session.info.id, path = %session.path.name, "playing");
+        info!(session = %session.info.id, path = %path.name, "playing");
         Response::new(StatusCode::OK).header("RTP-Info", format_rtp_info(&rtp_info))
     }
 
@@ -554,7 +647,10 @@ impl Conn {
                 "RECORD without ANNOUNCE",
             );
         };
-        let producer = Producer::attach(session.path.stream.clone(), StreamInfo::from_sdp(sdp));
+        let Some(path) = session.path.clone() else {
+            return fail(StatusCode::METHOD_NOT_VALID_IN_THIS_STATE, "no live path");
+        };
+        let producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
         if session.is_tcp() {
             session.producer = Some(producer);
         } else {
@@ -567,7 +663,7 @@ impl Conn {
                 session.activity.clone(),
             ));
         }
-        info!(session = %session.info.id, path = %session.path.name, "recording");
+        info!(session = %session.info.id, path = %path.name, "recording");
         Response::new(StatusCode::OK)
     }
 
@@ -594,7 +690,7 @@ impl Conn {
     }
 }
 
-fn take_udp_tracks(session: &mut Session) -> Vec<UdpTrack> {
+pub(crate) fn take_udp_tracks(session: &mut Session) -> Vec<UdpTrack> {
     session
         .tracks
         .iter_mut()

@@ -3,5 +3,6 @@
 
 pub mod conn;
 pub mod handler;
+pub mod playback_methods;
 pub mod session;
 pub mod udp_session;

@@ -1,5 +1,6 @@
 //! A server-side RTSP session: its state, its tracks' transports, and its media task.
 
+use super::playback_methods::Playback;
 use super::udp_session::{UdpPlay, UdpRecord};
 use crate::ingest::Producer;
 use crate::live::reader::{Reader, TrackSetup};
@@ -31,6 +32,8 @@ pub enum Media {
     None,
     /// Pumped by the connection task itself.
     TcpPlay(Reader),
+    /// A recording is playing (its task and channel live in `Session::playback`).
+    Playback,
     UdpPlay(UdpPlay),
     UdpRecord(UdpRecord),
 }
@@ -66,7 +69,10 @@ pub struct Session {
     pub info: Arc<SessionInfo>,
     pub kind: SessionKind,
     pub state: SessionState,
-    pub path: Arc<PathEntry>,
+    /// The live path; None for playback sessions.
+    pub path: Option<Arc<PathEntry>>,
+    /// Playback of a recording (`playback/<camera>?start=…`).
+    pub playback: Option<Playback>,
     /// By track index of the stream's SDP; `None` for tracks not set up.
     pub tracks: Vec<Option<TrackTransport>>,
     pub setups: Vec<Option<TrackSetup>>,
@@ -139,16 +145,29 @@ impl Session {
 
     /// Release everything the session holds. UDP media tasks send their RTCP BYE as they stop.
     pub fn end(mut self, node: &Node) {
+        // A publisher that was taken over (`publisher_conflict = "takeover"`) must not end
+        // the stream: its successor feeds the same readers once it sends RECORD.
+        let taken_over = self.kind == SessionKind::Record
+            && self.path.as_ref().is_some_and(|path| {
+                path.publisher()
+                    .as_ref()
+                    .is_some_and(|p| p.session_id != self.info.id)
+            });
         match std::mem::replace(&mut self.media, Media::None) {
             Media::UdpPlay(p) => p.stop(),
-            Media::UdpRecord(r) => r.stop(),
-            Media::TcpPlay(_) | Media::None => {}
+            Media::UdpRecord(r) => r.stop(!taken_over),
+            Media::TcpPlay(_) | Media::Playback | Media::None => {}
+        }
+        if let Some(pb) = self.playback.take() {
+            pb.abort();
         }
         if let Some(p) = self.producer.take() {
-            p.finish();
+            if !taken_over {
+                p.finish();
+            }
         }
-        if self.kind == SessionKind::Record {
-            let mut publisher = self.path.publisher();
+        if let (SessionKind::Record, Some(path)) = (self.kind, &self.path) {
+            let mut publisher = path.publisher();
             if publisher
                 .as_ref()
                 .is_some_and(|p| p.session_id == self.info.id)
@@ -157,10 +176,12 @@ impl Session {
             }
         }
         node.unregister_session(&self.info.id);
-        node.release_path(&self.path.name);
+        if let Some(path) = &self.path {
+            node.release_path(&path.name);
+        }
         info!(
             session = %self.info.id,
-            path = %self.path.name,
+            path = %self.info.path,
             bytes = self.info.bytes.load(Ordering::Relaxed),
             secs = self.info.started_at.elapsed().as_secs(),
             "session ended"

@@ -180,7 +180,7 @@ impl PlayTask {
 }
 
 /// Count the client's RTCP as activity; count garbage.
-async fn watch_rtcp(
+pub async fn watch_rtcp(
     sock: Arc<UdpSocket>,
     activity: Arc<Activity>,
     node: Arc<Node>,
@@ -246,13 +246,15 @@ impl UdpRecord {
         UdpRecord { cancel, producer }
     }
 
-    /// Stop receiving and end the stream for its readers.
-    pub fn stop(&self) {
+    /// Stop receiving and, with `finish`, end the stream for its readers.
+    pub fn stop(&self, finish: bool) {
         self.cancel.cancel();
-        self.producer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .finish();
+        if finish {
+            self.producer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .finish();
+        }
     }
 }
 

@@ -1,0 +1,221 @@
+//! `vigil bench live`: a load generator that plays one live path with N of the project's
+//! own light viewers ([`crate::client`]) in this process and reports what they received
+//! and what it cost the node (CPU and RSS read from /proc by the pid `/api/node` gives).
+//!
+//! Timeline: readers are started at `--ramp-per-sec`, then `--warmup` seconds pass so the
+//! GOP bursts of the late joiners are over, then the steady window of `--duration` seconds
+//! is measured: per-reader delivered bitrate, packets delivered against packets ingested by
+//! the node, and the node's CPU time over exactly that window. Loss (sequence gaps) and
+//! start-up latency cover the whole run.
+
+mod report;
+
+use crate::admin::process::{self, ProcessStats};
+use crate::client::{play, ClientTransport, PlayOptions, Stats};
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use report::{NodeWindow, ReaderOutcome};
+use std::time::{Duration, Instant};
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Bench {
+    /// Play one live path with many viewers and measure delivery and the node's cost.
+    Live(LiveArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// The path to play, e.g. rtsp://127.0.0.1:8554/live/bench.
+    #[arg(long)]
+    pub url: String,
+    /// Number of concurrent viewers.
+    #[arg(long, default_value_t = 100)]
+    pub readers: usize,
+    #[arg(long, value_enum, default_value_t = ClientTransport::Tcp)]
+    pub transport: ClientTransport,
+    /// Seconds of the steady measurement window (after ramp-up and warm-up).
+    #[arg(long, default_value_t = 20)]
+    pub duration: u64,
+    /// The node's admin API, for its pid (CPU, RSS) and ingest counters.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub api: String,
+    /// Viewers started per second; 0 starts them all at once.
+    #[arg(long, default_value_t = 200.0)]
+    pub ramp_per_sec: f64,
+    /// Seconds between the last viewer starting and the steady window.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u64,
+    /// Worker threads of the load generator.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(bench: Bench) -> anyhow::Result<()> {
+    match bench {
+        Bench::Live(args) => live(args),
+    }
+}
+
+fn live(args: LiveArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.readers > 0, "--readers must be at least 1");
+    anyhow::ensure!(args.duration > 0, "--duration must be at least 1 second");
+    // Every viewer holds a socket (three with UDP).
+    crate::serve::raise_fd_limit();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads.max(1))
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = runtime.block_on(run_live(&args))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        println!("{}", report.table());
+    }
+    Ok(())
+}
+
+/// The node as seen through its admin API.
+#[derive(Clone)]
+struct NodeProbe {
+    api: String,
+    path: String,
+    pid: u32,
+}
+
+impl NodeProbe {
+    fn connect(api: &str, url: &str) -> anyhow::Result<NodeProbe> {
+        let api = api.trim_end_matches('/').to_string();
+        let node: serde_json::Value = serde_json::from_str(&get(&api, "/api/node")?)
+            .context("unexpected /api/node answer")?;
+        let pid = node["process"]["pid"]
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok())
+            .context("/api/node has no process.pid")?;
+        let path = url::Url::parse(url)
+            .map(|u| u.path().trim_matches('/').to_string())
+            .context("bad --url")?;
+        Ok(NodeProbe { api, path, pid })
+    }
+
+    /// Packets the node has ingested on the path so far.
+    fn packets_in(&self) -> Option<u64> {
+        let paths: serde_json::Value =
+            serde_json::from_str(&get(&self.api, "/api/paths").ok()?).ok()?;
+        paths
+            .as_array()?
+            .iter()
+            .find(|p| p["path"] == self.path.as_str())?["packets_in"]
+            .as_u64()
+    }
+
+    /// (process stats, packets in, when) — blocking; run off the async workers.
+    fn sample(&self) -> Option<(ProcessStats, Option<u64>, Instant)> {
+        let packets = self.packets_in();
+        let stats = process::read(self.pid)?;
+        Some((stats, packets, Instant::now()))
+    }
+}
+
+fn get(api: &str, path: &str) -> anyhow::Result<String> {
+    let url = format!("{api}{path}");
+    let mut resp = ureq::get(&url)
+        .config()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .call()
+        .with_context(|| format!("GET {url}"))?;
+    Ok(resp.body_mut().read_to_string()?)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
+    let probe = {
+        let (api, url) = (args.api.clone(), args.url.clone());
+        match blocking(move || NodeProbe::connect(&api, &url)).await {
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => {
+                eprintln!("vigil bench: no node metrics ({e:#}); measuring the viewers only");
+                None
+            }
+            None => None,
+        }
+    };
+    let n = args.readers;
+    let ramp = if args.ramp_per_sec > 0.0 {
+        Duration::from_secs_f64(n as f64 / args.ramp_per_sec)
+    } else {
+        Duration::ZERO
+    };
+    let start = Instant::now() + Duration::from_millis(50);
+    let mark = start + ramp + Duration::from_secs(args.warmup);
+    let end = mark + Duration::from_secs(args.duration);
+    eprintln!(
+        "vigil bench: {n} {:?} readers of {} (ramp {:.1} s, warm-up {} s, window {} s)",
+        args.transport,
+        args.url,
+        ramp.as_secs_f64(),
+        args.warmup,
+        args.duration
+    );
+
+    let mut readers = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = start + ramp.mul_f64(i as f64 / n as f64);
+        let url = args.url.clone();
+        let opts = PlayOptions::new(args.transport);
+        readers.push(tokio::spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
+            match play(&url, opts).await {
+                Ok(player) => {
+                    let stats: Stats = player
+                        .collect_stats(tokio::time::sleep_until(end.into()), Some(mark))
+                        .await;
+                    ReaderOutcome::Played(Box::new(stats))
+                }
+                Err(e) => ReaderOutcome::Failed(e.to_string()),
+            }
+        }));
+    }
+
+    let monitor = probe.clone().map(|probe| {
+        tokio::spawn(async move {
+            tokio::time::sleep_until(mark.into()).await;
+            let p = probe.clone();
+            let first = blocking(move || p.sample()).await.flatten();
+            let bench_first = process::current();
+            let mut rss_max = first.map_or(0, |f| f.0.rss_bytes);
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            while Instant::now() + Duration::from_millis(500) < end {
+                tick.tick().await;
+                if let Some(s) = process::read(probe.pid) {
+                    rss_max = rss_max.max(s.rss_bytes);
+                }
+            }
+            tokio::time::sleep_until(end.into()).await;
+            let p = probe.clone();
+            let last = blocking(move || p.sample()).await.flatten();
+            let bench_last = process::current();
+            NodeWindow::new(first, last, rss_max, bench_first, bench_last)
+        })
+    });
+
+    let mut outcomes = Vec::with_capacity(n);
+    for r in readers {
+        outcomes.push(
+            r.await
+                .unwrap_or_else(|e| ReaderOutcome::Failed(format!("task: {e}"))),
+        );
+    }
+    let node = match monitor {
+        Some(m) => m.await.ok().flatten(),
+        None => None,
+    };
+    Ok(report::Report::new(args, outcomes, node, mark, end))
+}

@@ -1,0 +1,107 @@
+//! Access to recordings for playback: the store's index and segments through the node's
+//! segmented cache (single-flight loads, read-ahead).
+
+use std::sync::Arc;
+use std::time::Instant;
+use vigil_cache::{SegmentCache, SegmentKey, Weighted};
+use vigil_storage::{CameraIndex, Segment, SegmentMeta, StorageError, Store};
+
+/// A cached segment (the cache's weight and range traits live in another crate than the
+/// segment type, hence the wrapper).
+pub struct CachedSegment(pub Segment);
+
+impl Weighted for CachedSegment {
+    fn weight(&self) -> usize {
+        self.0.approx_bytes()
+    }
+    fn end_ms(&self) -> i64 {
+        self.0.meta.end_ms
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LibraryError {
+    #[error("{0}")]
+    Storage(#[from] StorageError),
+    #[error("{0}")]
+    Shared(Arc<StorageError>),
+    #[error("storage task failed: {0}")]
+    Join(String),
+}
+
+#[derive(Clone)]
+pub struct Library {
+    pub store: Store,
+    pub cache: SegmentCache<CachedSegment>,
+    pub read_ahead: usize,
+}
+
+impl Library {
+    pub fn new(store: Store, budget_bytes: usize, read_ahead: usize) -> Library {
+        Library {
+            store,
+            cache: SegmentCache::new(budget_bytes),
+            read_ahead,
+        }
+    }
+
+    /// The camera's index, refreshed from disk (off the async runtime).
+    pub async fn index(&self, camera: &str) -> Result<CameraIndex, LibraryError> {
+        let store = self.store.clone();
+        let camera = camera.to_string();
+        tokio::task::spawn_blocking(move || store.index(&camera))
+            .await
+            .map_err(|e| LibraryError::Join(e.to_string()))?
+            .map_err(LibraryError::from)
+    }
+
+    fn key(meta: &SegmentMeta) -> SegmentKey {
+        SegmentKey {
+            camera: meta.camera.clone(),
+            start_ms: meta.start_ms,
+        }
+    }
+
+    fn loader(
+        &self,
+        meta: &SegmentMeta,
+    ) -> impl FnOnce() -> futures::future::BoxFuture<'static, Result<CachedSegment, StorageError>> {
+        let store = self.store.clone();
+        let meta = meta.clone();
+        move || {
+            Box::pin(async move {
+                let started = Instant::now();
+                let camera = meta.camera.clone();
+                let seg = tokio::task::spawn_blocking(move || store.read_segment(&camera, &meta))
+                    .await
+                    .map_err(|e| StorageError::Io {
+                        path: Default::default(),
+                        source: std::io::Error::other(e.to_string()),
+                    })??;
+                tracing::debug!(ms = started.elapsed().as_millis() as u64, "segment loaded");
+                Ok(CachedSegment(seg))
+            })
+        }
+    }
+
+    /// One segment, from the cache or storage (one storage read however many ask at once).
+    pub async fn segment(&self, meta: &SegmentMeta) -> Result<Arc<CachedSegment>, LibraryError> {
+        self.cache
+            .get_or_load(Self::key(meta), self.loader(meta))
+            .await
+            .map_err(LibraryError::Shared)
+    }
+
+    /// Start loading the segments after `meta` that a playing session will need next.
+    pub fn read_ahead(&self, index: &CameraIndex, meta: &SegmentMeta) {
+        let mut cur = meta.clone();
+        for _ in 0..self.read_ahead {
+            let Some(next) = index.next_after(&cur) else {
+                return;
+            };
+            let next = next.clone();
+            self.cache.prefetch(Self::key(&next), self.loader(&next));
+            cur = next;
+        }
+    }
+}

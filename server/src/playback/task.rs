@@ -1,0 +1,317 @@
+//! One playback session's sender: reads frames segment by segment through the cache, paces
+//! them by their timestamps divided by the Scale, re-packetises them and sends them with
+//! the session's own RTP identity.
+//!
+//! RTP timestamps keep media-time spacing at every Scale (a client that accepted Scale runs
+//! its own clock at that rate); sequence numbers and timestamps stay continuous across
+//! seeks and pauses (RFC 2326 App. B) — the identity is handed back when the task stops
+//! and reused by the next PLAY.
+
+use super::library::{CachedSegment, Library};
+use crate::live::reader::OutPacket;
+use crate::net::udp::send_batch;
+use crate::node::SessionInfo;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+use vigil_proto::codec::Codec;
+use vigil_proto::depacketize::packetize_payloads;
+use vigil_proto::rtcp;
+use vigil_proto::rtp::{write_header, RtpHeader, RtpIdentity};
+use vigil_storage::SegmentMeta;
+
+const MTU: usize = 1400;
+/// At the live edge of a camera still recording, how long to wait for its next segment.
+const LIVE_EDGE_WAIT: Duration = Duration::from_secs(12);
+
+/// Per-track output state that outlives one PLAY (so pause/seek stay continuous).
+pub struct TrackOut {
+    pub codec: Codec,
+    pub payload_type: u8,
+    pub clock_rate: u32,
+    pub identity: RtpIdentity,
+    /// Our own input sequence counter (frames are re-packetised, there is no input seq).
+    pub seq: u16,
+    /// Set for tracks the client SETUP.
+    pub enabled: bool,
+}
+
+/// Where the next frame to send is.
+#[derive(Clone, Debug)]
+pub struct Cursor {
+    pub segment: SegmentMeta,
+    pub frame: usize,
+}
+
+/// Media for a TCP-interleaved session, written by its connection task.
+pub enum TcpOut {
+    Packets(Vec<OutPacket>),
+    /// RTCP compound packets per track (sender reports, BYE).
+    Rtcp(Vec<(usize, Vec<u8>)>),
+}
+
+pub enum Sink {
+    Tcp(mpsc::Sender<TcpOut>),
+    Udp(Vec<UdpOut>),
+}
+
+#[derive(Clone)]
+pub struct UdpOut {
+    pub track: usize,
+    pub rtp: Arc<UdpSocket>,
+    pub rtcp: Arc<UdpSocket>,
+    pub dest_rtp: SocketAddr,
+    pub dest_rtcp: SocketAddr,
+}
+
+pub struct PlayParams {
+    pub start: Cursor,
+    pub scale: f64,
+    pub keyframes_only: bool,
+    /// Absolute end (URL `end=`); None = to the end of the recording (or its live edge).
+    pub end_ms: Option<i64>,
+    pub camera: String,
+    pub cname: String,
+}
+
+/// How a run ended, with the state the next PLAY continues from.
+pub struct Stopped {
+    pub tracks: Vec<TrackOut>,
+    /// Next frame to send; None when the recording (or range) ended.
+    pub resume: Option<Cursor>,
+}
+
+pub async fn run(
+    library: Library,
+    mut tracks: Vec<TrackOut>,
+    params: PlayParams,
+    sink: Sink,
+    info: Arc<SessionInfo>,
+    cancel: CancellationToken,
+) -> Stopped {
+    let mut cursor = params.start.clone();
+    let started = Instant::now();
+    let mut first_time: Option<i64> = None;
+    let mut rate = RateMeter::new();
+    let mut last_sr = Instant::now();
+    let mut index = match library.index(&params.camera).await {
+        Ok(i) => i,
+        Err(_) => return finish(tracks, None, &sink, &params, &info).await,
+    };
+    loop {
+        let segment: Arc<CachedSegment> = match library.segment(&cursor.segment).await {
+            Ok(s) => s,
+            Err(e) => {
+                info!(camera = %params.camera, "playback stopped: {e}");
+                return finish(tracks, None, &sink, &params, &info).await;
+            }
+        };
+        library.read_ahead(&index, &cursor.segment);
+        let frames = &segment.0.frames;
+        while cursor.frame < frames.len() {
+            let f = &frames[cursor.frame];
+            if params.end_ms.is_some_and(|end| f.time_ms >= end) {
+                return finish(tracks, None, &sink, &params, &info).await;
+            }
+            let Some(t) = tracks.get_mut(f.track as usize).filter(|t| t.enabled) else {
+                cursor.frame += 1;
+                continue;
+            };
+            if params.keyframes_only && !(t.codec.is_video() && f.keyframe) {
+                cursor.frame += 1;
+                continue;
+            }
+            // Pace: media time since the first frame, divided by the Scale.
+            let t0 = *first_time.get_or_insert(f.time_ms);
+            let due = started + Duration::from_secs_f64((f.time_ms - t0).max(0) as f64 / 1000.0 / params.scale);
+            tokio::select! {
+                _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
+                _ = tokio::time::sleep_until(due.into()) => {}
+            }
+            let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
+            let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
+            rate.add(bytes);
+            info.packets.fetch_add(packets.len() as u64, Ordering::Relaxed);
+            info.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+            info.rate_bps.store(rate.bps(), Ordering::Relaxed);
+            if send(&sink, f.track as usize, packets).await.is_err() {
+                return stopped(tracks, None);
+            }
+            cursor.frame += 1;
+            if last_sr.elapsed() >= Duration::from_secs(5) {
+                last_sr = Instant::now();
+                let reports = reports(&tracks, &params.cname, false);
+                let _ = send_rtcp(&sink, reports).await;
+            }
+        }
+        // Next segment; a camera still recording grows while we play (live edge).
+        let deadline = Instant::now() + LIVE_EDGE_WAIT;
+        let next = loop {
+            if let Some(n) = index.next_after(&cursor.segment) {
+                break Some(n.clone());
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+            match library.index(&params.camera).await {
+                Ok(i) => index = i,
+                Err(_) => break None,
+            }
+        };
+        match next {
+            Some(n) => cursor = Cursor { segment: n, frame: 0 },
+            None => return finish(tracks, None, &sink, &params, &info).await,
+        }
+    }
+}
+
+fn stopped(tracks: Vec<TrackOut>, resume: Option<Cursor>) -> Stopped {
+    Stopped { tracks, resume }
+}
+
+/// End of range or recording: RTCP BYE, and the session ends.
+async fn finish(
+    tracks: Vec<TrackOut>,
+    resume: Option<Cursor>,
+    sink: &Sink,
+    params: &PlayParams,
+    info: &SessionInfo,
+) -> Stopped {
+    debug!(camera = %params.camera, "end of playback: BYE");
+    let _ = send_rtcp(sink, reports(&tracks, &params.cname, true)).await;
+    info.cancel.cancel();
+    Stopped { tracks, resume }
+}
+
+fn packetize_frame(t: &mut TrackOut, track: usize, media_ts: u64, data: &[u8]) -> Vec<OutPacket> {
+    let payloads = match packetize_payloads(t.codec, data, MTU) {
+        Ok(p) => p,
+        Err(e) => {
+            debug!("frame not re-packetised: {e}");
+            return Vec::new();
+        }
+    };
+    payloads
+        .into_iter()
+        .map(|p| {
+            let input = RtpHeader {
+                marker: p.marker,
+                payload_type: t.payload_type,
+                sequence: t.seq,
+                timestamp: (media_ts as u32).wrapping_add(p.timestamp_offset),
+                ssrc: 0,
+            };
+            t.seq = t.seq.wrapping_add(1);
+            let out = t.identity.rewrite(&input, p.data.len());
+            OutPacket {
+                track,
+                header: write_header(&out),
+                payload: p.data.into(),
+            }
+        })
+        .collect()
+}
+
+async fn send(sink: &Sink, track: usize, packets: Vec<OutPacket>) -> Result<(), ()> {
+    match sink {
+        Sink::Tcp(tx) => tx.send(TcpOut::Packets(packets)).await.map_err(|_| ()),
+        Sink::Udp(outs) => {
+            if let Some(o) = outs.iter().find(|o| o.track == track) {
+                if let Err(e) = send_batch(&o.rtp, o.dest_rtp, &packets).await {
+                    debug!("udp send to {}: {e}", o.dest_rtp);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn send_rtcp(sink: &Sink, reports: Vec<(usize, Vec<u8>)>) -> Result<(), ()> {
+    match sink {
+        Sink::Tcp(tx) => tx.send(TcpOut::Rtcp(reports)).await.map_err(|_| ()),
+        Sink::Udp(outs) => {
+            for (track, pkt) in reports {
+                if let Some(o) = outs.iter().find(|o| o.track == track) {
+                    let _ = o.rtcp.send_to(&pkt, o.dest_rtcp).await;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Sender reports (or SR + BYE) of the enabled tracks.
+fn reports(tracks: &[TrackOut], cname: &str, bye: bool) -> Vec<(usize, Vec<u8>)> {
+    let wall = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    tracks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.enabled)
+        .map(|(i, t)| {
+            let sr = rtcp::SenderReport {
+                ssrc: t.identity.ssrc(),
+                ntp: rtcp::ntp_timestamp(wall),
+                rtp_timestamp: t.identity.last_timestamp().unwrap_or(0),
+                packet_count: t.identity.packets(),
+                octet_count: t.identity.octets(),
+            };
+            let pkt = if bye {
+                rtcp::goodbye(&sr, cname)
+            } else {
+                rtcp::sender_report(&sr, cname)
+            };
+            (i, pkt)
+        })
+        .collect()
+}
+
+/// Bitrate over the last ~2 s: what the session costs the node now (it grows with Scale),
+/// for the load model.
+struct RateMeter {
+    window: std::collections::VecDeque<(Instant, usize)>,
+    sum: usize,
+}
+
+impl RateMeter {
+    fn new() -> Self {
+        RateMeter {
+            window: Default::default(),
+            sum: 0,
+        }
+    }
+
+    fn add(&mut self, bytes: usize) {
+        let now = Instant::now();
+        self.window.push_back((now, bytes));
+        self.sum += bytes;
+        while let Some(&(t, b)) = self.window.front() {
+            if now.duration_since(t) <= Duration::from_secs(2) {
+                break;
+            }
+            self.window.pop_front();
+            self.sum -= b;
+        }
+    }
+
+    fn bps(&self) -> u64 {
+        let span = match (self.window.front(), self.window.back()) {
+            (Some(a), Some(b)) => b.0.duration_since(a.0).as_secs_f64(),
+            _ => 0.0,
+        };
+        if span < 0.1 {
+            return 0;
+        }
+        (self.sum as f64 * 8.0 / span) as u64
+    }
+}

@@ -1,0 +1,131 @@
+//! The crate's error type and the mapping from `std::io::Error`.
+//!
+//! The server reacts differently to a full disk (stop recording the camera, report it, retry
+//! later) than to other I/O failures, so out-of-space conditions get their own variant.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Everything that can go wrong in `vigil-storage`.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The volume (or the user's quota on it) is full: `ENOSPC` or `EDQUOT`. The segment being
+    /// written was discarded; recording can be retried once space is freed.
+    #[error("storage full while writing {path}")]
+    DiskFull { path: PathBuf },
+    /// Another live node owns the camera's write lease.
+    #[error("camera {camera} is recorded by {holder} (lease expires in {expires_in_ms} ms)")]
+    LeaseHeld {
+        camera: String,
+        holder: String,
+        expires_in_ms: i64,
+    },
+    /// The recorder found that another node took its lease over (it stalled past the lease's
+    /// expiry); it stops writing so two nodes never write one camera.
+    #[error("lost the write lease of camera {camera}")]
+    LeaseLost { camera: String },
+    /// No recording exists for this camera under the root.
+    #[error("unknown camera {0}")]
+    UnknownCamera(String),
+    /// A file does not have the expected format or fails its checksum.
+    #[error("corrupt {path}: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    /// A camera or node id that is not `[A-Za-z0-9._-]+` (ids become path components).
+    #[error("invalid id {0:?}: use [A-Za-z0-9._-], not . or ..")]
+    InvalidCamera(String),
+    /// Any other I/O failure, with the path it concerned.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl StorageError {
+    /// Classifies an I/O error on `path`: out-of-space conditions become
+    /// [`StorageError::DiskFull`], everything else [`StorageError::Io`].
+    pub fn from_io(path: impl AsRef<Path>, source: io::Error) -> Self {
+        let path = path.as_ref().to_path_buf();
+        if is_disk_full(&source) {
+            StorageError::DiskFull { path }
+        } else {
+            StorageError::Io { path, source }
+        }
+    }
+
+    /// True for [`StorageError::DiskFull`]; a convenience for the server's retry logic.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StorageError::DiskFull { .. })
+    }
+}
+
+/// True when the error means "no space left": `ENOSPC` on a full file system, `EDQUOT` when the
+/// user's quota is exhausted (NFS servers report either), or the equivalent `ErrorKind`s.
+pub fn is_disk_full(e: &io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(code) => code == libc::ENOSPC || code == libc::EDQUOT,
+        None => matches!(
+            e.kind(),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+        ),
+    }
+}
+
+/// Shorthand for mapping an `io::Result` with its path.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: &Path) -> Result<T, StorageError>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn at(self, path: &Path) -> Result<T, StorageError> {
+        self.map_err(|e| StorageError::from_io(path, e))
+    }
+}
+
+/// Checks an id (camera or node) that becomes a path component: non-empty, at most 128
+/// characters of `[A-Za-z0-9._-]`, and not `.`/`..`, so it can never escape the root.
+pub(crate) fn validate_id(id: &str) -> Result<(), StorageError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id != "."
+        && id != ".."
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StorageError::InvalidCamera(id.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enospc_and_edquot_map_to_disk_full() {
+        for code in [libc::ENOSPC, libc::EDQUOT] {
+            let e = StorageError::from_io("/x", io::Error::from_raw_os_error(code));
+            assert!(e.is_disk_full(), "{code}: {e}");
+        }
+        let e = StorageError::from_io("/x", io::Error::from(io::ErrorKind::StorageFull));
+        assert!(e.is_disk_full());
+        let e = StorageError::from_io("/x", io::Error::from_raw_os_error(libc::EIO));
+        assert!(matches!(e, StorageError::Io { .. }));
+        let e = StorageError::from_io("/x", io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(matches!(e, StorageError::Io { .. }));
+    }
+
+    #[test]
+    fn ids_reject_traversal() {
+        for bad in ["", ".", "..", "../x", "a/b", ".hidden", "a b", "cam\0", "ä"] {
+            assert!(validate_id(bad).is_err(), "{bad:?}");
+        }
+        for good in ["cam1", "front-door", "a.b_c-9"] {
+            assert!(validate_id(good).is_ok(), "{good:?}");
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! [`Store`]: the root directory, per-camera index caches refreshed incrementally from disk,
+//! segment reads, retention and start-up repair.
+
+use crate::error::{validate_id, IoContext, StorageError};
+use crate::format::{decode_segment, StreamHeader};
+use crate::index::{is_hour_dir_name, parse_segment_file_name, CameraIndex, SegmentMeta};
+use crate::lease::{self, now_ms};
+use crate::recorder::Recorder;
+use crate::Segment;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+/// Marker file at the root naming the layout version, so a future layout is never misread.
+pub const ROOT_MARKER: &str = "VIGIL-STORAGE";
+const ROOT_MARKER_TEXT: &str = "vigil-storage 1\n";
+pub(crate) const CAMERAS_DIR: &str = "cameras";
+pub(crate) const TMP_DIR: &str = ".tmp";
+/// A directory whose mtime is within this much of our last scan is scanned again: mtime
+/// granularity (1 s on some file systems) and NFS client/server clock skew could otherwise hide
+/// a change made in the same tick as the scan.
+const MTIME_SLACK: Duration = Duration::from_secs(5);
+
+/// Recording and retention settings.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Target segment length; segments are cut at the first video keyframe after it.
+    pub segment_duration: Duration,
+    /// Write-lease lifetime; renewed every third of it while recording.
+    pub lease_ttl: Duration,
+    /// Delete segments that ended more than this long ago.
+    pub retention_max_age: Option<Duration>,
+    /// Delete the oldest segments (across all cameras) while the root holds more than this.
+    pub retention_max_bytes: Option<u64>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            segment_duration: Duration::from_secs(4),
+            lease_ttl: Duration::from_secs(15),
+            retention_max_age: None,
+            retention_max_bytes: None,
+        }
+    }
+}
+
+/// What [`Store::enforce_retention`] deleted.
+#[derive(Debug, Default, Clone)]
+pub struct RetentionReport {
+    pub deleted_segments: u64,
+    pub deleted_bytes: u64,
+    /// Cameras that lost segments, sorted.
+    pub cameras: Vec<String>,
+}
+
+/// What the index cache knows about one hour directory.
+struct DirState {
+    mtime: Option<SystemTime>,
+    scanned_at: SystemTime,
+    starts: Vec<i64>,
+}
+
+#[derive(Default)]
+struct CamCache {
+    index: CameraIndex,
+    dirs: HashMap<String, DirState>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) root: PathBuf,
+    pub(crate) node: String,
+    pub(crate) config: StoreConfig,
+    cams: Mutex<HashMap<String, Arc<Mutex<CamCache>>>>,
+    /// Cameras with a live `Recorder` in this process (a second one is refused).
+    pub(crate) active: Mutex<HashSet<String>>,
+    /// Test hook: errno injected into the next segment write (0 = none).
+    fault: AtomicI32,
+}
+
+/// Handle to a storage root. Cheap to clone; all clones share caches.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Locks a mutex, recovering from poisoning: the protected caches stay consistent enough (at
+/// worst a stale index that the next refresh repairs), and a panic elsewhere must not stop
+/// recording.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Store {
+    /// Opens (creating if needed) the root. For each camera found, removes temp files left by
+    /// a crashed writer unless another live node holds the camera's lease. The index needs no
+    /// other repair: it is the listing of complete (renamed) segment files, loaded lazily by
+    /// [`Store::index`], so files missing from it or entries without a file cannot exist.
+    pub fn open(
+        root: impl Into<PathBuf>,
+        node_id: &str,
+        config: StoreConfig,
+    ) -> Result<Store, StorageError> {
+        validate_id(node_id)?;
+        let root = root.into();
+        let cams = root.join(CAMERAS_DIR);
+        fs::create_dir_all(&cams).at(&cams)?;
+        let marker = root.join(ROOT_MARKER);
+        match fs::read_to_string(&marker) {
+            Ok(t) if t == ROOT_MARKER_TEXT => {}
+            Ok(t) => {
+                return Err(StorageError::Corrupt {
+                    path: marker,
+                    reason: format!("unsupported layout {:?}", t.trim()),
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Several nodes may race here; they all write the same text.
+                fs::write(&marker, ROOT_MARKER_TEXT).at(&marker)?;
+            }
+            Err(e) => return Err(StorageError::from_io(&marker, e)),
+        }
+        let store = Store {
+            inner: Arc::new(Inner {
+                root,
+                node: node_id.to_string(),
+                config,
+                cams: Mutex::new(HashMap::new()),
+                active: Mutex::new(HashSet::new()),
+                fault: AtomicI32::new(0),
+            }),
+        };
+        for cam in store.cameras()? {
+            store.repair_camera(&cam)?;
+        }
+        Ok(store)
+    }
+
+    fn repair_camera(&self, camera: &str) -> Result<(), StorageError> {
+        let dir = self.camera_dir(camera);
+        if let Some((_, Some(info))) = lease::current(&dir, self.inner.config.lease_ttl)? {
+            if info.expires_ms > now_ms() && info.holder != self.inner.node {
+                return Ok(()); // a live writer elsewhere: its temp file is in use
+            }
+        }
+        self.clear_tmp(camera);
+        Ok(())
+    }
+
+    /// Removes every temp segment of a camera; only called while no other node can write it.
+    pub(crate) fn clear_tmp(&self, camera: &str) {
+        if let Ok(rd) = fs::read_dir(self.camera_dir(camera).join(TMP_DIR)) {
+            for e in rd.flatten() {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// This node's id (the lease holder name).
+    pub fn node_id(&self) -> &str {
+        &self.inner.node
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn camera_dir(&self, camera: &str) -> PathBuf {
+        self.inner.root.join(CAMERAS_DIR).join(camera)
+    }
+
+    /// Cameras with a directory under the root, sorted.
+    pub fn cameras(&self) -> Result<Vec<String>, StorageError> {
+        let dir = self.inner.root.join(CAMERAS_DIR);
+        let mut out = Vec::new();
+        for e in fs::read_dir(&dir).at(&dir)? {
+            let e = e.at(&dir)?;
+            if let Some(name) = e.file_name().to_str() {
+                if validate_id(name).is_ok() && e.file_type().is_ok_and(|t| t.is_dir()) {
+                    out.push(name.to_string());
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Acquires the camera's write lease and starts recording. `Err(LeaseHeld)` if another
+    /// live node (or another recorder in this process) holds it.
+    pub fn recorder(&self, camera: &str, header: StreamHeader) -> Result<Recorder, StorageError> {
+        validate_id(camera)?;
+        Recorder::start(self.clone(), camera, header)
+    }
+
+    fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {
+        lock(&self.inner.cams)
+            .entry(camera.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// The camera's index, refreshed incrementally: one listing of the camera directory and
+    /// one `stat` per hour directory; only directories whose mtime changed are listed again.
+    pub fn index(&self, camera: &str) -> Result<CameraIndex, StorageError> {
+        validate_id(camera)?;
+        let cam_dir = self.camera_dir(camera);
+        let listing = match fs::read_dir(&cam_dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StorageError::UnknownCamera(camera.to_string()))
+            }
+            Err(e) => return Err(StorageError::from_io(&cam_dir, e)),
+        };
+        let mut present: HashMap<String, Option<SystemTime>> = HashMap::new();
+        for e in listing {
+            let e = e.at(&cam_dir)?;
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if is_hour_dir_name(&name) {
+                match e.metadata() {
+                    Ok(m) if m.is_dir() => {
+                        present.insert(name, m.modified().ok());
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(StorageError::from_io(e.path(), err)),
+                }
+            }
+        }
+        let cache = self.cache(camera);
+        let mut c = lock(&cache);
+        let gone: Vec<String> = c
+            .dirs
+            .keys()
+            .filter(|d| !present.contains_key(*d))
+            .cloned()
+            .collect();
+        for d in gone {
+            if let Some(st) = c.dirs.remove(&d) {
+                for s in st.starts {
+                    c.index.remove(s);
+                }
+            }
+        }
+        for (name, mtime) in present {
+            let stale = match (c.dirs.get(&name), mtime) {
+                (Some(st), Some(m)) => st.mtime != Some(m) || st.scanned_at <= m + MTIME_SLACK,
+                _ => true,
+            };
+            if stale {
+                self.scan_dir(camera, &name, mtime, &mut c)?;
+            }
+        }
+        Ok(c.index.clone())
+    }
+
+    fn scan_dir(
+        &self,
+        camera: &str,
+        dir_name: &str,
+        mtime: Option<SystemTime>,
+        c: &mut CamCache,
+    ) -> Result<(), StorageError> {
+        let dir = self.camera_dir(camera).join(dir_name);
+        let scanned_at = SystemTime::now();
+        let mut metas = Vec::new();
+        match fs::read_dir(&dir) {
+            Ok(rd) => {
+                for e in rd {
+                    let e = e.at(&dir)?;
+                    let name = e.file_name();
+                    let Some(name) = name.to_str() else { continue };
+                    if let Some((start, end, frames, bytes, crc)) = parse_segment_file_name(name) {
+                        metas.push(SegmentMeta {
+                            camera: camera.to_string(),
+                            start_ms: start,
+                            end_ms: end,
+                            bytes,
+                            frames,
+                            file: PathBuf::from(CAMERAS_DIR)
+                                .join(camera)
+                                .join(dir_name)
+                                .join(name),
+                            crc32: crc,
+                        });
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StorageError::from_io(&dir, e)),
+        }
+        if let Some(old) = c.dirs.remove(dir_name) {
+            for s in old.starts {
+                c.index.remove(s);
+            }
+        }
+        let starts = metas.iter().map(|m| m.start_ms).collect();
+        for m in metas {
+            c.index.insert(m);
+        }
+        c.dirs.insert(
+            dir_name.to_string(),
+            DirState {
+                mtime,
+                scanned_at,
+                starts,
+            },
+        );
+        Ok(())
+    }
+
+    /// Records a segment this process just committed, so local readers see it at once.
+    pub(crate) fn note_committed(&self, dir_name: &str, meta: &SegmentMeta) {
+        let cache = self.cache(&meta.camera);
+        let mut c = lock(&cache);
+        if let Some(st) = c.dirs.get_mut(dir_name) {
+            st.starts.push(meta.start_ms);
+        }
+        c.index.insert(meta.clone());
+    }
+
+    /// Reads one complete segment and verifies its checksum (against the file's own trailer
+    /// and the index's CRC).
+    pub fn read_segment(
+        &self,
+        camera: &str,
+        segment: &SegmentMeta,
+    ) -> Result<Segment, StorageError> {
+        validate_id(camera)?;
+        let expected = Path::new(CAMERAS_DIR).join(camera);
+        let safe = segment.file.starts_with(&expected)
+            && segment
+                .file
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)));
+        if !safe {
+            return Err(StorageError::InvalidCamera(
+                segment.file.display().to_string(),
+            ));
+        }
+        let path = self.inner.root.join(&segment.file);
+        let data = fs::read(&path).at(&path)?;
+        let d =
+            decode_segment(bytes::Bytes::from(data)).map_err(|reason| StorageError::Corrupt {
+                path: path.clone(),
+                reason,
+            })?;
+        if d.crc32 != segment.crc32 {
+            return Err(StorageError::Corrupt {
+                path,
+                reason: format!(
+                    "checksum {:08x} differs from the index's {:08x}",
+                    d.crc32, segment.crc32
+                ),
+            });
+        }
+        Ok(Segment {
+            meta: segment.clone(),
+            header: d.header,
+            frames: d.frames,
+        })
+    }
+
+    /// Bytes of all complete segments of all cameras.
+    pub fn total_bytes(&self) -> Result<u64, StorageError> {
+        let mut total = 0;
+        for cam in self.cameras()? {
+            total += self.index(&cam)?.total_bytes();
+        }
+        Ok(total)
+    }
+
+    /// Deletes segments that ended before `now - retention_max_age`, then the oldest segments
+    /// across all cameras (k-way merge by start time, so only what is deleted is visited)
+    /// while the total exceeds `retention_max_bytes`. Several nodes may run it at once: a
+    /// file already deleted by another is skipped.
+    pub fn enforce_retention(&self, now_unix_ms: i64) -> Result<RetentionReport, StorageError> {
+        let cfg = &self.inner.config;
+        let mut report = RetentionReport::default();
+        let mut cams = HashSet::new();
+        let mut indexes = Vec::new();
+        for cam in self.cameras()? {
+            indexes.push((cam.clone(), self.index(&cam)?));
+        }
+        let mut total: u64 = indexes.iter().map(|(_, ix)| ix.total_bytes()).sum();
+        let cutoff = cfg
+            .retention_max_age
+            .map(|a| now_unix_ms.saturating_sub(a.as_millis() as i64));
+        // Min-heap over each camera's oldest remaining segment.
+        let mut heap = BinaryHeap::new();
+        let mut iters: Vec<_> = indexes.iter().map(|(_, ix)| ix.segments()).collect();
+        let mut pending: Vec<Option<&SegmentMeta>> = iters.iter_mut().map(|it| it.next()).collect();
+        for (i, m) in pending.iter().enumerate() {
+            if let Some(m) = m {
+                heap.push(std::cmp::Reverse((m.start_ms, i)));
+            }
+        }
+        while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
+            let Some(m) = pending[i] else { continue };
+            let too_old = cutoff.is_some_and(|c| m.end_ms < c);
+            let too_big = cfg.retention_max_bytes.is_some_and(|max| total > max);
+            if !too_old && !too_big {
+                // This camera's later segments are newer and the total only shrinks, so the
+                // camera is done; other cameras may still hold segments past the age limit.
+                continue;
+            }
+            if self.delete_segment(m)? {
+                report.deleted_segments += 1;
+                report.deleted_bytes += m.bytes;
+                cams.insert(m.camera.clone());
+            }
+            total = total.saturating_sub(m.bytes);
+            pending[i] = iters[i].next();
+            if let Some(n) = pending[i] {
+                heap.push(std::cmp::Reverse((n.start_ms, i)));
+            }
+        }
+        report.cameras = cams.into_iter().collect();
+        report.cameras.sort();
+        Ok(report)
+    }
+
+    /// Deletes a segment file and its index entry; false if it was already gone.
+    fn delete_segment(&self, m: &SegmentMeta) -> Result<bool, StorageError> {
+        let path = self.inner.root.join(&m.file);
+        let deleted = match fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(StorageError::from_io(&path, e)),
+        };
+        let cache = self.cache(&m.camera);
+        lock(&cache).index.remove(m.start_ms);
+        // Drop the hour directory once empty (fails harmlessly while it still has files).
+        if let Some(parent) = path.parent() {
+            let _ = fs::remove_dir(parent);
+        }
+        Ok(deleted)
+    }
+
+    /// Test hook: makes the next segment write fail with this errno (e.g. `libc::ENOSPC`).
+    #[doc(hidden)]
+    pub fn inject_write_error(&self, errno: Option<i32>) {
+        self.inner.fault.store(errno.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    pub(crate) fn take_fault(&self) -> Option<io::Error> {
+        match self.inner.fault.swap(0, Ordering::SeqCst) {
+            0 => None,
+            code => Some(io::Error::from_raw_os_error(code)),
+        }
+    }
+}

@@ -1,0 +1,87 @@
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use vigil_storage::{StorageError, Store};
+
+fn tmp_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    files_ending(root, ".tmp")
+}
+
+#[test]
+fn forgotten_recorder_is_repaired_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), "n1", config()).unwrap();
+    let mut rec = store.recorder("cam", header()).unwrap();
+    let closed = write_all(&mut rec, av_frames(T0, 10));
+    assert_eq!(closed.len(), 2);
+    // Simulates kill -9: no Drop, the third segment stays a temp file, the lease stays live.
+    std::mem::forget(rec);
+    assert_eq!(tmp_files(dir.path()).len(), 1);
+    drop(store);
+
+    // Another node must neither touch the live writer's temp file nor get the camera.
+    let other = Store::open(dir.path(), "n2", config()).unwrap();
+    assert_eq!(tmp_files(dir.path()).len(), 1);
+    assert!(matches!(
+        other.recorder("cam", header()),
+        Err(StorageError::LeaseHeld { holder, .. }) if holder == "n1"
+    ));
+
+    // The restarted node repairs: temp gone, earlier segments listed and readable.
+    let store = Store::open(dir.path(), "n1", config()).unwrap();
+    assert!(tmp_files(dir.path()).is_empty());
+    let ix = store.index("cam").unwrap();
+    assert_eq!(ix.segments().cloned().collect::<Vec<_>>(), closed);
+    for m in ix.segments() {
+        store.read_segment("cam", m).unwrap();
+    }
+    assert_eq!(other.index("cam").unwrap().len(), 2);
+    // And takes its camera back at once.
+    let mut rec = store.recorder("cam", header()).unwrap();
+    write_all(&mut rec, av_frames(T0 + 20_000, 5));
+    rec.finish().unwrap();
+    assert_eq!(store.index("cam").unwrap().len(), 4);
+}
+
+#[test]
+fn sigkilled_writer_process_loses_only_the_open_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_storage-crash-writer"))
+        .args([dir.path().to_str().unwrap(), "w1", "cam"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut reported = Vec::new();
+    while reported.len() < 3 {
+        let line = lines.next().expect("writer exited early").unwrap();
+        reported.push(line.trim_start_matches("segment ").parse::<i64>().unwrap());
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let reader = Store::open(dir.path(), "reader", config()).unwrap();
+    assert!(matches!(
+        reader.recorder("cam", header()),
+        Err(StorageError::LeaseHeld { holder, .. }) if holder == "w1"
+    ));
+    let store = Store::open(dir.path(), "w1", config()).unwrap();
+    assert!(tmp_files(dir.path()).is_empty());
+    let ix = store.index("cam").unwrap();
+    assert!(ix.len() >= reported.len());
+    let starts: Vec<i64> = ix.segments().map(|m| m.start_ms).collect();
+    for s in &reported {
+        assert!(starts.contains(s));
+    }
+    for m in ix.segments() {
+        let seg = store.read_segment("cam", m).unwrap();
+        assert!(seg.frames[0].keyframe);
+        assert_eq!(seg.frames.len() as u32, m.frames);
+    }
+    for w in starts.windows(2) {
+        assert!(w[0] < w[1]);
+    }
+    store.recorder("cam", header()).unwrap().finish().unwrap();
+}

@@ -1,0 +1,94 @@
+mod common;
+
+use common::*;
+use std::time::Duration;
+use vigil_storage::{StorageError, Store, StoreConfig};
+
+fn short_ttl() -> StoreConfig {
+    StoreConfig {
+        lease_ttl: Duration::from_millis(600),
+        ..config()
+    }
+}
+
+#[test]
+fn one_writer_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::open(dir.path(), "node-a", short_ttl()).unwrap();
+    let b = Store::open(dir.path(), "node-b", short_ttl()).unwrap();
+    let mut rec = a.recorder("cam", header()).unwrap();
+
+    // B sees each segment A finishes, incrementally.
+    let mut seen = 0;
+    for (i, f) in av_frames(T0, 13).into_iter().enumerate() {
+        if rec.write(f).unwrap().is_some() {
+            seen += 1;
+            let ix = b.index("cam").unwrap();
+            assert_eq!(ix.len(), seen);
+            let last = ix.segments().last().unwrap();
+            b.read_segment("cam", last).unwrap();
+        }
+        // A writes in real time for a while: its renewals keep B out past the TTL.
+        if i % 40 == 0 && i < 40 * 25 {
+            std::thread::sleep(Duration::from_millis(50));
+            match b.recorder("cam", header()) {
+                Err(StorageError::LeaseHeld {
+                    holder,
+                    expires_in_ms,
+                    ..
+                }) => {
+                    assert_eq!(holder, "node-a");
+                    assert!(expires_in_ms > 0 && expires_in_ms <= 600);
+                }
+                other => panic!(
+                    "expected LeaseHeld, got {:?}",
+                    other.map(|r| r.camera().to_string())
+                ),
+            }
+        }
+    }
+    assert_eq!(seen, 3);
+    rec.finish().unwrap();
+    assert_eq!(b.index("cam").unwrap().len(), 4);
+
+    // Released: B takes over at once.
+    let rec_b = b.recorder("cam", header()).unwrap();
+    assert!(matches!(
+        a.recorder("cam", header()),
+        Err(StorageError::LeaseHeld { .. })
+    ));
+    // B dies without releasing: A waits for the expiry, then takes over.
+    std::mem::forget(rec_b);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut rec = a.recorder("cam", header()).unwrap();
+    write_all(&mut rec, av_frames(T0 + 60_000, 5));
+    rec.finish().unwrap();
+    assert_eq!(b.index("cam").unwrap().len(), 6);
+}
+
+#[test]
+fn stalled_writer_loses_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::open(dir.path(), "node-a", short_ttl()).unwrap();
+    let b = Store::open(dir.path(), "node-b", short_ttl()).unwrap();
+    let mut rec = a.recorder("cam", header()).unwrap();
+    let frames = av_frames(T0, 10);
+    let (first, rest) = frames.split_at(100);
+    write_all(&mut rec, first.to_vec());
+    std::thread::sleep(Duration::from_millis(700)); // A stalls past its expiry
+    let rec_b = b.recorder("cam", header()).unwrap();
+    let err = rest
+        .iter()
+        .find_map(|f| rec.write(f.clone()).err())
+        .expect("the stalled writer must fail");
+    assert!(matches!(err, StorageError::LeaseLost { .. }), "{err}");
+    drop(rec);
+    // A's open segment was discarded, nothing was committed by A, and B still holds it.
+    assert!(b.index("cam").unwrap().is_empty());
+    assert!(files_ending(dir.path(), ".tmp").is_empty());
+    assert!(matches!(
+        a.recorder("cam", header()),
+        Err(StorageError::LeaseHeld { .. })
+    ));
+    drop(rec_b);
+}
