@@ -295,6 +295,11 @@ impl Config {
                 pull_transport: PullTransport::Tcp,
                 record: true,
             }],
+            // The demo records into ./data: keep a newcomer's disk from filling up.
+            storage: StorageConfig {
+                retention_max_bytes: 1 << 30,
+                ..StorageConfig::default()
+            },
             ..Config::default()
         }
     }

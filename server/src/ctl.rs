@@ -1,16 +1,20 @@
 //! `vigil ctl`: the admin API as tables (or JSON for scripts).
 
-use crate::admin::views::{PathView, SessionView};
+use crate::admin::views::{CacheView, PathView, RecordingsView, SessionView};
 use anyhow::Context;
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 
-#[derive(Subcommand, Debug, Clone, Copy)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum What {
     /// Paths: source, codecs, ingest bitrate, readers.
     Paths,
     /// Sessions: client, transport, bytes, duration.
     Sessions,
+    /// Recorded ranges and gaps of a camera.
+    Recordings { camera: String },
+    /// Playback cache: hit/miss counters, bytes, resident segment ranges.
+    Cache,
 }
 
 fn get(api: &str, path: &str) -> anyhow::Result<String> {
@@ -22,9 +26,11 @@ fn get(api: &str, path: &str) -> anyhow::Result<String> {
 }
 
 pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
-    let body = match what {
+    let body = match &what {
         What::Paths => get(api, "/api/paths")?,
         What::Sessions => get(api, "/api/sessions")?,
+        What::Recordings { camera } => get(api, &format!("/api/recordings/{camera}"))?,
+        What::Cache => get(api, "/api/cache")?,
     };
     if json {
         println!("{}", body.trim_end());
@@ -47,6 +53,32 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                 ]);
             }
         }
+        What::Recordings { .. } => {
+            let r: RecordingsView = serde_json::from_str(&body).context("unexpected answer")?;
+            println!("{}: {} segments, {} bytes", r.camera, r.segments, r.bytes);
+            table.set_header(["", "FROM", "TO", "SECS"]);
+            for x in &r.ranges {
+                table.add_row(["recorded".to_string(), x.start.clone(), x.end.clone(), format!("{:.1}", x.secs)]);
+            }
+            for x in &r.gaps {
+                table.add_row(["gap".to_string(), x.start.clone(), x.end.clone(), format!("{:.1}", x.secs)]);
+            }
+        }
+        What::Cache => {
+            let c: CacheView = serde_json::from_str(&body).context("unexpected answer")?;
+            let n = |k: &str| c.stats.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+            println!(
+                "hits {}  misses {}  storage reads {}  evictions {}  bytes {} of {}  load p50/p99 {}/{} µs",
+                n("hits"), n("misses"), n("loads"), n("evictions"), n("bytes"), n("budget_bytes"),
+                n("load_p50_us"), n("load_p99_us")
+            );
+            table.set_header(["CAMERA", "FROM", "TO", "SECS"]);
+            for (cam, ranges) in &c.resident {
+                for x in ranges {
+                    table.add_row([cam.clone(), x.start.clone(), x.end.clone(), format!("{:.1}", x.secs)]);
+                }
+            }
+        }
         What::Sessions => {
             let rows: Vec<SessionView> =
                 serde_json::from_str(&body).context("unexpected answer")?;
@@ -59,6 +91,7 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                 "BYTES",
                 "SECS",
                 "KBIT/S",
+                "NOW KBIT/S",
             ]);
             for s in rows {
                 table.add_row([
@@ -70,6 +103,7 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                     s.bytes.to_string(),
                     format!("{:.1}", s.duration_secs),
                     s.bitrate_kbps.to_string(),
+                    s.current_kbps.to_string(),
                 ]);
             }
         }

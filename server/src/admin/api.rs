@@ -1,6 +1,6 @@
 //! The admin HTTP server (axum).
 
-use super::views::{PathView, SessionView};
+use super::views::{CacheView, PathView, RecordingsView, SessionView, TimeRange};
 use crate::node::Node;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -26,6 +26,9 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/sessions", get(sessions))
         .route("/api/health", get(|| async { "ok\n" }))
         .route("/api/node", get(node_info))
+        .route("/api/recordings", get(recording_status))
+        .route("/api/recordings/{camera}", get(recordings))
+        .route("/api/cache", get(cache))
         .route("/metrics", get(metrics))
         .with_state(AppState { node, prometheus })
 }
@@ -128,6 +131,7 @@ pub fn session_views(node: &Node) -> Vec<SessionView> {
                 packets: s.packets.load(Ordering::Relaxed),
                 duration_secs: (secs * 10.0).round() / 10.0,
                 bitrate_kbps: (bytes as f64 * 8.0 / secs.max(0.001) / 1000.0) as u64,
+                current_kbps: s.rate_bps.load(Ordering::Relaxed) / 1000,
             }
         })
         .collect()
@@ -139,6 +143,57 @@ async fn paths(State(st): State<AppState>) -> Json<Vec<PathView>> {
 
 async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
     Json(session_views(&st.node))
+}
+
+/// Gaps shorter than this are jitter between segments, not missing video.
+const GAP_MS: i64 = 1500;
+
+async fn recording_status(State(st): State<AppState>) -> Json<Vec<crate::record::RecordStatus>> {
+    Json(st.node.recordings.all())
+}
+
+async fn recordings(
+    State(st): State<AppState>,
+    axum::extract::Path(camera): axum::extract::Path<String>,
+) -> Result<Json<RecordingsView>, (StatusCode, String)> {
+    let Some(library) = &st.node.library else {
+        return Err((StatusCode::NOT_FOUND, "recording is disabled on this node\n".into()));
+    };
+    let index = library
+        .index(&camera)
+        .await
+        .map_err(|e| (StatusCode::NOT_FOUND, format!("{e}\n")))?;
+    let ranges: Vec<(i64, i64)> = index.ranges(GAP_MS);
+    let gaps = ranges
+        .windows(2)
+        .map(|w| TimeRange::new(w[0].1, w[1].0))
+        .collect();
+    Ok(Json(RecordingsView {
+        camera,
+        segments: index.len(),
+        bytes: index.total_bytes(),
+        ranges: ranges.iter().map(|&(a, b)| TimeRange::new(a, b)).collect(),
+        gaps,
+    }))
+}
+
+pub fn cache_view(node: &Node) -> Option<CacheView> {
+    let library = node.library.as_ref()?;
+    Some(CacheView {
+        stats: serde_json::to_value(library.cache.stats()).unwrap_or_default(),
+        resident: library
+            .cache
+            .resident(GAP_MS)
+            .into_iter()
+            .map(|(cam, rs)| (cam, rs.into_iter().map(|(a, b)| TimeRange::new(a, b)).collect()))
+            .collect(),
+    })
+}
+
+async fn cache(State(st): State<AppState>) -> Result<Json<CacheView>, (StatusCode, String)> {
+    cache_view(&st.node)
+        .map(Json)
+        .ok_or((StatusCode::NOT_FOUND, "recording is disabled on this node\n".into()))
 }
 
 #[derive(serde::Serialize)]

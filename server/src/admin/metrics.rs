@@ -36,6 +36,15 @@ pub fn install() -> Option<PrometheusHandle> {
         "SETUPs refused by a configured limit"
     );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
+    describe_counter!("vigil_cache_hits_total", "Playback cache lookups answered from memory");
+    describe_counter!("vigil_cache_misses_total", "Playback cache lookups that had to wait for storage");
+    describe_counter!("vigil_cache_loads_total", "Segment reads from storage (single-flight)");
+    describe_counter!("vigil_cache_evictions_total", "Segments evicted to stay within the budget");
+    describe_gauge!("vigil_cache_bytes", "Bytes held by the playback cache");
+    describe_gauge!("vigil_cache_load_seconds_p99", "Storage read latency, p99 of recent loads");
+    describe_gauge!("vigil_cache_load_seconds_sum", "Total storage read time");
+    describe_counter!("vigil_recording_errors_total", "Recording errors (disk full, lease, I/O)");
+    describe_gauge!("vigil_recording", "1 while the camera is being recorded");
     describe_gauge!("vigil_path_readers", "Viewers per path");
     describe_gauge!("vigil_path_bitrate_kbps", "Ingest bitrate per path");
     Some(handle)
@@ -61,6 +70,25 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         gauge!("vigil_path_readers", &labels).set(p.stream.readers.load(Ordering::Relaxed) as f64);
         gauge!("vigil_path_bitrate_kbps", &labels)
             .set(p.stream.bitrate_bps.load(Ordering::Relaxed) as f64 / 1000.0);
+    }
+    if let Some(lib) = &node.library {
+        let s = lib.cache.stats();
+        counter!("vigil_cache_hits_total").absolute(s.hits);
+        counter!("vigil_cache_misses_total").absolute(s.misses);
+        counter!("vigil_cache_loads_total").absolute(s.loads);
+        counter!("vigil_cache_evictions_total").absolute(s.evictions);
+        counter!("vigil_cache_load_errors_total").absolute(s.load_errors);
+        gauge!("vigil_cache_bytes").set(s.bytes as f64);
+        gauge!("vigil_cache_entries").set(s.entries as f64);
+        gauge!("vigil_cache_load_seconds_p50").set(s.load_p50_us as f64 / 1e6);
+        gauge!("vigil_cache_load_seconds_p99").set(s.load_p99_us as f64 / 1e6);
+        gauge!("vigil_cache_load_seconds_sum").set(s.load_sum_us as f64 / 1e6);
+        counter!("vigil_cache_load_count").absolute(s.load_count);
+    }
+    for r in node.recordings.all() {
+        let labels = [("camera", r.camera.clone())];
+        gauge!("vigil_recording", &labels).set(if r.state == "recording" { 1.0 } else { 0.0 });
+        counter!("vigil_recording_errors_total", &labels).absolute(r.errors);
     }
     handle.render()
 }
