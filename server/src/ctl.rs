@@ -58,10 +58,20 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
             println!("{}: {} segments, {} bytes", r.camera, r.segments, r.bytes);
             table.set_header(["", "FROM", "TO", "SECS"]);
             for x in &r.ranges {
-                table.add_row(["recorded".to_string(), x.start.clone(), x.end.clone(), format!("{:.1}", x.secs)]);
+                table.add_row([
+                    "recorded".to_string(),
+                    x.start.clone(),
+                    x.end.clone(),
+                    format!("{:.1}", x.secs),
+                ]);
             }
             for x in &r.gaps {
-                table.add_row(["gap".to_string(), x.start.clone(), x.end.clone(), format!("{:.1}", x.secs)]);
+                table.add_row([
+                    "gap".to_string(),
+                    x.start.clone(),
+                    x.end.clone(),
+                    format!("{:.1}", x.secs),
+                ]);
             }
         }
         What::Cache => {
@@ -75,7 +85,12 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
             table.set_header(["CAMERA", "FROM", "TO", "SECS"]);
             for (cam, ranges) in &c.resident {
                 for x in ranges {
-                    table.add_row([cam.clone(), x.start.clone(), x.end.clone(), format!("{:.1}", x.secs)]);
+                    table.add_row([
+                        cam.clone(),
+                        x.start.clone(),
+                        x.end.clone(),
+                        format!("{:.1}", x.secs),
+                    ]);
                 }
             }
         }

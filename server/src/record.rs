@@ -39,11 +39,13 @@ pub struct Recordings {
 impl Recordings {
     fn update(&self, camera: &str, f: impl FnOnce(&mut RecordStatus)) {
         let mut map = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        let s = map.entry(camera.to_string()).or_insert_with(|| RecordStatus {
-            camera: camera.to_string(),
-            state: "waiting".into(),
-            ..Default::default()
-        });
+        let s = map
+            .entry(camera.to_string())
+            .or_insert_with(|| RecordStatus {
+                camera: camera.to_string(),
+                state: "waiting".into(),
+                ..Default::default()
+            });
         f(s);
     }
 
@@ -66,13 +68,16 @@ pub fn start(node: &Arc<Node>, path: &Arc<PathEntry>) {
         .iter()
         .find(|c| c.id == camera)
         .is_none_or(|c| c.record);
-    if !wanted || path.recording.swap(true, std::sync::atomic::Ordering::AcqRel) {
+    if !wanted
+        || path
+            .recording
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    {
         return;
     }
     let span = tracing::info_span!("record", camera = %camera);
-    node.tasks.spawn(
-        run(node.clone(), path.clone(), library.store.clone()).instrument(span),
-    );
+    node.tasks
+        .spawn(run(node.clone(), path.clone(), library.store.clone()).instrument(span));
 }
 
 /// Apply the retention policy every minute, logging what it deleted.
@@ -111,7 +116,10 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
     loop {
         // Wait for a producer; an unlisted push path that was released ends its recorder.
         while !stream.is_live() {
-            if !node.path(&path.name).is_some_and(|p| Arc::ptr_eq(&p, &path)) {
+            if !node
+                .path(&path.name)
+                .is_some_and(|p| Arc::ptr_eq(&p, &path))
+            {
                 return;
             }
             tokio::select! {
@@ -198,7 +206,12 @@ fn wall_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-async fn consume(node: &Node, stream: &Stream, info: &Arc<StreamInfo>, tx: mpsc::Sender<Frame>) -> Consumed {
+async fn consume(
+    node: &Node,
+    stream: &Stream,
+    info: &Arc<StreamInfo>,
+    tx: mpsc::Sender<Frame>,
+) -> Consumed {
     let mut depacketizers: Vec<Option<Depacketizer>> = info
         .sdp
         .media
@@ -248,7 +261,9 @@ async fn consume(node: &Node, stream: &Stream, info: &Arc<StreamInfo>, tx: mpsc:
                 }
                 continue;
             }
-            let (Some(Some(d)), Some(clock)) = (depacketizers.get_mut(p.track), clocks.get_mut(p.track)) else {
+            let (Some(Some(d)), Some(clock)) =
+                (depacketizers.get_mut(p.track), clocks.get_mut(p.track))
+            else {
                 continue;
             };
             if d.push(&p.header, &p.payload).is_err() {
@@ -272,7 +287,13 @@ async fn consume(node: &Node, stream: &Stream, info: &Arc<StreamInfo>, tx: mpsc:
 }
 
 /// The blocking writer: owns the store's `Recorder` for the camera while frames flow.
-fn write_frames(node: &Node, store: &Store, camera: &str, header: StreamHeader, mut rx: mpsc::Receiver<Frame>) {
+fn write_frames(
+    node: &Node,
+    store: &Store,
+    camera: &str,
+    header: StreamHeader,
+    mut rx: mpsc::Receiver<Frame>,
+) {
     let recordings = &node.recordings;
     let mut recorder = None;
     let mut next_attempt = std::time::Instant::now();
@@ -326,7 +347,10 @@ fn write_frames(node: &Node, store: &Store, camera: &str, header: StreamHeader, 
 
 fn fail(node: &Node, camera: &str, e: &StorageError) {
     let message = match e {
-        StorageError::DiskFull { path } => format!("disk full writing {}: recording stopped, retrying", path.display()),
+        StorageError::DiskFull { path } => format!(
+            "disk full writing {}: recording stopped, retrying",
+            path.display()
+        ),
         other => format!("{other}"),
     };
     warn!(camera, "recording error: {message}");

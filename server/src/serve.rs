@@ -1,13 +1,13 @@
 //! `vigil serve`: start every part of a node and stop it cleanly on SIGTERM/Ctrl-C.
 
 use crate::node::Node;
+use crate::playback::library::Library;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
-use crate::playback::library::Library;
 use vigil_conf::{Config, Source};
 use vigil_storage::{Store, StoreConfig};
 
@@ -108,8 +108,13 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
     let store = Store::open(&s.root, &config.node.id, store_config)
         .with_context(|| format!("cannot open the recording root {}", s.root.display()))?;
     info!(root = %s.root.display(), "recording to the storage root");
-    let budget = usize::try_from(config.cache.budget_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-    Ok(Some(Library::new(store, budget, config.cache.read_ahead_segments)))
+    let budget =
+        usize::try_from(config.cache.budget_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    Ok(Some(Library::new(
+        store,
+        budget,
+        config.cache.read_ahead_segments,
+    )))
 }
 
 /// A recorder for every path that may carry a camera (push paths created later start
@@ -119,7 +124,10 @@ fn start_recorders(node: &Arc<Node>) {
     for path in node.paths() {
         crate::record::start(node, &path);
     }
-    node.tasks.spawn(crate::record::retention(node.clone(), library.store.clone()));
+    node.tasks.spawn(crate::record::retention(
+        node.clone(),
+        library.store.clone(),
+    ));
 }
 
 /// Always-on sources start with the node; on-demand pulls start on first DESCRIBE.

@@ -488,9 +488,8 @@ impl Decoded {
 pub fn progress_frames(stdout: &str) -> u64 {
     stdout
         .lines()
-        .filter_map(|l| l.strip_prefix("frame="))
-        .filter_map(|v| v.trim().parse().ok())
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("frame=")?.trim().parse().ok())
         .unwrap_or(0)
 }
 
@@ -539,9 +538,17 @@ pub fn spawn_ffmpeg_decode(
 /// `ffmpeg -re -i FILE -c copy -f rtsp [-rtsp_transport tcp] URL` in the background.
 pub fn ffmpeg_publish(file: &Path, url: &str, tcp: bool) -> Background {
     let mut cmd = Command::new("ffmpeg");
-    cmd.args(["-hide_banner", "-nostdin", "-nostats", "-v", "error", "-re", "-i"])
-        .arg(file)
-        .args(["-c", "copy", "-f", "rtsp"]);
+    cmd.args([
+        "-hide_banner",
+        "-nostdin",
+        "-nostats",
+        "-v",
+        "error",
+        "-re",
+        "-i",
+    ])
+    .arg(file)
+    .args(["-c", "copy", "-f", "rtsp"]);
     if tcp {
         cmd.args(["-rtsp_transport", "tcp"]);
     }
@@ -604,7 +611,13 @@ pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duratio
             .args(["-e", "-v", "rtspsrc"])
             .arg(format!("location={url}"))
             .arg(format!("protocols={protocols}"))
-            .args(["latency=200", "tcp-timeout=5000000", "!", "rtph264depay", "!"])
+            .args([
+                "latency=200",
+                "tcp-timeout=5000000",
+                "!",
+                "rtph264depay",
+                "!",
+            ])
             .args(["h264parse", "!", "avdec_h264", "!", "identity"])
             // identity turns the (N+1)th buffer into EOS: N frames reach the sink.
             .arg(format!("eos-after={}", frames + 1))
@@ -662,7 +675,10 @@ pub fn metric_value(node: &Node, name: &str) -> f64 {
 #[derive(Debug)]
 pub enum Incoming {
     Response(vigil_proto::rtsp::Response),
-    Data { channel: u8, payload: bytes::Bytes },
+    Data {
+        channel: u8,
+        payload: bytes::Bytes,
+    },
     /// The server closed the connection (EOF or reset).
     Closed,
 }
@@ -702,7 +718,7 @@ impl RtspConn {
 
     /// The next response or interleaved frame. A read timeout is an error (the server
     /// neither answered nor closed); EOF and connection reset are `Closed`.
-    pub fn next(&mut self) -> std::io::Result<Incoming> {
+    pub fn receive(&mut self) -> std::io::Result<Incoming> {
         use vigil_proto::rtsp::{parse_frame, Frame, Limits};
         let limits = Limits {
             max_header_bytes: 64 * 1024,
@@ -743,7 +759,7 @@ impl RtspConn {
     /// The next response, skipping interleaved data; None when the server closed.
     pub fn response(&mut self) -> std::io::Result<Option<vigil_proto::rtsp::Response>> {
         loop {
-            match self.next()? {
+            match self.receive()? {
                 Incoming::Response(r) => return Ok(Some(r)),
                 Incoming::Data { .. } => {}
                 Incoming::Closed => return Ok(None),
@@ -766,12 +782,18 @@ impl RtspConn {
             text.push_str(&format!("{k}: {v}\r\n"));
         }
         if let Some(s) = &self.session {
-            if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("Session")) {
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("Session"))
+            {
                 text.push_str(&format!("Session: {s}\r\n"));
             }
         }
         if let Some((ct, b)) = body {
-            text.push_str(&format!("Content-Type: {ct}\r\nContent-Length: {}\r\n", b.len()));
+            text.push_str(&format!(
+                "Content-Type: {ct}\r\nContent-Length: {}\r\n",
+                b.len()
+            ));
             text.push_str("\r\n");
             text.push_str(b);
         } else {
@@ -825,3 +847,18 @@ a=control:streamid=0\r\n\
 m=audio 0 RTP/AVP 97\r\na=rtpmap:97 MPEG4-GENERIC/44100/1\r\n\
 a=fmtp:97 profile-level-id=1;mode=AAC-hbr;sizelength=13;indexlength=3;indexdeltalength=3;config=1208\r\n\
 a=control:streamid=1\r\n";
+
+/// An even/odd pair of UDP sockets on 127.0.0.1 for a `client_port=` (RTP, RTCP, RTP port).
+pub fn udp_port_pair() -> (std::net::UdpSocket, std::net::UdpSocket, u16) {
+    for _ in 0..100 {
+        let rtp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind UDP");
+        let port = rtp.local_addr().expect("addr").port();
+        if !port.is_multiple_of(2) || port == u16::MAX {
+            continue;
+        }
+        if let Ok(rtcp) = std::net::UdpSocket::bind(("127.0.0.1", port + 1)) {
+            return (rtp, rtcp, port);
+        }
+    }
+    panic!("no free even/odd UDP port pair");
+}

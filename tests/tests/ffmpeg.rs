@@ -116,7 +116,8 @@ fn check_sdp(sdp: &str, codecs: Codecs) {
     match codecs {
         Codecs::H264Aac => {
             assert!(
-                has_line(&video, |l| l.starts_with("a=rtpmap:") && l.ends_with(" H264/90000")),
+                has_line(&video, |l| l.starts_with("a=rtpmap:")
+                    && l.ends_with(" H264/90000")),
                 "no H264 rtpmap:\n{sdp}"
             );
             assert!(
@@ -140,11 +141,13 @@ fn check_sdp(sdp: &str, codecs: Codecs) {
         }
         Codecs::H265 => {
             assert!(
-                has_line(&video, |l| l.starts_with("a=rtpmap:") && l.ends_with(" H265/90000")),
+                has_line(&video, |l| l.starts_with("a=rtpmap:")
+                    && l.ends_with(" H265/90000")),
                 "no H265 rtpmap:\n{sdp}"
             );
             assert!(
-                has_line(&video, |l| l.starts_with("a=fmtp:") && l.contains("sprop-sps=")),
+                has_line(&video, |l| l.starts_with("a=fmtp:")
+                    && l.contains("sprop-sps=")),
                 "no H265 parameter sets in fmtp:\n{sdp}"
             );
             assert!(
@@ -300,7 +303,11 @@ fn second_publisher_is_refused_by_default() {
         &[],
         Some(("application/sdp", TWO_TRACK_SDP)),
     );
-    assert_eq!(r.status.0, 455, "second ANNOUNCE: {} {}", r.status.0, r.reason);
+    assert_eq!(
+        r.status.0, 455,
+        "second ANNOUNCE: {} {}",
+        r.status.0, r.reason
+    );
     assert!(
         r.reason.contains("already has a publisher"),
         "reason: {}",

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 use vigil_tests::{
-    expected_window, fixture, gst_decode_h264, gst_publish_h264, poll_until,
-    spawn_ffmpeg_decode, wait_background, GstDecoded, Node, NodeBuilder, DEMO_CAMERA,
+    expected_window, fixture, gst_decode_h264, gst_publish_h264, poll_until, spawn_ffmpeg_decode,
+    wait_background, GstDecoded, Node, NodeBuilder, DEMO_CAMERA,
 };
 
 const DEMO: &str = "live/demo";
@@ -79,11 +79,21 @@ fn rtspclientsink_case(protocols: &str) {
     let readers = [
         (
             "TCP",
-            spawn_ffmpeg_decode(&url, &["-rtsp_transport", "tcp"], &[], Duration::from_secs(40)),
+            spawn_ffmpeg_decode(
+                &url,
+                &["-rtsp_transport", "tcp"],
+                &[],
+                Duration::from_secs(40),
+            ),
         ),
         (
             "UDP",
-            spawn_ffmpeg_decode(&url, &["-rtsp_transport", "udp"], &[], Duration::from_secs(40)),
+            spawn_ffmpeg_decode(
+                &url,
+                &["-rtsp_transport", "udp"],
+                &[],
+                Duration::from_secs(40),
+            ),
         ),
     ];
     poll_until(Duration::from_secs(10), "the readers to join", || {

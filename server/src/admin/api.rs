@@ -157,7 +157,10 @@ async fn recordings(
     axum::extract::Path(camera): axum::extract::Path<String>,
 ) -> Result<Json<RecordingsView>, (StatusCode, String)> {
     let Some(library) = &st.node.library else {
-        return Err((StatusCode::NOT_FOUND, "recording is disabled on this node\n".into()));
+        return Err((
+            StatusCode::NOT_FOUND,
+            "recording is disabled on this node\n".into(),
+        ));
     };
     let index = library
         .index(&camera)
@@ -185,15 +188,21 @@ pub fn cache_view(node: &Node) -> Option<CacheView> {
             .cache
             .resident(GAP_MS)
             .into_iter()
-            .map(|(cam, rs)| (cam, rs.into_iter().map(|(a, b)| TimeRange::new(a, b)).collect()))
+            .map(|(cam, rs)| {
+                (
+                    cam,
+                    rs.into_iter().map(|(a, b)| TimeRange::new(a, b)).collect(),
+                )
+            })
             .collect(),
     })
 }
 
 async fn cache(State(st): State<AppState>) -> Result<Json<CacheView>, (StatusCode, String)> {
-    cache_view(&st.node)
-        .map(Json)
-        .ok_or((StatusCode::NOT_FOUND, "recording is disabled on this node\n".into()))
+    cache_view(&st.node).map(Json).ok_or((
+        StatusCode::NOT_FOUND,
+        "recording is disabled on this node\n".into(),
+    ))
 }
 
 #[derive(serde::Serialize)]

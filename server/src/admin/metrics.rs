@@ -36,14 +36,32 @@ pub fn install() -> Option<PrometheusHandle> {
         "SETUPs refused by a configured limit"
     );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
-    describe_counter!("vigil_cache_hits_total", "Playback cache lookups answered from memory");
-    describe_counter!("vigil_cache_misses_total", "Playback cache lookups that had to wait for storage");
-    describe_counter!("vigil_cache_loads_total", "Segment reads from storage (single-flight)");
-    describe_counter!("vigil_cache_evictions_total", "Segments evicted to stay within the budget");
+    describe_counter!(
+        "vigil_cache_hits_total",
+        "Playback cache lookups answered from memory"
+    );
+    describe_counter!(
+        "vigil_cache_misses_total",
+        "Playback cache lookups that had to wait for storage"
+    );
+    describe_counter!(
+        "vigil_cache_loads_total",
+        "Segment reads from storage (single-flight)"
+    );
+    describe_counter!(
+        "vigil_cache_evictions_total",
+        "Segments evicted to stay within the budget"
+    );
     describe_gauge!("vigil_cache_bytes", "Bytes held by the playback cache");
-    describe_gauge!("vigil_cache_load_seconds_p99", "Storage read latency, p99 of recent loads");
+    describe_gauge!(
+        "vigil_cache_load_seconds_p99",
+        "Storage read latency, p99 of recent loads"
+    );
     describe_gauge!("vigil_cache_load_seconds_sum", "Total storage read time");
-    describe_counter!("vigil_recording_errors_total", "Recording errors (disk full, lease, I/O)");
+    describe_counter!(
+        "vigil_recording_errors_total",
+        "Recording errors (disk full, lease, I/O)"
+    );
     describe_gauge!("vigil_recording", "1 while the camera is being recorded");
     describe_gauge!("vigil_path_readers", "Viewers per path");
     describe_gauge!("vigil_path_bitrate_kbps", "Ingest bitrate per path");

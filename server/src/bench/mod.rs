@@ -120,6 +120,26 @@ impl NodeProbe {
     }
 }
 
+/// CPU seconds the whole machine (all cores) has spent busy, and in softirq, from
+/// /proc/stat. Loopback traffic's receive processing runs in softirq context, which Linux
+/// may charge to no process, so the per-process figures alone can flatter the node.
+fn machine_ticks() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3)? + fields.get(4)?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(((total - idle) as f64 / hz, *fields.get(6)? as f64 / hz))
+}
+
 fn get(api: &str, path: &str) -> anyhow::Result<String> {
     let url = format!("{api}{path}");
     let mut resp = ureq::get(&url)
@@ -190,6 +210,7 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
             let p = probe.clone();
             let first = blocking(move || p.sample()).await.flatten();
             let bench_first = process::current();
+            let machine_first = machine_ticks();
             let mut rss_max = first.map_or(0, |f| f.0.rss_bytes);
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             while Instant::now() + Duration::from_millis(500) < end {
@@ -202,7 +223,10 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
             let p = probe.clone();
             let last = blocking(move || p.sample()).await.flatten();
             let bench_last = process::current();
-            NodeWindow::new(first, last, rss_max, bench_first, bench_last)
+            let machine = machine_ticks()
+                .zip(machine_first)
+                .map(|(b, a)| (b.0 - a.0, b.1 - a.1));
+            NodeWindow::new(first, last, rss_max, (bench_first, bench_last), machine)
         })
     });
 

@@ -23,6 +23,9 @@ pub struct NodeWindow {
     pub ingest_packets: Option<u64>,
     /// The load generator's own CPU over the same window (it shares the machine).
     pub bench_cpu_pct: Option<f64>,
+    /// The whole machine over the window, in % of one core: busy, and of that softirq.
+    pub machine_busy_pct: Option<f64>,
+    pub softirq_pct: Option<f64>,
 }
 
 type Sample = (ProcessStats, Option<u64>, Instant);
@@ -32,8 +35,8 @@ impl NodeWindow {
         first: Option<Sample>,
         last: Option<Sample>,
         rss_max: u64,
-        bench_first: Option<ProcessStats>,
-        bench_last: Option<ProcessStats>,
+        (bench_first, bench_last): (Option<ProcessStats>, Option<ProcessStats>),
+        machine: Option<(f64, f64)>,
     ) -> Option<NodeWindow> {
         let (a, b) = (first?, last?);
         let secs = b.2.duration_since(a.2).as_secs_f64().max(0.001);
@@ -50,6 +53,8 @@ impl NodeWindow {
                 _ => None,
             },
             bench_cpu_pct,
+            machine_busy_pct: machine.map(|m| m.0 / secs * 100.0),
+            softirq_pct: machine.map(|m| m.1 / secs * 100.0),
         })
     }
 }
@@ -257,6 +262,14 @@ impl Report {
             "bench client CPU (same machine)",
             opt(n.and_then(|n| n.bench_cpu_pct), " %", 1),
         );
+        row(
+            "machine busy, all cores (of it softirq)",
+            format!(
+                "{} ({})",
+                opt(n.and_then(|n| n.machine_busy_pct), " %", 1),
+                opt(n.and_then(|n| n.softirq_pct), " %", 1)
+            ),
+        );
         for (e, c) in &self.failures {
             row("failed", format!("{c} × {e}"));
         }
@@ -293,6 +306,8 @@ impl Report {
             "node_cpu_pct_per_reader": self.per_reader_cpu(),
             "node_rss_max_bytes": n.map(|n| n.rss_max_bytes),
             "bench_cpu_pct": n.and_then(|n| n.bench_cpu_pct),
+            "machine_busy_pct": n.and_then(|n| n.machine_busy_pct),
+            "softirq_pct": n.and_then(|n| n.softirq_pct),
             "stopped_early": self.stopped_early,
         })
     }

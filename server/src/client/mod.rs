@@ -23,6 +23,7 @@
 
 mod control;
 mod player;
+mod setup;
 mod stats;
 mod udp;
 
@@ -163,7 +164,7 @@ pub async fn play(url: &str, opts: PlayOptions) -> Result<Player, ClientError> {
         .collect();
     let local_ip = ctl.stream.local_addr()?.ip();
     let server_ip = ctl.stream.peer_addr()?.ip();
-    let mut media = player::MediaSetup::new(opts.transport);
+    let mut media = setup::MediaSetup::new(opts.transport);
     let mut session_timeout = Duration::from_secs(60);
     for (i, track) in tracks.iter().enumerate() {
         let offer = match opts.transport {
@@ -221,7 +222,7 @@ pub async fn play(url: &str, opts: PlayOptions) -> Result<Player, ClientError> {
         .get("RTP-Info")
         .and_then(|v| parse_rtp_info(v).ok())
         .unwrap_or_default();
-    Ok(Player::new(
+    Player::new(
         ctl,
         tracks,
         rtp_info,
@@ -230,5 +231,5 @@ pub async fn play(url: &str, opts: PlayOptions) -> Result<Player, ClientError> {
         media,
         session_timeout,
         play_url,
-    ))
+    )
 }

@@ -1,22 +1,21 @@
 //! A playing session: media in (interleaved or UDP), RTCP noted, keepalives out.
 
 use super::control::{scan, Control, Scanned};
+use super::setup::MediaSetup;
 use super::stats::{Stats, TrackStats};
-use super::udp::{register, Pair};
+use super::udp::{register, udp_ready, UdpTrack};
 use super::{ClientError, ClientTransport, PlayOptions};
 use bytes::{Buf, Bytes, BytesMut};
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::pin::Pin;
-use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::net::UdpSocket;
 use tokio::time::Sleep;
 use vigil_proto::codec::Codec;
 use vigil_proto::rtcp::{self, RtcpPacket};
 use vigil_proto::rtp::{self, RtpHeader};
-use vigil_proto::rtsp::{LowerTransport, Method, RtpInfo, Transport};
+use vigil_proto::rtsp::{Method, RtpInfo};
 
 /// One media section of the SDP, as the player set it up.
 #[derive(Debug, Clone)]
@@ -37,71 +36,6 @@ pub struct ReceivedPacket {
     pub header: RtpHeader,
     pub payload: Bytes,
     pub at: Instant,
-}
-
-/// Media routing gathered while the tracks are SETUP.
-pub(crate) struct MediaSetup {
-    transport: ClientTransport,
-    /// TCP: (channel, track, is RTP).
-    channels: Vec<(u8, usize, bool)>,
-    udp: Vec<(usize, Pair, Option<SocketAddr>)>,
-}
-
-impl MediaSetup {
-    pub fn new(transport: ClientTransport) -> MediaSetup {
-        MediaSetup {
-            transport,
-            channels: Vec::new(),
-            udp: Vec::new(),
-        }
-    }
-
-    pub fn udp_pending(&mut self, track: usize, pair: Pair) {
-        self.udp.push((track, pair, None));
-    }
-
-    /// Record the server's Transport answer for `track`.
-    pub fn answered(
-        &mut self,
-        track: usize,
-        answer: &Transport,
-        server_ip: IpAddr,
-    ) -> Result<(), ClientError> {
-        match (self.transport, answer.lower) {
-            (ClientTransport::Tcp, LowerTransport::Tcp) => {
-                let (rtp, rtcp) = answer
-                    .interleaved
-                    .unwrap_or(((2 * track) as u8, (2 * track + 1) as u8));
-                self.channels.push((rtp, track, true));
-                self.channels.push((rtcp, track, false));
-                Ok(())
-            }
-            (ClientTransport::Udp, LowerTransport::Udp) => {
-                let ip = answer
-                    .source
-                    .as_deref()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(server_ip);
-                if let Some(entry) = self.udp.iter_mut().find(|u| u.0 == track) {
-                    entry.2 = answer
-                        .server_port
-                        .map(|(_, rtcp)| SocketAddr::new(ip, rtcp));
-                }
-                Ok(())
-            }
-            _ => Err(ClientError::Protocol(format!(
-                "asked for {:?}, the server answered {answer}",
-                self.transport
-            ))),
-        }
-    }
-}
-
-struct UdpTrack {
-    track: usize,
-    rtp: UdpSocket,
-    rtcp: UdpSocket,
-    server_rtcp: Option<SocketAddr>,
 }
 
 /// What [`Player::poll`] found.
@@ -153,22 +87,19 @@ impl Player {
         media: MediaSetup,
         session_timeout: Duration,
         play_url: String,
-    ) -> Player {
+    ) -> Result<Player, ClientError> {
         let now = Instant::now();
         let keepalive_every = session_timeout / 2;
-        let udp = media
-            .udp
-            .into_iter()
-            .filter_map(|(track, pair, server_rtcp)| {
-                Some(UdpTrack {
-                    track,
-                    rtp: register(pair.rtp).ok()?,
-                    rtcp: register(pair.rtcp).ok()?,
-                    server_rtcp,
-                })
-            })
-            .collect();
-        Player {
+        let mut udp = Vec::with_capacity(media.udp.len());
+        for (track, pair, server_rtcp) in media.udp {
+            udp.push(UdpTrack {
+                track,
+                rtp: register(pair.rtp)?,
+                rtcp: register(pair.rtcp)?,
+                server_rtcp,
+            });
+        }
+        Ok(Player {
             rtcp_seen: vec![(0, false); tracks.len()],
             ctl,
             tracks,
@@ -187,7 +118,7 @@ impl Player {
             ended: false,
             ssrc: rand::random(),
             opts,
-        }
+        })
     }
 
     pub fn tracks(&self) -> &[Track] {
@@ -527,20 +458,4 @@ fn check_answer(r: &vigil_proto::rtsp::Response) -> Result<(), ClientError> {
         status: r.status.0,
         reason: r.reason.clone(),
     })
-}
-
-/// Resolves with (index, is RTP) of a UDP socket that has a datagram; never for TCP.
-async fn udp_ready(udp: &[UdpTrack]) -> (usize, bool) {
-    std::future::poll_fn(|cx| {
-        for (i, t) in udp.iter().enumerate() {
-            if t.rtp.poll_recv_ready(cx).is_ready() {
-                return Poll::Ready((i, true));
-            }
-            if t.rtcp.poll_recv_ready(cx).is_ready() {
-                return Poll::Ready((i, false));
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }

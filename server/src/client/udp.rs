@@ -2,6 +2,7 @@
 
 use super::ClientError;
 use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdpSocket};
+use std::task::Poll;
 use tokio::net::UdpSocket;
 
 /// A bound (even RTP, odd RTCP) pair, not yet registered with tokio.
@@ -58,6 +59,30 @@ pub(crate) fn bind_pair(ip: IpAddr, recv_buffer: u32) -> Result<Pair, ClientErro
 /// Register a socket with the running tokio reactor.
 pub(crate) fn register(s: StdUdpSocket) -> Result<UdpSocket, ClientError> {
     Ok(UdpSocket::from_std(s)?)
+}
+
+/// A set-up track's sockets once playing.
+pub(crate) struct UdpTrack {
+    pub track: usize,
+    pub rtp: UdpSocket,
+    pub rtcp: UdpSocket,
+    pub server_rtcp: Option<SocketAddr>,
+}
+
+/// Resolves with (index, is RTP) of a UDP socket that has a datagram; never for TCP.
+pub(crate) async fn udp_ready(udp: &[UdpTrack]) -> (usize, bool) {
+    std::future::poll_fn(|cx| {
+        for (i, t) in udp.iter().enumerate() {
+            if t.rtp.poll_recv_ready(cx).is_ready() {
+                return Poll::Ready((i, true));
+            }
+            if t.rtcp.poll_recv_ready(cx).is_ready() {
+                return Poll::Ready((i, false));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -340,7 +340,12 @@ mod tests {
         r.poll_batch(&mut out, 64);
         let ts: Vec<u32> = out
             .iter()
-            .map(|o| parse(&[&o.header[..], &o.payload[..]].concat()).unwrap().0.timestamp)
+            .map(|o| {
+                parse(&[&o.header[..], &o.payload[..]].concat())
+                    .unwrap()
+                    .0
+                    .timestamp
+            })
             .collect();
         assert_eq!(ts.len(), 5);
         // One frame (3000 ticks) after the P-frame, the latest presentation time.

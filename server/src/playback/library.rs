@@ -65,7 +65,8 @@ impl Library {
     fn loader(
         &self,
         meta: &SegmentMeta,
-    ) -> impl FnOnce() -> futures::future::BoxFuture<'static, Result<CachedSegment, StorageError>> {
+    ) -> impl FnOnce() -> futures::future::BoxFuture<'static, Result<CachedSegment, StorageError>>
+    {
         let store = self.store.clone();
         let meta = meta.clone();
         move || {

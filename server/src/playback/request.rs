@@ -49,7 +49,11 @@ pub fn parse(path: &str, raw_query: Option<&str>) -> Result<Option<PlaybackReque
         let parse_time = |v: &str| {
             UtcTime::parse_rfc3339(v)
                 .map(|t| t.unix_millis)
-                .map_err(|_| bad(format!("{k}={v:?} is not an RFC 3339 UTC time like 2026-11-29T08:00:00Z")))
+                .map_err(|_| {
+                    bad(format!(
+                        "{k}={v:?} is not an RFC 3339 UTC time like 2026-11-29T08:00:00Z"
+                    ))
+                })
         };
         match k {
             "start" => start = Some(parse_time(&v)?),
@@ -89,16 +93,24 @@ mod tests {
 
     #[test]
     fn offsets_survive_the_query() {
-        let a = parse("playback/c", Some("start=2026-11-29T09:00:00+01:00")).unwrap().unwrap();
-        let b = parse("playback/c", Some("start=2026-11-29T08:00:00Z")).unwrap().unwrap();
+        let a = parse("playback/c", Some("start=2026-11-29T09:00:00+01:00"))
+            .unwrap()
+            .unwrap();
+        let b = parse("playback/c", Some("start=2026-11-29T08:00:00Z"))
+            .unwrap()
+            .unwrap();
         assert_eq!(a.start_ms, b.start_ms);
-        let c = parse("playback/c", Some("start=2026-11-29T09:00:00%2B01:00")).unwrap().unwrap();
+        let c = parse("playback/c", Some("start=2026-11-29T09:00:00%2B01:00"))
+            .unwrap()
+            .unwrap();
         assert_eq!(c.start_ms, b.start_ms);
     }
 
     #[test]
     fn track_suffix_is_not_part_of_the_camera() {
-        let r = parse("playback/c1/trackID=0", Some("start=2026-11-29T08:00:00Z")).unwrap().unwrap();
+        let r = parse("playback/c1/trackID=0", Some("start=2026-11-29T08:00:00Z"))
+            .unwrap()
+            .unwrap();
         assert_eq!(r.camera, "c1");
     }
 
@@ -110,7 +122,10 @@ mod tests {
             ("playback/c", Some("start=2026-13-40T08:00:00Z")),
             ("playback/../etc", Some("start=2026-11-29T08:00:00Z")),
             ("playback/", Some("start=2026-11-29T08:00:00Z")),
-            ("playback/c", Some("start=2026-11-29T08:00:10Z&end=2026-11-29T08:00:00Z")),
+            (
+                "playback/c",
+                Some("start=2026-11-29T08:00:10Z&end=2026-11-29T08:00:00Z"),
+            ),
         ] {
             let e = parse(path, q).unwrap_err();
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{path} {q:?}");

@@ -128,7 +128,8 @@ pub async fn run(
             }
             // Pace: media time since the first frame, divided by the Scale.
             let t0 = *first_time.get_or_insert(f.time_ms);
-            let due = started + Duration::from_secs_f64((f.time_ms - t0).max(0) as f64 / 1000.0 / params.scale);
+            let due = started
+                + Duration::from_secs_f64((f.time_ms - t0).max(0) as f64 / 1000.0 / params.scale);
             tokio::select! {
                 _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
                 _ = tokio::time::sleep_until(due.into()) => {}
@@ -136,7 +137,8 @@ pub async fn run(
             let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
             let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
             rate.add(bytes);
-            info.packets.fetch_add(packets.len() as u64, Ordering::Relaxed);
+            info.packets
+                .fetch_add(packets.len() as u64, Ordering::Relaxed);
             info.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             info.rate_bps.store(rate.bps(), Ordering::Relaxed);
             if send(&sink, f.track as usize, packets).await.is_err() {
@@ -168,7 +170,12 @@ pub async fn run(
             }
         };
         match next {
-            Some(n) => cursor = Cursor { segment: n, frame: 0 },
+            Some(n) => {
+                cursor = Cursor {
+                    segment: n,
+                    frame: 0,
+                }
+            }
             None => return finish(tracks, None, &sink, &params, &info).await,
         }
     }

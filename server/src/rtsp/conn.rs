@@ -61,6 +61,8 @@ pub struct Conn {
     tcp: InterleavedWriter,
     out: Vec<OutPacket>,
     last_sr: Instant,
+    /// A write timed out: the peer reads nothing, so nothing more is written.
+    stalled: bool,
 }
 
 enum Event {
@@ -75,10 +77,15 @@ enum Event {
 /// Most packets moved per wake-up of a TCP viewer: a few frames, so one viewer cannot hog
 /// the worker thread while others wait.
 const PUMP_BATCH: usize = 256;
+const TCP_SEND_BUFFER: usize = 256 * 1024;
 const SENDER_REPORT_EVERY: Duration = Duration::from_secs(5);
 
 async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
+    // Without a cap Linux lets a viewer's send buffer grow to tcp_wmem's maximum (4 MB), so
+    // a stalled viewer would be noticed only after seconds of buffered video and would pin
+    // that much kernel memory. 256 KiB (the kernel doubles it) holds a GOP of a 2 Mb/s stream.
+    let _ = socket2::SockRef::from(&stream).set_send_buffer_size(TCP_SEND_BUFFER);
     let local = stream.local_addr()?;
     let (mut rd, writer) = stream.into_split();
     let mut conn = Conn {
@@ -91,6 +98,7 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
         tcp: InterleavedWriter::default(),
         out: Vec::with_capacity(PUMP_BATCH),
         last_sr: Instant::now(),
+        stalled: false,
     };
     let limits = Limits::default();
     let mut buf = BytesMut::with_capacity(4096);
@@ -238,7 +246,7 @@ impl Conn {
                     match frame {
                         Frame::Request(req) => {
                             let (resp, keep) = self.handle(req).await;
-                            self.writer.write_all(&resp.to_bytes()).await?;
+                            self.write_response(&resp).await?;
                             self.after_response().await?;
                             if !keep {
                                 return Ok(false);
@@ -258,7 +266,7 @@ impl Conn {
                     if let Some(cseq) = e.cseq() {
                         resp = resp.header("CSeq", cseq.to_string());
                     }
-                    self.writer.write_all(&resp.to_bytes()).await?;
+                    self.write_response(&resp).await?;
                     match e.resync() {
                         Some(n) if n > 0 && n <= buf.len() => buf.advance(n),
                         _ => return Ok(false),
@@ -294,6 +302,19 @@ impl Conn {
                 .fetch_add(payload.len() as u64, std::sync::atomic::Ordering::Relaxed);
             if !producer.push_raw(track, payload) {
                 Node::bump(&self.node.counters.rtp_garbage);
+            }
+        }
+    }
+
+    /// Write an RTSP response; a peer that takes nothing within the slow-reader timeout is
+    /// dropped (it may be sending requests without ever reading the answers).
+    async fn write_response(&mut self, resp: &Response) -> std::io::Result<()> {
+        let timeout = Duration::from_millis(self.node.config.live.slow_reader_timeout_ms);
+        match tokio::time::timeout(timeout, self.writer.write_all(&resp.to_bytes())).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.stalled = true;
+                Err(std::io::ErrorKind::TimedOut.into())
             }
         }
     }
@@ -346,13 +367,14 @@ impl Conn {
                 Err(_) => {
                     Node::bump(&self.node.counters.slow_readers_dropped);
                     warn!("viewer took no data for {timeout:?}: disconnected");
+                    self.stalled = true;
                     return Err(std::io::ErrorKind::TimedOut.into());
                 }
             }
         }
         if finished {
             info!("publisher ended the stream");
-            self.send_goodbye().await;
+            self.goodbye_bounded().await;
             if let Some(s) = &self.session {
                 s.info.cancel.cancel();
             }
@@ -378,13 +400,34 @@ impl Conn {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         let cname = self.node.config.node.id.clone();
-        for (track, sr) in reader.sender_reports(Instant::now(), wall) {
-            if let Some(ch) = session.rtcp_channel(track) {
-                let pkt = rtcp::sender_report(&sr, &cname);
-                write_interleaved(&mut self.writer, ch, &pkt).await?;
+        let reports: Vec<(u8, Vec<u8>)> = reader
+            .sender_reports(Instant::now(), wall)
+            .into_iter()
+            .filter_map(|(track, sr)| {
+                session
+                    .rtcp_channel(track)
+                    .map(|ch| (ch, rtcp::sender_report(&sr, &cname)))
+            })
+            .collect();
+        let timeout = Duration::from_millis(self.node.config.live.slow_reader_timeout_ms);
+        for (ch, pkt) in reports {
+            let write = write_interleaved(&mut self.writer, ch, &pkt);
+            if tokio::time::timeout(timeout, write).await.is_err() {
+                Node::bump(&self.node.counters.slow_readers_dropped);
+                warn!("viewer took no data for {timeout:?}: disconnected");
+                self.stalled = true;
+                return Err(std::io::ErrorKind::TimedOut.into());
             }
         }
         Ok(())
+    }
+
+    /// RTCP BYE, unless the viewer has stopped reading (then there is no one to tell, and
+    /// a write could block the connection task forever).
+    async fn goodbye_bounded(&mut self) {
+        if !self.stalled {
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.send_goodbye()).await;
+        }
     }
 
     /// RTCP BYE to a TCP viewer (UDP sessions send their own from their task).
@@ -421,7 +464,7 @@ impl Conn {
 
     /// End of the connection: say goodbye to viewers, release the session.
     async fn close(&mut self) {
-        self.send_goodbye().await;
+        self.goodbye_bounded().await;
         self.end_session();
         self.release_announce();
         let _ = tokio::time::timeout(Duration::from_secs(1), self.writer.shutdown()).await;

@@ -280,6 +280,12 @@ impl Conn {
             Ok(p) => p,
             Err(r) => return r,
         };
+        // The transport first: a SETUP refused for its transport must not leave a session.
+        let (transport, answer, setup) =
+            match self.negotiate(&offers, value, plan.track, plan.kind).await {
+                Ok(x) => x,
+                Err(r) => return r,
+            };
         // Session checks: join this connection's session, or create one.
         match (&self.session, req.session_id()) {
             (Some(s), Some(id)) if id == s.info.id => {
@@ -318,10 +324,6 @@ impl Conn {
                 self.session = Some(self.new_session(&mut plan));
             }
         }
-        let (transport, answer, setup) = match self.negotiate(&offers, value, plan.track, plan.kind).await {
-            Ok(x) => x,
-            Err(r) => return r,
-        };
         let Some(session) = self.session.as_mut() else {
             return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
         };
@@ -389,9 +391,15 @@ impl Conn {
     async fn plan_playback_setup(&mut self, req: &Request) -> Result<SetupPlan, Response> {
         let control = url::Url::parse(&req.uri)
             .ok()
-            .and_then(|u| u.path_segments().and_then(|mut s| s.next_back().map(str::to_string)))
+            .and_then(|u| {
+                u.path_segments()
+                    .and_then(|mut s| s.next_back().map(str::to_string))
+            })
             .filter(|last| last.starts_with("trackID="));
-        let existing = self.session.as_ref().and_then(|s| s.playback.as_ref().map(|p| p.sdp.clone()));
+        let existing = self
+            .session
+            .as_ref()
+            .and_then(|s| s.playback.as_ref().map(|p| p.sdp.clone()));
         let (playback, sdp) = match existing {
             Some(sdp) => (None, sdp),
             None => {

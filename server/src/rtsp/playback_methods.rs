@@ -63,7 +63,10 @@ impl Playback {
 
 /// Resolve the playback URL of a request: 400 malformed, 404 unknown camera or no recording
 /// at that time. Returns the request, the camera's index and the first segment to play.
-pub async fn resolve(conn: &Conn, uri: &str) -> Result<(PlaybackRequest, CameraIndex, SegmentMeta), Response> {
+pub async fn resolve(
+    conn: &Conn,
+    uri: &str,
+) -> Result<(PlaybackRequest, CameraIndex, SegmentMeta), Response> {
     let url = url::Url::parse(uri).map_err(|_| fail(StatusCode::BAD_REQUEST, "bad URL"))?;
     let path = url.path().trim_matches('/');
     let req = match request::parse(path, url.query()) {
@@ -72,12 +75,17 @@ pub async fn resolve(conn: &Conn, uri: &str) -> Result<(PlaybackRequest, CameraI
         Err(e) => return Err(fail(e.status, e.message)),
     };
     let Some(library) = conn.node.library.as_ref() else {
-        return Err(fail(StatusCode::NOT_FOUND, "recording is disabled on this node"));
+        return Err(fail(
+            StatusCode::NOT_FOUND,
+            "recording is disabled on this node",
+        ));
     };
-    let index = library
-        .index(&req.camera)
-        .await
-        .map_err(|_| fail(StatusCode::NOT_FOUND, format!("no recordings of camera {}", req.camera)))?;
+    let index = library.index(&req.camera).await.map_err(|_| {
+        fail(
+            StatusCode::NOT_FOUND,
+            format!("no recordings of camera {}", req.camera),
+        )
+    })?;
     let inside = index
         .first_ms()
         .zip(index.last_ms())
@@ -105,7 +113,10 @@ pub async fn resolve(conn: &Conn, uri: &str) -> Result<(PlaybackRequest, CameraI
                 ),
                 _ => "nothing recorded".into(),
             };
-            fail(StatusCode::NOT_FOUND, format!("no recording of {} at that time ({have})", req.camera))
+            fail(
+                StatusCode::NOT_FOUND,
+                format!("no recording of {} at that time ({have})", req.camera),
+            )
         })?;
     Ok((req, index, first))
 }
@@ -154,19 +165,36 @@ impl Conn {
         };
         let seg = match library.segment(&first).await {
             Ok(s) => s,
-            Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the recording: {e}")),
+            Err(e) => {
+                return fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("reading the recording: {e}"),
+                )
+            }
         };
         let sdp = match sdp::parse(&seg.0.header.sdp) {
             Ok(s) => s,
-            Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, format!("recorded SDP: {e}")),
+            Err(e) => {
+                return fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("recorded SDP: {e}"),
+                )
+            }
         };
         let duration = (end_ms(&preq, &index) - preq.start_ms).max(0) as f64 / 1000.0;
-        let mut body = sdp.render(&self.local_ip().to_string(), 1, &format!("npt=0-{duration:.3}"));
+        let mut body = sdp.render(
+            &self.local_ip().to_string(),
+            1,
+            &format!("npt=0-{duration:.3}"),
+        );
         let base = base_url(&req.uri);
         for i in 0..sdp.media.len() {
             body = body.replace(
                 &format!("a=control:trackID={i}\r\n"),
-                &format!("a=control:{}\r\n", control_url(&base, &format!("trackID={i}"))),
+                &format!(
+                    "a=control:{}\r\n",
+                    control_url(&base, &format!("trackID={i}"))
+                ),
             );
         }
         Response::new(StatusCode::OK)
@@ -177,13 +205,23 @@ impl Conn {
     /// Set up the playback state of a new session (first SETUP).
     pub async fn playback_for_setup(&mut self, uri: &str) -> Result<Playback, Response> {
         let (preq, _, first) = resolve(self, uri).await?;
-        let library = self.node.library.clone().ok_or_else(|| fail(StatusCode::NOT_FOUND, "recording is disabled"))?;
-        let seg = library
-            .segment(&first)
-            .await
-            .map_err(|e| fail(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the recording: {e}")))?;
-        let sdp = sdp::parse(&seg.0.header.sdp)
-            .map_err(|e| fail(StatusCode::INTERNAL_SERVER_ERROR, format!("recorded SDP: {e}")))?;
+        let library = self
+            .node
+            .library
+            .clone()
+            .ok_or_else(|| fail(StatusCode::NOT_FOUND, "recording is disabled"))?;
+        let seg = library.segment(&first).await.map_err(|e| {
+            fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reading the recording: {e}"),
+            )
+        })?;
+        let sdp = sdp::parse(&seg.0.header.sdp).map_err(|e| {
+            fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("recorded SDP: {e}"),
+            )
+        })?;
         Ok(Playback {
             req: preq,
             sdp,
@@ -231,7 +269,10 @@ impl Conn {
             Err(r) => return r,
         };
         let Some(pb) = session.playback.as_mut() else {
-            return fail(StatusCode::METHOD_NOT_VALID_IN_THIS_STATE, "not a playback session");
+            return fail(
+                StatusCode::METHOD_NOT_VALID_IN_THIS_STATE,
+                "not a playback session",
+            );
         };
         pb.stop().await;
         if let Some(s) = scale {
@@ -243,8 +284,14 @@ impl Conn {
         };
         // Where to start: a seek (Range), the resume point, or the URL's start.
         let seek_ms = match range {
-            Some(Range::Npt { start: NptTime::Seconds(s), .. }) => Some(pb.req.start_ms + (s * 1000.0) as i64),
-            Some(Range::Npt { start: NptTime::Now, .. }) => None,
+            Some(Range::Npt {
+                start: NptTime::Seconds(s),
+                ..
+            }) => Some(pb.req.start_ms + (s * 1000.0) as i64),
+            Some(Range::Npt {
+                start: NptTime::Now,
+                ..
+            }) => None,
             Some(Range::Clock { start, .. }) => Some(start.unix_millis),
             None => None,
         };
@@ -252,15 +299,28 @@ impl Conn {
             (None, Some(c)) => (c, false),
             (target, _) => {
                 let t = target.unwrap_or(pb.req.start_ms);
-                let Some(meta) = index.segment_at(t).cloned().or_else(|| index.segments().find(|s| s.start_ms >= t).cloned()) else {
-                    return fail(StatusCode::INVALID_RANGE, "nothing recorded at or after that time");
+                let Some(meta) = index
+                    .segment_at(t)
+                    .cloned()
+                    .or_else(|| index.segments().find(|s| s.start_ms >= t).cloned())
+                else {
+                    return fail(
+                        StatusCode::INVALID_RANGE,
+                        "nothing recorded at or after that time",
+                    );
                 };
                 let seg = match library.segment(&meta).await {
                     Ok(s) => s,
                     Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
                 };
                 let frame = seg.0.keyframe_at_or_before(t);
-                (Cursor { segment: meta, frame }, true)
+                (
+                    Cursor {
+                        segment: meta,
+                        frame,
+                    },
+                    true,
+                )
             }
         };
         let seg = match library.segment(&cursor.segment).await {
@@ -268,7 +328,9 @@ impl Conn {
             Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
         };
         let frames = &seg.0.frames;
-        let actual_ms = frames.get(cursor.frame).map_or(cursor.segment.start_ms, |f| f.time_ms);
+        let actual_ms = frames
+            .get(cursor.frame)
+            .map_or(cursor.segment.start_ms, |f| f.time_ms);
         // Output state: created on the first PLAY, continued (rebased after a seek) later.
         let mut tracks = match pb.tracks.take() {
             Some(t) => t,
@@ -355,7 +417,10 @@ impl Conn {
         session.media = Media::Playback;
         let npt = |ms: i64| (ms - pb.req.start_ms).max(0) as f64 / 1000.0;
         let mut resp = Response::new(StatusCode::OK)
-            .header("Range", format!("npt={:.3}-{:.3}", npt(actual_ms), npt(end)))
+            .header(
+                "Range",
+                format!("npt={:.3}-{:.3}", npt(actual_ms), npt(end)),
+            )
             .header("RTP-Info", format_rtp_info(&rtp_info));
         if let Some((name, v)) = scale_echo {
             resp = resp.header(name, v);
@@ -376,7 +441,10 @@ impl Conn {
     }
 }
 
-fn new_tracks(sdp: &SessionDescription, setups: &[Option<crate::live::reader::TrackSetup>]) -> Vec<TrackOut> {
+fn new_tracks(
+    sdp: &SessionDescription,
+    setups: &[Option<crate::live::reader::TrackSetup>],
+) -> Vec<TrackOut> {
     sdp.media
         .iter()
         .enumerate()

@@ -1,0 +1,125 @@
+//! Placement decision time (issue 4 benchmark): 5, 50 and 500 nodes carrying 10 000
+//! sessions over 1 000 cameras, every policy. The view is built once (its per-camera
+//! indexes included); each iteration decides one request from a rotating set of 1 024.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use vigil_cluster::{
+    place, ClusterConfig, ClusterView, Indicators, LoadWeights, NodeView, PlaceState, Policy,
+    Request, Stream, StreamSource,
+};
+
+const SESSIONS: usize = 10_000;
+const CAMERAS: usize = 1_000;
+/// One day of recordings per camera.
+const SPAN_MS: i64 = 86_400_000;
+
+fn build(nodes: usize, rng: &mut StdRng) -> ClusterView {
+    let mut ns: Vec<NodeView> = (0..nodes)
+        .map(|i| {
+            let mut n = NodeView::new(format!("node-{i}"), 10e9);
+            n.cpu = rng.gen_range(0.05..0.5);
+            n.mem = rng.gen_range(0.1..0.6);
+            n.indicators = Indicators {
+                cpu: n.cpu,
+                mem: n.mem,
+                net: rng.gen_range(0.0..0.9),
+                links: rng.gen_range(0.0..0.9),
+            };
+            n
+        })
+        .collect();
+    for _ in 0..SESSIONS {
+        let cam = rng.gen_range(0..CAMERAS);
+        let pos = rng.gen_range(0..SPAN_MS);
+        let n = &mut ns[rng.gen_range(0..nodes)];
+        let source = if rng.gen_bool(0.5) {
+            StreamSource::Cache
+        } else {
+            StreamSource::Storage
+        };
+        n.streams.push(Stream {
+            camera: format!("cam-{cam}"),
+            position_ms: pos,
+            vbr_bps: 2e6,
+            source,
+        });
+        // Cache-aware: the node holds the minute around each stream it serves.
+        n.cached
+            .entry(format!("cam-{cam}"))
+            .or_default()
+            .push((pos - 30_000, pos + 30_000));
+        n.sessions += 1;
+    }
+    for n in &mut ns {
+        for r in n.cached.values_mut() {
+            r.sort_unstable();
+        }
+    }
+    ClusterView::new(ns, LoadWeights::default())
+}
+
+fn bench(c: &mut Criterion) {
+    let cfg = ClusterConfig::default();
+    let mut g = c.benchmark_group("place");
+    for nodes in [5usize, 50, 500] {
+        let mut rng = StdRng::seed_from_u64(nodes as u64);
+        let raw = build(nodes, &mut rng);
+        // The live scheduler classifies on each report, not on each request.
+        let mut view = raw.clone();
+        view.classify_nodes(&cfg.knn);
+        let reqs: Vec<Request> = (0..1024)
+            .map(|_| {
+                Request::playback(
+                    format!("cam-{}", rng.gen_range(0..CAMERAS)),
+                    rng.gen_range(0..SPAN_MS),
+                    2e6,
+                )
+            })
+            .collect();
+        for policy in Policy::ALL {
+            g.bench_with_input(BenchmarkId::new(policy.name(), nodes), &view, |b, view| {
+                let mut st = PlaceState::default();
+                let mut r = StdRng::seed_from_u64(1);
+                let mut k = 0usize;
+                b.iter(|| {
+                    k = (k + 1) & 1023;
+                    black_box(place(view, &reqs[k], policy, &mut st, &cfg, &mut r))
+                })
+            });
+        }
+        // KNN classifying every node on every request, for comparison.
+        g.bench_with_input(
+            BenchmarkId::new("knn-class-unindexed", nodes),
+            &raw,
+            |b, view| {
+                let mut st = PlaceState::default();
+                let mut r = StdRng::seed_from_u64(1);
+                let mut k = 0usize;
+                b.iter(|| {
+                    k = (k + 1) & 1023;
+                    black_box(place(
+                        view,
+                        &reqs[k],
+                        Policy::KnnClass,
+                        &mut st,
+                        &cfg,
+                        &mut r,
+                    ))
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1));
+    targets = bench
+}
+criterion_main!(benches);

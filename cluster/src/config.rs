@@ -1,0 +1,165 @@
+//! Configuration of every policy, with the figures of ALGORITHMS.md as defaults.
+//!
+//! Every constant of the papers is a configuration value (ALGORITHMS.md, preamble): the
+//! defaults reproduce the papers' set-ups, a deployment tunes them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::knn::{default_training_set, TrainingSample};
+
+/// §A.1 weights of eq. 1. They must add up to 1 so that Load stays on a 0–100 scale.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadWeights {
+    pub cpu: f64,
+    pub mem: f64,
+    pub net: f64,
+}
+
+impl Default for LoadWeights {
+    /// §A.1 default w = (0.1, 0.2, 0.7): a streaming node is network-bound.
+    fn default() -> Self {
+        Self {
+            cpu: 0.1,
+            mem: 0.2,
+            net: 0.7,
+        }
+    }
+}
+
+/// §A.1 load states and §A.4 scheduling limits (0–100 scale).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SchedConfig {
+    pub weights: LoadWeights,
+    /// Below this a node is `light` (§A.1; also where REM's probability starts, §A.5).
+    pub load_min: f64,
+    /// Above this a node is `overloaded` (§A.1; REM migrates with certainty, §A.5).
+    pub load_max: f64,
+    /// §A.4 step 4: a moderate candidate is refused when its estimate exceeds the lightest
+    /// node's load by more than LD (similarity must not buy cache hits with imbalance).
+    pub ld: f64,
+    /// §A.3 f(x) = 1 below T_min (ms).
+    pub t_min_ms: i64,
+    /// §A.3 f(x) = 0 from T_max on (ms).
+    pub t_max_ms: i64,
+    /// §A.5 REM probability at Load_max⁻.
+    pub p_max: f64,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        Self {
+            weights: LoadWeights::default(),
+            load_min: 50.0,
+            load_max: 95.0,
+            ld: 30.0,
+            t_min_ms: 100,
+            t_max_ms: 10_000,
+            p_max: 0.8,
+        }
+    }
+}
+
+/// §B gateway balancing (0–1 load scale).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GatewayConfig {
+    /// §B.2 λ = (λ1 cpu, λ2 memory bandwidth, λ3 awake share).
+    pub lambda: [f64; 3],
+    /// §B.3 Brown smoothing constant α.
+    pub alpha: f64,
+    /// §B.3 number of forecasts N (m = 1..N).
+    pub forecasts: u32,
+    /// §B.3 how many of the N forecasts must exceed Load_ove (P).
+    pub forecasts_over: u32,
+    /// §B.3 sampling period T_s (ms).
+    pub sample_period_ms: u64,
+    /// §B.3 alarm zone threshold Load_alm.
+    pub load_alm: f64,
+    /// §B.3 overload threshold Load_ove.
+    pub load_ove: f64,
+    /// §B.1 TS_max = μ·RST_max (ms): idle time after which a camera sleeps.
+    pub ts_max_ms: i64,
+    /// §B.1 PS_max: largest share of a node's cameras that may sleep.
+    pub ps_max: f64,
+    /// §B.5 M: how many most-recently-finished idle cameras are considered.
+    pub recent_m: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            lambda: [0.5, 0.4, 0.1],
+            alpha: 0.8,
+            forecasts: 3,
+            forecasts_over: 2,
+            sample_period_ms: 3_000,
+            load_alm: 0.54,
+            load_ove: 0.61,
+            ts_max_ms: 1_000_000,
+            ps_max: 0.4,
+            recent_m: 5,
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// §B.1: TS_max = μ · RST_max, for a deployment that derives it from its patrol cycles.
+    pub fn ts_max_from(mu: f64, rst_max_ms: i64) -> i64 {
+        (mu * rst_max_ms as f64).round() as i64
+    }
+}
+
+/// §C.2–§C.4 KNN classes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KnnConfig {
+    /// §C.2 ω = (cpu, mem, net, links); tuned default (0.4, 0.25, 0.25, 0.1).
+    pub omega: [f64; 4],
+    /// §C.3 K nearest neighbours (odd, so two classes cannot tie on a pair).
+    pub k: usize,
+    /// §C.3 labelled training set; the operator may replace it.
+    pub training: Vec<TrainingSample>,
+}
+
+impl Default for KnnConfig {
+    fn default() -> Self {
+        Self {
+            omega: [0.4, 0.25, 0.25, 0.1],
+            k: 3,
+            training: default_training_set(),
+        }
+    }
+}
+
+/// §C.5 dynamic feedback period (seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FeedbackConfig {
+    pub initial_s: u32,
+    pub min_s: u32,
+    pub max_s: u32,
+    /// ΔT = floor(|Δlinks| / links_per_step) s; the paper's step is 20 tasks.
+    pub links_per_step: u32,
+}
+
+impl Default for FeedbackConfig {
+    fn default() -> Self {
+        Self {
+            initial_s: 10,
+            min_s: 1,
+            max_s: 20,
+            links_per_step: 20,
+        }
+    }
+}
+
+/// Everything the policy layer reads.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterConfig {
+    pub sched: SchedConfig,
+    pub gateway: GatewayConfig,
+    pub knn: KnnConfig,
+    pub feedback: FeedbackConfig,
+}

@@ -1,0 +1,42 @@
+//! `vigil-cluster`: the cluster's *policy* layer (issue 4).
+//!
+//! Pure, deterministic functions over a [`ClusterView`] snapshot: placement (§A.4 and the
+//! baselines, §C.3–C.4), REM migration (§A.5), gateway load, forecast, roulette and camera
+//! binding (§B), the feedback period (§C.5). Randomness comes only from the `rand::Rng`
+//! passed in, so the live scheduler, a simulator and the tests run the same code and a seed
+//! reproduces a run. No I/O, no clocks, no async here: membership, gossip and the QUIC calls
+//! live in the server and feed this crate snapshots. Section numbers refer to
+//! `shared/ALGORITHMS.md`.
+
+pub mod config;
+pub mod feedback;
+pub mod gateway;
+pub mod knn;
+pub mod load;
+pub mod place;
+pub mod rem;
+pub mod similarity;
+pub mod view;
+
+pub use config::{
+    ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, SchedConfig,
+};
+pub use feedback::{next_period, period_delta, FeedbackPeriod};
+pub use knn::{classify, default_training_set, load_weight, NodeClass, TrainingSample};
+pub use load::{delta_load, load_state, load_variance, node_load, quadratic_mean, LoadState};
+pub use place::{apply, place, Decision, PlaceState, Policy};
+pub use rem::{apply_migration, rem_probability, rem_step, Migration};
+pub use view::{
+    CameraId, ClusterView, Indicators, NodeId, NodeView, Request, RequestKind, Stream, StreamSource,
+};
+
+/// Errors of the policy layer: names that do not resolve against the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("unknown placement policy {0:?} (expected one of similarity, cache-aware, least-load, least-connections, round-robin, knn-class)")]
+    UnknownPolicy(String),
+    #[error("node {0:?} is not in the cluster view")]
+    UnknownNode(NodeId),
+    #[error("migration from {0:?} refers to stream {1}, which has changed since the decision")]
+    StaleMigration(NodeId, usize),
+}
