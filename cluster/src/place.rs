@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{ClusterConfig, SchedConfig};
 use crate::knn::NodeClass;
 use crate::load::{delta_load, load_state, LoadState};
-use crate::similarity::{cache_hit, fd, fd_cache};
+use crate::similarity::{cache_hit, fd_cache, fd_positions};
 use crate::view::{ClusterView, NodeId, Request, Stream, StreamSource};
 use crate::ClusterError;
 
@@ -258,7 +258,9 @@ impl MinOfA {
 
 /// §A.4 steps 1–5. `cached` selects the cache-aware FD (resident ranges) and the B set of
 /// nodes caching the camera; otherwise FD and B come from current playback positions.
-/// Ties on FD go to the lighter node, then to node order (determinism).
+/// Ties on FD go to the lighter node, then to node order (determinism). As written in §A.4,
+/// a node of B is preferred over the lightest node even when its FD is 0 (it plays the
+/// camera, but far from T); LD and the overload check bound what that preference costs.
 fn similarity_first(view: &ClusterView, req: &Request, s: &SchedConfig, cached: bool) -> Decision {
     let mut a = eligible(view);
     let mut b: Vec<(usize, f64)> = if cached {
@@ -271,7 +273,7 @@ fn similarity_first(view: &ClusterView, req: &Request, s: &SchedConfig, cached: 
         view.playing(&req.camera)
             .iter()
             .filter(|(i, _)| a[*i])
-            .map(|&(i, _)| (i, fd(view, i, req, s)))
+            .map(|(i, p)| (*i, fd_positions(p, req.time_ms, s)))
             .collect()
     };
     let mut lightest = MinOfA::new(view, &a);

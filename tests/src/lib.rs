@@ -649,7 +649,15 @@ pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duratio
 pub fn gst_publish_h264(file: &Path, url: &str, protocols: &str) -> Background {
     spawn_background(
         Command::new("gst-launch-1.0")
-            .env("GST_DEBUG", "*:1")
+            .env("GST_DEBUG", "*:1,rtspclientsink:6,rtspconnection:6")
+            .env(
+                "GST_DEBUG_FILE",
+                format!(
+                    "/tmp/exp/dbg/{}-{}.log",
+                    std::process::id(),
+                    url.rsplit(':').next().unwrap().replace('/', "_")
+                ),
+            )
             .env("GST_DEBUG_NO_COLOR", "1")
             .args(["-q", "filesrc"])
             .arg(format!("location={}", file.display()))

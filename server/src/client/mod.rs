@@ -20,6 +20,28 @@
 //! PLAY, and notes the instant PLAY was sent so start-up latency can be measured. The
 //! [`Player`] then yields RTP packets ([`Player::next_packet`]) or just counts them
 //! ([`Player::run_stats`], [`Player::collect_stats`]) while keeping the session alive.
+//!
+//! Recordings (`playback/<camera>?start=…`) take the same path, plus trick play: the first
+//! PLAY's headers come from [`PlayOptions::play`] (a [`PlayRequest`]: `Range`, `Scale`,
+//! `Speed`), and a playing [`Player`] can [`pause`](Player::pause) and
+//! [`play`](Player::play) again (a seek with a `Range`, a resume without one, a new rate).
+//! Every PLAY answer is kept as a [`PlayAnswer`] (its `Range`, echoed `Scale`/`Speed` and
+//! `RTP-Info`, parsed). RTP that arrives while such a request waits for its answer is kept
+//! and yielded afterwards, in order, so nothing sent before a PAUSE is lost to the viewer:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), vigil_server::client::ClientError> {
+//! use vigil_server::client::{play, ClientTransport, PlayOptions, PlayRequest};
+//! let url = "rtsp://127.0.0.1:8554/playback/cam1?start=2026-11-29T08:00:00Z";
+//! let mut opts = PlayOptions::new(ClientTransport::Tcp);
+//! opts.play = PlayRequest::new().npt(5.0).scale(2.0);
+//! let mut player = play(url, opts).await?;
+//! println!("starts at npt {:?}, scale {:?}", player.answer().npt_start(), player.answer().scale);
+//! player.pause().await?;
+//! let answer = player.play(PlayRequest::new()).await?; // resume where paused
+//! println!("resumes at seq {:?}", answer.rtp_info.first().and_then(|i| i.seq));
+//! # Ok(()) }
+//! ```
 
 mod control;
 mod player;
@@ -27,12 +49,12 @@ mod setup;
 mod stats;
 mod udp;
 
-pub use player::{Player, ReceivedPacket, Track};
+pub use player::{PlayAnswer, PlayRequest, Player, ReceivedPacket, Track};
 pub use stats::{SeqCounter, Snapshot, Stats, TrackStats};
 
 use control::{Control, Target};
 use std::time::{Duration, Instant};
-use vigil_proto::rtsp::{parse_rtp_info, parse_transports, Method, SessionHeader};
+use vigil_proto::rtsp::{parse_transports, Method, SessionHeader};
 
 /// How media reaches the viewer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -60,6 +82,9 @@ pub struct PlayOptions {
     /// for UDP, so a keyframe burst survives a busy load-generator process. A small value
     /// makes a stalled TCP reader back up quickly.
     pub recv_buffer: Option<u32>,
+    /// Headers of the first PLAY. Default: `Range: npt=now-` (the live edge of a live path;
+    /// the URL's `start` of a recording).
+    pub play: PlayRequest,
 }
 
 impl PlayOptions {
@@ -70,6 +95,7 @@ impl PlayOptions {
             stop_reading_after: None,
             send_keepalive: true,
             recv_buffer: None,
+            play: PlayRequest::new().range("npt=now-"),
         }
     }
 }
@@ -205,31 +231,10 @@ pub async fn play(url: &str, opts: PlayOptions) -> Result<Player, ClientError> {
         media.answered(i, &answer, server_ip)?;
     }
     let play_url = Target::join(&base, Some("*"));
-    let req = ctl
-        .request(Method::Play, play_url.trim_end_matches('/'))
-        .header("Range", "npt=now-");
+    let play_url = play_url.trim_end_matches('/').to_string();
+    let req = opts.play.apply(ctl.request(Method::Play, &play_url));
     let play_sent = Instant::now();
     let resp = ctl.call(req, timeout).await?;
-    if !resp.status.is_success() {
-        return Err(ClientError::Status {
-            method: "PLAY".into(),
-            status: resp.status.0,
-            reason: resp.reason,
-        });
-    }
-    let rtp_info = resp
-        .headers
-        .get("RTP-Info")
-        .and_then(|v| parse_rtp_info(v).ok())
-        .unwrap_or_default();
-    Player::new(
-        ctl,
-        tracks,
-        rtp_info,
-        play_sent,
-        opts,
-        media,
-        session_timeout,
-        play_url,
-    )
+    let answer = PlayAnswer::from_response(&resp, play_sent)?;
+    Player::new(ctl, tracks, answer, opts, media, session_timeout, play_url)
 }

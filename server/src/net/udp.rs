@@ -9,14 +9,30 @@ use crate::live::reader::OutPacket;
 use socket2::SockAddr;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 /// Packets per `sendmmsg` call (Linux UIO_MAXIOV bounds the vector at 1024).
 const BATCH: usize = 64;
+/// Datagrams per GSO super-packet (the kernel's UDP_MAX_SEGMENTS is 64 or 128).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Payload bytes per GSO super-packet (one IP datagram, less headers).
+const GSO_MAX_BYTES: usize = 65_000;
+/// `UDP_SEGMENT` from linux/udp.h (not exported by the libc crate for glibc targets).
+const UDP_SEGMENT: libc::c_int = 103;
+
+/// Cleared the first time the kernel refuses UDP GSO (pre-4.18 kernels, some devices);
+/// then every datagram goes out on its own.
+static GSO_WORKS: AtomicBool = AtomicBool::new(true);
 
 /// Send every packet to `dest`. Waits while the socket buffer is full; returns the number of
 /// packets sent (all of them unless the socket fails).
+///
+/// Runs of equal-sized packets (the FU-A fragments of a frame are all MTU-sized) go out as
+/// one UDP GSO message: the kernel builds and routes one large buffer and cuts it into
+/// datagrams at the end, instead of doing the whole per-datagram path for each. The
+/// receiver still sees separate datagrams.
 pub async fn send_batch(
     sock: &UdpSocket,
     dest: SocketAddr,
@@ -29,9 +45,21 @@ pub async fn send_batch(
         let chunk = &packets[sent..end];
         let n = loop {
             sock.writable().await?;
-            match sock.try_io(Interest::WRITABLE, || sendmmsg(sock, &addr, chunk)) {
+            let gso = GSO_WORKS.load(Ordering::Relaxed);
+            match sock.try_io(Interest::WRITABLE, || sendmmsg(sock, &addr, chunk, gso)) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e)
+                    if gso
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
+                        ) =>
+                {
+                    tracing::info!("UDP GSO unavailable ({e}): sending datagrams one by one");
+                    GSO_WORKS.store(false, Ordering::Relaxed);
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
         };
@@ -40,40 +68,95 @@ pub async fn send_batch(
     Ok(sent)
 }
 
-fn sendmmsg(sock: &UdpSocket, addr: &SockAddr, packets: &[OutPacket]) -> std::io::Result<usize> {
-    let mut iovecs: Vec<[libc::iovec; 2]> = packets
-        .iter()
-        .map(|p| {
-            [
-                libc::iovec {
-                    iov_base: p.header.as_ptr() as *mut libc::c_void,
-                    iov_len: p.header.len(),
-                },
-                libc::iovec {
-                    iov_base: p.payload.as_ptr() as *mut libc::c_void,
-                    iov_len: p.payload.len(),
-                },
-            ]
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iovecs
-        .iter_mut()
-        .map(|iov| {
-            // SAFETY: an all-zero msghdr is valid; the fields set below point into `iovecs`
-            // and `addr`, which outlive the syscall.
-            let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-            hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
-            hdr.msg_namelen = addr.len();
-            hdr.msg_iov = iov.as_mut_ptr();
-            hdr.msg_iovlen = 2;
-            libc::mmsghdr {
-                msg_hdr: hdr,
-                msg_len: 0,
+/// Group packets into messages: with GSO, a run of equal sizes plus at most one shorter
+/// packet at its end (the kernel allows only the last segment to be short).
+fn plan_messages(packets: &[OutPacket], gso: bool) -> Vec<(usize, usize)> {
+    let size = |p: &OutPacket| p.header.len() + p.payload.len();
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < packets.len() {
+        let seg = size(&packets[i]);
+        let mut j = i + 1;
+        let mut total = seg;
+        if gso {
+            while j < packets.len()
+                && j - i < GSO_MAX_SEGMENTS
+                && size(&packets[j]) == seg
+                && total + seg <= GSO_MAX_BYTES
+            {
+                total += seg;
+                j += 1;
             }
-        })
-        .collect();
-    // SAFETY: `msgs` holds `msgs.len()` initialised headers whose pointers stay valid for the
-    // duration of the call; the fd is a live UDP socket.
+            if j < packets.len()
+                && j - i < GSO_MAX_SEGMENTS
+                && size(&packets[j]) < seg
+                && total + size(&packets[j]) <= GSO_MAX_BYTES
+            {
+                j += 1;
+            }
+        }
+        runs.push((i, j));
+        i = j;
+    }
+    runs
+}
+
+/// Room for one cmsg carrying a u16, 8-byte aligned (CMSG_SPACE(2) is 24 on 64-bit Linux).
+type CmsgBuf = [u64; 4];
+
+/// Returns the number of *packets* sent.
+fn sendmmsg(
+    sock: &UdpSocket,
+    addr: &SockAddr,
+    packets: &[OutPacket],
+    gso: bool,
+) -> std::io::Result<usize> {
+    let mut iovecs: Vec<libc::iovec> = Vec::with_capacity(packets.len() * 2);
+    for p in packets {
+        iovecs.push(libc::iovec {
+            iov_base: p.header.as_ptr() as *mut libc::c_void,
+            iov_len: p.header.len(),
+        });
+        iovecs.push(libc::iovec {
+            iov_base: p.payload.as_ptr() as *mut libc::c_void,
+            iov_len: p.payload.len(),
+        });
+    }
+    let runs = plan_messages(packets, gso);
+    let mut cmsgs: Vec<CmsgBuf> = vec![[0u64; 4]; runs.len()];
+    let mut msgs: Vec<libc::mmsghdr> = Vec::with_capacity(runs.len());
+    for (k, &(start, end)) in runs.iter().enumerate() {
+        // SAFETY: an all-zero msghdr is valid; the pointers set below point into `iovecs`,
+        // `cmsgs` and `addr`, which outlive the syscall.
+        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+        hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
+        hdr.msg_namelen = addr.len();
+        hdr.msg_iov = iovecs[start * 2..end * 2].as_mut_ptr();
+        hdr.msg_iovlen = (end - start) * 2;
+        if end - start > 1 {
+            let seg = (packets[start].header.len() + packets[start].payload.len()) as u16;
+            let buf = &mut cmsgs[k];
+            // SAFETY: CMSG_* compute offsets inside `buf`, which is large enough and aligned
+            // for one cmsghdr plus a u16 (checked by the CMSG_SPACE assertion).
+            unsafe {
+                let space = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as usize;
+                debug_assert!(space <= std::mem::size_of::<CmsgBuf>());
+                hdr.msg_control = buf.as_mut_ptr() as *mut libc::c_void;
+                hdr.msg_controllen = space;
+                let cmsg = libc::CMSG_FIRSTHDR(&hdr);
+                (*cmsg).cmsg_level = libc::SOL_UDP;
+                (*cmsg).cmsg_type = UDP_SEGMENT;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, seg);
+            }
+        }
+        msgs.push(libc::mmsghdr {
+            msg_hdr: hdr,
+            msg_len: 0,
+        });
+    }
+    // SAFETY: `msgs` holds initialised headers whose pointers stay valid for the duration
+    // of the call; the fd is a live UDP socket.
     let n = unsafe {
         libc::sendmmsg(
             sock.as_raw_fd(),
@@ -83,14 +166,26 @@ fn sendmmsg(sock: &UdpSocket, addr: &SockAddr, packets: &[OutPacket]) -> std::io
         )
     };
     if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
+        return Err(std::io::Error::last_os_error());
     }
+    Ok(runs[..n as usize].iter().map(|(a, b)| b - a).sum())
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn runs_of_equal_sizes_share_a_message() {
+        let p = |len: usize| OutPacket {
+            track: 0,
+            header: [0; 12],
+            payload: Bytes::from(vec![0; len]),
+        };
+        let pkts = vec![p(1388), p(1388), p(1388), p(300), p(1388), p(700), p(700)];
+        // 3×1388 + the shorter 300; 1388 + the shorter 700; the last 700 alone.
+        assert_eq!(plan_messages(&pkts, true), vec![(0, 4), (4, 6), (6, 7)]);
+        assert_eq!(plan_messages(&pkts, false).len(), 7);
+    }
+
     use super::*;
     use bytes::Bytes;
 
