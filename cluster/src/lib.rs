@@ -9,6 +9,7 @@
 //! `shared/ALGORITHMS.md`.
 
 pub mod config;
+pub mod election;
 pub mod feedback;
 pub mod gateway;
 pub mod knn;
@@ -21,6 +22,7 @@ pub mod view;
 pub use config::{
     ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, SchedConfig,
 };
+pub use election::{elect, next_term, Candidate};
 pub use feedback::{next_period, period_delta, FeedbackPeriod};
 pub use knn::{classify, default_training_set, load_weight, NodeClass, TrainingSample};
 pub use load::{delta_load, load_state, load_variance, node_load, quadratic_mean, LoadState};

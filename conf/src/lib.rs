@@ -37,6 +37,9 @@ pub struct Config {
     pub storage: StorageConfig,
     pub cache: CacheConfig,
     pub playback: PlaybackConfig,
+    /// Clustering (gossip membership, scheduler election, placement by redirect). Off unless
+    /// `[cluster] enabled = true`.
+    pub cluster: ClusterConf,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -213,6 +216,66 @@ impl Default for PlaybackConfig {
     }
 }
 
+/// `[cluster]`: how this node joins the others (issue 4). Every field has a default; the
+/// feature is off unless `enabled = true`, and then `key` is required.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConf {
+    pub enabled: bool,
+    /// UDP address the gossip listens on (and advertises to the others).
+    pub gossip_listen: SocketAddr,
+    /// Gossip addresses of other nodes to join through (host:port).
+    pub seeds: Vec<String>,
+    /// Shared secret: every gossip datagram carries an HMAC-SHA256 made with it; datagrams
+    /// without a valid one are dropped. Required when enabled.
+    pub key: String,
+    /// Scheduler election: the lowest (priority, id) among live nodes wins.
+    pub priority: u32,
+    /// Placement policy: similarity, cache-aware, least-load, least-connections,
+    /// round-robin or knn-class.
+    pub policy: String,
+    /// RTSP URL other nodes redirect viewers to (`rtsp://host:port`); default from
+    /// `rtsp.listen` (which must then not be a wildcard address to be reachable).
+    pub rtsp_url: Option<String>,
+    /// Bord: this node's network bandwidth in bits/s (ALGORITHMS.md §A.1).
+    pub bandwidth_bps: f64,
+    /// A node must be up this long before it can be elected scheduler.
+    pub election_grace_ms: u64,
+    /// Gossip round interval; failure detection takes about 8 rounds.
+    pub gossip_interval_ms: u64,
+    /// Phi-accrual threshold: a node is dead after phi_threshold mean heartbeat intervals of
+    /// silence (≈ 1.6–2.4 s at 200 ms).
+    pub phi_threshold: f64,
+}
+
+impl Default for ClusterConf {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            gossip_listen: SocketAddr::from(([0, 0, 0, 0], 7946)),
+            seeds: Vec::new(),
+            key: String::new(),
+            priority: 100,
+            policy: "similarity".into(),
+            rtsp_url: None,
+            bandwidth_bps: 1e9,
+            election_grace_ms: 2000,
+            gossip_interval_ms: 200,
+            phi_threshold: 8.0,
+        }
+    }
+}
+
+impl ClusterConf {
+    /// The RTSP URL base other nodes send viewers to.
+    pub fn rtsp_url_base(&self, rtsp_listen: SocketAddr) -> String {
+        match &self.rtsp_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("rtsp://{rtsp_listen}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CameraConfig {
@@ -327,6 +390,52 @@ impl Config {
                 "live.ring_packets must be at least 64".into(),
             ));
         }
+        let c = &self.cluster;
+        if c.enabled {
+            if c.key.len() < 16 {
+                return Err(ConfigError::Invalid(
+                    "cluster.key is required when the cluster is enabled (16 characters or more)"
+                        .into(),
+                ));
+            }
+            const POLICIES: [&str; 6] = [
+                "similarity",
+                "cache-aware",
+                "least-load",
+                "least-connections",
+                "round-robin",
+                "knn-class",
+            ];
+            if !POLICIES.contains(&c.policy.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "cluster.policy {:?}: expected one of {}",
+                    c.policy,
+                    POLICIES.join(", ")
+                )));
+            }
+            if c.bandwidth_bps.is_nan() || c.bandwidth_bps <= 0.0 {
+                return Err(ConfigError::Invalid(
+                    "cluster.bandwidth_bps must be positive".into(),
+                ));
+            }
+            if !(50..=5000).contains(&c.gossip_interval_ms) {
+                return Err(ConfigError::Invalid(
+                    "cluster.gossip_interval_ms must be between 50 and 5000".into(),
+                ));
+            }
+            if c.phi_threshold.is_nan() || c.phi_threshold < 1.0 {
+                return Err(ConfigError::Invalid(
+                    "cluster.phi_threshold must be at least 1".into(),
+                ));
+            }
+            if let Some(u) = &c.rtsp_url {
+                if !u.starts_with("rtsp://") {
+                    return Err(ConfigError::Invalid(format!(
+                        "cluster.rtsp_url {u:?} must be an rtsp:// URL"
+                    )));
+                }
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for cam in &self.cameras {
             if cam.id.is_empty()
@@ -401,5 +510,26 @@ mod tests {
         assert!(Config::from_toml("[limits]\nsession_timeout_secs = 0").is_err());
         assert!(Config::from_toml("[rtsp]\nudp_port_min = 30000\nudp_port_max = 20000").is_err());
         assert!(Config::from_toml("[rtsp]\npublisher_conflict = \"maybe\"").is_err());
+    }
+
+    #[test]
+    fn cluster_is_off_by_default_and_checked_when_on() {
+        let c = Config::from_toml("").unwrap();
+        assert!(!c.cluster.enabled);
+        assert_eq!(c.cluster.policy, "similarity");
+        // Enabled without a key: refused.
+        let e = Config::from_toml("[cluster]\nenabled = true").unwrap_err();
+        assert!(e.to_string().contains("cluster.key"), "{e}");
+        let ok = "[cluster]\nenabled = true\nkey = \"0123456789abcdef\"\n";
+        let c = Config::from_toml(ok).unwrap();
+        assert_eq!(c.cluster.bandwidth_bps, 1e9);
+        assert_eq!(
+            c.cluster.rtsp_url_base("127.0.0.2:8554".parse().unwrap()),
+            "rtsp://127.0.0.2:8554"
+        );
+        let e = Config::from_toml(&format!("{ok}policy = \"fastest\"")).unwrap_err();
+        assert!(e.to_string().contains("fastest"), "{e}");
+        let e = Config::from_toml(&format!("{ok}rtsp_url = \"http://x\"")).unwrap_err();
+        assert!(e.to_string().contains("rtsp://"), "{e}");
     }
 }

@@ -1,6 +1,8 @@
 //! `vigil ctl`: the admin API as tables (or JSON for scripts).
 
-use crate::admin::views::{CacheView, PathView, RecordingsView, SessionView};
+use crate::admin::views::{
+    CacheView, ClusterNodesView, PathView, RecordingsView, SchedulerView, SessionView,
+};
 use anyhow::Context;
 use clap::Subcommand;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
@@ -15,6 +17,11 @@ pub enum What {
     Recordings { camera: String },
     /// Playback cache: hit/miss counters, bytes, resident segment ranges.
     Cache,
+    /// Cluster members as this node sees them: addresses, alive, load and its parts, class,
+    /// sessions, cache bytes, which one is the scheduler.
+    Nodes,
+    /// The elected scheduler, its term, the policy and the recent placement decisions.
+    Scheduler,
 }
 
 fn get(api: &str, path: &str) -> anyhow::Result<String> {
@@ -31,6 +38,8 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
         What::Sessions => get(api, "/api/sessions")?,
         What::Recordings { camera } => get(api, &format!("/api/recordings/{camera}"))?,
         What::Cache => get(api, "/api/cache")?,
+        What::Nodes => get(api, "/api/cluster/nodes")?,
+        What::Scheduler => get(api, "/api/cluster/scheduler")?,
     };
     if json {
         println!("{}", body.trim_end());
@@ -92,6 +101,83 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                         format!("{:.1}", x.secs),
                     ]);
                 }
+            }
+        }
+        What::Nodes => {
+            let v: ClusterNodesView = serde_json::from_str(&body).context("unexpected answer")?;
+            println!(
+                "seen from {}: scheduler {} (term {}), gossip sent {} B, received {} B, rejected {}",
+                v.self_id,
+                v.scheduler.as_deref().unwrap_or("-"),
+                v.term,
+                v.gossip.bytes_sent,
+                v.gossip.bytes_received,
+                v.gossip.rejected
+            );
+            table.set_header([
+                "ID",
+                "SCHED",
+                "ALIVE",
+                "RTSP",
+                "GOSSIP",
+                "API",
+                "LOAD",
+                "CPU",
+                "MEM",
+                "NET",
+                "CLASS",
+                "SESSIONS",
+                "CACHE BYTES",
+                "LIVE",
+            ]);
+            for n in v.nodes {
+                table.add_row([
+                    n.id,
+                    if n.scheduler {
+                        "*".into()
+                    } else {
+                        String::new()
+                    },
+                    if n.alive { "yes".into() } else { "no".into() },
+                    n.rtsp.unwrap_or_default(),
+                    n.gossip,
+                    n.api.unwrap_or_default(),
+                    n.load.map_or("-".into(), |l| format!("{l:.1}")),
+                    format!("{:.1}", n.load_cpu),
+                    format!("{:.1}", n.load_mem),
+                    format!("{:.1}", n.load_net),
+                    n.class.unwrap_or_default(),
+                    n.sessions.to_string(),
+                    n.cache_bytes.to_string(),
+                    n.live.join(","),
+                ]);
+            }
+        }
+        What::Scheduler => {
+            let v: SchedulerView = serde_json::from_str(&body).context("unexpected answer")?;
+            println!(
+                "scheduler {} (term {}), policy {}, seen from {}; decisions by {}",
+                v.scheduler.as_deref().unwrap_or("-"),
+                v.term,
+                v.policy,
+                v.self_id,
+                v.decided_by
+            );
+            table.set_header(["AT", "KIND", "CAMERA", "TIME", "NODE", "REDIRECT", "REASON"]);
+            for d in v.decisions {
+                table.add_row([
+                    d.at,
+                    d.kind,
+                    d.camera,
+                    d.time,
+                    d.node.unwrap_or_else(|| "rejected".into()),
+                    if d.redirected {
+                        "302".into()
+                    } else {
+                        String::new()
+                    },
+                    d.reason,
+                ]);
             }
         }
         What::Sessions => {

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod ctl;
 pub mod ingest;
 pub mod live;

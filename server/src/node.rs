@@ -56,6 +56,9 @@ pub struct SessionInfo {
     pub packets: AtomicU64,
     /// Current sending rate (playback: grows with Scale), for the load model.
     pub rate_bps: AtomicU64,
+    /// Playback: media time (ms since the epoch) of the last frame sent, 0 before the first
+    /// (the §A.3 "current position" the cluster gossips).
+    pub position_ms: std::sync::atomic::AtomicI64,
     pub cancel: CancellationToken,
 }
 
@@ -93,6 +96,8 @@ pub struct Node {
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
     pub tasks: TaskTracker,
     pub started: Instant,
+    /// The cluster shell, when `[cluster] enabled` (set once at start-up).
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
 }
 
 impl Node {
@@ -108,6 +113,7 @@ impl Node {
             library,
             tasks: TaskTracker::new(),
             started: Instant::now(),
+            cluster: std::sync::OnceLock::new(),
             config,
         };
         for cam in &node.config.cameras {
@@ -196,10 +202,12 @@ impl Node {
 
     pub fn register_session(&self, info: Arc<SessionInfo>) {
         self.sessions_mut().insert(info.id.clone(), info);
+        crate::cluster::notify_change(self);
     }
 
     pub fn unregister_session(&self, id: &str) {
         self.sessions_mut().remove(id);
+        crate::cluster::notify_change(self);
     }
 
     pub fn sessions(&self) -> Vec<Arc<SessionInfo>> {

@@ -304,10 +304,15 @@ fn write_frames(
             }
             match store.recorder(camera, header.clone()) {
                 Ok(r) => {
-                    info!(camera, "recording");
+                    // After an error (full disk, lease elsewhere) the camera counts as
+                    // recording again only once a segment is stored: a retry that gets a
+                    // recorder on a still-full disk must not show "recording" in between.
                     recordings.update(camera, |s| {
-                        s.state = "recording".into();
-                        s.error = None;
+                        if s.state != "error" {
+                            info!(camera, "recording");
+                            s.state = "recording".into();
+                            s.error = None;
+                        }
                     });
                     recorder = Some(r);
                 }
@@ -323,6 +328,11 @@ fn write_frames(
             Ok(Some(seg)) => recordings.update(camera, |s| {
                 s.segments_written += 1;
                 s.bytes_written += seg.bytes;
+                if s.state == "error" {
+                    info!(camera, "recording resumed");
+                    s.state = "recording".into();
+                    s.error = None;
+                }
             }),
             Ok(None) => {}
             Err(e) => {

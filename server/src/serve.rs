@@ -70,6 +70,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         api = %http.local_addr()?,
         "vigil node up"
     );
+    if node.config.cluster.enabled {
+        let cluster = crate::cluster::Cluster::start(&node).await?;
+        let _ = node.cluster.set(cluster);
+    }
     start_sources(&node);
     start_recorders(&node);
     let prometheus = crate::admin::metrics::install();

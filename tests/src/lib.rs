@@ -498,8 +498,11 @@ pub fn progress_frames(stdout: &str) -> u64 {
 pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command {
     let mut cmd = Command::new("ffmpeg");
     cmd.args(["-hide_banner", "-nostdin", "-nostats", "-v", "error"])
-        .args(["-timeout", "5000000"])
-        .args(input)
+        .args(["-timeout", "5000000"]);
+    if input.windows(2).any(|w| w == ["-rtsp_transport", "udp"]) {
+        cmd.args(udp_client_ports());
+    }
+    cmd.args(input)
         .args(["-i", url])
         .args(output)
         .args(["-f", "null", "-", "-progress", "pipe:1"]);
@@ -551,9 +554,38 @@ pub fn ffmpeg_publish(file: &Path, url: &str, tcp: bool) -> Background {
     .args(["-c", "copy", "-f", "rtsp"]);
     if tcp {
         cmd.args(["-rtsp_transport", "tcp"]);
+    } else {
+        cmd.args(udp_client_ports());
     }
     cmd.arg(url);
     spawn_background(&mut cmd)
+}
+
+/// `-min_port`/`-max_port` options giving an ffmpeg RTSP client over UDP 16 local ports
+/// that are free right now. By default every ffmpeg starts at port 5000, so concurrent UDP
+/// clients on one machine collide, and ffmpeg prints each failed bind as an error before it
+/// moves on to the next port. The ranges are taken below 30000, away from the nodes' RTP
+/// ports and the ephemeral range.
+pub fn udp_client_ports() -> [String; 4] {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    for _ in 0..500 {
+        let slot = u32::from(NEXT.fetch_add(1, Ordering::Relaxed));
+        let base = 10_000 + ((std::process::id().wrapping_mul(7919) + slot * 16) % 20_000) as u16;
+        let base = base & !1;
+        let free = (base..base + 16)
+            .map(|p| std::net::UdpSocket::bind(("127.0.0.1", p)))
+            .collect::<Result<Vec<_>, _>>()
+            .is_ok();
+        if free {
+            return [
+                "-min_port".into(),
+                base.to_string(),
+                "-max_port".into(),
+                (base + 15).to_string(),
+            ];
+        }
+    }
+    panic!("no free range of 16 UDP ports below 30000");
 }
 
 /// Wait (bounded) for a background process to exit; its status and stderr.
@@ -594,9 +626,14 @@ pub struct GstDecoded {
     pub frames: u64,
     /// Caps of the decoded video (`width=(int)…`).
     pub caps: String,
-    pub stdout: String,
-    /// Every ERROR-level log line of any element (`GST_DEBUG=*:1`), libav's included.
-    pub stderr: String,
+    /// gst-launch's messages and every ERROR-level log line of any element
+    /// (`GST_DEBUG=*:1`, libav's decoder errors included), in order.
+    pub output: String,
+    /// The ERROR lines (messages and logs) before the pipeline reached end of stream.
+    pub errors: Vec<String>,
+    /// ERROR lines after end of stream, while the pipeline shut down (rtspsrc of GStreamer
+    /// 1.22 sometimes fails its PAUSE/TEARDOWN race there: not a playback error).
+    pub teardown_errors: Vec<String>,
     pub status: ExitStatus,
     pub elapsed: Duration,
 }
@@ -604,8 +641,11 @@ pub struct GstDecoded {
 /// Decode `frames` H.264 frames from `url` with `rtspsrc protocols=…`, then stop (EOS).
 pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duration) -> GstDecoded {
     let start = Instant::now();
+    // One stream for messages (stdout, flushed per line) and logs (stderr): their order
+    // tells errors while playing from errors while shutting down.
     let out = run_with_timeout(
-        Command::new("gst-launch-1.0")
+        Command::new("sh")
+            .args(["-c", "exec \"$@\" 2>&1", "sh", "gst-launch-1.0"])
             .env("GST_DEBUG", "*:1")
             .env("GST_DEBUG_NO_COLOR", "1")
             .args(["-e", "-v", "rtspsrc"])
@@ -624,21 +664,35 @@ pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duratio
             .args(["!", "fakesink", "silent=false"]),
         timeout,
     );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let frames = stdout
+    let output = String::from_utf8_lossy(&out.stdout).into_owned();
+    let frames = output
         .lines()
         .filter(|l| l.contains("last-message = chain") && l.contains("(fakesink0:sink)"))
         .count() as u64;
-    let caps = stdout
+    let caps = output
         .lines()
         .find(|l| l.contains("GstFakeSink:fakesink0.GstPad:sink: caps = video/x-raw"))
         .unwrap_or_default()
         .to_string();
+    let (mut errors, mut teardown_errors) = (Vec::new(), Vec::new());
+    let mut eos = false;
+    for line in output.lines() {
+        eos |= line.starts_with("Got EOS from element");
+        if line.contains("ERROR") {
+            let list = if eos {
+                &mut teardown_errors
+            } else {
+                &mut errors
+            };
+            list.push(line.to_string());
+        }
+    }
     GstDecoded {
         frames,
         caps,
-        stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        output,
+        errors,
+        teardown_errors,
         status: out.status,
         elapsed: start.elapsed(),
     }
@@ -649,15 +703,7 @@ pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duratio
 pub fn gst_publish_h264(file: &Path, url: &str, protocols: &str) -> Background {
     spawn_background(
         Command::new("gst-launch-1.0")
-            .env("GST_DEBUG", "*:1,rtspclientsink:6,rtspconnection:6")
-            .env(
-                "GST_DEBUG_FILE",
-                format!(
-                    "/tmp/exp/dbg/{}-{}.log",
-                    std::process::id(),
-                    url.rsplit(':').next().unwrap().replace('/', "_")
-                ),
-            )
+            .env("GST_DEBUG", "*:1")
             .env("GST_DEBUG_NO_COLOR", "1")
             .args(["-q", "filesrc"])
             .arg(format!("location={}", file.display()))

@@ -213,7 +213,6 @@ fn upstream_restart_keeps_downstream_readers_playing() {
     });
     // An upper bound of the time without media.
     let outage = killed.elapsed();
-    let after_resume = Instant::now();
     assert_eq!(play_sessions(&node).len(), 2, "a reader was dropped");
 
     // ffmpeg decodes on across the splice: 10 s of output at 25 fps, less the outage.
@@ -224,12 +223,7 @@ fn upstream_restart_keeps_downstream_readers_playing() {
         251,
     );
 
-    // The raw reader has had more than a second of media since the resume.
-    poll_until(
-        Duration::from_secs(10),
-        "a second of media after the resume",
-        || (after_resume.elapsed() > Duration::from_millis(1500)).then_some(()),
-    );
+    // The raw reader ran alongside ffmpeg, so it too has had seconds of media since.
     stop.store(true, Ordering::Relaxed);
     let seen = raw.join().expect("raw reader thread");
     assert!(seen.len() > 200, "only {} packets", seen.len());

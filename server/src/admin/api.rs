@@ -29,6 +29,8 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/recordings", get(recording_status))
         .route("/api/recordings/{camera}", get(recordings))
         .route("/api/cache", get(cache))
+        .route("/api/cluster/nodes", get(cluster_nodes))
+        .route("/api/cluster/scheduler", get(cluster_scheduler))
         .route("/metrics", get(metrics))
         .with_state(AppState { node, prometheus })
 }
@@ -238,4 +240,104 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
             "metrics recorder unavailable in this process\n".to_string(),
         ),
     }
+}
+
+const NO_CLUSTER: &str = "clustering is not enabled on this node ([cluster] enabled = true)\n";
+
+pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView> {
+    use super::views::{ClusterNodeView, ClusterNodesView, GossipView};
+    let c = node.cluster.get()?;
+    let (scheduler, term) = c.scheduler();
+    let view = c.view();
+    let w = *view.weights();
+    let knn = &c.policy_cfg.knn;
+    let now = crate::cluster::now_ms();
+    let nodes = c
+        .members()
+        .into_iter()
+        .map(|m| {
+            let r = m.report.as_ref();
+            let i = view.index_of(&m.id);
+            let nv = i.map(|i| view.node(i));
+            ClusterNodeView {
+                scheduler: scheduler.as_deref() == Some(m.id.as_str()),
+                gossip: m.gossip.to_string(),
+                rtsp: r.map(|r| r.rtsp.clone()),
+                api: r.map(|r| r.api.clone()),
+                alive: m.alive,
+                load: i.map(|i| (view.load(i) * 100.0).round() / 100.0),
+                load_cpu: nv.map_or(0.0, |n| 100.0 * w.cpu * n.cpu),
+                load_mem: nv.map_or(0.0, |n| 100.0 * w.mem * n.mem),
+                load_net: nv.map_or(0.0, |n| {
+                    100.0 * w.net * vigil_cluster::load::net_utilisation(n)
+                }),
+                class: r.map(|r| {
+                    vigil_cluster::classify(&r.indicators, &knn.training, knn.k)
+                        .name()
+                        .to_string()
+                }),
+                sessions: nv.map_or(0, |n| n.sessions),
+                streams: nv.map_or(0, |n| n.streams.len()),
+                cache_bytes: r.map_or(0, |r| r.cache_bytes),
+                live: r.map(|r| r.live.clone()).unwrap_or_default(),
+                priority: r.map(|r| r.priority),
+                report_age_ms: r.map(|r| now - r.at_ms),
+                id: m.id,
+            }
+        })
+        .collect();
+    let g = &c.stats;
+    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    Some(ClusterNodesView {
+        self_id: c.self_id.clone(),
+        scheduler,
+        term,
+        gossip: GossipView {
+            bytes_sent: ld(&g.bytes_sent),
+            bytes_received: ld(&g.bytes_received),
+            datagrams_sent: ld(&g.datagrams_sent),
+            datagrams_received: ld(&g.datagrams_received),
+            rejected: ld(&g.rejected),
+        },
+        nodes,
+    })
+}
+
+async fn cluster_nodes(
+    State(st): State<AppState>,
+) -> Result<Json<super::views::ClusterNodesView>, (StatusCode, String)> {
+    cluster_nodes_view(&st.node)
+        .map(Json)
+        .ok_or((StatusCode::NOT_FOUND, NO_CLUSTER.into()))
+}
+
+async fn cluster_scheduler(
+    State(st): State<AppState>,
+) -> Result<Json<super::views::SchedulerView>, (StatusCode, String)> {
+    use super::views::{DecisionView, SchedulerView};
+    let Some(c) = st.node.cluster.get() else {
+        return Err((StatusCode::NOT_FOUND, NO_CLUSTER.into()));
+    };
+    let t = |ms| vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339();
+    let (scheduler, term) = c.scheduler();
+    Ok(Json(SchedulerView {
+        self_id: c.self_id.clone(),
+        scheduler,
+        term,
+        policy: c.policy.name().to_string(),
+        decided_by: "local gossip view (fallback; QUIC call to the scheduler not built yet)".into(),
+        decisions: c
+            .decisions()
+            .into_iter()
+            .map(|d| DecisionView {
+                at: t(d.at_ms),
+                kind: d.kind.to_string(),
+                camera: d.camera,
+                time: t(d.time_ms),
+                node: d.node,
+                redirected: d.redirected,
+                reason: d.reason,
+            })
+            .collect(),
+    }))
 }

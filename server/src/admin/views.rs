@@ -68,3 +68,73 @@ pub struct SessionView {
     #[serde(default)]
     pub current_kbps: u64,
 }
+
+/// `GET /api/cluster/nodes`: the membership as this node sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterNodesView {
+    /// The node that answered.
+    pub self_id: String,
+    pub scheduler: Option<String>,
+    pub term: u64,
+    pub gossip: GossipView,
+    pub nodes: Vec<ClusterNodeView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GossipView {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub datagrams_sent: u64,
+    pub datagrams_received: u64,
+    /// Datagrams dropped for a missing or wrong cluster-key HMAC (or stale timestamp).
+    pub rejected: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterNodeView {
+    pub id: String,
+    pub gossip: String,
+    pub rtsp: Option<String>,
+    pub api: Option<String>,
+    pub alive: bool,
+    pub scheduler: bool,
+    /// §A.1 Load (0–100) as this node's placement view has it (own estimates included).
+    pub load: Option<f64>,
+    /// Its parts: 100·w_cpu·C, 100·w_mem·M, 100·w_net·N.
+    pub load_cpu: f64,
+    pub load_mem: f64,
+    pub load_net: f64,
+    /// §C.3 class from the §C.1 indicators.
+    pub class: Option<String>,
+    pub sessions: u32,
+    pub streams: usize,
+    pub cache_bytes: u64,
+    pub live: Vec<String>,
+    pub priority: Option<u32>,
+    pub report_age_ms: Option<i64>,
+}
+
+/// `GET /api/cluster/scheduler`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SchedulerView {
+    pub self_id: String,
+    pub scheduler: Option<String>,
+    pub term: u64,
+    pub policy: String,
+    /// Who decided: this increment places on the node that received the DESCRIBE, over its
+    /// own gossip view (the fallback of issue 4 §4); the QUIC call to the scheduler is next.
+    pub decided_by: String,
+    /// Newest first; the last 50 placements made on this node.
+    pub decisions: Vec<DecisionView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DecisionView {
+    pub at: String,
+    pub kind: String,
+    pub camera: String,
+    pub time: String,
+    pub node: Option<String>,
+    pub redirected: bool,
+    pub reason: String,
+}

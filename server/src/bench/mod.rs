@@ -7,7 +7,13 @@
 //! is measured: per-reader delivered bitrate, packets delivered against packets ingested by
 //! the node, and the node's CPU time over exactly that window. Loss (sequence gaps) and
 //! start-up latency cover the whole run.
+//!
+//! `vigil bench playback` (first-frame latency of playback sessions, cache hit and miss, or
+//! N concurrent playbacks) and `vigil bench record` (N publishing cameras recorded by the
+//! node) are in [`playback`] and [`record`].
 
+pub mod playback;
+pub mod record;
 mod report;
 
 use crate::admin::process::{self, ProcessStats};
@@ -21,6 +27,12 @@ use std::time::{Duration, Instant};
 pub enum Bench {
     /// Play one live path with many viewers and measure delivery and the node's cost.
     Live(LiveArgs),
+    /// Playback sessions of a recording: first-frame latency (cache hit or miss), or N
+    /// concurrent playbacks held for a window (delivered rate, node CPU).
+    Playback(playback::PlaybackArgs),
+    /// N cameras publishing an H.264 file in a loop, recorded by the node: node CPU and
+    /// write MB/s.
+    Record(record::RecordArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -56,6 +68,8 @@ pub struct LiveArgs {
 pub fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Live(args) => live(args),
+        Bench::Playback(args) => playback::run(args),
+        Bench::Record(args) => record::run(args),
     }
 }
 

@@ -1,4 +1,5 @@
-//! vigil's own light RTSP *viewer*: the load generator (`vigil bench live`) and the
+//! vigil's own light RTSP *viewer* (and, in [`Publisher`], a light publisher that replays a
+//! [`Clip`] for `vigil bench record`): the load generator (`vigil bench live`) and the
 //! end-to-end tests run hundreds or thousands of these in one process, so each is one tokio
 //! task, one receive buffer that interleaved frames and datagrams are parsed in place from,
 //! and plain counters. It speaks just enough RTSP to play a live path from any server:
@@ -45,11 +46,13 @@
 
 mod control;
 mod player;
+mod publish;
 mod setup;
 mod stats;
 mod udp;
 
 pub use player::{PlayAnswer, PlayRequest, Player, ReceivedPacket, Track};
+pub use publish::{Clip, Publisher};
 pub use stats::{SeqCounter, Snapshot, Stats, TrackStats};
 
 use control::{Control, Target};

@@ -1,4 +1,5 @@
-//! A playing session: media in (interleaved or UDP), RTCP noted, keepalives out.
+//! A playing session: media in (interleaved or UDP), RTCP noted, keepalives out, and the
+//! requests of trick play (PAUSE, PLAY with Range/Scale/Speed) on the same session.
 
 use super::control::{scan, Control, Scanned};
 use super::setup::MediaSetup;
@@ -6,6 +7,7 @@ use super::stats::{Stats, TrackStats};
 use super::udp::{register, udp_ready, UdpTrack};
 use super::{ClientError, ClientTransport, PlayOptions};
 use bytes::{Buf, Bytes, BytesMut};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -15,7 +17,133 @@ use tokio::time::Sleep;
 use vigil_proto::codec::Codec;
 use vigil_proto::rtcp::{self, RtcpPacket};
 use vigil_proto::rtp::{self, RtpHeader};
-use vigil_proto::rtsp::{Method, RtpInfo};
+use vigil_proto::rtsp::{
+    parse_rtp_info, parse_scale, parse_speed, Method, NptTime, Range as RangeHeader, Request,
+    Response, RtpInfo,
+};
+
+/// The headers of a PLAY request, beyond CSeq and Session. `None` leaves a header out: a PLAY
+/// without `Range` resumes where the session was paused (RFC 2326 §10.5).
+///
+/// Values are kept as text so a test can send anything (`Scale: 0`, `Range: npt=abc-`); the
+/// builder methods format well-formed ones.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlayRequest {
+    pub range: Option<String>,
+    pub scale: Option<String>,
+    pub speed: Option<String>,
+}
+
+impl PlayRequest {
+    /// No headers: resume (or start at the URL's start).
+    pub fn new() -> PlayRequest {
+        PlayRequest::default()
+    }
+
+    /// `Range: <value>` as given, e.g. `npt=now-` or `npt=3-5`.
+    pub fn range(mut self, value: impl Into<String>) -> PlayRequest {
+        self.range = Some(value.into());
+        self
+    }
+
+    /// `Range: npt=<secs>-`: seek relative to the presentation's start.
+    pub fn npt(self, secs: f64) -> PlayRequest {
+        self.range(format!("npt={secs:.3}-"))
+    }
+
+    /// `Range: clock=<UTC>-`: seek to an absolute time (milliseconds since the Unix epoch).
+    pub fn clock(self, unix_millis: i64) -> PlayRequest {
+        let t = vigil_proto::rtsp::UtcTime { unix_millis };
+        self.range(format!("clock={}-", t.to_clock_string()))
+    }
+
+    /// `Scale: <s>` (trick play: s times the media per wall second).
+    pub fn scale(mut self, s: f64) -> PlayRequest {
+        self.scale = Some(format!("{s}"));
+        self
+    }
+
+    /// `Speed: <s>` (delivery rate; GStreamer's way of asking for a rate).
+    pub fn speed(mut self, s: f64) -> PlayRequest {
+        self.speed = Some(format!("{s}"));
+        self
+    }
+
+    pub(crate) fn apply(&self, mut req: Request) -> Request {
+        for (name, value) in [
+            ("Range", &self.range),
+            ("Scale", &self.scale),
+            ("Speed", &self.speed),
+        ] {
+            if let Some(v) = value {
+                req = req.header(name, v.clone());
+            }
+        }
+        req
+    }
+}
+
+/// What a server answered to a PLAY: where it actually starts (`Range`), the rate it
+/// accepted (`Scale`/`Speed`, echoed) and which RTP packet starts the new range per track
+/// (`RTP-Info`). Headers that are missing or do not parse are `None`/empty.
+#[derive(Debug, Clone)]
+pub struct PlayAnswer {
+    /// When the PLAY was sent (start-up and seek latency are measured from here).
+    pub sent: Instant,
+    /// When its answer arrived.
+    pub received: Instant,
+    pub range: Option<RangeHeader>,
+    pub scale: Option<f64>,
+    pub speed: Option<f64>,
+    pub rtp_info: Vec<RtpInfo>,
+}
+
+impl PlayAnswer {
+    /// A 2xx answer's headers; any other status is [`ClientError::Status`].
+    pub(crate) fn from_response(resp: &Response, sent: Instant) -> Result<PlayAnswer, ClientError> {
+        if !resp.status.is_success() {
+            return Err(ClientError::Status {
+                method: "PLAY".into(),
+                status: resp.status.0,
+                reason: resp.reason.clone(),
+            });
+        }
+        let h = &resp.headers;
+        Ok(PlayAnswer {
+            sent,
+            received: Instant::now(),
+            range: h.get("Range").and_then(|v| RangeHeader::parse(v).ok()),
+            scale: h.get("Scale").and_then(|v| parse_scale(v).ok()),
+            speed: h.get("Speed").and_then(|v| parse_speed(v).ok()),
+            rtp_info: h
+                .get("RTP-Info")
+                .and_then(|v| parse_rtp_info(v).ok())
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Start of the answer's `Range: npt=` in seconds (`None` for `now`, clock ranges or none).
+    pub fn npt_start(&self) -> Option<f64> {
+        match self.range {
+            Some(RangeHeader::Npt {
+                start: NptTime::Seconds(s),
+                ..
+            }) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// End of the answer's `Range: npt=` in seconds, if it has one.
+    pub fn npt_end(&self) -> Option<f64> {
+        match self.range {
+            Some(RangeHeader::Npt {
+                end: Some(NptTime::Seconds(s)),
+                ..
+            }) => Some(s),
+            _ => None,
+        }
+    }
+}
 
 /// One media section of the SDP, as the player set it up.
 #[derive(Debug, Clone)]
@@ -55,8 +183,8 @@ enum Polled {
 pub struct Player {
     ctl: Control,
     tracks: Vec<Track>,
-    rtp_info: Vec<RtpInfo>,
-    play_sent: Instant,
+    /// The answer to the latest PLAY.
+    answer: PlayAnswer,
     opts: PlayOptions,
     channels: Vec<(u8, usize, bool)>,
     udp: Vec<UdpTrack>,
@@ -74,6 +202,8 @@ pub struct Player {
     /// Per track: RTCP sender reports seen, BYE seen.
     rtcp_seen: Vec<(u64, bool)>,
     ssrc: u32,
+    /// Interleaved RTP that arrived while a request waited for its answer, yielded first.
+    backlog: VecDeque<ReceivedPacket>,
 }
 
 impl Player {
@@ -81,8 +211,7 @@ impl Player {
     pub(crate) fn new(
         ctl: Control,
         tracks: Vec<Track>,
-        rtp_info: Vec<RtpInfo>,
-        play_sent: Instant,
+        answer: PlayAnswer,
         opts: PlayOptions,
         media: MediaSetup,
         session_timeout: Duration,
@@ -103,9 +232,8 @@ impl Player {
             rtcp_seen: vec![(0, false); tracks.len()],
             ctl,
             tracks,
-            rtp_info,
-            play_sent,
-            stop_at: opts.stop_reading_after.map(|d| play_sent + d),
+            stop_at: opts.stop_reading_after.map(|d| answer.sent + d),
+            answer,
             channels: media.channels,
             udp,
             udp_rx: BytesMut::new(),
@@ -117,6 +245,7 @@ impl Player {
             timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
             ended: false,
             ssrc: rand::random(),
+            backlog: VecDeque::new(),
             opts,
         })
     }
@@ -125,14 +254,35 @@ impl Player {
         &self.tracks
     }
 
-    /// The PLAY answer's RTP-Info (empty if the server sent none).
+    /// The latest PLAY answer's RTP-Info (empty if the server sent none).
     pub fn rtp_info(&self) -> &[RtpInfo] {
-        &self.rtp_info
+        &self.answer.rtp_info
     }
 
-    /// When PLAY was sent: start-up latency is measured from here.
+    /// `track`'s entry of the latest RTP-Info: the one whose URL is the track's SETUP URL
+    /// (or ends like it), else the entry at the track's position when there is one per track.
+    pub fn rtp_info_of(&self, track: usize) -> Option<&RtpInfo> {
+        let url = &self.tracks.get(track)?.url;
+        let info = &self.answer.rtp_info;
+        info.iter()
+            .find(|i| &i.url == url)
+            .or_else(|| {
+                info.iter().find(|i| {
+                    !i.url.is_empty() && (url.ends_with(&i.url) || i.url.ends_with(url.as_str()))
+                })
+            })
+            .or_else(|| (info.len() == self.tracks.len()).then(|| &info[track]))
+    }
+
+    /// The answer to the latest PLAY (the one [`play`](super::play) sent, or the latest
+    /// [`Player::play`]).
+    pub fn answer(&self) -> &PlayAnswer {
+        &self.answer
+    }
+
+    /// When the latest PLAY was sent: start-up latency is measured from here.
     pub fn play_sent(&self) -> Instant {
-        self.play_sent
+        self.answer.sent
     }
 
     pub fn session_id(&self) -> Option<&str> {
@@ -156,6 +306,10 @@ impl Player {
     /// The next RTP packet; `None` once the stream ended (RTCP BYE or the server closed the
     /// connection) or the player stopped reading (`stop_reading_after`).
     pub async fn next_packet(&mut self) -> Result<Option<ReceivedPacket>, ClientError> {
+        self.release();
+        if let Some(p) = self.backlog.pop_front() {
+            return Ok(Some(p));
+        }
         loop {
             let (track, range, at) = match self.poll().await? {
                 Polled::End | Polled::Stopped => return Ok(None),
@@ -202,13 +356,25 @@ impl Player {
                 .iter()
                 .map(|t| TrackStats::new(t.codec, t.clock_rate))
                 .collect(),
-            play_sent: self.play_sent,
+            play_sent: self.answer.sent,
             started,
             stopped: started,
             at_mark: None,
             ended: false,
             error: None,
         };
+        let play_sent = self.answer.sent;
+        for p in std::mem::take(&mut self.backlog) {
+            if let Some(t) = stats.tracks.get_mut(p.track) {
+                let len = 12 + p.payload.len();
+                t.record(
+                    &p.header,
+                    &p.payload,
+                    len,
+                    p.at.saturating_duration_since(play_sent),
+                );
+            }
+        }
         tokio::pin!(stop);
         loop {
             let polled = tokio::select! {
@@ -231,7 +397,7 @@ impl Player {
                         &header,
                         &data[payload],
                         data.len(),
-                        at.saturating_duration_since(self.play_sent),
+                        at.saturating_duration_since(play_sent),
                     );
                 }
                 Ok(Polled::End) => {
@@ -255,6 +421,97 @@ impl Player {
             t.bye = *bye;
         }
         stats
+    }
+
+    /// PAUSE, and wait for the answer. The server stops sending; packets it sent before
+    /// (already received or still in flight) are still yielded by [`Player::next_packet`].
+    pub async fn pause(&mut self) -> Result<(), ClientError> {
+        let req = self.ctl.request(Method::Pause, &self.play_url);
+        let resp = self.call(req).await?;
+        if !resp.status.is_success() {
+            return Err(ClientError::Status {
+                method: "PAUSE".into(),
+                status: resp.status.0,
+                reason: resp.reason,
+            });
+        }
+        // No more media is due until the next PLAY: do not time out waiting for it.
+        self.last_input = Instant::now() + Duration::from_secs(3600);
+        Ok(())
+    }
+
+    /// PLAY again on this session: a seek (`Range`), a resume where paused (no `Range`) or a
+    /// new rate (`Scale`/`Speed`). Returns the answer, also kept as [`Player::answer`];
+    /// packets that arrive before it stay queued for [`Player::next_packet`], and a client
+    /// tells them from the new range's by the answer's RTP-Info sequence numbers.
+    pub async fn play(&mut self, request: PlayRequest) -> Result<&PlayAnswer, ClientError> {
+        let req = request.apply(self.ctl.request(Method::Play, &self.play_url));
+        let sent = Instant::now();
+        let resp = self.call(req).await?;
+        self.answer = PlayAnswer::from_response(&resp, sent)?;
+        self.last_input = Instant::now();
+        if self.opts.stop_reading_after.is_none() {
+            self.stop_at = None;
+        }
+        Ok(&self.answer)
+    }
+
+    /// Send a request on the session and wait for its answer (with the read timeout). Over
+    /// TCP, RTP met on the way is queued in the backlog and RTCP is noted; answers to earlier
+    /// keepalives are checked.
+    async fn call(&mut self, req: Request) -> Result<Response, ClientError> {
+        self.release();
+        let cseq = req.cseq();
+        let what = format!("{} {}", req.method, req.uri);
+        self.ctl.send(&req).await?;
+        let deadline = Instant::now() + self.opts.read_timeout;
+        loop {
+            while let Some(frame) = scan(&self.ctl.rx)? {
+                match frame {
+                    Scanned::Interleaved {
+                        channel,
+                        payload,
+                        consumed,
+                    } => {
+                        let at = Instant::now();
+                        let data = self.ctl.rx.split_to(consumed).freeze();
+                        match self.channels.iter().find(|c| c.0 == channel) {
+                            Some(&(_, track, true)) => {
+                                if let Ok((header, body)) = rtp::parse(&data[payload.clone()]) {
+                                    let from = payload.start;
+                                    self.backlog.push_back(ReceivedPacket {
+                                        track,
+                                        header,
+                                        payload: data.slice(from + body.start..from + body.end),
+                                        at,
+                                    });
+                                }
+                            }
+                            Some(&(_, track, false)) => self.on_rtcp(track, &data[payload]),
+                            None => {}
+                        }
+                    }
+                    Scanned::Response(r, n) => {
+                        self.ctl.rx.advance(n);
+                        if r.cseq() == cseq {
+                            return Ok(r);
+                        }
+                        check_answer(&r)?;
+                    }
+                }
+            }
+            match tokio::time::timeout_at(deadline.into(), self.ctl.read_more()).await {
+                Err(_) => {
+                    return Err(ClientError::Timeout {
+                        what,
+                        after: self.opts.read_timeout,
+                    })
+                }
+                Ok(Ok(0)) => return Err(ClientError::Closed),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(e.into()),
+            }
+        }
     }
 
     /// TEARDOWN and wait for the answer (media met meanwhile is dropped).
@@ -290,6 +547,13 @@ impl Player {
         self.release();
         loop {
             if self.ended {
+                // Over UDP the control connection may close (or a BYE arrive) before the
+                // datagrams sent ahead of it are read: yield what is already queued first.
+                if !self.is_tcp() {
+                    if let Some(p) = self.drain_udp()? {
+                        return Ok(p);
+                    }
+                }
                 return Ok(Polled::End);
             }
             let now = Instant::now();
@@ -360,6 +624,41 @@ impl Player {
                 _ = &mut self.timer => {}
             }
         }
+    }
+
+    /// The next datagram already queued on any UDP socket, without waiting (RTCP is noted
+    /// on the way); `None` once every socket is empty. Reads the sockets directly rather than
+    /// through tokio's readiness, which may not have seen the last datagrams yet.
+    fn drain_udp(&mut self) -> Result<Option<Polled>, ClientError> {
+        use std::io::Read;
+        let mut tmp = [0u8; 2048];
+        for i in 0..self.udp.len() {
+            for is_rtp in [true, false] {
+                loop {
+                    let t = &self.udp[i];
+                    let sock = socket2::SockRef::from(if is_rtp { &t.rtp } else { &t.rtcp });
+                    let n = match (&*sock).read(&mut tmp) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    let track = t.track;
+                    if is_rtp {
+                        self.udp_rx.clear();
+                        self.udp_rx.extend_from_slice(&tmp[..n]);
+                        self.pending = n;
+                        return Ok(Some(Polled::Rtp {
+                            track,
+                            range: 0..n,
+                            at: Instant::now(),
+                        }));
+                    }
+                    self.on_rtcp(track, &tmp[..n]);
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Cut frames from the TCP buffer until an RTP packet turns up.

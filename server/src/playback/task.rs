@@ -141,6 +141,7 @@ pub async fn run(
                 .fetch_add(packets.len() as u64, Ordering::Relaxed);
             info.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             info.rate_bps.store(rate.bps(), Ordering::Relaxed);
+            info.position_ms.store(f.time_ms, Ordering::Relaxed);
             if send(&sink, f.track as usize, packets).await.is_err() {
                 return stopped(tracks, None);
             }

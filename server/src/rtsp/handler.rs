@@ -119,7 +119,7 @@ impl Conn {
                 resp = resp.header("Session", session_header(s));
             }
         }
-        if !resp.status.is_success() {
+        if !resp.status.is_success() && resp.status != StatusCode::FOUND {
             info!(method = req.method.as_str(), uri = %req.uri, status = resp.status.0, reason = %resp.reason, "request refused");
         }
         (resp, true)
@@ -169,7 +169,28 @@ impl Conn {
         }
     }
 
+    /// Cluster: a live camera this node does not hold live but another node does → 302 to it
+    /// (issue 4 §6). A request already redirected once carries the marker and is served here.
+    fn live_redirect(&self, req: &Request) -> Option<Response> {
+        let cluster = self.node.cluster.get()?;
+        if crate::cluster::has_marker(&req.uri) {
+            return None;
+        }
+        let path = url_path(&req.uri)?;
+        let camera = path.strip_prefix("live/")?;
+        if self.node.path(&path).is_some_and(|p| p.stream.is_live()) {
+            return None;
+        }
+        let (node, base) = cluster.live_holder(camera)?;
+        let location = crate::cluster::redirect_url(&base, &req.uri);
+        info!(camera, node = %node, %location, "live DESCRIBE redirected");
+        Some(Response::new(StatusCode::FOUND).header("Location", location))
+    }
+
     async fn describe(&mut self, req: &Request) -> Response {
+        if let Some(r) = self.live_redirect(req) {
+            return r;
+        }
         let target = match self.resolve(&req.uri) {
             Ok(t) => t,
             Err(r) => return r,
@@ -193,7 +214,8 @@ impl Conn {
         let body = info
             .sdp
             .render(&self.local_ip().to_string(), session_number(), "npt=now-");
-        let base = format!("{}/", req.uri.trim_end_matches('/'));
+        let uri = crate::cluster::strip_marker(&req.uri);
+        let base = format!("{}/", uri.trim_end_matches('/'));
         Response::new(StatusCode::OK)
             .header("Content-Base", base)
             .body("application/sdp", body)
@@ -540,6 +562,7 @@ impl Conn {
             bytes: Default::default(),
             packets: Default::default(),
             rate_bps: Default::default(),
+            position_ms: Default::default(),
             cancel,
         });
         self.node.register_session(info.clone());

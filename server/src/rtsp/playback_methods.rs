@@ -160,6 +160,11 @@ impl Conn {
             Ok(x) => x,
             Err(r) => return r,
         };
+        // Unknown camera or time: 404 above, from the node asked. Otherwise, in a cluster,
+        // place the request unless it was placed already (the redirect marker).
+        if let Some(r) = self.place_playback(req, &preq, &index) {
+            return r;
+        }
         let Some(library) = self.node.library.clone() else {
             return fail(StatusCode::NOT_FOUND, "recording is disabled");
         };
@@ -200,6 +205,42 @@ impl Conn {
         Response::new(StatusCode::OK)
             .header("Content-Base", base)
             .body("application/sdp", body)
+    }
+
+    /// Cluster placement of a playback DESCRIBE: None to serve it here, or the 302 / 503.
+    /// This increment decides on this node with the configured policy over its own gossip
+    /// view (issue 4 §4's fallback); asking the elected scheduler over QUIC comes next.
+    fn place_playback(
+        &self,
+        req: &Request,
+        preq: &PlaybackRequest,
+        index: &CameraIndex,
+    ) -> Option<Response> {
+        let cluster = self.node.cluster.get()?;
+        if crate::cluster::has_marker(&req.uri) {
+            return None;
+        }
+        // Expected VBR: the recording's average bitrate.
+        let span_ms = index
+            .first_ms()
+            .zip(index.last_ms())
+            .map_or(0, |(a, b)| b - a);
+        let vbr = if span_ms > 0 {
+            index.total_bytes() as f64 * 8000.0 / span_ms as f64
+        } else {
+            crate::cluster::report::DEFAULT_VBR_BPS
+        };
+        match cluster.place_playback(&preq.camera, preq.start_ms, vbr) {
+            crate::cluster::Placement::Local => None,
+            crate::cluster::Placement::Redirect { node, base } => {
+                let location = crate::cluster::redirect_url(&base, &req.uri);
+                tracing::info!(camera = %preq.camera, node = %node, %location, "playback DESCRIBE redirected");
+                Some(Response::new(StatusCode::FOUND).header("Location", location))
+            }
+            crate::cluster::Placement::Reject(reason) => {
+                Some(fail(StatusCode::SERVICE_UNAVAILABLE, reason))
+            }
+        }
     }
 
     /// Set up the playback state of a new session (first SETUP).
@@ -364,6 +405,15 @@ impl Conn {
         let sink = if session.is_tcp() {
             let (tx, rx) = mpsc::channel(32);
             if let Some(p) = session.playback.as_mut() {
+                // Batches the stopped task queued that the connection has not written yet
+                // already carry sequence numbers: they go out first (after this answer), or
+                // the client would see a gap and, on a resume, miss a reference frame.
+                // The old channel holds at most 32, so they fit.
+                if let Some(mut old) = p.tcp_rx.take() {
+                    while let Ok(out) = old.try_recv() {
+                        let _ = tx.try_send(out);
+                    }
+                }
                 p.tcp_rx = Some(rx);
             }
             Sink::Tcp(tx)
@@ -434,8 +484,9 @@ impl Conn {
             Err(r) => return r,
         };
         if let Some(pb) = session.playback.as_mut() {
+            // The stopped task's queue is kept: the connection writes what it holds (media
+            // sent before the pause, already numbered) and then drops it when it closes.
             pb.stop().await;
-            pb.tcp_rx = None;
         }
         Response::new(StatusCode::OK)
     }

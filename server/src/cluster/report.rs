@@ -1,0 +1,326 @@
+//! What a node gossips about itself (issue 4 §2): its §A.1 load inputs and §C.1 indicators,
+//! Bord, the streams it serves with their playback positions, a compact summary of its cache,
+//! the live cameras it holds and its RTSP URL. Published on the §C.5 adaptive period and at
+//! once on a significant change (a session starts or ends, a stream's rate changes by Scale).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use vigil_cluster::{FeedbackPeriod, Indicators, NodeView, Stream, StreamSource};
+
+use super::{now_ms, Cluster};
+use crate::node::{Node, SessionKindView};
+
+/// Resident ranges kept per camera in the report, and cameras kept (newest ranges win).
+const MAX_RANGES_PER_CAMERA: usize = 16;
+const MAX_CACHED_CAMERAS: usize = 256;
+/// Gaps shorter than this merge into one resident range.
+const CACHE_GAP_MS: i64 = 1500;
+/// Bitrate assumed for a session that has not measured one yet.
+pub const DEFAULT_VBR_BPS: f64 = 2e6;
+
+/// The gossiped report (JSON under the `report` key).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub rtsp: String,
+    pub api: String,
+    pub priority: u32,
+    pub started_ms: i64,
+    pub bord_bps: f64,
+    /// C and M of §A.1 (= θ_cpu and θ_mem of §C.1).
+    pub cpu: f64,
+    pub mem: f64,
+    pub indicators: Indicators,
+    pub sessions: u32,
+    pub max_sessions: u32,
+    pub streams: Vec<Stream>,
+    #[serde(default)]
+    pub cached: BTreeMap<String, Vec<(i64, i64)>>,
+    pub cache_bytes: u64,
+    /// Live cameras this node holds (live paths with a producer).
+    pub live: Vec<String>,
+    /// The §C.5 period the node reports on (s).
+    pub period_s: u32,
+    pub at_ms: i64,
+}
+
+impl Report {
+    pub fn node_view(&self, id: &str, alive: bool) -> NodeView {
+        NodeView {
+            id: id.to_string(),
+            alive,
+            bord_bps: self.bord_bps,
+            cpu: self.cpu,
+            mem: self.mem,
+            streams: self.streams.clone(),
+            cached: self.cached.clone(),
+            indicators: self.indicators,
+            sessions: self.sessions,
+            max_sessions: self.max_sessions,
+            estimated_load: None,
+        }
+    }
+}
+
+/// CPU (from /proc/stat deltas) and memory (MemAvailable) of the machine.
+pub struct Sampler {
+    last: Option<(u64, u64)>,
+    pub cpu: f64,
+}
+
+impl Default for Sampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sampler {
+    pub fn new() -> Self {
+        let mut s = Sampler {
+            last: None,
+            cpu: 0.0,
+        };
+        s.sample();
+        s
+    }
+
+    /// θ_cpu = 1 − Δidle/Δtotal over all CPUs since the previous sample (§C.1).
+    pub fn sample(&mut self) -> f64 {
+        if let Some((idle, total)) = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| parse_cpu(&t))
+        {
+            if let Some((i0, t0)) = self.last {
+                let dt = total.saturating_sub(t0);
+                if dt > 0 {
+                    self.cpu = (1.0 - idle.saturating_sub(i0) as f64 / dt as f64).clamp(0.0, 1.0);
+                }
+            }
+            self.last = Some((idle, total));
+        }
+        self.cpu
+    }
+}
+
+/// (idle + iowait, total) jiffies of the aggregate `cpu` line.
+pub fn parse_cpu(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 4 {
+        return None;
+    }
+    let idle = v[3] + v.get(4).copied().unwrap_or(0);
+    Some((idle, v.iter().sum()))
+}
+
+/// θ_mem = (MemTotal − MemAvailable)/MemTotal (§C.1).
+pub fn parse_mem(meminfo: &str) -> Option<f64> {
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<f64>()
+            .ok()
+    };
+    let total = field("MemTotal:")?;
+    let avail = field("MemAvailable:")?;
+    (total > 0.0).then(|| ((total - avail) / total).clamp(0.0, 1.0))
+}
+
+fn mem_utilisation() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_mem(&t))
+        .unwrap_or(0.0)
+}
+
+/// The streams a node serves, for the load model and similarity. Per camera, the stream
+/// furthest ahead reads from storage (it loads the segments); one within T_max behind
+/// another reads what that one loaded, from the cache (§A.1: storage-read streams count
+/// twice).
+pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
+    let now = now_ms();
+    let mut out: Vec<Stream> = Vec::new();
+    for s in node.sessions() {
+        let (camera, position_ms, vbr) = match s.kind {
+            SessionKindView::Playback => {
+                let Some(cam) = s.path.strip_prefix("playback/") else {
+                    continue;
+                };
+                let pos = s.position_ms.load(Ordering::Relaxed);
+                if pos == 0 {
+                    // Not playing yet: the requested start.
+                    continue;
+                }
+                (cam.to_string(), pos, super::session_rate(&s) as f64)
+            }
+            SessionKindView::Play => {
+                let Some(cam) = s.path.strip_prefix("live/") else {
+                    continue;
+                };
+                let rate = node
+                    .path(&s.path)
+                    .map_or(0, |p| p.stream.bitrate_bps.load(Ordering::Relaxed));
+                (cam.to_string(), now, rate as f64)
+            }
+            SessionKindView::Record => continue,
+        };
+        out.push(Stream {
+            camera,
+            position_ms,
+            vbr_bps: if vbr > 0.0 { vbr } else { DEFAULT_VBR_BPS },
+            source: StreamSource::Storage,
+        });
+    }
+    out.sort_by(|a, b| {
+        a.camera
+            .cmp(&b.camera)
+            .then(b.position_ms.cmp(&a.position_ms))
+    });
+    for i in 1..out.len() {
+        if out[i].camera == out[i - 1].camera
+            && out[i - 1].position_ms - out[i].position_ms <= t_max_ms
+        {
+            out[i].source = StreamSource::Cache;
+        }
+    }
+    out
+}
+
+/// Builds this node's report now.
+pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u32) -> Report {
+    let cfg = &node.config;
+    let streams = streams(node, cluster.policy_cfg.sched.t_max_ms);
+    let bord = cfg.cluster.bandwidth_bps;
+    let net: f64 = streams
+        .iter()
+        .map(|s| s.vbr_bps * vigil_cluster::load::stream_factor(s.source))
+        .sum::<f64>()
+        / bord;
+    let sessions = node.session_count() as u32;
+    let max_sessions = cfg.limits.max_sessions.min(u32::MAX as usize) as u32;
+    let (cached, cache_bytes) = match &node.library {
+        Some(lib) => {
+            let mut r = lib.cache.resident(CACHE_GAP_MS);
+            for ranges in r.values_mut() {
+                let n = ranges.len();
+                if n > MAX_RANGES_PER_CAMERA {
+                    ranges.drain(..n - MAX_RANGES_PER_CAMERA);
+                }
+            }
+            while r.len() > MAX_CACHED_CAMERAS {
+                r.pop_last();
+            }
+            (r, lib.cache.stats().bytes)
+        }
+        None => (BTreeMap::new(), 0),
+    };
+    let live = node
+        .paths()
+        .iter()
+        .filter(|p| p.stream.is_live())
+        .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
+        .collect();
+    let cpu = sampler.cpu;
+    let mem = mem_utilisation();
+    Report {
+        rtsp: cluster.rtsp_base.clone(),
+        api: cluster.api.clone(),
+        priority: cluster.priority,
+        started_ms: cluster.started_ms,
+        bord_bps: bord,
+        cpu,
+        mem,
+        indicators: Indicators {
+            cpu,
+            mem,
+            net: net.min(1.0),
+            links: f64::from(sessions) / f64::from(max_sessions.max(1)),
+        },
+        sessions,
+        max_sessions,
+        streams,
+        cached,
+        cache_bytes,
+        live,
+        period_s,
+        at_ms: now_ms(),
+    }
+}
+
+/// What counts as a significant change: the set of sessions, and each one's rate bucket
+/// (a Scale change doubles or halves it; measurement jitter stays in the bucket).
+fn fingerprint(node: &Node) -> Vec<(String, u32)> {
+    node.sessions()
+        .iter()
+        .map(|s| {
+            let r = super::session_rate(s) as f64;
+            (
+                s.id.clone(),
+                if r > 0.0 { r.log2().round() as u32 } else { 0 },
+            )
+        })
+        .collect()
+}
+
+/// Publishes the report on the §C.5 period (ticked every second with the cluster's task
+/// count) and at once when a session starts or ends or changes its rate.
+pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
+    let fb_cfg = cluster.policy_cfg.feedback;
+    let mut feedback = FeedbackPeriod::new(&fb_cfg);
+    let mut sampler = Sampler::new();
+    let mut last_publish = Instant::now();
+    let mut last_second = Instant::now();
+    let mut last_fp = fingerprint(&node);
+    let mut live_count = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => return,
+            _ = cluster.changed.notified() => {}
+            _ = tick.tick() => {}
+        }
+        if last_second.elapsed() >= Duration::from_secs(1) {
+            last_second = Instant::now();
+            sampler.sample();
+            feedback.tick(cluster.cluster_sessions(), &fb_cfg);
+        }
+        let fp = fingerprint(&node);
+        let live_now = node.paths().iter().filter(|p| p.stream.is_live()).count();
+        let significant = fp != last_fp || live_now != live_count;
+        if significant
+            || last_publish.elapsed() >= Duration::from_secs(u64::from(feedback.period_s))
+        {
+            let r = build(&node, &cluster, &mut sampler, feedback.period_s);
+            cluster.publish(&r).await;
+            last_publish = Instant::now();
+            last_fp = fp;
+            live_count = live_now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_parsers() {
+        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
+        assert_eq!(parse_cpu(stat), Some((850, 1000)));
+        let mem = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    250 kB\n";
+        assert_eq!(parse_mem(mem), Some(0.75));
+        assert_eq!(parse_mem("MemTotal: 0 kB\n"), None);
+        assert_eq!(parse_cpu("intr 1 2"), None);
+    }
+}
