@@ -23,13 +23,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(40);
 /// The readers of a publish case: (label, input options). Each decodes every stream it
 /// set up (`-map 0`).
 ///
-/// With audio, the UDP readers set up the video track only (`-allowed_media_types video`):
-/// the node's RTCP sender reports map each track's RTP time to its *arrival* time, and
-/// ffmpeg, which aligns the streams of a session on the first report of each, can then move
-/// the video back by up to a few frames; over UDP, where the audio report may be read
-/// first, that shows as non-monotonic DTS errors (see the ignored test
-/// `h264_aac_over_udp_audio_and_video_together`). Over TCP the reports arrive in track
-/// order and audio with video decodes cleanly, so the TCP reader takes both.
+/// With audio, the UDP readers set up the video track only (`-allowed_media_types video`),
+/// so the two transports are exercised both ways; audio with video over UDP has its own test
+/// (`h264_aac_over_udp_audio_and_video_together`).
 fn readers(with_audio: bool) -> Vec<(&'static str, Vec<&'static str>)> {
     let video_only: &[&str] = if with_audio {
         &["-allowed_media_types", "video"]
@@ -256,13 +252,12 @@ fn h265_published_over_tcp_plays_over_tcp_udp_and_filter_src() {
     publish_case("h265.mp4", Codecs::H265, true);
 }
 
-/// Audio and video of one session over UDP, decoded together. Fails: ffmpeg aligns the two
-/// streams on the node's first RTCP sender reports, which map RTP time to packet arrival
-/// time per track (ffmpeg's AAC packets arrive late relative to their timestamps, and the
-/// video mapping moves with B-frame reordering), so the video steps back by up to a few
-/// frames when its report is read after the audio's: "non monotonically increasing dts".
+/// Audio and video of one session over UDP, decoded together. ffmpeg aligns the streams of
+/// a session on the first RTCP sender report of each, so the node's NTP↔RTP mapping must be
+/// the same line for the whole session (anchored at each track's first forwarded packet): a
+/// mapping that moved with arrival jitter or B-frame reordering made the video step back
+/// ("non monotonically increasing dts").
 #[test]
-#[ignore = "server bug: RTCP sender reports map RTP time to arrival time per track"]
 fn h264_aac_over_udp_audio_and_video_together() {
     let node = NodeBuilder::new().start();
     let path = "live/cam4";

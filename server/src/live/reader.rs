@@ -37,6 +37,11 @@ struct TrackOut {
     epoch: u64,
     /// When the last forwarded packet had arrived at the hub (for SR and splice timing).
     last_received: Option<Instant>,
+    /// (output timestamp, hub arrival) of the first packet forwarded on the current input
+    /// line: the fixed linear NTP↔RTP mapping of this track's sender reports. Anchoring once
+    /// (rather than at the latest packet) keeps reports free of arrival jitter and of B-frame
+    /// reordering, so a client that re-aligns tracks on the first report sees no step.
+    anchor: Option<(u32, Instant)>,
     /// Input timestamp of the last packet forwarded from the current producer.
     last_input_ts: Option<u32>,
     /// Smallest forward step between consecutive input timestamps: about one frame (video;
@@ -75,6 +80,7 @@ impl Reader {
                         waiting_keyframe: video,
                         epoch: 0,
                         last_received: None,
+                        anchor: None,
                         last_input_ts: None,
                         min_step: None,
                     }
@@ -126,6 +132,7 @@ impl Reader {
                     let advance = (gap * t.clock_rate as f64).round().max(1.0) as u32;
                     t.identity.rebase(advance.max(t.min_step.unwrap_or(1)));
                     t.last_input_ts = None;
+                    t.anchor = None;
                     t.waiting_keyframe = t.video;
                 }
                 t.epoch = p.epoch;
@@ -138,6 +145,9 @@ impl Reader {
             }
             let header = t.identity.rewrite(&p.header, p.payload.len());
             t.last_received = Some(p.received);
+            if t.anchor.is_none() {
+                t.anchor = Some((header.timestamp, p.received));
+            }
             if let Some(prev) = t.last_input_ts {
                 let step = p.header.timestamp.wrapping_sub(prev);
                 if step != 0 && step < 0x8000_0000 {
@@ -189,11 +199,9 @@ impl Reader {
             .enumerate()
             .filter_map(|(i, t)| {
                 let t = t.as_ref()?;
-                let last_ts = t.identity.last_timestamp()?;
-                let since = now
-                    .saturating_duration_since(t.last_received?)
-                    .as_secs_f64();
-                let rtp_now = last_ts.wrapping_add((since * t.clock_rate as f64) as u32);
+                let (anchor_ts, anchor_at) = t.anchor?;
+                let since = now.saturating_duration_since(anchor_at).as_secs_f64();
+                let rtp_now = anchor_ts.wrapping_add((since * t.clock_rate as f64) as u32);
                 Some((
                     i,
                     SenderReport {
