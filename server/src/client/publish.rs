@@ -34,7 +34,8 @@ use vigil_proto::sdp::SessionDescription;
 pub struct Clip {
     /// Per frame, its RTP payloads in order (the last one gets the marker bit).
     pub frames: Vec<Vec<Bytes>>,
-    /// One video track (control `streamid=0`) with the stream's SPS/PPS.
+    /// One video track (control `trackID=0`, as `SessionDescription::render` writes it) with
+    /// the stream's SPS/PPS.
     pub sdp: SessionDescription,
     pub fps: f64,
     /// Payload bytes of one loop of the clip.
@@ -48,7 +49,7 @@ impl Clip {
         let demo = crate::ingest::demo::DemoClip::load(data)?;
         let mut sdp = demo.sdp;
         for m in &mut sdp.media {
-            m.control = Some("streamid=0".into());
+            m.control = Some("trackID=0".into());
             m.framerate = Some(fps);
         }
         let bytes = demo.frames.iter().flatten().map(|p| p.len() as u64).sum();
@@ -95,7 +96,7 @@ impl Publisher {
             .request(Method::Announce, &target.url)
             .body("application/sdp", body.into_bytes());
         ctl.call_ok(req, timeout).await?;
-        let track_url = Target::join(&target.url, Some("streamid=0"));
+        let track_url = Target::join(&target.url, Some("trackID=0"));
         let req = ctl.request(Method::Setup, &track_url).header(
             "Transport",
             "RTP/AVP/TCP;unicast;interleaved=0-1;mode=record",

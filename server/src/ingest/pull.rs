@@ -62,8 +62,8 @@ async fn run(
     let max = Duration::from_millis(live.reconnect_max_ms).max(min);
     let mut backoff = min;
     loop {
-        let started = Instant::now();
-        match pull_once(&node, &path, &url, transport, &cancel).await {
+        let mut connected = false;
+        match pull_once(&node, &path, &url, transport, &cancel, &mut connected).await {
             Ok(Ended::Cancelled) => return,
             Ok(Ended::Idle) => {
                 info!("no readers for the grace period: disconnected");
@@ -71,8 +71,8 @@ async fn run(
             }
             Err(e) => warn!(%url, "upstream failed: {e:#}; retry in {backoff:?}"),
         }
-        // A session that ran a while was healthy: start the backoff over.
-        if started.elapsed() > max {
+        // A session that got as far as playing was healthy: start the backoff over.
+        if connected {
             backoff = min;
         }
         tokio::select! {
@@ -120,6 +120,7 @@ async fn pull_once(
     url: &str,
     transport: PullTransport,
     cancel: &CancellationToken,
+    connected: &mut bool,
 ) -> anyhow::Result<Ended> {
     let (url, creds) = split_credentials(url)?;
     let options = SessionOptions::default()
@@ -152,6 +153,7 @@ async fn pull_once(
         r = tokio::time::timeout(Duration::from_secs(10), connect) => r??,
     };
     info!(%url, tracks = sdp.media.len(), "upstream connected");
+    *connected = true;
     let mut producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
     let mut idle_check = tokio::time::interval(Duration::from_secs(1));
     // Upstream silence: retina has no read timeout of its own.

@@ -104,6 +104,7 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
     let mut buf = BytesMut::with_capacity(4096);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_input = Instant::now();
     let result = loop {
         let event = {
             let cancel = conn.session.as_ref().map(|s| s.info.cancel.clone());
@@ -141,17 +142,27 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
             }
             Event::Read(Ok(0)) => break Ok(()),
             Event::Read(Err(e)) => break Err(e),
-            Event::Read(Ok(_)) => match conn.process_input(&mut buf, &limits).await {
-                Ok(true) => {}
-                Ok(false) => break Ok(()),
-                Err(e) => break Err(e),
-            },
+            Event::Read(Ok(_)) => {
+                last_input = Instant::now();
+                match conn.process_input(&mut buf, &limits).await {
+                    Ok(true) => {}
+                    Ok(false) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            }
             Event::Media => {
                 if let Err(e) = conn.pump_tcp().await {
                     break Err(e);
                 }
             }
             Event::Tick => {
+                // A connection that never set up a session (or sent half a frame) gets the
+                // session timeout too, so idle sockets cannot pile up.
+                let idle = Duration::from_secs(node.config.limits.session_timeout_secs.into());
+                if conn.session.is_none() && last_input.elapsed() > idle {
+                    debug!("idle connection closed");
+                    break Ok(());
+                }
                 if conn.session_expired() {
                     Node::bump(&node.counters.sessions_timed_out);
                     info!("session timed out");
