@@ -78,6 +78,12 @@ struct Member {
     gossip: SocketAddr,
 }
 
+/// One cluster test at a time: they share loopback addresses and the 2-core machine.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Starts members on 127.0.0.1.., the first being the seed of the others.
 fn start_cluster(n: usize, extra: impl Fn(usize) -> String) -> Vec<Member> {
     let mut out: Vec<Member> = Vec::new();
@@ -145,6 +151,7 @@ fn ctl(node: &Node, args: &[&str]) -> String {
 /// * an unknown camera gets 404 from the node asked (no redirect).
 #[test]
 fn membership_election_and_redirects() {
+    let _serial = serial();
     let root = tempfile::tempdir().unwrap();
     let members = start_cluster(3, |i| {
         let mut s = storage(root.path());
@@ -286,6 +293,7 @@ fn membership_election_and_redirects() {
 /// dropped and counted), nor does the cluster appear in its own.
 #[test]
 fn scheduler_failover_and_wrong_key() {
+    let _serial = serial();
     let mut members = start_cluster(3, |_| String::new());
     {
         let [n1, n2, n3] = [&members[0].node, &members[1].node, &members[2].node];
@@ -350,6 +358,7 @@ fn scheduler_failover_and_wrong_key() {
 #[test]
 #[ignore]
 fn bench_cluster() {
+    let _serial = serial();
     let mut times = Vec::new();
     let mut members = start_cluster(3, |i| {
         if i == 0 {
