@@ -246,6 +246,12 @@ pub struct ClusterConf {
     /// Phi-accrual threshold: a node is dead after phi_threshold mean heartbeat intervals of
     /// silence (≈ 1.6–2.4 s at 200 ms).
     pub phi_threshold: f64,
+    /// Override of Load_max (ALGORITHMS.md §A.1, 0–100, default 95): a node whose estimated
+    /// load after a placement would exceed it receives no new session, and a request no node
+    /// can take is answered 503 with the reason. For operators who want head-room, and for
+    /// tests (`load_max = 0` makes every node overloaded for the placements this node
+    /// decides).
+    pub load_max: Option<f64>,
 }
 
 impl Default for ClusterConf {
@@ -262,6 +268,7 @@ impl Default for ClusterConf {
             election_grace_ms: 2000,
             gossip_interval_ms: 200,
             phi_threshold: 8.0,
+            load_max: None,
         }
     }
 }
@@ -428,6 +435,13 @@ impl Config {
                     "cluster.phi_threshold must be at least 1".into(),
                 ));
             }
+            if let Some(m) = c.load_max {
+                if !(0.0..=100.0).contains(&m) {
+                    return Err(ConfigError::Invalid(
+                        "cluster.load_max must be between 0 and 100".into(),
+                    ));
+                }
+            }
             if let Some(u) = &c.rtsp_url {
                 if !u.starts_with("rtsp://") {
                     return Err(ConfigError::Invalid(format!(
@@ -529,6 +543,11 @@ mod tests {
         );
         let e = Config::from_toml(&format!("{ok}policy = \"fastest\"")).unwrap_err();
         assert!(e.to_string().contains("fastest"), "{e}");
+        assert_eq!(c.cluster.load_max, None);
+        let c = Config::from_toml(&format!("{ok}load_max = 0")).unwrap();
+        assert_eq!(c.cluster.load_max, Some(0.0));
+        let e = Config::from_toml(&format!("{ok}load_max = 101")).unwrap_err();
+        assert!(e.to_string().contains("load_max"), "{e}");
         let e = Config::from_toml(&format!("{ok}rtsp_url = \"http://x\"")).unwrap_err();
         assert!(e.to_string().contains("rtsp://"), "{e}");
     }

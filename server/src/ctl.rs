@@ -1,7 +1,8 @@
 //! `vigil ctl`: the admin API as tables (or JSON for scripts).
 
 use crate::admin::views::{
-    CacheView, ClusterNodesView, PathView, RecordingsView, SchedulerView, SessionView,
+    CacheView, ClusterNodesView, ClusterSessionsView, IngestView, PathView, RecordingsView,
+    SchedulerView, SessionView,
 };
 use anyhow::Context;
 use clap::Subcommand;
@@ -12,7 +13,13 @@ pub enum What {
     /// Paths: source, codecs, ingest bitrate, readers.
     Paths,
     /// Sessions: client, transport, bytes, duration.
-    Sessions,
+    Sessions {
+        /// Every node's sessions, from the gossip reports, with a NODE column.
+        #[arg(long)]
+        cluster: bool,
+    },
+    /// Where a camera should push: the node chosen by the `knn-class` policy (or holding it).
+    Ingest { camera: String },
     /// Recorded ranges and gaps of a camera.
     Recordings { camera: String },
     /// Playback cache: hit/miss counters, bytes, resident segment ranges.
@@ -35,7 +42,9 @@ fn get(api: &str, path: &str) -> anyhow::Result<String> {
 pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
     let body = match &what {
         What::Paths => get(api, "/api/paths")?,
-        What::Sessions => get(api, "/api/sessions")?,
+        What::Sessions { cluster: false } => get(api, "/api/sessions")?,
+        What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
+        What::Ingest { camera } => get(api, &format!("/api/ingest/{camera}"))?,
         What::Recordings { camera } => get(api, &format!("/api/recordings/{camera}"))?,
         What::Cache => get(api, "/api/cache")?,
         What::Nodes => get(api, "/api/cluster/nodes")?,
@@ -180,7 +189,27 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                 ]);
             }
         }
-        What::Sessions => {
+        What::Ingest { .. } => {
+            let v: IngestView = serde_json::from_str(&body).context("unexpected answer")?;
+            table.set_header(["CAMERA", "NODE", "URL", "REASON"]);
+            table.add_row([v.camera, v.node, v.url, v.reason]);
+        }
+        What::Sessions { cluster: true } => {
+            let v: ClusterSessionsView =
+                serde_json::from_str(&body).context("unexpected answer")?;
+            if !v.truncated.is_empty() {
+                println!(
+                    "seen from {}; lists capped (more sessions than reported) on: {}",
+                    v.self_id,
+                    v.truncated.join(", ")
+                );
+            }
+            table.set_header(["NODE", "ID", "PATH", "KIND", "CLIENT", "KBIT/S"]);
+            for s in v.sessions {
+                table.add_row([s.node, s.id, s.path, s.kind, s.client, s.kbps.to_string()]);
+            }
+        }
+        What::Sessions { cluster: false } => {
             let rows: Vec<SessionView> =
                 serde_json::from_str(&body).context("unexpected answer")?;
             table.set_header([

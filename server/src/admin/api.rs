@@ -31,6 +31,8 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/cache", get(cache))
         .route("/api/cluster/nodes", get(cluster_nodes))
         .route("/api/cluster/scheduler", get(cluster_scheduler))
+        .route("/api/cluster/sessions", get(cluster_sessions))
+        .route("/api/ingest/{camera}", get(ingest))
         .route("/metrics", get(metrics))
         .with_state(AppState { node, prometheus })
 }
@@ -340,4 +342,100 @@ async fn cluster_scheduler(
             })
             .collect(),
     }))
+}
+
+/// Where `camera` should push (§C's EasyDarwin flow): with the cluster off, this node; else
+/// the node holding it live already, or the one the `knn-class` policy picks (503 with the
+/// reason when no node can take it).
+pub fn ingest_view(
+    node: &Node,
+    camera: &str,
+) -> Result<super::views::IngestView, (StatusCode, String)> {
+    use super::views::IngestView;
+    if camera.is_empty()
+        || !camera
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("camera id {camera:?}: use letters, digits, '-', '_' and '.'\n"),
+        ));
+    }
+    let url = |base: &str| format!("{}/live/{camera}", base.trim_end_matches('/'));
+    let own_live = node
+        .path(&format!("live/{camera}"))
+        .is_some_and(|p| p.stream.is_live());
+    let Some(c) = node.cluster.get() else {
+        let base = node.config.cluster.rtsp_url_base(node.config.rtsp.listen);
+        return Ok(IngestView {
+            camera: camera.to_string(),
+            node: node.config.node.id.clone(),
+            url: url(&base),
+            reason: "clustering is off: this node takes the push".into(),
+        });
+    };
+    if own_live {
+        return Ok(IngestView {
+            camera: camera.to_string(),
+            node: c.self_id.clone(),
+            url: url(&c.rtsp_base),
+            reason: format!("camera {camera} is already live on {}", c.self_id),
+        });
+    }
+    match c.place_ingest(camera) {
+        Ok(t) => Ok(IngestView {
+            camera: camera.to_string(),
+            node: t.node,
+            url: url(&t.base),
+            reason: t.reason,
+        }),
+        Err(reason) => Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("no node can take camera {camera}: {reason}\n"),
+        )),
+    }
+}
+
+async fn ingest(
+    State(st): State<AppState>,
+    axum::extract::Path(camera): axum::extract::Path<String>,
+) -> Result<Json<super::views::IngestView>, (StatusCode, String)> {
+    ingest_view(&st.node, &camera).map(Json)
+}
+
+pub fn cluster_sessions_view(node: &Node) -> Option<super::views::ClusterSessionsView> {
+    use super::views::{ClusterSessionView, ClusterSessionsView};
+    let c = node.cluster.get()?;
+    let mut sessions = Vec::new();
+    let mut truncated = Vec::new();
+    for m in c.members() {
+        let Some(r) = m.report.as_ref().filter(|_| m.alive) else {
+            continue;
+        };
+        if (r.session_list.len() as u64) < u64::from(r.sessions) {
+            truncated.push(m.id.clone());
+        }
+        sessions.extend(r.session_list.iter().map(|s| ClusterSessionView {
+            node: m.id.clone(),
+            id: s.id.clone(),
+            path: s.path.clone(),
+            kind: s.kind.clone(),
+            client: s.client.clone(),
+            kbps: s.kbps,
+        }));
+    }
+    Some(ClusterSessionsView {
+        self_id: c.self_id.clone(),
+        sessions,
+        truncated,
+    })
+}
+
+async fn cluster_sessions(
+    State(st): State<AppState>,
+) -> Result<Json<super::views::ClusterSessionsView>, (StatusCode, String)> {
+    cluster_sessions_view(&st.node)
+        .map(Json)
+        .ok_or((StatusCode::NOT_FOUND, NO_CLUSTER.into()))
 }

@@ -138,3 +138,34 @@ pub struct DecisionView {
     pub redirected: bool,
     pub reason: String,
 }
+
+/// `GET /api/ingest/<camera>`: where a camera should push.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IngestView {
+    pub camera: String,
+    /// The chosen node's id.
+    pub node: String,
+    /// `rtsp://<node>/live/<camera>`.
+    pub url: String,
+    pub reason: String,
+}
+
+/// `GET /api/cluster/sessions`: every node's sessions, from the gossip reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterSessionsView {
+    /// The node that answered.
+    pub self_id: String,
+    pub sessions: Vec<ClusterSessionView>,
+    /// Nodes that have more sessions than their report lists (the list is capped).
+    pub truncated: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterSessionView {
+    pub node: String,
+    pub id: String,
+    pub path: String,
+    pub kind: String,
+    pub client: String,
+    pub kbps: u64,
+}

@@ -140,9 +140,19 @@ fn summary(mut v: Vec<f64>) -> serde_json::Value {
     })
 }
 
-/// One session: (PLAY → first keyframe packet, connect → first keyframe packet, whether
-/// the very first packet began a keyframe).
-async fn one(url: &str, opts: PlayOptions) -> anyhow::Result<(Duration, Duration, bool)> {
+/// One session's start-up.
+struct Start {
+    /// PLAY sent → first RTP packet of a keyframe received.
+    play: Duration,
+    /// PLAY sent → its answer received.
+    answer: Duration,
+    /// Connect → first RTP packet of a keyframe received (OPTIONS, DESCRIBE, SETUP, PLAY).
+    session: Duration,
+    /// Whether the very first packet began a keyframe.
+    keyframe_first: bool,
+}
+
+async fn one(url: &str, opts: PlayOptions) -> anyhow::Result<Start> {
     let started = Instant::now();
     let mut p = play(url, opts).await?;
     let mut first = true;
@@ -153,7 +163,13 @@ async fn one(url: &str, opts: PlayOptions) -> anyhow::Result<(Duration, Duration
             .context("the stream ended before a keyframe")?;
         let codec = p.tracks()[pkt.track].codec;
         if codec.is_video() && starts_keyframe(codec, &pkt.payload) {
-            return Ok((pkt.at - p.play_sent(), pkt.at - started, first));
+            let a = p.answer();
+            return Ok(Start {
+                play: pkt.at - a.sent,
+                answer: a.received - a.sent,
+                session: pkt.at - started,
+                keyframe_first: first,
+            });
         }
         first = false;
     }
@@ -187,16 +203,18 @@ async fn latency(args: &PlaybackArgs) -> anyhow::Result<serde_json::Value> {
         }));
     }
     let mut play_ms = Vec::new();
+    let mut answer_ms = Vec::new();
     let mut session_ms = Vec::new();
     let mut keyframe_first = 0;
     let mut failures: std::collections::BTreeMap<String, usize> = Default::default();
     for w in workers {
         for r in w.await.unwrap_or_default() {
             match r {
-                Ok((play, session, kf)) => {
-                    play_ms.push(play.as_secs_f64() * 1000.0);
-                    session_ms.push(session.as_secs_f64() * 1000.0);
-                    keyframe_first += usize::from(kf);
+                Ok(s) => {
+                    play_ms.push(s.play.as_secs_f64() * 1000.0);
+                    answer_ms.push(s.answer.as_secs_f64() * 1000.0);
+                    session_ms.push(s.session.as_secs_f64() * 1000.0);
+                    keyframe_first += usize::from(s.keyframe_first);
                 }
                 Err(e) => *failures.entry(e).or_default() += 1,
             }
@@ -213,6 +231,7 @@ async fn latency(args: &PlaybackArgs) -> anyhow::Result<serde_json::Value> {
         "failures": failures,
         "first_packet_keyframe": keyframe_first,
         "play_to_first_keyframe_ms": summary(play_ms),
+        "play_to_answer_ms": summary(answer_ms),
         "connect_to_first_keyframe_ms": summary(session_ms),
         "sessions_per_sec": args.requests as f64 / secs,
         "cache": cache_delta(&before, &after),
@@ -327,7 +346,11 @@ fn print_report(r: &serde_json::Value) {
             r["ok"], r["requests"], r["concurrency"], r["failures"]
         );
         println!("first packet a keyframe {}", r["first_packet_keyframe"]);
-        for key in ["play_to_first_keyframe_ms", "connect_to_first_keyframe_ms"] {
+        for key in [
+            "play_to_first_keyframe_ms",
+            "play_to_answer_ms",
+            "connect_to_first_keyframe_ms",
+        ] {
             let s = &r[key];
             println!(
                 "{key:<34} p50 {}  p90 {}  p99 {}  max {}",

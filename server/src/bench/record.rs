@@ -3,10 +3,10 @@
 //! `/api/recordings`, and the `write(2)` bytes of `/proc/<pid>/io`), and the recording state
 //! of every camera.
 //!
-//! The cameras are the project's light [`Publisher`]s replaying one H.264 Annex B file in a
-//! loop over TCP interleaved RTP (`--file`; e.g. the 2 Mb/s test fixture converted with
-//! `ffmpeg -i h264_2mbps.mp4 -c copy -bsf:v h264_mp4toannexb -f h264 clip.h264`), all in
-//! this process: one ffmpeg per camera would cost more than the node being measured.
+//! The cameras are the project's light [`Publisher`]s replaying one H.264 Annex B file
+//! without B-frames in a loop over TCP interleaved RTP (`--file`; docs/BENCHMARKS.md has the
+//! ffmpeg command that makes a 2 Mb/s one), all in this process: one ffmpeg per camera would
+//! cost more than the node being measured.
 
 use super::{blocking, get, machine_ticks};
 use crate::admin::process;

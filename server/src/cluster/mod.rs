@@ -74,6 +74,15 @@ pub struct DecisionRecord {
     pub reason: String,
 }
 
+/// Where a camera should push, as `GET /api/ingest/<camera>` answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestTarget {
+    pub node: String,
+    /// The node's RTSP URL base (`rtsp://host:port`).
+    pub base: String,
+    pub reason: String,
+}
+
 /// Where a DESCRIBE is served.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Placement {
@@ -129,6 +138,12 @@ impl Cluster {
         if advertise.ip().is_unspecified() && !config.rtsp.listen.ip().is_unspecified() {
             advertise.set_ip(config.rtsp.listen.ip());
         }
+        let mut policy_cfg = ClusterConfig::default();
+        if let Some(m) = c.load_max {
+            // Light must stay below overloaded (§A.1 states are ordered).
+            policy_cfg.sched.load_max = m;
+            policy_cfg.sched.load_min = policy_cfg.sched.load_min.min(m);
+        }
         let started_ms = now_ms();
         let stats = Arc::new(GossipStats::default());
         let transport = AuthTransport::new(c.key.as_bytes(), stats.clone());
@@ -168,7 +183,7 @@ impl Cluster {
             policy,
             grace_ms: c.election_grace_ms as i64,
             started_ms,
-            policy_cfg: ClusterConfig::default(),
+            policy_cfg,
             stats,
             handle,
             state: Mutex::new(State {
@@ -347,16 +362,57 @@ impl Cluster {
             vbr_bps,
             kind: RequestKind::Playback,
         };
+        let (placement, _) = self.decide(&req, self.policy, "playback", true);
+        placement
+    }
+
+    /// Where a camera should push (`GET /api/ingest/<camera>`, §C's EasyDarwin flow): the
+    /// node already holding it live, else the node the `knn-class` policy chooses over this
+    /// node's view (applied to the view at once, so a burst of cameras spreads).
+    pub fn place_ingest(&self, camera: &str) -> Result<IngestTarget, String> {
+        if let Some((node, base)) = self.live_holder_any(camera) {
+            return Ok(IngestTarget {
+                reason: format!("camera {camera} is already live on {node}"),
+                node,
+                base,
+            });
+        }
+        let req = Request {
+            camera: camera.to_string(),
+            time_ms: now_ms(),
+            vbr_bps: report::DEFAULT_VBR_BPS,
+            kind: RequestKind::Live,
+        };
+        match self.decide(&req, Policy::KnnClass, "ingest", false) {
+            (Placement::Local, reason) => Ok(IngestTarget {
+                node: self.self_id.clone(),
+                base: self.rtsp_base.clone(),
+                reason,
+            }),
+            (Placement::Redirect { node, base }, reason) => Ok(IngestTarget { node, base, reason }),
+            (Placement::Reject(reason), _) => Err(reason),
+        }
+    }
+
+    /// Runs `policy` for `req` over this node's view, applies an assignment to the view and
+    /// records the decision. `redirects`: whether a remote choice is answered with a 302.
+    fn decide(
+        &self,
+        req: &Request,
+        policy: Policy,
+        kind: &'static str,
+        redirects: bool,
+    ) -> (Placement, String) {
         let mut st = self.state();
         let nodes: Vec<NodeView> = st.views.values().map(|(_, v)| v.clone()).collect();
         let mut view = ClusterView::new(nodes, self.policy_cfg.sched.weights);
-        if self.policy == Policy::KnnClass {
+        if policy == Policy::KnnClass {
             view.classify_nodes(&self.policy_cfg.knn);
         }
         let State {
             place_state, rng, ..
         } = &mut *st;
-        let decision = place(&view, &req, self.policy, place_state, &self.policy_cfg, rng);
+        let decision = place(&view, req, policy, place_state, &self.policy_cfg, rng);
         let placement = match &decision {
             Decision::Assign { node, .. } => {
                 if apply(&mut view, &decision).is_ok() {
@@ -389,15 +445,26 @@ impl Cluster {
             &mut st,
             DecisionRecord {
                 at_ms: now_ms(),
-                kind: "playback",
-                camera: camera.to_string(),
-                time_ms,
+                kind,
+                camera: req.camera.clone(),
+                time_ms: req.time_ms,
                 node,
-                redirected: matches!(placement, Placement::Redirect { .. }),
-                reason,
+                redirected: redirects && matches!(placement, Placement::Redirect { .. }),
+                reason: reason.clone(),
             },
         );
-        placement
+        (placement, reason)
+    }
+
+    /// The alive node (this one included) whose report lists `camera` as live.
+    fn live_holder_any(&self, camera: &str) -> Option<(String, String)> {
+        let st = self.state();
+        st.members
+            .iter()
+            .filter(|m| m.alive)
+            .filter_map(|m| Some((m, m.report.as_ref()?)))
+            .find(|(_, r)| r.live.iter().any(|c| c == camera))
+            .map(|(m, r)| (m.id.clone(), r.rtsp.clone()))
     }
 
     /// A live camera held (live) by another alive node: where to redirect a live DESCRIBE.

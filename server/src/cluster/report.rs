@@ -19,6 +19,9 @@ const MAX_RANGES_PER_CAMERA: usize = 16;
 const MAX_CACHED_CAMERAS: usize = 256;
 /// Gaps shorter than this merge into one resident range.
 const CACHE_GAP_MS: i64 = 1500;
+/// Sessions listed in the report (the busiest first): with ~110 bytes of JSON each, at most
+/// ~5.5 KB of the report's datagram budget; `sessions` still counts them all.
+pub const MAX_SESSIONS_LISTED: usize = 50;
 /// Bitrate assumed for a session that has not measured one yet.
 pub const DEFAULT_VBR_BPS: f64 = 2e6;
 
@@ -36,6 +39,9 @@ pub struct Report {
     pub indicators: Indicators,
     pub sessions: u32,
     pub max_sessions: u32,
+    /// The node's sessions, capped at [`MAX_SESSIONS_LISTED`] (for `/api/cluster/sessions`).
+    #[serde(default)]
+    pub session_list: Vec<SessionBrief>,
     pub streams: Vec<Stream>,
     #[serde(default)]
     pub cached: BTreeMap<String, Vec<(i64, i64)>>,
@@ -45,6 +51,36 @@ pub struct Report {
     /// The §C.5 period the node reports on (s).
     pub period_s: u32,
     pub at_ms: i64,
+}
+
+/// One session as the report lists it: compact, no counters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionBrief {
+    pub id: String,
+    pub path: String,
+    /// play, playback or record.
+    pub kind: String,
+    pub client: String,
+    /// Current sending (or, for a publisher, receiving) rate.
+    pub kbps: u64,
+}
+
+/// The node's sessions for the report: busiest first, then by id; at most `cap`.
+pub fn session_list(node: &Node, cap: usize) -> Vec<SessionBrief> {
+    let mut v: Vec<SessionBrief> = node
+        .sessions()
+        .iter()
+        .map(|s| SessionBrief {
+            id: s.id.clone(),
+            path: s.path.clone(),
+            kind: format!("{:?}", s.kind).to_lowercase(),
+            client: s.client.to_string(),
+            kbps: super::session_rate(s) / 1000,
+        })
+        .collect();
+    v.sort_by(|a, b| b.kbps.cmp(&a.kbps).then_with(|| a.id.cmp(&b.id)));
+    v.truncate(cap);
+    v
 }
 
 impl Report {
@@ -249,6 +285,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         },
         sessions,
         max_sessions,
+        session_list: session_list(node, MAX_SESSIONS_LISTED),
         streams,
         cached,
         cache_bytes,

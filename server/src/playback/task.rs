@@ -130,9 +130,16 @@ pub async fn run(
             let t0 = *first_time.get_or_insert(f.time_ms);
             let due = started
                 + Duration::from_secs_f64((f.time_ms - t0).max(0) as f64 / 1000.0 / params.scale);
-            tokio::select! {
-                _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
-                _ = tokio::time::sleep_until(due.into()) => {}
+            // A frame already due (the first one, or a late one) goes out at once: a tokio
+            // sleep rounds up to the timer's next 1 ms tick, which would be most of the
+            // first-frame latency of a PLAY whose segment is cached.
+            if due > Instant::now() {
+                tokio::select! {
+                    _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
+                    _ = tokio::time::sleep_until(due.into()) => {}
+                }
+            } else if cancel.is_cancelled() {
+                return stopped(tracks, Some(cursor));
             }
             let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
             let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
