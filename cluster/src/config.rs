@@ -84,6 +84,10 @@ pub struct GatewayConfig {
     pub ps_max: f64,
     /// §B.5 M: how many most-recently-finished idle cameras are considered.
     pub recent_m: usize,
+    /// §B.2 eq. 2 f_m: memory transfer rate (transfers/s). Default DDR4-2400.
+    pub mem_transfer_rate: f64,
+    /// §B.2 eq. 2 M_bs: memory bus width (bits).
+    pub mem_bus_bits: f64,
 }
 
 impl Default for GatewayConfig {
@@ -99,6 +103,8 @@ impl Default for GatewayConfig {
             ts_max_ms: 1_000_000,
             ps_max: 0.4,
             recent_m: 5,
+            mem_transfer_rate: 2.4e9,
+            mem_bus_bits: 64.0,
         }
     }
 }

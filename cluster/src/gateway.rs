@@ -222,3 +222,144 @@ pub fn cameras_to_sleep(cams: &[CameraUsage], now_ms: i64, cfg: &GatewayConfig) 
         .map(|c| c.camera.clone())
         .collect()
 }
+
+/// A live node as the camera binder sees it (§B.2 inputs from its report).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GatewayNode {
+    pub node: NodeId,
+    /// R_cpu of the last sampling period (0–1).
+    pub r_cpu: f64,
+    /// X_l of the streams it serves (bytes/s).
+    pub stream_bytes_per_s: Vec<f64>,
+}
+
+/// One camera binding made by [`bind_cameras`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Binding {
+    pub camera: CameraId,
+    pub node: NodeId,
+    /// Bound before, to a node that is no longer live.
+    pub previous: Option<NodeId>,
+    pub reason: String,
+}
+
+/// Binds every camera of `cameras` to a live node: a camera whose bound node is among `live`
+/// keeps it; the others (unbound, or bound to a node that died) are placed by the §B.4
+/// roulette over the §B.2 gateway loads GL_k (R_cpu and the streams' X_l from the node's
+/// report; GA_k see below), updated after every binding of the round so a burst spreads. Overloaded (GL > Load_ove) nodes are excluded.
+/// Returns the new binding map and the changes made; with no live node with spare capacity
+/// a camera stays unbound (left out of the map).
+pub fn bind_cameras(
+    cameras: &[CameraId],
+    current: &std::collections::BTreeMap<CameraId, NodeId>,
+    live: &[GatewayNode],
+    cfg: &GatewayConfig,
+    rng: &mut impl Rng,
+) -> (std::collections::BTreeMap<CameraId, NodeId>, Vec<Binding>) {
+    let mut map = std::collections::BTreeMap::new();
+    let mut bound: Vec<u32> = vec![0; live.len()];
+    for cam in cameras {
+        if let Some(n) = current.get(cam) {
+            if let Some(i) = live.iter().position(|l| &l.node == n) {
+                map.insert(cam.clone(), n.clone());
+                bound[i] += 1;
+            }
+        }
+    }
+    let total_bound = |b: &[u32]| b.iter().sum::<u32>();
+    let mut changes = Vec::new();
+    for cam in cameras {
+        if map.contains_key(cam) {
+            continue;
+        }
+        let nt = total_bound(&bound).max(1);
+        let loads: Vec<GatewayLoad> = live
+            .iter()
+            .zip(&bound)
+            .map(|(l, &b)| {
+                // GA_k: eq. 3 (NA_k/NT_k) is 1 for every node whose bound cameras are all
+                // awake, which the binder cannot tell apart (it does not see sleep), so the
+                // node's share of the cluster's bound cameras stands in for it (a choice).
+                let ga = awake_share(b, nt);
+                let membw = r_membw(
+                    &l.stream_bytes_per_s,
+                    cfg.mem_transfer_rate,
+                    cfg.mem_bus_bits,
+                );
+                let gl = gateway_load(l.r_cpu, membw, ga, cfg);
+                GatewayLoad {
+                    node: l.node.clone(),
+                    gl,
+                    overloaded: zone(gl, cfg) == Zone::Overload,
+                }
+            })
+            .collect();
+        let Some(dest) = roulette(&loads, rng) else {
+            continue;
+        };
+        let i = live.iter().position(|l| l.node == dest.node).unwrap_or(0);
+        bound[i] += 1;
+        map.insert(cam.clone(), dest.node.clone());
+        let previous = current.get(cam).cloned();
+        changes.push(Binding {
+            camera: cam.clone(),
+            node: dest.node.clone(),
+            reason: match &previous {
+                Some(p) => format!("{p} is not live: re-bound by roulette, GL {:.3}", dest.gl),
+                None => format!("bound by roulette, GL {:.3}", dest.gl),
+            },
+            previous,
+        });
+    }
+    (map, changes)
+}
+
+#[cfg(test)]
+mod bind_tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn n(id: &str, cpu: f64) -> GatewayNode {
+        GatewayNode {
+            node: id.into(),
+            r_cpu: cpu,
+            stream_bytes_per_s: vec![],
+        }
+    }
+
+    #[test]
+    fn keeps_live_bindings_and_rebinds_dead_ones() {
+        let cfg = GatewayConfig::default();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let cams: Vec<CameraId> = vec!["a".into(), "b".into(), "c".into()];
+        let live = vec![n("n1", 0.1), n("n2", 0.1)];
+        let (m, ch) = bind_cameras(&cams, &Default::default(), &live, &cfg, &mut rng);
+        assert_eq!(m.len(), 3);
+        assert_eq!(ch.len(), 3);
+        // n2 dies: its cameras move to n1, n1's stay put.
+        let (m2, ch2) = bind_cameras(&cams, &m, &live[..1], &cfg, &mut rng);
+        assert!(m2.values().all(|v| v == "n1"));
+        assert_eq!(ch2.len(), m.values().filter(|v| *v == "n2").count());
+        assert!(ch2.iter().all(|b| b.previous.as_deref() == Some("n2")));
+        // Nothing live: nothing bound.
+        let (m3, _) = bind_cameras(&cams, &m, &[], &cfg, &mut rng);
+        assert!(m3.is_empty());
+    }
+
+    #[test]
+    fn overloaded_nodes_get_nothing_and_seed_reproduces() {
+        let cfg = GatewayConfig::default();
+        let cams: Vec<CameraId> = (0..20).map(|i| format!("c{i}")).collect();
+        // busy: R_cpu 1 and the whole memory bandwidth in streams → GL 0.9 > Load_ove.
+        let mut busy = n("busy", 1.0);
+        busy.stream_bytes_per_s = vec![2.4e9 * 64.0 / 8.0];
+        let live = vec![busy, n("idle", 0.0), n("mid", 0.3)];
+        let run = |seed| {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            bind_cameras(&cams, &Default::default(), &live, &cfg, &mut rng).0
+        };
+        let m = run(3);
+        assert!(m.values().all(|v| v != "busy"));
+        assert_eq!(m, run(3));
+    }
+}

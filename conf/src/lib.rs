@@ -169,6 +169,10 @@ pub struct StorageConfig {
     pub retention_max_age_hours: f64,
     /// Delete the oldest recordings while the root holds more than this (0 = no limit).
     pub retention_max_bytes: u64,
+    /// Per-camera write lease lifetime on the shared root (renewed every third of it). A
+    /// node that dies keeps its cameras' leases this long, so another node's recording of a
+    /// re-bound camera starts at most this late (cluster).
+    pub lease_ttl_secs: f64,
 }
 
 impl Default for StorageConfig {
@@ -179,6 +183,7 @@ impl Default for StorageConfig {
             segment_secs: 4.0,
             retention_max_age_hours: 0.0,
             retention_max_bytes: 0,
+            lease_ttl_secs: 15.0,
         }
     }
 }
@@ -390,6 +395,11 @@ impl Config {
         if !(self.storage.segment_secs >= 0.5 && self.storage.segment_secs <= 60.0) {
             return Err(ConfigError::Invalid(
                 "storage.segment_secs must be between 0.5 and 60".into(),
+            ));
+        }
+        if !(self.storage.lease_ttl_secs >= 1.0 && self.storage.lease_ttl_secs <= 3600.0) {
+            return Err(ConfigError::Invalid(
+                "storage.lease_ttl_secs must be between 1 and 3600".into(),
             ));
         }
         if self.live.ring_packets < 64 {

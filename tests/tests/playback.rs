@@ -916,8 +916,15 @@ fn two_nodes_share_one_root() {
     let root = tempfile::tempdir().unwrap();
     let a = NodeBuilder::new().extra(&storage(root.path(), 1.0)).start();
     let b = NodeBuilder::new().extra(&storage(root.path(), 1.0)).start();
-    let _publisher =
-        vigil_tests::ffmpeg_publish(&fixture("h264_aac.mp4"), &a.url("live/shared"), true);
+    // Looped, so A is still recording when B has played.
+    let _publisher = spawn_background(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-nostdin", "-v", "error", "-re"])
+            .args(["-stream_loop", "-1", "-i"])
+            .arg(fixture("h264_aac.mp4"))
+            .args(["-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp"])
+            .arg(a.url("live/shared")),
+    );
     // B sees A's segments through the shared root.
     let first_ms = poll_until(Duration::from_secs(30), "B to list 3 segments", || {
         let v = recordings(&b, "shared")?;

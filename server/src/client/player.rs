@@ -758,3 +758,57 @@ fn check_answer(r: &vigil_proto::rtsp::Response) -> Result<(), ClientError> {
         reason: r.reason.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vigil_proto::rtsp::StatusCode;
+
+    #[test]
+    fn play_request_headers() {
+        let req = PlayRequest::new()
+            .npt(5.0)
+            .scale(2.0)
+            .apply(Request::new(Method::Play, "rtsp://h/p"));
+        assert_eq!(req.headers.get("Range"), Some("npt=5.000-"));
+        assert_eq!(req.headers.get("Scale"), Some("2"));
+        assert_eq!(req.headers.get("Speed"), None);
+        // 2026-11-30T08:00:00.5Z
+        let req = PlayRequest::new()
+            .clock(1_796_025_600_500)
+            .speed(0.5)
+            .apply(Request::new(Method::Play, "rtsp://h/p"));
+        assert_eq!(req.headers.get("Range"), Some("clock=20261130T080000.5Z-"));
+        assert_eq!(req.headers.get("Speed"), Some("0.5"));
+        let resume = PlayRequest::new().apply(Request::new(Method::Play, "rtsp://h/p"));
+        assert!(
+            resume.headers.get("Range").is_none(),
+            "a resume has no Range"
+        );
+    }
+
+    #[test]
+    fn play_answer_is_parsed() {
+        let sent = Instant::now();
+        let resp = Response::new(StatusCode::OK)
+            .header("Range", "npt=4.960-20.007")
+            .header("Scale", "2")
+            .header(
+                "RTP-Info",
+                "url=rtsp://h/playback/c/trackID=0?start=x;seq=7;rtptime=99,url=rtsp://h/playback/c/trackID=1?start=x;seq=3;rtptime=5",
+            );
+        let a = PlayAnswer::from_response(&resp, sent).unwrap();
+        assert_eq!((a.npt_start(), a.npt_end()), (Some(4.96), Some(20.007)));
+        assert_eq!((a.scale, a.speed), (Some(2.0), None));
+        assert_eq!(a.rtp_info.len(), 2);
+        assert_eq!(
+            (a.rtp_info[1].seq, a.rtp_info[1].rtptime),
+            (Some(3), Some(5))
+        );
+        let refused = Response::new(StatusCode::HEADER_FIELD_NOT_VALID);
+        assert!(matches!(
+            PlayAnswer::from_response(&refused, sent),
+            Err(ClientError::Status { status: 456, .. })
+        ));
+    }
+}

@@ -41,6 +41,8 @@ pub const PLACED_MARKER: &str = "vigil_placed";
 
 const KEY_REPORT: &str = "report";
 const KEY_TERM: &str = "term";
+/// The scheduler's pull-camera bindings ([`CameraBindings`], JSON).
+const KEY_BINDINGS: &str = "bindings";
 const DECISIONS_KEPT: usize = 50;
 
 pub fn now_ms() -> i64 {
@@ -83,6 +85,16 @@ pub struct IngestTarget {
     pub reason: String,
 }
 
+/// Which node pulls each pull camera (§B, issue 4 §6): made by the scheduler, published in
+/// its gossip state with its term; every node follows the bindings of the highest term.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct CameraBindings {
+    pub term: u64,
+    pub scheduler: String,
+    /// camera → node.
+    pub cameras: BTreeMap<String, String>,
+}
+
 /// Where a DESCRIBE is served.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Placement {
@@ -105,6 +117,8 @@ struct State {
     place_state: PlaceState,
     rng: rand::rngs::StdRng,
     decisions: VecDeque<DecisionRecord>,
+    /// The bindings this node follows (the highest term seen).
+    bindings: CameraBindings,
 }
 
 pub struct Cluster {
@@ -117,6 +131,8 @@ pub struct Cluster {
     pub grace_ms: i64,
     pub started_ms: i64,
     pub policy_cfg: ClusterConfig,
+    /// The configured pull cameras (the same list on every node): bound by the scheduler.
+    pub pull_cameras: Vec<String>,
     pub stats: Arc<GossipStats>,
     handle: ChitchatHandle,
     state: Mutex<State>,
@@ -184,6 +200,12 @@ impl Cluster {
             grace_ms: c.election_grace_ms as i64,
             started_ms,
             policy_cfg,
+            pull_cameras: node
+                .paths()
+                .iter()
+                .filter(|p| p.configured && matches!(p.source, vigil_conf::Source::Pull { .. }))
+                .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
+                .collect(),
             stats,
             handle,
             state: Mutex::new(State {
@@ -194,6 +216,7 @@ impl Cluster {
                 place_state: PlaceState::default(),
                 rng: rand::rngs::StdRng::from_entropy(),
                 decisions: VecDeque::new(),
+                bindings: CameraBindings::default(),
             }),
             changed: Notify::new(),
         });
@@ -227,7 +250,7 @@ impl Cluster {
 
     /// Reads the membership view, re-elects, and rebuilds the placement view.
     async fn refresh(&self) {
-        let members = {
+        let (members, seen_bindings) = {
             let chitchat = self.handle.chitchat();
             let cc = chitchat.lock().await;
             let live: std::collections::HashSet<&ChitchatId> = cc.live_nodes().collect();
@@ -239,7 +262,17 @@ impl Cluster {
                     *e = id;
                 }
             }
-            newest
+            // The bindings of the highest term any node published (ties: lowest scheduler id).
+            let seen_bindings = newest
+                .values()
+                .filter_map(|id| cc.node_state(id)?.get(KEY_BINDINGS))
+                .filter_map(|v| serde_json::from_str::<CameraBindings>(v).ok())
+                .max_by(|a, b| {
+                    a.term
+                        .cmp(&b.term)
+                        .then_with(|| b.scheduler.cmp(&a.scheduler))
+                });
+            let members = newest
                 .values()
                 .map(|id| {
                     let st = cc.node_state(id);
@@ -256,7 +289,8 @@ impl Cluster {
                         report: report_v.and_then(|v| serde_json::from_str(&v.value).ok()),
                     }
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (members, seen_bindings)
         };
         let candidates: Vec<Candidate> = members
             .iter()
@@ -303,13 +337,105 @@ impl Cluster {
             }
             st.views = views;
             st.members = members;
-            new_term
+            if let Some(b) = seen_bindings {
+                if b.term > st.bindings.term
+                    || (b.term == st.bindings.term && b.scheduler <= st.bindings.scheduler)
+                {
+                    st.bindings = b;
+                }
+            }
+            let publish = self.bind_cameras(&mut st);
+            (new_term, publish)
         };
-        if let Some(t) = new_term {
+        let (new_term, publish) = new_term;
+        if new_term.is_some() || publish.is_some() {
             let chitchat = self.handle.chitchat();
             let mut cc = chitchat.lock().await;
-            cc.self_node_state().set(KEY_TERM, t.to_string());
+            if let Some(t) = new_term {
+                cc.self_node_state().set(KEY_TERM, t.to_string());
+            }
+            if let Some(b) = publish {
+                cc.self_node_state()
+                    .set(KEY_BINDINGS, serde_json::to_string(&b).unwrap_or_default());
+            }
         }
+    }
+
+    /// The scheduler's part of §B: keeps every pull camera bound to a live node, re-binding
+    /// at once the cameras of a node that died (§B.2 load, §B.4 roulette). Returns the
+    /// bindings to publish when they changed (or the term did).
+    fn bind_cameras(&self, st: &mut State) -> Option<CameraBindings> {
+        if st.scheduler.as_deref() != Some(self.self_id.as_str()) || self.pull_cameras.is_empty() {
+            return None;
+        }
+        let live: Vec<vigil_cluster::gateway::GatewayNode> = st
+            .members
+            .iter()
+            .filter(|m| m.alive)
+            .filter_map(|m| {
+                let r = m.report.as_ref()?;
+                Some(vigil_cluster::gateway::GatewayNode {
+                    node: m.id.clone(),
+                    r_cpu: r.cpu,
+                    stream_bytes_per_s: r.streams.iter().map(|s| s.vbr_bps / 8.0).collect(),
+                })
+            })
+            .collect();
+        let State { rng, bindings, .. } = &mut *st;
+        let (map, changes) = vigil_cluster::gateway::bind_cameras(
+            &self.pull_cameras,
+            &bindings.cameras,
+            &live,
+            &self.policy_cfg.gateway,
+            rng,
+        );
+        let next = CameraBindings {
+            term: st.term,
+            scheduler: self.self_id.clone(),
+            cameras: map,
+        };
+        if next == st.bindings {
+            return None;
+        }
+        for c in changes {
+            info!(camera = %c.camera, node = %c.node, previous = ?c.previous, "camera bound");
+            record(
+                st,
+                DecisionRecord {
+                    at_ms: now_ms(),
+                    kind: "bind",
+                    camera: c.camera,
+                    time_ms: now_ms(),
+                    node: Some(c.node),
+                    redirected: false,
+                    reason: c.reason,
+                },
+            );
+        }
+        st.bindings = next.clone();
+        Some(next)
+    }
+
+    /// Whether the scheduler bound this pull camera to this node.
+    pub fn holds(&self, camera: &str) -> bool {
+        self.state().bindings.cameras.get(camera) == Some(&self.self_id)
+    }
+
+    /// The bindings this node follows.
+    pub fn bindings(&self) -> CameraBindings {
+        self.state().bindings.clone()
+    }
+
+    /// Another alive node the pull camera is bound to, and its RTSP base: where a live
+    /// DESCRIBE goes even before that node has the camera live (on-demand).
+    pub fn bound_holder(&self, camera: &str) -> Option<(String, String)> {
+        let st = self.state();
+        let id = st.bindings.cameras.get(camera)?;
+        if *id == self.self_id {
+            return None;
+        }
+        let m = st.members.iter().find(|m| &m.id == id && m.alive)?;
+        Some((id.clone(), m.report.as_ref()?.rtsp.clone()))
     }
 
     pub fn members(&self) -> Vec<Member> {
@@ -508,10 +634,35 @@ async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
     loop {
         tokio::select! {
             _ = node.shutdown.cancelled() => break,
-            _ = tick.tick() => cluster.refresh().await,
+            _ = tick.tick() => {
+                cluster.refresh().await;
+                follow_bindings(&node, &cluster);
+            }
         }
     }
     let _ = cluster.handle.initiate_shutdown();
+}
+
+/// Every node follows the bindings it sees: the bound node runs the pull of an always-on
+/// camera (an on-demand one starts on DESCRIBE), the others stop theirs. A camera with no
+/// binding yet is pulled by nobody.
+fn follow_bindings(node: &Arc<Node>, cluster: &Cluster) {
+    let bindings = cluster.bindings();
+    for path in node.paths() {
+        if !path.configured || !matches!(path.source, vigil_conf::Source::Pull { .. }) {
+            continue;
+        }
+        let Some(camera) = path.name.strip_prefix("live/") else {
+            continue;
+        };
+        if bindings.cameras.get(camera) == Some(&cluster.self_id) {
+            if !path.on_demand {
+                crate::ingest::pull::ensure_running(node, &path);
+            }
+        } else {
+            crate::ingest::pull::stop(&path);
+        }
+    }
 }
 
 /// Adds the placement marker to a URL's query.

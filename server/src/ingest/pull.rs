@@ -27,6 +27,13 @@ pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
     let Source::Pull { url } = &path.source else {
         return;
     };
+    // Cluster: only the node the scheduler bound the camera to pulls it.
+    if let Some(cluster) = node.cluster.get() {
+        let camera = path.name.strip_prefix("live/").unwrap_or(&path.name);
+        if !cluster.holds(camera) {
+            return;
+        }
+    }
     *path.last_demand.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
     if puller.is_some() {
@@ -43,6 +50,16 @@ pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
     let span = info_span!("pull", path = %path.name);
     node.tasks
         .spawn(run(node.clone(), path.clone(), url.clone(), transport, cancel).instrument(span));
+}
+
+/// Stop the pull task of a path if one runs (cluster: the camera is bound elsewhere); its
+/// stream ends, so readers and the recorder see it go.
+pub fn stop(path: &PathEntry) {
+    let cancel = path.puller.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(cancel) = cancel {
+        info!(path = %path.name, "pull stopped: the camera is bound to another node");
+        cancel.cancel();
+    }
 }
 
 enum Ended {
@@ -161,7 +178,10 @@ async fn pull_once(
     let mut last_packet = Instant::now();
     loop {
         tokio::select! {
-            _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+            _ = cancel.cancelled() => {
+                producer.finish();
+                return Ok(Ended::Cancelled);
+            }
             _ = idle_check.tick() => {
                 if path.on_demand {
                     let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());

@@ -181,7 +181,10 @@ impl Conn {
         if self.node.path(&path).is_some_and(|p| p.stream.is_live()) {
             return None;
         }
-        let (node, base) = cluster.live_holder(camera)?;
+        // The node holding it live, else (a pull camera) the node the scheduler bound it to.
+        let (node, base) = cluster
+            .live_holder(camera)
+            .or_else(|| cluster.bound_holder(camera))?;
         let location = crate::cluster::redirect_url(&base, &req.uri);
         info!(camera, node = %node, %location, "live DESCRIBE redirected");
         Some(Response::new(StatusCode::FOUND).header("Location", location))
