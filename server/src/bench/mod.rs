@@ -73,16 +73,21 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
     }
 }
 
+/// The load generators' runtime. Every simulated client holds a socket (a viewer over UDP
+/// three), so the fd limit is raised first.
+fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    crate::serve::raise_fd_limit();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
 fn live(args: LiveArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.readers > 0, "--readers must be at least 1");
     anyhow::ensure!(args.duration > 0, "--duration must be at least 1 second");
-    // Every viewer holds a socket (three with UDP).
-    crate::serve::raise_fd_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads.max(1))
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = runtime(args.threads)?;
     let report = runtime.block_on(run_live(&args))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.to_json())?);

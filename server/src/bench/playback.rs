@@ -61,12 +61,7 @@ pub struct PlaybackArgs {
 pub fn run(args: PlaybackArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.requests > 0, "--requests must be at least 1");
     anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
-    crate::serve::raise_fd_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads.max(1))
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::runtime(args.threads)?;
     let report = match args.hold {
         None => runtime.block_on(latency(&args))?,
         Some(secs) => runtime.block_on(hold(&args, secs))?,

@@ -60,12 +60,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let clip = Clip::from_annexb(&data, args.fps)
         .context("the file is not H.264 Annex B with SPS and PPS")?;
-    crate::serve::raise_fd_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads.max(1))
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::runtime(args.threads)?;
     let report = runtime.block_on(record(&args, Arc::new(clip)))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -5,4 +5,5 @@ pub mod conn;
 pub mod handler;
 pub mod playback_methods;
 pub mod session;
+pub mod setup;
 pub mod udp_session;
