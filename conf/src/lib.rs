@@ -257,6 +257,16 @@ pub struct ClusterConf {
     /// tests (`load_max = 0` makes every node overloaded for the placements this node
     /// decides).
     pub load_max: Option<f64>,
+    /// The cluster CA certificate (PEM, `vigil cluster ca`), this node's certificate chain
+    /// and key (`vigil cluster cert`): node-to-node calls over QUIC with mutual TLS. All
+    /// three or none; without them the node decides placements from its own gossip view.
+    pub ca_cert: Option<std::path::PathBuf>,
+    pub node_cert: Option<std::path::PathBuf>,
+    pub node_key: Option<std::path::PathBuf>,
+    /// UDP address of the QUIC endpoint; default: the gossip address with port + 1.
+    pub rpc_listen: Option<SocketAddr>,
+    /// How long a node waits for the scheduler's placement before deciding itself.
+    pub rpc_timeout_ms: u64,
 }
 
 impl Default for ClusterConf {
@@ -274,11 +284,25 @@ impl Default for ClusterConf {
             gossip_interval_ms: 200,
             phi_threshold: 8.0,
             load_max: None,
+            ca_cert: None,
+            node_cert: None,
+            node_key: None,
+            rpc_listen: None,
+            rpc_timeout_ms: 300,
         }
     }
 }
 
 impl ClusterConf {
+    /// The QUIC endpoint's address: `rpc_listen`, else the gossip port's neighbour.
+    pub fn rpc_addr(&self) -> SocketAddr {
+        self.rpc_listen.unwrap_or_else(|| {
+            let mut a = self.gossip_listen;
+            a.set_port(a.port().wrapping_add(1));
+            a
+        })
+    }
+
     /// The RTSP URL base other nodes send viewers to.
     pub fn rtsp_url_base(&self, rtsp_listen: SocketAddr) -> String {
         match &self.rtsp_url {
@@ -445,6 +469,17 @@ impl Config {
                     "cluster.phi_threshold must be at least 1".into(),
                 ));
             }
+            let tls = [&c.ca_cert, &c.node_cert, &c.node_key];
+            if tls.iter().any(|p| p.is_some()) && !tls.iter().all(|p| p.is_some()) {
+                return Err(ConfigError::Invalid(
+                    "cluster.ca_cert, cluster.node_cert and cluster.node_key go together".into(),
+                ));
+            }
+            if !(10..=60_000).contains(&c.rpc_timeout_ms) {
+                return Err(ConfigError::Invalid(
+                    "cluster.rpc_timeout_ms must be between 10 and 60000".into(),
+                ));
+            }
             if let Some(m) = c.load_max {
                 if !(0.0..=100.0).contains(&m) {
                     return Err(ConfigError::Invalid(
@@ -553,6 +588,17 @@ mod tests {
         );
         let e = Config::from_toml(&format!("{ok}policy = \"fastest\"")).unwrap_err();
         assert!(e.to_string().contains("fastest"), "{e}");
+        // QUIC: the three certificate paths go together; the endpoint defaults to the gossip
+        // port's neighbour and the call to 300 ms.
+        assert_eq!(c.cluster.rpc_timeout_ms, 300);
+        assert_eq!(c.cluster.rpc_addr(), "0.0.0.0:7947".parse().unwrap());
+        let e = Config::from_toml(&format!("{ok}ca_cert = \"ca.pem\"")).unwrap_err();
+        assert!(e.to_string().contains("go together"), "{e}");
+        let tls = format!(
+            "{ok}ca_cert = \"ca.pem\"\nnode_cert = \"n.pem\"\nnode_key = \"n.key\"\nrpc_listen = \"127.0.0.1:9000\""
+        );
+        let c = Config::from_toml(&tls).unwrap();
+        assert_eq!(c.cluster.rpc_addr(), "127.0.0.1:9000".parse().unwrap());
         assert_eq!(c.cluster.load_max, None);
         let c = Config::from_toml(&format!("{ok}load_max = 0")).unwrap();
         assert_eq!(c.cluster.load_max, Some(0.0));

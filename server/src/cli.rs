@@ -1,4 +1,4 @@
-//! The `vigil` command line: `serve`, `ctl`, `bench`.
+//! The `vigil` command line: `serve`, `ctl`, `bench`, `cluster`.
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -33,11 +33,115 @@ pub enum Command {
         #[command(subcommand)]
         what: crate::ctl::What,
     },
+    /// The cluster CA and node certificates for node-to-node calls (QUIC, mutual TLS).
+    Cluster {
+        #[command(subcommand)]
+        what: ClusterCmd,
+    },
     /// Load generators: measure what a node delivers to many viewers and what it costs.
     Bench {
         #[command(subcommand)]
         what: crate::bench::Bench,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCmd {
+    /// Make a cluster CA: writes OUT/ca.pem and OUT/ca.key.
+    Ca {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Issue a node certificate signed by the CA in --ca (SAN = the node id as a DNS name):
+    /// writes OUT/NODE.pem (certificate and CA) and OUT/NODE.key.
+    Cert {
+        #[arg(long)]
+        ca: PathBuf,
+        #[arg(long)]
+        node: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Ask a node to place a playback request over QUIC (a check of the certificates):
+    /// prints the decision as JSON.
+    Place {
+        /// The node's QUIC endpoint.
+        #[arg(long)]
+        addr: std::net::SocketAddr,
+        /// The node's id (the name its certificate carries).
+        #[arg(long)]
+        node: String,
+        /// The CA certificate that the node's certificate must chain to.
+        #[arg(long)]
+        ca_cert: PathBuf,
+        /// This client's certificate and key (none: connect without a client certificate).
+        #[arg(long, requires = "key")]
+        cert: Option<PathBuf>,
+        #[arg(long, requires = "cert")]
+        key: Option<PathBuf>,
+        #[arg(long)]
+        camera: String,
+        /// Playback position (Unix ms; default now).
+        #[arg(long)]
+        time_ms: Option<i64>,
+        #[arg(long, default_value_t = 2000)]
+        timeout_ms: u64,
+    },
+}
+
+fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
+    use crate::cluster::rpc;
+    match what {
+        ClusterCmd::Ca { out } => rpc::make_ca(&out),
+        ClusterCmd::Cert { ca, node, out } => rpc::make_node_cert(&ca, &node, &out),
+        ClusterCmd::Place {
+            addr,
+            node,
+            ca_cert,
+            cert,
+            key,
+            camera,
+            time_ms,
+            timeout_ms,
+        } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let identity = cert.as_deref().zip(key.as_deref());
+                let config = rpc::client_config(&ca_cert, identity)?;
+                let bind: std::net::SocketAddr = if addr.is_ipv4() {
+                    "0.0.0.0:0".parse()?
+                } else {
+                    "[::]:0".parse()?
+                };
+                let endpoint = quinn::Endpoint::client(bind)?;
+                let req = rpc::RpcRequest::Place {
+                    request: rpc::PlaceRequest {
+                        from: "vigil-cli".into(),
+                        camera,
+                        time_ms: time_ms.unwrap_or_else(crate::cluster::now_ms),
+                        vbr_bps: crate::cluster::report::DEFAULT_VBR_BPS,
+                    },
+                };
+                let resp =
+                    tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), async {
+                        let conn = rpc::connect(&endpoint, Some(config), addr, &node).await?;
+                        rpc::call(&conn, &req).await
+                    })
+                    .await
+                    .map_err(|_| anyhow::anyhow!("no answer within {timeout_ms} ms"))??;
+                endpoint.close(0u32.into(), b"done");
+                match resp {
+                    rpc::RpcResponse::Decision(d) => {
+                        println!("{}", serde_json::to_string(&d)?);
+                        Ok(())
+                    }
+                    rpc::RpcResponse::Error(e) => Err(anyhow::anyhow!("{node}: {e}")),
+                }
+            })
+        }
+    }
 }
 
 pub fn main() -> ExitCode {
@@ -46,6 +150,7 @@ pub fn main() -> ExitCode {
         Command::Serve { config } => crate::serve::run(config),
         Command::Ctl { api, json, what } => crate::ctl::run(&api, json, what),
         Command::Bench { what } => crate::bench::run(what),
+        Command::Cluster { what } => cluster(what),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -172,7 +172,9 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                 v.self_id,
                 v.decided_by
             );
-            table.set_header(["AT", "KIND", "CAMERA", "TIME", "NODE", "REDIRECT", "REASON"]);
+            table.set_header([
+                "AT", "KIND", "CAMERA", "TIME", "NODE", "REDIRECT", "VIA", "REASON",
+            ]);
             for d in v.decisions {
                 table.add_row([
                     d.at,
@@ -184,6 +186,11 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                         "302".into()
                     } else {
                         String::new()
+                    },
+                    match (&d.asked_by, &d.decided_by) {
+                        (Some(a), _) => format!("{} for {a}", d.via),
+                        (None, Some(b)) if d.via == "scheduler" => format!("scheduler {b}"),
+                        _ => d.via.clone(),
                     },
                     d.reason,
                 ]);

@@ -327,7 +327,11 @@ async fn cluster_scheduler(
         scheduler,
         term,
         policy: c.policy.name().to_string(),
-        decided_by: "local gossip view (fallback; QUIC call to the scheduler not built yet)".into(),
+        decided_by: if c.rpc_advertise.is_some() {
+            "the elected scheduler over QUIC (local gossip view on timeout or error)".into()
+        } else {
+            "local gossip view (no cluster certificates: QUIC off)".into()
+        },
         decisions: c
             .decisions()
             .into_iter()
@@ -339,6 +343,9 @@ async fn cluster_scheduler(
                 node: d.node,
                 redirected: d.redirected,
                 reason: d.reason,
+                via: d.via.to_string(),
+                decided_by: Some(d.decided_by),
+                asked_by: d.asked_by,
             })
             .collect(),
     }))

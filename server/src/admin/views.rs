@@ -137,6 +137,13 @@ pub struct DecisionView {
     pub node: Option<String>,
     pub redirected: bool,
     pub reason: String,
+    /// "scheduler", "local fallback" or "local".
+    #[serde(default)]
+    pub via: String,
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    #[serde(default)]
+    pub asked_by: Option<String>,
 }
 
 /// `GET /api/ingest/<camera>`: where a camera should push.

@@ -5,12 +5,15 @@
 //! (sessions, cache, live paths) and runs tokio tasks; `vigil-cluster` stays the pure policy
 //! layer (placement, election, load model) that this shell feeds snapshots to.
 //!
-//! Placement, first increment: the node that receives a DESCRIBE decides itself, with the
-//! configured policy over its own gossip view (the documented fallback of issue 4 §4). The
-//! QUIC call to the elected scheduler is the next step; the scheduler is already elected and
-//! shown, and every node applies its own decisions to its view at once (§A.4 step 5).
+//! Placement: a playback DESCRIBE on a node that is not the scheduler asks the elected
+//! scheduler over QUIC with mutual TLS ([`rpc`]); the scheduler decides with the configured
+//! policy and applies the decision to its view at once (§A.4 step 5), so bursts arriving on
+//! different nodes do not pile up. On timeout or error (or without cluster certificates) the
+//! node decides from its own gossip view with the same policy (issue 4 §4's fallback); each
+//! decision records the path taken.
 
 pub mod report;
+pub mod rpc;
 pub mod transport;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -74,6 +77,14 @@ pub struct DecisionRecord {
     pub node: Option<String>,
     pub redirected: bool,
     pub reason: String,
+    /// How it was decided: "scheduler" (by the elected scheduler, asked over QUIC or being
+    /// this node), "local fallback" (the call failed or timed out, or no scheduler is known)
+    /// or "local" (no cluster certificates: QUIC is off).
+    pub via: &'static str,
+    /// The node that decided.
+    pub decided_by: String,
+    /// The node that asked the scheduler (on the scheduler, for calls from other nodes).
+    pub asked_by: Option<String>,
 }
 
 /// Where a camera should push, as `GET /api/ingest/<camera>` answers it.
@@ -134,6 +145,10 @@ pub struct Cluster {
     /// The configured pull cameras (the same list on every node): bound by the scheduler.
     pub pull_cameras: Vec<String>,
     pub stats: Arc<GossipStats>,
+    /// The QUIC endpoint (None without cluster certificates) and its advertised address.
+    rpc: Option<rpc::Rpc>,
+    pub rpc_advertise: Option<SocketAddr>,
+    pub rpc_timeout: Duration,
     handle: ChitchatHandle,
     state: Mutex<State>,
     /// A significant change (a session started or ended): publish the report at once.
@@ -190,6 +205,26 @@ impl Cluster {
         )
         .await
         .with_context(|| format!("cannot start the gossip on {}", c.gossip_listen))?;
+        let rpc = match (&c.ca_cert, &c.node_cert, &c.node_key) {
+            (Some(ca), Some(cert), Some(key)) => {
+                let tls = rpc::Tls::load(ca, cert, key).context("cluster certificates")?;
+                Some(rpc::Rpc::bind(tls, c.rpc_addr())?)
+            }
+            _ => {
+                info!(
+                    "no cluster certificates (cluster.ca_cert, node_cert, node_key): \
+                     placements are decided locally from this node's gossip view"
+                );
+                None
+            }
+        };
+        let rpc_advertise = rpc.as_ref().map(|r| {
+            let mut a = r.local;
+            if a.ip().is_unspecified() {
+                a.set_ip(advertise.ip());
+            }
+            a
+        });
         let cluster = Arc::new(Cluster {
             self_id: config.node.id.clone(),
             rtsp_base,
@@ -207,6 +242,9 @@ impl Cluster {
                 .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
                 .collect(),
             stats,
+            rpc,
+            rpc_advertise,
+            rpc_timeout: Duration::from_millis(c.rpc_timeout_ms),
             handle,
             state: Mutex::new(State {
                 members: Vec::new(),
@@ -227,6 +265,16 @@ impl Cluster {
             rtsp = %cluster.rtsp_base,
             "cluster enabled"
         );
+        if let Some(r) = &cluster.rpc {
+            info!(rpc = %r.local, "cluster RPC (QUIC, mutual TLS) listening");
+            let weak = Arc::downgrade(&cluster);
+            let handler: rpc::Handler = Arc::new(move |req| match weak.upgrade() {
+                Some(c) => c.serve_rpc(req),
+                None => rpc::RpcResponse::Error("shutting down".into()),
+            });
+            node.tasks
+                .spawn(rpc::Rpc::serve(r.endpoint.clone(), handler));
+        }
         // Publish a first report before anyone asks.
         let first = report::build(node, &cluster, &mut report::Sampler::new(), 10);
         cluster.publish(&first).await;
@@ -409,6 +457,9 @@ impl Cluster {
                     node: Some(c.node),
                     redirected: false,
                     reason: c.reason,
+                    via: "scheduler",
+                    decided_by: self.self_id.clone(),
+                    asked_by: None,
                 },
             );
         }
@@ -481,15 +532,128 @@ impl Cluster {
 
     /// Places a playback request (§A.4 or the configured policy) over this node's view and
     /// applies the decision to the view at once (§A.4 step 5).
-    pub fn place_playback(&self, camera: &str, time_ms: i64, vbr_bps: f64) -> Placement {
+    ///
+    /// A node that is not the scheduler asks the scheduler first (QUIC, within
+    /// `rpc_timeout`); on timeout or error it decides itself ("local fallback").
+    pub async fn place_playback(&self, camera: &str, time_ms: i64, vbr_bps: f64) -> Placement {
         let req = Request {
             camera: camera.to_string(),
             time_ms,
             vbr_bps,
             kind: RequestKind::Playback,
         };
-        let (placement, _) = self.decide(&req, self.policy, "playback", true);
+        let via = match self.ask_scheduler(&req).await {
+            Ok(Some(p)) => return p,
+            Ok(None) if self.rpc.is_none() => "local",
+            Ok(None) => "scheduler",
+            Err(e) => {
+                tracing::warn!(error = %e, camera, "scheduler not reached: deciding locally");
+                "local fallback"
+            }
+        };
+        let (_, placement, _) = self.decide(&req, self.policy, "playback", true, None, via);
         placement
+    }
+
+    /// Asks the elected scheduler to place `req`. Ok(None): decide here (QUIC is off, or this
+    /// node is the scheduler); Err: the call failed or timed out.
+    async fn ask_scheduler(&self, req: &Request) -> anyhow::Result<Option<Placement>> {
+        let Some(rpc) = &self.rpc else {
+            return Ok(None);
+        };
+        let (sched, addr) = {
+            let st = self.state();
+            let Some(sched) = st.scheduler.clone() else {
+                anyhow::bail!("no scheduler elected");
+            };
+            if sched == self.self_id {
+                return Ok(None);
+            }
+            let addr = st
+                .members
+                .iter()
+                .find(|m| m.id == sched)
+                .and_then(|m| m.report.as_ref()?.rpc.as_ref()?.parse::<SocketAddr>().ok())
+                .with_context(|| format!("scheduler {sched} advertises no RPC endpoint"))?;
+            (sched, addr)
+        };
+        let call = rpc::RpcRequest::Place {
+            request: rpc::PlaceRequest {
+                from: self.self_id.clone(),
+                camera: req.camera.clone(),
+                time_ms: req.time_ms,
+                vbr_bps: req.vbr_bps,
+            },
+        };
+        let resp = tokio::time::timeout(self.rpc_timeout, rpc.call(&sched, addr, &call))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "scheduler {sched} did not answer within {:?}",
+                    self.rpc_timeout
+                )
+            })??;
+        let d = match resp {
+            rpc::RpcResponse::Decision(d) => d,
+            rpc::RpcResponse::Error(e) => anyhow::bail!("scheduler {sched}: {e}"),
+        };
+        let placement = match (&d.node, &d.base) {
+            (Some(n), _) if *n == self.self_id => Placement::Local,
+            (Some(n), Some(b)) => Placement::Redirect {
+                node: n.clone(),
+                base: b.clone(),
+            },
+            (Some(n), None) => anyhow::bail!("scheduler {sched} chose {n} without an RTSP URL"),
+            (None, _) => Placement::Reject(d.reason.clone()),
+        };
+        let mut st = self.state();
+        record(
+            &mut st,
+            DecisionRecord {
+                at_ms: now_ms(),
+                kind: "playback",
+                camera: req.camera.clone(),
+                time_ms: req.time_ms,
+                node: d.node.clone(),
+                redirected: matches!(placement, Placement::Redirect { .. }),
+                reason: d.reason,
+                via: "scheduler",
+                decided_by: d.scheduler,
+                asked_by: None,
+            },
+        );
+        Ok(Some(placement))
+    }
+
+    /// A call from another node.
+    fn serve_rpc(&self, req: rpc::RpcRequest) -> rpc::RpcResponse {
+        match req {
+            rpc::RpcRequest::Place { request } => {
+                let req = Request {
+                    camera: request.camera,
+                    time_ms: request.time_ms,
+                    vbr_bps: request.vbr_bps,
+                    kind: RequestKind::Playback,
+                };
+                let (node, _, reason) = self.decide(
+                    &req,
+                    self.policy,
+                    "playback",
+                    true,
+                    Some(&request.from),
+                    "scheduler",
+                );
+                let st = self.state();
+                let base = node.as_ref().and_then(|n| self.base_of(&st, n));
+                rpc::RpcResponse::Decision(rpc::WireDecision {
+                    node,
+                    base,
+                    reason,
+                    scheduler: self.self_id.clone(),
+                    term: st.term,
+                })
+            }
+        }
     }
 
     /// Where a camera should push (`GET /api/ingest/<camera>`, §C's EasyDarwin flow): the
@@ -509,26 +673,32 @@ impl Cluster {
             vbr_bps: report::DEFAULT_VBR_BPS,
             kind: RequestKind::Live,
         };
-        match self.decide(&req, Policy::KnnClass, "ingest", false) {
-            (Placement::Local, reason) => Ok(IngestTarget {
+        match self.decide(&req, Policy::KnnClass, "ingest", false, None, "local") {
+            (_, Placement::Local, reason) => Ok(IngestTarget {
                 node: self.self_id.clone(),
                 base: self.rtsp_base.clone(),
                 reason,
             }),
-            (Placement::Redirect { node, base }, reason) => Ok(IngestTarget { node, base, reason }),
-            (Placement::Reject(reason), _) => Err(reason),
+            (_, Placement::Redirect { node, base }, reason) => {
+                Ok(IngestTarget { node, base, reason })
+            }
+            (_, Placement::Reject(reason), _) => Err(reason),
         }
     }
 
     /// Runs `policy` for `req` over this node's view, applies an assignment to the view and
-    /// records the decision. `redirects`: whether a remote choice is answered with a 302.
+    /// records the decision. `redirects`: whether a remote choice is answered with a 302;
+    /// `asked_by`: the node that asked (None: this one); `via`: the path, as recorded.
+    /// Returns the chosen node, the placement as seen from this node, and the reason.
     fn decide(
         &self,
         req: &Request,
         policy: Policy,
         kind: &'static str,
         redirects: bool,
-    ) -> (Placement, String) {
+        asked_by: Option<&str>,
+        via: &'static str,
+    ) -> (Option<String>, Placement, String) {
         let mut st = self.state();
         let nodes: Vec<NodeView> = st.views.values().map(|(_, v)| v.clone()).collect();
         let mut view = ClusterView::new(nodes, self.policy_cfg.sched.weights);
@@ -567,6 +737,11 @@ impl Cluster {
             Decision::Assign { node, reason, .. } => (Some(node.clone()), reason.clone()),
             Decision::Reject { reason } => (None, reason.clone()),
         };
+        let redirected = redirects
+            && match asked_by {
+                Some(a) => node.as_deref().is_some_and(|n| n != a),
+                None => matches!(placement, Placement::Redirect { .. }),
+            };
         record(
             &mut st,
             DecisionRecord {
@@ -574,12 +749,15 @@ impl Cluster {
                 kind,
                 camera: req.camera.clone(),
                 time_ms: req.time_ms,
-                node,
-                redirected: redirects && matches!(placement, Placement::Redirect { .. }),
+                node: node.clone(),
+                redirected,
                 reason: reason.clone(),
+                via,
+                decided_by: self.self_id.clone(),
+                asked_by: asked_by.map(str::to_string),
             },
         );
-        (placement, reason)
+        (node, placement, reason)
     }
 
     /// The alive node (this one included) whose report lists `camera` as live.
@@ -614,6 +792,9 @@ impl Cluster {
                     node: Some(id.clone()),
                     redirected: true,
                     reason: format!("live camera {camera} is held by {id}"),
+                    via: "local",
+                    decided_by: self.self_id.clone(),
+                    asked_by: None,
                 },
             );
         }
@@ -639,6 +820,9 @@ async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
                 follow_bindings(&node, &cluster);
             }
         }
+    }
+    if let Some(r) = &cluster.rpc {
+        r.endpoint.close(0u32.into(), b"shutdown");
     }
     let _ = cluster.handle.initiate_shutdown();
 }

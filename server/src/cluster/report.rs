@@ -30,6 +30,9 @@ pub const DEFAULT_VBR_BPS: f64 = 2e6;
 pub struct Report {
     pub rtsp: String,
     pub api: String,
+    /// The node's QUIC endpoint (cluster RPC), when it has a cluster certificate.
+    #[serde(default)]
+    pub rpc: Option<String>,
     pub priority: u32,
     pub started_ms: i64,
     pub bord_bps: f64,
@@ -272,6 +275,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
     Report {
         rtsp: cluster.rtsp_base.clone(),
         api: cluster.api.clone(),
+        rpc: cluster.rpc_advertise.map(|a| a.to_string()),
         priority: cluster.priority,
         started_ms: cluster.started_ms,
         bord_bps: bord,

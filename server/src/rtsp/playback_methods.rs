@@ -162,7 +162,7 @@ impl Conn {
         };
         // Unknown camera or time: 404 above, from the node asked. Otherwise, in a cluster,
         // place the request unless it was placed already (the redirect marker).
-        if let Some(r) = self.place_playback(req, &preq, &index) {
+        if let Some(r) = self.place_playback(req, &preq, &index).await {
             return r;
         }
         let Some(library) = self.node.library.clone() else {
@@ -208,9 +208,9 @@ impl Conn {
     }
 
     /// Cluster placement of a playback DESCRIBE: None to serve it here, or the 302 / 503.
-    /// This increment decides on this node with the configured policy over its own gossip
-    /// view (issue 4 §4's fallback); asking the elected scheduler over QUIC comes next.
-    fn place_playback(
+    /// The elected scheduler decides (QUIC call); on timeout or error this node decides with
+    /// the same policy over its own gossip view (issue 4 §4's fallback).
+    async fn place_playback(
         &self,
         req: &Request,
         preq: &PlaybackRequest,
@@ -230,7 +230,10 @@ impl Conn {
         } else {
             crate::cluster::report::DEFAULT_VBR_BPS
         };
-        match cluster.place_playback(&preq.camera, preq.start_ms, vbr) {
+        match cluster
+            .place_playback(&preq.camera, preq.start_ms, vbr)
+            .await
+        {
             crate::cluster::Placement::Local => None,
             crate::cluster::Placement::Redirect { node, base } => {
                 let location = crate::cluster::redirect_url(&base, &req.uri);

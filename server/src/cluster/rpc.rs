@@ -1,0 +1,349 @@
+//! Node-to-node calls (issue 4 §1, §4): QUIC (`quinn`) with mutual TLS from a cluster CA.
+//!
+//! * `vigil cluster ca` makes the CA (`ca.pem`, `ca.key`), `vigil cluster cert` a node
+//!   certificate signed by it (SAN = the node id as a DNS name), both with `rcgen`.
+//! * Every node runs one endpoint, server and client at once; both sides require a
+//!   certificate chaining to the cluster CA (rustls `WebPkiClientVerifier` with the CA as the
+//!   only root): a peer without one is refused during the handshake.
+//! * One call = one bidirectional stream: a length-prefixed (u32, big-endian) JSON
+//!   [`RpcRequest`] one way, a length-prefixed JSON [`RpcResponse`] back.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::{Deserialize, Serialize};
+
+/// ALPN of the cluster RPC.
+const ALPN: &[u8] = b"vigil-rpc/1";
+/// Largest frame accepted (a placement request or decision is a few hundred bytes).
+const MAX_FRAME: usize = 64 * 1024;
+const CA_CN: &str = "vigil cluster CA";
+
+/// A call to another node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RpcRequest {
+    /// Place a request (the scheduler decides and applies the decision to its view).
+    Place { request: PlaceRequest },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlaceRequest {
+    /// The asking node.
+    pub from: String,
+    pub camera: String,
+    pub time_ms: i64,
+    pub vbr_bps: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RpcResponse {
+    Decision(WireDecision),
+    Error(String),
+}
+
+/// The scheduler's answer to [`RpcRequest::Place`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireDecision {
+    /// The chosen node, None for a rejection.
+    pub node: Option<String>,
+    /// The chosen node's RTSP URL base.
+    pub base: Option<String>,
+    pub reason: String,
+    /// The node that decided, and its term.
+    pub scheduler: String,
+    pub term: u64,
+}
+
+fn ca_params() -> CertificateParams {
+    // Deterministic (fixed DN, rcgen's fixed validity): `cert` rebuilds the issuer from
+    // ca.key alone; the subject DN and key identifier match the ca.pem written by `ca`.
+    let mut p = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, CA_CN);
+    p.distinguished_name = dn;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    p
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+    }
+    .with_context(|| format!("writing {}", path.display()))?;
+    #[cfg(not(unix))]
+    let mut f =
+        std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(contents.as_bytes())?;
+    Ok(())
+}
+
+/// `vigil cluster ca --out DIR`: writes DIR/ca.pem and DIR/ca.key.
+pub fn make_ca(out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let key = KeyPair::generate()?;
+    let cert = ca_params().self_signed(&key)?;
+    std::fs::write(out.join("ca.pem"), cert.pem())?;
+    write_private(&out.join("ca.key"), &key.serialize_pem())?;
+    Ok(())
+}
+
+/// `vigil cluster cert --ca DIR --node ID --out DIR`: writes OUT/ID.pem (the node certificate
+/// followed by the CA's) and OUT/ID.key.
+pub fn make_node_cert(ca_dir: &Path, node: &str, out: &Path) -> anyhow::Result<()> {
+    rustls::pki_types::ServerName::try_from(node)
+        .map_err(|_| anyhow!("node id {node:?} is not a valid DNS name"))?;
+    let ca_key_pem = std::fs::read_to_string(ca_dir.join("ca.key"))
+        .with_context(|| format!("reading {}", ca_dir.join("ca.key").display()))?;
+    let ca_pem = std::fs::read_to_string(ca_dir.join("ca.pem"))
+        .with_context(|| format!("reading {}", ca_dir.join("ca.pem").display()))?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem)?;
+    let issuer = ca_params().self_signed(&ca_key)?;
+    let mut p = CertificateParams::new(vec![node.to_string()])?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, node);
+    p.distinguished_name = dn;
+    p.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let key = KeyPair::generate()?;
+    let cert = p.signed_by(&key, &issuer, &ca_key)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::write(out.join(format!("{node}.pem")), cert.pem() + &ca_pem)?;
+    write_private(&out.join(format!("{node}.key")), &key.serialize_pem())?;
+    Ok(())
+}
+
+/// TLS material of a node (or of a test client).
+pub struct Tls {
+    pub server: quinn::ServerConfig,
+    pub client: quinn::ClientConfig,
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn roots(ca: &Path) -> anyhow::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in
+        CertificateDer::pem_file_iter(ca).with_context(|| format!("reading {}", ca.display()))?
+    {
+        roots
+            .add(c.with_context(|| format!("parsing {}", ca.display()))?)
+            .context("adding the cluster CA")?;
+    }
+    if roots.is_empty() {
+        bail!("{}: no certificate", ca.display());
+    }
+    Ok(roots)
+}
+
+fn chain(
+    cert: &Path,
+    key: &Path,
+) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("reading {}", cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("parsing {}", cert.display()))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
+    Ok((chain, key))
+}
+
+fn transport() -> Arc<quinn::TransportConfig> {
+    let mut t = quinn::TransportConfig::default();
+    t.max_idle_timeout(Some(
+        quinn::IdleTimeout::try_from(Duration::from_secs(5)).expect("5 s is a valid idle timeout"),
+    ));
+    t.keep_alive_interval(Some(Duration::from_secs(1)));
+    Arc::new(t)
+}
+
+/// A client config trusting `ca` only, presenting `identity` (cert, key) when given.
+pub fn client_config(
+    ca: &Path,
+    identity: Option<(&Path, &Path)>,
+) -> anyhow::Result<quinn::ClientConfig> {
+    let b = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots(ca)?);
+    let mut c = match identity {
+        Some((cert, key)) => {
+            let (chain, key) = chain(cert, key)?;
+            b.with_client_auth_cert(chain, key)?
+        }
+        None => b.with_no_client_auth(),
+    };
+    c.alpn_protocols = vec![ALPN.to_vec()];
+    let q = quinn::crypto::rustls::QuicClientConfig::try_from(c)?;
+    let mut cc = quinn::ClientConfig::new(Arc::new(q));
+    cc.transport_config(transport());
+    Ok(cc)
+}
+
+impl Tls {
+    pub fn load(ca: &Path, cert: &Path, key: &Path) -> anyhow::Result<Tls> {
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots(ca)?),
+            provider(),
+        )
+        .build()
+        .context("client verifier")?;
+        let (chain_, key_) = chain(cert, key)?;
+        let mut s = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain_, key_)
+            .context("the node certificate")?;
+        s.alpn_protocols = vec![ALPN.to_vec()];
+        let q = quinn::crypto::rustls::QuicServerConfig::try_from(s)?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(q));
+        server.transport_config(transport());
+        Ok(Tls {
+            server,
+            client: client_config(ca, Some((cert, key)))?,
+        })
+    }
+}
+
+async fn write_frame<T: Serialize>(send: &mut quinn::SendStream, v: &T) -> anyhow::Result<()> {
+    let body = serde_json::to_vec(v)?;
+    send.write_all(&(body.len() as u32).to_be_bytes()).await?;
+    send.write_all(&body).await?;
+    send.finish()?;
+    Ok(())
+}
+
+async fn read_frame<T: for<'a> Deserialize<'a>>(recv: &mut quinn::RecvStream) -> anyhow::Result<T> {
+    let mut len = [0u8; 4];
+    recv.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        bail!("frame of {len} bytes is too large");
+    }
+    let mut body = vec![0u8; len];
+    recv.read_exact(&mut body).await?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// One call on a connection.
+pub async fn call(conn: &quinn::Connection, req: &RpcRequest) -> anyhow::Result<RpcResponse> {
+    let (mut send, mut recv) = conn.open_bi().await?;
+    write_frame(&mut send, req).await?;
+    read_frame(&mut recv).await
+}
+
+/// Connects to `addr` expecting a certificate for `node`.
+pub async fn connect(
+    endpoint: &quinn::Endpoint,
+    config: Option<quinn::ClientConfig>,
+    addr: SocketAddr,
+    node: &str,
+) -> anyhow::Result<quinn::Connection> {
+    let connecting = match config {
+        Some(c) => endpoint.connect_with(c, addr, node)?,
+        None => endpoint.connect(addr, node)?,
+    };
+    Ok(connecting.await?)
+}
+
+/// The node's endpoint: serves calls with `handler` and calls other nodes.
+pub struct Rpc {
+    pub endpoint: quinn::Endpoint,
+    pub local: SocketAddr,
+    /// The connection to the scheduler last asked (its id and address), reused.
+    conn: Mutex<Option<(String, SocketAddr, quinn::Connection)>>,
+}
+
+pub type Handler = Arc<dyn Fn(RpcRequest) -> RpcResponse + Send + Sync>;
+
+impl Rpc {
+    pub fn bind(tls: Tls, listen: SocketAddr) -> anyhow::Result<Rpc> {
+        let mut endpoint = quinn::Endpoint::server(tls.server, listen)
+            .with_context(|| format!("cannot bind the cluster RPC endpoint on {listen}"))?;
+        endpoint.set_default_client_config(tls.client);
+        let local = endpoint.local_addr()?;
+        Ok(Rpc {
+            endpoint,
+            local,
+            conn: Mutex::new(None),
+        })
+    }
+
+    /// Accepts connections until the endpoint closes.
+    pub async fn serve(endpoint: quinn::Endpoint, handler: Handler) {
+        while let Some(incoming) = endpoint.accept().await {
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                let remote = incoming.remote_address();
+                let conn = match incoming.await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(%remote, error = %e, "cluster RPC peer refused");
+                        return;
+                    }
+                };
+                while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                    let handler = handler.clone();
+                    tokio::spawn(async move {
+                        let resp = match read_frame::<RpcRequest>(&mut recv).await {
+                            Ok(req) => handler(req),
+                            Err(e) => RpcResponse::Error(format!("bad request: {e}")),
+                        };
+                        let _ = write_frame(&mut send, &resp).await;
+                    });
+                }
+            });
+        }
+    }
+
+    /// Calls `node` at `addr`, reusing the connection when it is still open.
+    pub async fn call(
+        &self,
+        node: &str,
+        addr: SocketAddr,
+        req: &RpcRequest,
+    ) -> anyhow::Result<RpcResponse> {
+        let cached = {
+            let g = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            g.as_ref()
+                .filter(|(n, a, c)| n == node && *a == addr && c.close_reason().is_none())
+                .map(|(_, _, c)| c.clone())
+        };
+        let conn = match cached {
+            Some(c) => c,
+            None => {
+                let c = connect(&self.endpoint, None, addr, node).await?;
+                *self.conn.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((node.to_string(), addr, c.clone()));
+                c
+            }
+        };
+        call(&conn, req).await
+    }
+}

@@ -1,0 +1,367 @@
+//! Node-to-node calls over QUIC with mutual TLS from a cluster CA (issue 4 §1, §4): the CA
+//! and node certificates are made with `vigil cluster ca|cert` in the test's temp dir; a
+//! playback DESCRIBE on a node that is not the scheduler is decided by the scheduler; a peer
+//! without a certificate from the cluster CA is refused; with the scheduler killed,
+//! placements still answer within the call's timeout. Every wait polls with a deadline.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use vigil_proto::rtsp::UtcTime;
+use vigil_tests::{
+    ffmpeg_decode, ffmpeg_decode_cmd, free_port, poll_until, run_with_timeout, spawn_background,
+    vigil_bin, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
+};
+
+const KEY: &str = "test-cluster-key-0123456789";
+
+fn free_udp(ip: &str) -> u16 {
+    std::net::UdpSocket::bind((ip, 0))
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("bind a UDP port")
+}
+
+fn rfc3339(ms: i64) -> String {
+    UtcTime { unix_millis: ms }.to_rfc3339()
+}
+
+fn vigil(args: &[&str]) -> std::process::Output {
+    run_with_timeout(
+        Command::new(vigil_bin()).args(args),
+        Duration::from_secs(10),
+    )
+}
+
+fn vigil_ok(args: &[&str]) {
+    let out = vigil(args);
+    assert!(
+        out.status.success(),
+        "vigil {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn nodes_view(n: &Node) -> Option<serde_json::Value> {
+    serde_json::from_str(&n.try_api("/api/cluster/nodes")?).ok()
+}
+
+fn scheduler_of(n: &Node) -> Option<String> {
+    nodes_view(n)?["scheduler"].as_str().map(str::to_string)
+}
+
+fn alive_with_rpc(n: &Node) -> Option<usize> {
+    let v = nodes_view(n)?;
+    Some(
+        v["nodes"]
+            .as_array()?
+            .iter()
+            .filter(|x| x["alive"] == true && x["rtsp"].is_string())
+            .count(),
+    )
+}
+
+fn decisions(n: &Node) -> Vec<serde_json::Value> {
+    n.api_json("/api/cluster/scheduler")["decisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+struct Member {
+    node: Node,
+    id: String,
+    rpc: SocketAddr,
+}
+
+/// `vigil cluster place` against `addr` with an optional client identity.
+fn place(
+    addr: SocketAddr,
+    node: &str,
+    ca: &Path,
+    identity: Option<(&Path, &Path)>,
+) -> std::process::Output {
+    let addr = addr.to_string();
+    let ca = ca.display().to_string();
+    let mut args = vec![
+        "cluster",
+        "place",
+        "--addr",
+        &addr,
+        "--node",
+        node,
+        "--ca-cert",
+        &ca,
+        "--camera",
+        "demo",
+    ];
+    let (c, k);
+    if let Some((cert, key)) = identity {
+        c = cert.display().to_string();
+        k = key.display().to_string();
+        args.extend(["--cert", &c, "--key", &k]);
+    }
+    vigil(&args)
+}
+
+#[test]
+fn placement_by_scheduler_over_mutual_tls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("rec");
+    let ca = tmp.path().join("ca");
+    let certs = tmp.path().join("certs");
+    let s = |p: &Path| p.display().to_string();
+    vigil_ok(&["cluster", "ca", "--out", &s(&ca)]);
+
+    // Three members on 127.0.0.1..3; node ids are test-<rtsp port>, known before start.
+    let mut members: Vec<Member> = Vec::new();
+    let mut seed: Option<SocketAddr> = None;
+    for i in 0..3 {
+        let ip = format!("127.0.0.{}", i + 1);
+        let port = free_port(&ip);
+        let id = format!("test-{port}");
+        vigil_ok(&[
+            "cluster",
+            "cert",
+            "--ca",
+            &s(&ca),
+            "--node",
+            &id,
+            "--out",
+            &s(&certs),
+        ]);
+        let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().unwrap();
+        let rpc: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().unwrap();
+        let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
+        let mut extra = format!(
+            "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{KEY}\"\n\
+             priority = {}\nrpc_listen = \"{rpc}\"\nca_cert = \"{}\"\nnode_cert = \"{}\"\nnode_key = \"{}\"\n\n\
+             [storage]\nroot = \"{}\"\nsegment_secs = 1.0\n",
+            10 * (i + 1),
+            s(&ca.join("ca.pem")),
+            s(&certs.join(format!("{id}.pem"))),
+            s(&certs.join(format!("{id}.key"))),
+            s(&root),
+        );
+        if i == 0 {
+            extra.push_str(DEMO_CAMERA);
+        }
+        let node = NodeBuilder::new()
+            .ip(&ip)
+            .rtsp_port(port)
+            .extra(&extra)
+            .start();
+        seed.get_or_insert(gossip);
+        members.push(Member { node, id, rpc });
+    }
+    let (id1, id2, id3) = (
+        members[0].id.clone(),
+        members[1].id.clone(),
+        members[2].id.clone(),
+    );
+    for m in &members {
+        poll_until(Duration::from_secs(15), "membership to converge", || {
+            (alive_with_rpc(&m.node)? == 3).then_some(())
+        });
+    }
+    for m in &members {
+        poll_until(Duration::from_secs(10), "node 1 elected by all", || {
+            (scheduler_of(&m.node)? == id1).then_some(())
+        });
+    }
+    let [n1, n2, n3] = [&members[0].node, &members[1].node, &members[2].node];
+
+    // Refused peers: a client certificate from another CA, and none; a certificate from the
+    // cluster CA is accepted (the control).
+    let rogue_ca = tmp.path().join("rogue-ca");
+    vigil_ok(&["cluster", "ca", "--out", &s(&rogue_ca)]);
+    vigil_ok(&[
+        "cluster",
+        "cert",
+        "--ca",
+        &s(&rogue_ca),
+        "--node",
+        "rogue",
+        "--out",
+        &s(&rogue_ca),
+    ]);
+    vigil_ok(&[
+        "cluster",
+        "cert",
+        "--ca",
+        &s(&ca),
+        "--node",
+        "admin",
+        "--out",
+        &s(&certs),
+    ]);
+    let ca_pem = ca.join("ca.pem");
+    let rogue = place(
+        members[1].rpc,
+        &id2,
+        &ca_pem,
+        Some((&rogue_ca.join("rogue.pem"), &rogue_ca.join("rogue.key"))),
+    );
+    assert!(
+        !rogue.status.success(),
+        "a certificate from another CA is refused"
+    );
+    let none = place(members[1].rpc, &id2, &ca_pem, None);
+    assert!(!none.status.success(), "no client certificate is refused");
+    eprintln!(
+        "refused: {} / {}",
+        String::from_utf8_lossy(&rogue.stderr).trim(),
+        String::from_utf8_lossy(&none.stderr).trim()
+    );
+    poll_until(
+        Duration::from_secs(5),
+        "node 2 to log the refused peers",
+        || (n2.log().matches("cluster RPC peer refused").count() >= 2).then_some(()),
+    );
+    let good = place(
+        members[1].rpc,
+        &id2,
+        &ca_pem,
+        Some((&certs.join("admin.pem"), &certs.join("admin.key"))),
+    );
+    assert!(
+        good.status.success(),
+        "a cluster certificate is accepted: {}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    // The node checks the server too: node 2's endpoint does not answer for node 3's name.
+    let wrong_name = place(
+        members[1].rpc,
+        &id3,
+        &ca_pem,
+        Some((&certs.join("admin.pem"), &certs.join("admin.key"))),
+    );
+    assert!(!wrong_name.status.success(), "server name is verified");
+
+    // A recording to play (node 1 records the demo camera to the shared root).
+    let first_ms = poll_until(Duration::from_secs(20), "5 s of recording", || {
+        let v: serde_json::Value =
+            serde_json::from_str(&n1.try_api("/api/recordings/demo")?).ok()?;
+        let r = &v["ranges"][0];
+        let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
+        (b - a >= 5000).then_some(a)
+    });
+    // A viewer on node 3 (placed there by hand): the scheduler's similarity policy then
+    // places a request for a nearby moment on node 3 (§A.4 step 3).
+    let on3 = format!(
+        "{}?start={}&vigil_placed=1",
+        n3.url("playback/demo"),
+        rfc3339(first_ms)
+    );
+    let _viewer = spawn_background(&mut ffmpeg_decode_cmd(
+        &on3,
+        &["-rtsp_transport", "tcp"],
+        &[],
+    ));
+    poll_until(
+        Duration::from_secs(15),
+        "node 1 to see node 3 playing demo",
+        || {
+            nodes_view(n1)?["nodes"]
+                .as_array()?
+                .iter()
+                .any(|x| x["id"] == id3.as_str() && x["streams"].as_u64() >= Some(1))
+                .then_some(())
+        },
+    );
+    let url = format!(
+        "{}?start={}&end={}",
+        n2.url("playback/demo"),
+        rfc3339(first_ms + 1000),
+        rfc3339(first_ms + 4000)
+    );
+    let mut c2 = RtspConn::connect(n2.rtsp);
+    let r = c2.request("DESCRIBE", &url, &[], None);
+    assert_eq!(r.status.0, 302, "{}", r.reason);
+    let loc = r.headers.get("Location").unwrap().to_string();
+    assert!(
+        loc.starts_with(&format!("rtsp://{}/playback/demo?start=", n3.rtsp)),
+        "{loc}"
+    );
+    // Node 2 records "via scheduler"; the scheduler lists the decision it made for node 2.
+    let d2 = &decisions(n2)[0];
+    assert_eq!(d2["via"], "scheduler", "{d2}");
+    assert_eq!(d2["decided_by"], id1.as_str(), "{d2}");
+    assert_eq!(d2["node"], id3.as_str(), "{d2}");
+    let on1 = decisions(n1);
+    let d1 = on1
+        .iter()
+        .find(|d| d["asked_by"] == id2.as_str())
+        .unwrap_or_else(|| panic!("the scheduler lists node 2's request: {on1:?}"));
+    assert_eq!(d1["node"], id3.as_str(), "{d1}");
+    assert_eq!(d1["via"], "scheduler", "{d1}");
+    assert!(
+        d1["reason"].as_str().unwrap().contains("similarity"),
+        "{d1}"
+    );
+    // ffmpeg asks node 2, follows the scheduler's 302 to node 3 and decodes cleanly.
+    let dec = ffmpeg_decode(
+        &url,
+        &["-rtsp_transport", "tcp"],
+        &[],
+        Duration::from_secs(30),
+    );
+    dec.assert_plays("playback placed by the scheduler", 50, 110);
+
+    // kill -9 of the scheduler: placements still answer within the call's timeout (300 ms)
+    // plus the local decision, at once (local fallback) and after the re-election (node 2).
+    members[0].node.kill();
+    let n2 = &members[1].node;
+    let n3 = &members[2].node;
+    let describe = |n: &Node, offset: i64| {
+        let url = format!(
+            "{}?start={}",
+            n.url("playback/demo"),
+            rfc3339(first_ms + offset)
+        );
+        let mut c = RtspConn::connect(n.rtsp);
+        let t = Instant::now();
+        let r = c.request("DESCRIBE", &url, &[], None);
+        let took = t.elapsed();
+        assert!(
+            r.status.0 == 200 || r.status.0 == 302,
+            "{} {}",
+            r.status.0,
+            r.reason
+        );
+        assert!(took < Duration::from_millis(1500), "DESCRIBE took {took:?}");
+        took
+    };
+    let took = describe(n3, 2000);
+    let d = &decisions(n3)[0];
+    eprintln!("placement right after kill -9: {took:?} via {}", d["via"]);
+    assert!(
+        d["via"] == "local fallback" || d["via"] == "scheduler",
+        "{d}"
+    );
+    poll_until(
+        Duration::from_secs(10),
+        "node 2 elected after kill -9",
+        || (scheduler_of(n2)? == id2 && scheduler_of(n3)? == id2).then_some(()),
+    );
+    let t0 = Instant::now();
+    let took = poll_until(
+        Duration::from_secs(5),
+        "a placement by the new scheduler",
+        || {
+            let took = describe(n3, 3000);
+            let d = decisions(n3)[0].clone();
+            (d["via"] == "scheduler" && d["decided_by"] == id2.as_str()).then_some(took)
+        },
+    );
+    eprintln!(
+        "placement by the new scheduler in {took:?} ({:?} after election)",
+        t0.elapsed()
+    );
+    assert!(
+        decisions(n2).iter().any(|d| d["asked_by"] == id3.as_str()),
+        "the new scheduler lists node 3's request"
+    );
+}
