@@ -1,0 +1,49 @@
+//! Scheduler election: which member schedules, and the term that orders its decisions (a new
+//! scheduler takes a new term so its bindings win over the previous one's).
+
+use tracing::info;
+use vigil_cluster::Candidate;
+
+use super::now_ms;
+use super::shell::{Member, State};
+
+/// The scheduler the members elect: only members that published a report are candidates
+/// (the report carries their priority and start time).
+pub(super) fn elect(members: &[Member], grace_ms: i64) -> Option<String> {
+    let candidates: Vec<Candidate> = members
+        .iter()
+        .filter_map(|m| {
+            let r = m.report.as_ref()?;
+            Some(Candidate {
+                id: m.id.clone(),
+                priority: r.priority,
+                started_ms: r.started_ms,
+                alive: m.alive,
+            })
+        })
+        .collect();
+    vigil_cluster::elect(&candidates, now_ms(), grace_ms).map(|c| c.id.clone())
+}
+
+/// Follows the elected scheduler into `st`. Returns the term to publish when it changed.
+pub(super) fn update_term(
+    st: &mut State,
+    elected: Option<String>,
+    members: &[Member],
+) -> Option<u64> {
+    let mut new_term = None;
+    if elected != st.scheduler {
+        let term = vigil_cluster::next_term(st.term, members.iter().map(|m| m.term));
+        info!(scheduler = ?elected, term, "scheduler changed");
+        st.scheduler = elected;
+        st.term = term;
+        new_term = Some(term);
+    } else if let Some(max) = members.iter().map(|m| m.term).max() {
+        // Adopt a higher term seen elsewhere so the terms converge.
+        if max > st.term {
+            st.term = max;
+            new_term = Some(max);
+        }
+    }
+    new_term
+}

@@ -1,0 +1,315 @@
+//! Placement of requests: a playback DESCRIBE (asking the scheduler over QUIC, or deciding
+//! from this node's view), a camera's push target, and redirects of live DESCRIBEs to the
+//! node holding the camera. Every decision is applied to the view and recorded.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use vigil_cluster::{apply, place, ClusterView, Decision, NodeView, Policy, Request, RequestKind};
+
+use super::now_ms;
+use super::report;
+use super::rpc;
+use super::shell::{record, Cluster, DecisionRecord, State};
+
+/// Where a camera should push, as `GET /api/ingest/<camera>` answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestTarget {
+    pub node: String,
+    /// The node's RTSP URL base (`rtsp://host:port`).
+    pub base: String,
+    pub reason: String,
+}
+
+/// Where a DESCRIBE is served.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    Local,
+    /// Redirect to this RTSP URL base (`rtsp://host:port`).
+    Redirect {
+        node: String,
+        base: String,
+    },
+    Reject(String),
+}
+
+impl Cluster {
+    fn base_of(&self, st: &State, id: &str) -> Option<String> {
+        st.members
+            .iter()
+            .find(|m| m.id == id)
+            .and_then(|m| m.report.as_ref())
+            .map(|r| r.rtsp.clone())
+    }
+
+    /// Places a playback request (§A.4 or the configured policy) over this node's view and
+    /// applies the decision to the view at once (§A.4 step 5).
+    ///
+    /// A node that is not the scheduler asks the scheduler first (QUIC, within
+    /// `rpc_timeout`); on timeout or error it decides itself ("local fallback").
+    pub async fn place_playback(&self, camera: &str, time_ms: i64, vbr_bps: f64) -> Placement {
+        let req = Request {
+            camera: camera.to_string(),
+            time_ms,
+            vbr_bps,
+            kind: RequestKind::Playback,
+        };
+        let via = match self.ask_scheduler(&req).await {
+            Ok(Some(p)) => return p,
+            Ok(None) if self.rpc.is_none() => "local",
+            Ok(None) => "scheduler",
+            Err(e) => {
+                tracing::warn!(error = %e, camera, "scheduler not reached: deciding locally");
+                "local fallback"
+            }
+        };
+        let (_, placement, _) = self.decide(&req, self.policy, "playback", true, None, via);
+        placement
+    }
+
+    /// Asks the elected scheduler to place `req`. Ok(None): decide here (QUIC is off, or this
+    /// node is the scheduler); Err: the call failed or timed out.
+    async fn ask_scheduler(&self, req: &Request) -> anyhow::Result<Option<Placement>> {
+        let Some(rpc) = &self.rpc else {
+            return Ok(None);
+        };
+        let (sched, addr) = {
+            let st = self.state();
+            let Some(sched) = st.scheduler.clone() else {
+                anyhow::bail!("no scheduler elected");
+            };
+            if sched == self.self_id {
+                return Ok(None);
+            }
+            let addr = st
+                .members
+                .iter()
+                .find(|m| m.id == sched)
+                .and_then(|m| m.report.as_ref()?.rpc.as_ref()?.parse::<SocketAddr>().ok())
+                .with_context(|| format!("scheduler {sched} advertises no RPC endpoint"))?;
+            (sched, addr)
+        };
+        let call = rpc::RpcRequest::Place {
+            request: rpc::PlaceRequest {
+                from: self.self_id.clone(),
+                camera: req.camera.clone(),
+                time_ms: req.time_ms,
+                vbr_bps: req.vbr_bps,
+            },
+        };
+        let resp = tokio::time::timeout(self.rpc_timeout, rpc.call(&sched, addr, &call))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "scheduler {sched} did not answer within {:?}",
+                    self.rpc_timeout
+                )
+            })??;
+        let d = match resp {
+            rpc::RpcResponse::Decision(d) => d,
+            rpc::RpcResponse::Error(e) => anyhow::bail!("scheduler {sched}: {e}"),
+        };
+        let placement = match (&d.node, &d.base) {
+            (Some(n), _) if *n == self.self_id => Placement::Local,
+            (Some(n), Some(b)) => Placement::Redirect {
+                node: n.clone(),
+                base: b.clone(),
+            },
+            (Some(n), None) => anyhow::bail!("scheduler {sched} chose {n} without an RTSP URL"),
+            (None, _) => Placement::Reject(d.reason.clone()),
+        };
+        let mut st = self.state();
+        record(
+            &mut st,
+            DecisionRecord {
+                at_ms: now_ms(),
+                kind: "playback",
+                camera: req.camera.clone(),
+                time_ms: req.time_ms,
+                node: d.node.clone(),
+                redirected: matches!(placement, Placement::Redirect { .. }),
+                reason: d.reason,
+                via: "scheduler",
+                decided_by: d.scheduler,
+                asked_by: None,
+            },
+        );
+        Ok(Some(placement))
+    }
+
+    /// A call from another node.
+    pub(super) fn serve_rpc(&self, req: rpc::RpcRequest) -> rpc::RpcResponse {
+        match req {
+            rpc::RpcRequest::Place { request } => {
+                let req = Request {
+                    camera: request.camera,
+                    time_ms: request.time_ms,
+                    vbr_bps: request.vbr_bps,
+                    kind: RequestKind::Playback,
+                };
+                let (node, _, reason) = self.decide(
+                    &req,
+                    self.policy,
+                    "playback",
+                    true,
+                    Some(&request.from),
+                    "scheduler",
+                );
+                let st = self.state();
+                let base = node.as_ref().and_then(|n| self.base_of(&st, n));
+                rpc::RpcResponse::Decision(rpc::WireDecision {
+                    node,
+                    base,
+                    reason,
+                    scheduler: self.self_id.clone(),
+                    term: st.term,
+                })
+            }
+        }
+    }
+
+    /// Where a camera should push (`GET /api/ingest/<camera>`, §C's EasyDarwin flow): the
+    /// node already holding it live, else the node the `knn-class` policy chooses over this
+    /// node's view (applied to the view at once, so a burst of cameras spreads).
+    pub fn place_ingest(&self, camera: &str) -> Result<IngestTarget, String> {
+        if let Some((node, base)) = self.live_holder_any(camera) {
+            return Ok(IngestTarget {
+                reason: format!("camera {camera} is already live on {node}"),
+                node,
+                base,
+            });
+        }
+        let req = Request {
+            camera: camera.to_string(),
+            time_ms: now_ms(),
+            vbr_bps: report::DEFAULT_VBR_BPS,
+            kind: RequestKind::Live,
+        };
+        match self.decide(&req, Policy::KnnClass, "ingest", false, None, "local") {
+            (_, Placement::Local, reason) => Ok(IngestTarget {
+                node: self.self_id.clone(),
+                base: self.rtsp_base.clone(),
+                reason,
+            }),
+            (_, Placement::Redirect { node, base }, reason) => {
+                Ok(IngestTarget { node, base, reason })
+            }
+            (_, Placement::Reject(reason), _) => Err(reason),
+        }
+    }
+
+    /// Runs `policy` for `req` over this node's view, applies an assignment to the view and
+    /// records the decision. `redirects`: whether a remote choice is answered with a 302;
+    /// `asked_by`: the node that asked (None: this one); `via`: the path, as recorded.
+    /// Returns the chosen node, the placement as seen from this node, and the reason.
+    fn decide(
+        &self,
+        req: &Request,
+        policy: Policy,
+        kind: &'static str,
+        redirects: bool,
+        asked_by: Option<&str>,
+        via: &'static str,
+    ) -> (Option<String>, Placement, String) {
+        let mut st = self.state();
+        let nodes: Vec<NodeView> = st.views.values().map(|(_, v)| v.clone()).collect();
+        let mut view = ClusterView::new(nodes, self.policy_cfg.sched.weights);
+        if policy == Policy::KnnClass {
+            view.classify_nodes(&self.policy_cfg.knn);
+        }
+        let State {
+            place_state, rng, ..
+        } = &mut *st;
+        let decision = place(&view, req, policy, place_state, &self.policy_cfg, rng);
+        let placement = match &decision {
+            Decision::Assign { node, .. } => {
+                if apply(&mut view, &decision).is_ok() {
+                    if let Some(i) = view.index_of(node) {
+                        let nv = view.node(i).clone();
+                        if let Some(e) = st.views.get_mut(node) {
+                            e.1 = nv;
+                        }
+                    }
+                }
+                if *node == self.self_id {
+                    Placement::Local
+                } else {
+                    match self.base_of(&st, node) {
+                        Some(base) => Placement::Redirect {
+                            node: node.clone(),
+                            base,
+                        },
+                        None => Placement::Local,
+                    }
+                }
+            }
+            Decision::Reject { reason } => Placement::Reject(reason.clone()),
+        };
+        let (node, reason) = match &decision {
+            Decision::Assign { node, reason, .. } => (Some(node.clone()), reason.clone()),
+            Decision::Reject { reason } => (None, reason.clone()),
+        };
+        let redirected = redirects
+            && match asked_by {
+                Some(a) => node.as_deref().is_some_and(|n| n != a),
+                None => matches!(placement, Placement::Redirect { .. }),
+            };
+        record(
+            &mut st,
+            DecisionRecord {
+                at_ms: now_ms(),
+                kind,
+                camera: req.camera.clone(),
+                time_ms: req.time_ms,
+                node: node.clone(),
+                redirected,
+                reason: reason.clone(),
+                via,
+                decided_by: self.self_id.clone(),
+                asked_by: asked_by.map(str::to_string),
+            },
+        );
+        (node, placement, reason)
+    }
+
+    /// The alive node (this one included) whose report lists `camera` as live.
+    fn live_holder_any(&self, camera: &str) -> Option<(String, String)> {
+        let st = self.state();
+        st.members
+            .iter()
+            .filter(|m| m.alive)
+            .filter_map(|m| Some((m, m.report.as_ref()?)))
+            .find(|(_, r)| r.live.iter().any(|c| c == camera))
+            .map(|(m, r)| (m.id.clone(), r.rtsp.clone()))
+    }
+
+    /// A live camera held (live) by another alive node: where to redirect a live DESCRIBE.
+    pub fn live_holder(&self, camera: &str) -> Option<(String, String)> {
+        let mut st = self.state();
+        let found = st
+            .members
+            .iter()
+            .filter(|m| m.alive && m.id != self.self_id)
+            .filter_map(|m| Some((m, m.report.as_ref()?)))
+            .find(|(_, r)| r.live.iter().any(|c| c == camera))
+            .map(|(m, r)| (m.id.clone(), r.rtsp.clone()));
+        if let Some((id, _)) = &found {
+            record(
+                &mut st,
+                DecisionRecord {
+                    at_ms: now_ms(),
+                    kind: "live",
+                    camera: camera.to_string(),
+                    time_ms: now_ms(),
+                    node: Some(id.clone()),
+                    redirected: true,
+                    reason: format!("live camera {camera} is held by {id}"),
+                    via: "local",
+                    decided_by: self.self_id.clone(),
+                    asked_by: None,
+                },
+            );
+        }
+        found
+    }
+}

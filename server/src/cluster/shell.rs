@@ -1,0 +1,291 @@
+//! The shared [`Cluster`]: its configuration, the state every part of the shell reads and
+//! writes under one lock, joining the cluster, and the read-only views the API shows.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use chitchat::{spawn_chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig};
+use rand::SeedableRng;
+use serde::Serialize;
+use tokio::sync::Notify;
+use tracing::info;
+use vigil_cluster::{ClusterConfig, ClusterView, NodeView, PlaceState, Policy};
+use vigil_conf::Config;
+
+use super::bindings::CameraBindings;
+use super::membership::{refresh_loop, KEY_TERM};
+use super::now_ms;
+use super::report::{self, Report};
+use super::rpc;
+use super::transport::{AuthTransport, GossipStats};
+use crate::node::Node;
+
+const DECISIONS_KEPT: usize = 50;
+
+/// One member as this node sees it.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub id: String,
+    pub gossip: SocketAddr,
+    pub alive: bool,
+    pub term: u64,
+    /// Chitchat version of the report key: a new version replaces local estimates.
+    pub report_version: u64,
+    pub report: Option<Report>,
+}
+
+/// A placement decision as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    pub at_ms: i64,
+    pub kind: &'static str,
+    pub camera: String,
+    pub time_ms: i64,
+    /// The chosen node, or None for a rejection.
+    pub node: Option<String>,
+    pub redirected: bool,
+    pub reason: String,
+    /// How it was decided: "scheduler" (by the elected scheduler, asked over QUIC or being
+    /// this node), "local fallback" (the call failed or timed out, or no scheduler is known)
+    /// or "local" (no cluster certificates: QUIC is off).
+    pub via: &'static str,
+    /// The node that decided.
+    pub decided_by: String,
+    /// The node that asked the scheduler (on the scheduler, for calls from other nodes).
+    pub asked_by: Option<String>,
+}
+
+pub(super) struct State {
+    pub(super) members: Vec<Member>,
+    /// Per node: the report version the view entry came from and the entry with the local
+    /// decisions applied since (estimated load, added streams).
+    pub(super) views: BTreeMap<String, (u64, NodeView)>,
+    pub(super) scheduler: Option<String>,
+    pub(super) term: u64,
+    pub(super) place_state: PlaceState,
+    pub(super) rng: rand::rngs::StdRng,
+    pub(super) decisions: VecDeque<DecisionRecord>,
+    /// The bindings this node follows (the highest term seen).
+    pub(super) bindings: CameraBindings,
+}
+
+impl State {
+    /// Replaces the members and rebuilds the placement view from their reports.
+    pub(super) fn set_members(&mut self, members: Vec<Member>) {
+        // Placement view: keep local estimates until the node's next report.
+        let mut views = BTreeMap::new();
+        for m in &members {
+            let Some(r) = &m.report else { continue };
+            let entry = match self.views.remove(&m.id) {
+                Some((v, mut nv)) if v == m.report_version => {
+                    nv.alive = m.alive;
+                    (v, nv)
+                }
+                _ => (m.report_version, r.node_view(&m.id, m.alive)),
+            };
+            views.insert(m.id.clone(), entry);
+        }
+        self.views = views;
+        self.members = members;
+    }
+}
+
+pub struct Cluster {
+    pub self_id: String,
+    pub rtsp_base: String,
+    pub api: String,
+    pub gossip_addr: SocketAddr,
+    pub priority: u32,
+    pub policy: Policy,
+    pub grace_ms: i64,
+    pub started_ms: i64,
+    pub policy_cfg: ClusterConfig,
+    /// The configured pull cameras (the same list on every node): bound by the scheduler.
+    pub pull_cameras: Vec<String>,
+    pub stats: Arc<GossipStats>,
+    /// The QUIC endpoint (None without cluster certificates) and its advertised address.
+    pub(super) rpc: Option<rpc::Rpc>,
+    pub rpc_advertise: Option<SocketAddr>,
+    pub rpc_timeout: Duration,
+    pub(super) handle: ChitchatHandle,
+    pub(super) state: Mutex<State>,
+    /// A significant change (a session started or ended): publish the report at once.
+    pub changed: Notify,
+}
+
+impl Cluster {
+    /// Joins the cluster and starts the report and election tasks.
+    pub async fn start(node: &Arc<Node>) -> anyhow::Result<Arc<Cluster>> {
+        let config: &Config = &node.config;
+        let c = &config.cluster;
+        let policy: Policy = c
+            .policy
+            .parse()
+            .map_err(|e| anyhow::anyhow!("cluster.policy: {e}"))?;
+        let rtsp_base = c.rtsp_url_base(config.rtsp.listen);
+        let mut advertise = c.gossip_listen;
+        if advertise.ip().is_unspecified() && !config.rtsp.listen.ip().is_unspecified() {
+            advertise.set_ip(config.rtsp.listen.ip());
+        }
+        let mut policy_cfg = ClusterConfig::default();
+        if let Some(m) = c.load_max {
+            // Light must stay below overloaded (§A.1 states are ordered).
+            policy_cfg.sched.load_max = m;
+            policy_cfg.sched.load_min = policy_cfg.sched.load_min.min(m);
+        }
+        let started_ms = now_ms();
+        let stats = Arc::new(GossipStats::default());
+        let transport = AuthTransport::new(c.key.as_bytes(), stats.clone());
+        let interval = Duration::from_millis(c.gossip_interval_ms);
+        let chitchat_config = ChitchatConfig {
+            chitchat_id: ChitchatId::new(config.node.id.clone(), started_ms as u64, advertise),
+            cluster_id: "vigil".into(),
+            gossip_interval: interval,
+            listen_addr: c.gossip_listen,
+            seed_nodes: c.seeds.clone(),
+            // Heartbeats arrive about once per gossip round: dead after ~phi_threshold rounds
+            // of silence (8 × 200 ms = 1.6 s, plus up to a round to notice).
+            failure_detector_config: FailureDetectorConfig {
+                phi_threshold: c.phi_threshold,
+                sampling_window_size: 100,
+                max_interval: interval * 10,
+                initial_interval: interval,
+                dead_node_grace_period: Duration::from_secs(600),
+            },
+            marked_for_deletion_grace_period: Duration::from_secs(3600),
+            catchup_callback: None,
+            extra_liveness_predicate: None,
+        };
+        let handle = spawn_chitchat(
+            chitchat_config,
+            vec![(KEY_TERM.to_string(), "0".to_string())],
+            &transport,
+        )
+        .await
+        .with_context(|| format!("cannot start the gossip on {}", c.gossip_listen))?;
+        let rpc = match (&c.ca_cert, &c.node_cert, &c.node_key) {
+            (Some(ca), Some(cert), Some(key)) => {
+                let tls = rpc::Tls::load(ca, cert, key).context("cluster certificates")?;
+                Some(rpc::Rpc::bind(tls, c.rpc_addr())?)
+            }
+            _ => {
+                info!(
+                    "no cluster certificates (cluster.ca_cert, node_cert, node_key): \
+                     placements are decided locally from this node's gossip view"
+                );
+                None
+            }
+        };
+        let rpc_advertise = rpc.as_ref().map(|r| {
+            let mut a = r.local;
+            if a.ip().is_unspecified() {
+                a.set_ip(advertise.ip());
+            }
+            a
+        });
+        let cluster = Arc::new(Cluster {
+            self_id: config.node.id.clone(),
+            rtsp_base,
+            api: config.http.listen.to_string(),
+            gossip_addr: advertise,
+            priority: c.priority,
+            policy,
+            grace_ms: c.election_grace_ms as i64,
+            started_ms,
+            policy_cfg,
+            pull_cameras: node
+                .paths()
+                .iter()
+                .filter(|p| p.configured && matches!(p.source, vigil_conf::Source::Pull { .. }))
+                .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
+                .collect(),
+            stats,
+            rpc,
+            rpc_advertise,
+            rpc_timeout: Duration::from_millis(c.rpc_timeout_ms),
+            handle,
+            state: Mutex::new(State {
+                members: Vec::new(),
+                views: BTreeMap::new(),
+                scheduler: None,
+                term: 0,
+                place_state: PlaceState::default(),
+                rng: rand::rngs::StdRng::from_entropy(),
+                decisions: VecDeque::new(),
+                bindings: CameraBindings::default(),
+            }),
+            changed: Notify::new(),
+        });
+        info!(
+            gossip = %c.gossip_listen,
+            seeds = ?c.seeds,
+            policy = %policy,
+            rtsp = %cluster.rtsp_base,
+            "cluster enabled"
+        );
+        if let Some(r) = &cluster.rpc {
+            info!(rpc = %r.local, "cluster RPC (QUIC, mutual TLS) listening");
+            let weak = Arc::downgrade(&cluster);
+            let handler: rpc::Handler = Arc::new(move |req| match weak.upgrade() {
+                Some(c) => c.serve_rpc(req),
+                None => rpc::RpcResponse::Error("shutting down".into()),
+            });
+            node.tasks
+                .spawn(rpc::Rpc::serve(r.endpoint.clone(), handler));
+        }
+        // Publish a first report before anyone asks.
+        let first = report::build(node, &cluster, &mut report::Sampler::new(), 10);
+        cluster.publish(&first).await;
+        node.tasks.spawn(report::run(node.clone(), cluster.clone()));
+        node.tasks
+            .spawn(refresh_loop(node.clone(), cluster.clone()));
+        Ok(cluster)
+    }
+
+    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn members(&self) -> Vec<Member> {
+        self.state().members.clone()
+    }
+
+    pub fn scheduler(&self) -> (Option<String>, u64) {
+        let st = self.state();
+        (st.scheduler.clone(), st.term)
+    }
+
+    pub fn decisions(&self) -> Vec<DecisionRecord> {
+        self.state().decisions.iter().rev().cloned().collect()
+    }
+
+    /// Total sessions the cluster reports (for the §C.5 feedback period).
+    pub fn cluster_sessions(&self) -> u64 {
+        self.state()
+            .members
+            .iter()
+            .filter(|m| m.alive)
+            .filter_map(|m| m.report.as_ref())
+            .map(|r| u64::from(r.sessions))
+            .sum()
+    }
+
+    /// The placement view: one entry per reporting node, ordered by id.
+    pub fn view(&self) -> ClusterView {
+        let st = self.state();
+        ClusterView::new(
+            st.views.values().map(|(_, v)| v.clone()).collect(),
+            self.policy_cfg.sched.weights,
+        )
+    }
+}
+
+pub(super) fn record(st: &mut State, d: DecisionRecord) {
+    if st.decisions.len() >= DECISIONS_KEPT {
+        st.decisions.pop_front();
+    }
+    st.decisions.push_back(d);
+}
