@@ -1,0 +1,94 @@
+//! `[[camera]]`: the cameras a node serves, where their media comes from, and the checks of
+//! their ids and sources.
+
+use crate::ConfigError;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CameraConfig {
+    /// Path suffix: the camera is served at `rtsp://host:port/live/<id>`.
+    pub id: String,
+    /// `"push"` (a camera or encoder publishes with ANNOUNCE/RECORD), `"demo"` (the bundled
+    /// clip, looped), or an `rtsp://[user:pass@]host[:port]/path` URL the node pulls.
+    #[serde(default = "default_source")]
+    pub source: String,
+    /// Pull cameras only: connect when the first reader arrives and disconnect a grace period
+    /// after the last leaves (`true`), or stay connected always (`false`).
+    #[serde(default = "default_true")]
+    pub on_demand: bool,
+    /// Pull cameras only: use RTP over the RTSP TCP connection (default) or UDP.
+    #[serde(default)]
+    pub pull_transport: PullTransport,
+    /// Record this camera (when `[storage] enabled`).
+    #[serde(default = "default_true")]
+    pub record: bool,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PullTransport {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+fn default_source() -> String {
+    "push".into()
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Where a camera's media comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Push,
+    Demo,
+    Pull { url: String },
+}
+
+impl CameraConfig {
+    pub fn source(&self) -> Source {
+        match self.source.as_str() {
+            "push" => Source::Push,
+            "demo" => Source::Demo,
+            url => Source::Pull {
+                url: url.to_string(),
+            },
+        }
+    }
+}
+
+/// Camera ids are well-formed and unique; pull sources are rtsp:// URLs.
+pub(crate) fn validate(cameras: &[CameraConfig]) -> Result<(), ConfigError> {
+    let mut seen = std::collections::HashSet::new();
+    for cam in cameras {
+        if cam.id.is_empty()
+            || !cam
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "camera id {:?}: use letters, digits, '-', '_' and '.'",
+                cam.id
+            )));
+        }
+        if !seen.insert(cam.id.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "camera id {:?} is listed twice",
+                cam.id
+            )));
+        }
+        if let Source::Pull { url } = cam.source() {
+            if !url.starts_with("rtsp://") {
+                return Err(ConfigError::Invalid(format!(
+                    "camera {:?}: source must be \"push\", \"demo\" or an rtsp:// URL, got {url:?}",
+                    cam.id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
