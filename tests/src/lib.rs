@@ -916,3 +916,22 @@ pub fn udp_port_pair() -> (std::net::UdpSocket, std::net::UdpSocket, u16) {
     }
     panic!("no free even/odd UDP port pair");
 }
+
+/// Run `vigil ctl ARGS` against `node`'s admin API; panics with its stderr if it fails.
+pub fn ctl(node: &Node, args: &[&str]) -> String {
+    let out = run_with_timeout(
+        Command::new(vigil_bin())
+            .arg("ctl")
+            .arg("--api")
+            .arg(format!("http://{}", node.api))
+            .args(args),
+        Duration::from_secs(10),
+    );
+    assert!(
+        out.status.success(),
+        "vigil ctl {args:?}: {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

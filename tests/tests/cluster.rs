@@ -4,13 +4,13 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use vigil_proto::rtsp::UtcTime;
+use vigil_tests::ctl;
 use vigil_tests::{
-    ffmpeg_decode, ffmpeg_decode_cmd, gst_decode_h264, poll_until, run_with_timeout,
-    spawn_background, vigil_bin, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
+    ffmpeg_decode, ffmpeg_decode_cmd, gst_decode_h264, poll_until, spawn_background, Node,
+    NodeBuilder, RtspConn, DEMO_CAMERA,
 };
 
 const KEY: &str = "test-cluster-key-0123456789";
@@ -130,23 +130,6 @@ fn wait_agreed_scheduler(members: &[&Node], timeout: Duration) -> String {
             .all(|x| x.as_deref() == Some(&first))
             .then_some(first)
     })
-}
-
-fn ctl(node: &Node, args: &[&str]) -> String {
-    let out = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("ctl")
-            .arg("--api")
-            .arg(format!("http://{}", node.api))
-            .args(args),
-        Duration::from_secs(10),
-    );
-    assert!(
-        out.status.success(),
-        "vigil ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Membership converges and `vigil ctl nodes` shows every node from any node; the three agree

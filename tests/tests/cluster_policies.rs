@@ -17,14 +17,14 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vigil_proto::rtsp::UtcTime;
 use vigil_server::client::{play, ClientTransport, PlayOptions};
-use vigil_tests::{poll_until, run_with_timeout, vigil_bin, Node, NodeBuilder, RtspConn};
+use vigil_tests::ctl;
+use vigil_tests::{poll_until, Node, NodeBuilder, RtspConn};
 
 const KEY: &str = "test-cluster-key-policies-0123456789";
 const N: usize = 5;
@@ -123,23 +123,6 @@ fn wait_converged(nodes: &[&Node], timeout: Duration) -> Vec<String> {
         });
     }
     want
-}
-
-fn ctl(node: &Node, args: &[&str]) -> String {
-    let out = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("ctl")
-            .arg("--api")
-            .arg(format!("http://{}", node.api))
-            .args(args),
-        Duration::from_secs(10),
-    );
-    assert!(
-        out.status.success(),
-        "vigil ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Start of the first recorded range of `cam` once it holds at least `min_ms`.

@@ -1,13 +1,10 @@
 //! A node's life as operators see it: SIGTERM says goodbye to readers (RTCP BYE over TCP
 //! and UDP, connections closed) and exits 0; `vigil ctl` shows paths and sessions.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 use vigil_proto::rtcp::{parse_compound, RtcpPacket};
-use vigil_tests::{
-    poll_until, run_with_timeout, udp_port_pair, vigil_bin, Incoming, Node, NodeBuilder, RtspConn,
-    DEMO_CAMERA,
-};
+use vigil_tests::ctl;
+use vigil_tests::{poll_until, udp_port_pair, Incoming, Node, NodeBuilder, RtspConn, DEMO_CAMERA};
 
 const DEMO: &str = "live/demo";
 
@@ -107,23 +104,6 @@ fn sigterm_says_goodbye_to_readers_and_exits_zero() {
         }
     }
     assert!(udp_bye, "no RTCP BYE on the UDP reader's RTCP port");
-}
-
-fn ctl(node: &Node, args: &[&str]) -> String {
-    let out = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("ctl")
-            .args(["--api", &format!("http://{}", node.api)])
-            .args(args),
-        Duration::from_secs(10),
-    );
-    assert!(
-        out.status.success(),
-        "vigil ctl {args:?}: {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -21,9 +21,10 @@ use vigil_proto::rtsp::UtcTime;
 use vigil_server::client::{
     play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
 };
+use vigil_tests::ctl;
 use vigil_tests::{
-    ffmpeg_decode, fixture, gst_decode_h264, poll_until, run_with_timeout, spawn_background,
-    spawn_ffmpeg_decode, vigil_bin, wait_background, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
+    ffmpeg_decode, fixture, gst_decode_h264, poll_until, spawn_background, spawn_ffmpeg_decode,
+    wait_background, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
 };
 
 /// Camera id of the shared recording.
@@ -1291,23 +1292,6 @@ fn bad_playback_requests_get_clear_errors() {
         let mut cont = Continuity::new(&p);
         assert_starts_on_keyframe(&mut p, &mut cont, "after bad input").await;
     });
-}
-
-fn ctl(node: &Node, args: &[&str]) -> String {
-    let out = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("ctl")
-            .arg("--api")
-            .arg(format!("http://{}", node.api))
-            .args(args),
-        Duration::from_secs(10),
-    );
-    assert!(
-        out.status.success(),
-        "vigil ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `vigil ctl recordings <camera>` prints the recorded range; `vigil ctl cache` the cache
