@@ -316,6 +316,10 @@ pub fn fixture(name: &str) -> PathBuf {
     let dir = workspace().join("target").join("test-fixtures");
     std::fs::create_dir_all(&dir).expect("fixture dir");
     let path = dir.join(name);
+    // Tests run in parallel threads: one makes a fixture while the others wait for it (two
+    // ffmpegs writing one temp file made a corrupt fixture on a fresh checkout).
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _making = MAKING.lock().unwrap_or_else(|p| p.into_inner());
     if path.exists() {
         return path;
     }
