@@ -326,54 +326,34 @@ pub fn fixture(name: &str) -> PathBuf {
     let tmp = dir.join(format!("{}.{}.tmp", name, std::process::id()));
     let video = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"];
     let audio = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"];
+    // H.264 with a keyframe every second (25 frames) and no scene-cut keyframes.
+    let x264 = [
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-g",
+        "25",
+        "-keyint_min",
+        "25",
+        "-sc_threshold",
+        "0",
+        "-pix_fmt",
+        "yuv420p",
+    ];
     let mut args: Vec<&str> = vec!["-v", "error", "-y"];
     match name {
         "h264_aac.mp4" => {
             args.extend(video);
             args.extend(audio);
-            args.extend([
-                "-t",
-                "10",
-                "-c:v",
-                "libx264",
-                "-preset",
-                "veryfast",
-                "-g",
-                "25",
-                "-keyint_min",
-                "25",
-                "-sc_threshold",
-                "0",
-                "-pix_fmt",
-                "yuv420p",
-                "-c:a",
-                "aac",
-                "-b:a",
-                "64k",
-                "-f",
-                "mp4",
-            ]);
+            args.extend(["-t", "10"]);
+            args.extend(x264);
+            args.extend(["-c:a", "aac", "-b:a", "64k"]);
         }
         "h264.mp4" => {
             args.extend(video);
-            args.extend([
-                "-t",
-                "10",
-                "-c:v",
-                "libx264",
-                "-preset",
-                "veryfast",
-                "-g",
-                "25",
-                "-keyint_min",
-                "25",
-                "-sc_threshold",
-                "0",
-                "-pix_fmt",
-                "yuv420p",
-                "-f",
-                "mp4",
-            ]);
+            args.extend(["-t", "10"]);
+            args.extend(x264);
         }
         "h265.mp4" => {
             args.extend(video);
@@ -390,39 +370,23 @@ pub fn fixture(name: &str) -> PathBuf {
                 "yuv420p",
                 "-tag:v",
                 "hvc1",
-                "-f",
-                "mp4",
             ]);
         }
         "h264_2mbps.mp4" => {
-            args.extend(["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25"]);
             args.extend([
+                "-f",
+                "lavfi",
+                "-i",
+                "testsrc2=size=1280x720:rate=25",
                 "-t",
                 "20",
-                "-c:v",
-                "libx264",
-                "-preset",
-                "veryfast",
-                "-g",
-                "25",
-                "-keyint_min",
-                "25",
-                "-sc_threshold",
-                "0",
-                "-b:v",
-                "2M",
-                "-maxrate",
-                "2M",
-                "-bufsize",
-                "1M",
-                "-pix_fmt",
-                "yuv420p",
-                "-f",
-                "mp4",
             ]);
+            args.extend(x264);
+            args.extend(["-b:v", "2M", "-maxrate", "2M", "-bufsize", "1M"]);
         }
         other => panic!("unknown fixture {other}"),
     }
+    args.extend(["-f", "mp4"]);
     let out = Command::new("ffmpeg")
         .args(&args)
         .arg(&tmp)
@@ -938,4 +902,47 @@ pub fn ctl(node: &Node, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A free UDP port on `ip` (bound then released), e.g. for a node's gossip socket.
+pub fn free_udp(ip: &str) -> u16 {
+    std::net::UdpSocket::bind((ip, 0))
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("bind a UDP port")
+}
+
+/// A playback URL's time parameter for `ms` since the Unix epoch.
+pub fn rfc3339(ms: i64) -> String {
+    vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339()
+}
+
+/// `GET /api/cluster/nodes` of `n`, if it answers.
+pub fn nodes_view(n: &Node) -> Option<serde_json::Value> {
+    serde_json::from_str(&n.try_api("/api/cluster/nodes")?).ok()
+}
+
+/// The node id `n` reports in `/api/node`.
+pub fn node_id(n: &Node) -> String {
+    n.api_json("/api/node")["id"]
+        .as_str()
+        .expect("node id")
+        .to_string()
+}
+
+/// Ids of the nodes `n` sees alive with a report, sorted.
+pub fn alive_ids(n: &Node) -> Option<Vec<String>> {
+    let mut ids: Vec<String> = nodes_view(n)?["nodes"]
+        .as_array()?
+        .iter()
+        .filter(|x| x["alive"] == true && x["rtsp"].is_string())
+        .map(|x| x["id"].as_str().unwrap_or("").to_string())
+        .collect();
+    ids.sort();
+    Some(ids)
+}
+
+/// The scheduler `n` currently recognises.
+pub fn scheduler_of(n: &Node) -> Option<String> {
+    nodes_view(n)?["scheduler"].as_str().map(str::to_string)
 }

@@ -6,21 +6,14 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use vigil_proto::rtsp::UtcTime;
 use vigil_tests::ctl;
+use vigil_tests::{alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of};
 use vigil_tests::{
     ffmpeg_decode, ffmpeg_decode_cmd, gst_decode_h264, poll_until, spawn_background, Node,
     NodeBuilder, RtspConn, DEMO_CAMERA,
 };
 
 const KEY: &str = "test-cluster-key-0123456789";
-
-fn free_udp(ip: &str) -> u16 {
-    std::net::UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("bind a UDP port")
-}
 
 /// The `[cluster]` table of a member.
 fn cluster_conf(gossip: SocketAddr, seeds: &[SocketAddr], key: &str, priority: u32) -> String {
@@ -42,35 +35,6 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn rfc3339(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_rfc3339()
-}
-
-fn nodes_view(n: &Node) -> Option<serde_json::Value> {
-    serde_json::from_str(&n.try_api("/api/cluster/nodes")?).ok()
-}
-
-fn node_id(n: &Node) -> String {
-    n.api_json("/api/node")["id"].as_str().unwrap().to_string()
-}
-
-/// Ids of the nodes `n` sees alive with a report.
-fn alive_ids(n: &Node) -> Option<Vec<String>> {
-    let v = nodes_view(n)?;
-    let mut ids: Vec<String> = v["nodes"]
-        .as_array()?
-        .iter()
-        .filter(|x| x["alive"] == true && x["rtsp"].is_string())
-        .map(|x| x["id"].as_str().unwrap_or("").to_string())
-        .collect();
-    ids.sort();
-    Some(ids)
-}
-
-fn scheduler_of(n: &Node) -> Option<String> {
-    nodes_view(n)?["scheduler"].as_str().map(str::to_string)
 }
 
 struct Member {

@@ -21,26 +21,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use vigil_proto::rtsp::UtcTime;
 use vigil_server::client::{play, ClientTransport, PlayOptions};
 use vigil_tests::ctl;
+use vigil_tests::{alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of};
 use vigil_tests::{poll_until, Node, NodeBuilder, RtspConn};
 
 const KEY: &str = "test-cluster-key-policies-0123456789";
 const N: usize = 5;
 /// Bord of every node: see the module documentation.
 const BORD: &str = "bandwidth_bps = 15000000.0";
-
-fn free_udp(ip: &str) -> u16 {
-    std::net::UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("bind a UDP port")
-}
-
-fn rfc3339(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_rfc3339()
-}
 
 fn camera(id: &str) -> String {
     format!("[[camera]]\nid = \"{id}\"\nsource = \"demo\"\non_demand = false\n")
@@ -86,29 +75,6 @@ fn start_cluster(
         seed.get_or_insert(gossip);
     }
     out
-}
-
-fn nodes_view(n: &Node) -> Option<serde_json::Value> {
-    serde_json::from_str(&n.try_api("/api/cluster/nodes")?).ok()
-}
-
-fn node_id(n: &Node) -> String {
-    n.api_json("/api/node")["id"].as_str().unwrap().to_string()
-}
-
-fn alive_ids(n: &Node) -> Option<Vec<String>> {
-    let mut ids: Vec<String> = nodes_view(n)?["nodes"]
-        .as_array()?
-        .iter()
-        .filter(|x| x["alive"] == true && x["rtsp"].is_string())
-        .map(|x| x["id"].as_str().unwrap_or("").to_string())
-        .collect();
-    ids.sort();
-    Some(ids)
-}
-
-fn scheduler_of(n: &Node) -> Option<String> {
-    nodes_view(n)?["scheduler"].as_str().map(str::to_string)
 }
 
 /// Waits until every node sees all of `nodes` alive with a report; returns the sorted ids.

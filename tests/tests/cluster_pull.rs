@@ -8,17 +8,11 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use vigil_tests::free_udp;
 use vigil_tests::{poll_until, Node, NodeBuilder, DEMO_CAMERA};
 
 const KEY: &str = "test-cluster-key-0123456789";
 const CAM: &str = "live/cam";
-
-fn free_udp(ip: &str) -> u16 {
-    std::net::UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("bind a UDP port")
-}
 
 fn now_ms() -> i64 {
     SystemTime::now()

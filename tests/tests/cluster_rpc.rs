@@ -9,24 +9,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vigil_proto::rtsp::UtcTime;
 use vigil_tests::{
     ffmpeg_decode, ffmpeg_decode_cmd, free_port, poll_until, run_with_timeout, spawn_background,
     vigil_bin, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
 };
+use vigil_tests::{free_udp, nodes_view, rfc3339, scheduler_of};
 
 const KEY: &str = "test-cluster-key-0123456789";
-
-fn free_udp(ip: &str) -> u16 {
-    std::net::UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("bind a UDP port")
-}
-
-fn rfc3339(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_rfc3339()
-}
 
 fn vigil(args: &[&str]) -> std::process::Output {
     run_with_timeout(
@@ -42,14 +31,6 @@ fn vigil_ok(args: &[&str]) {
         "vigil {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn nodes_view(n: &Node) -> Option<serde_json::Value> {
-    serde_json::from_str(&n.try_api("/api/cluster/nodes")?).ok()
-}
-
-fn scheduler_of(n: &Node) -> Option<String> {
-    nodes_view(n)?["scheduler"].as_str().map(str::to_string)
 }
 
 fn alive_with_rpc(n: &Node) -> Option<usize> {

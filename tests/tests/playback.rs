@@ -17,11 +17,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use vigil_proto::codec::starts_keyframe;
-use vigil_proto::rtsp::UtcTime;
 use vigil_server::client::{
     play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
 };
 use vigil_tests::ctl;
+use vigil_tests::rfc3339;
 use vigil_tests::{
     ffmpeg_decode, fixture, gst_decode_h264, poll_until, spawn_background, spawn_ffmpeg_decode,
     wait_background, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
@@ -44,10 +44,6 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn rfc3339(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_rfc3339()
 }
 
 /// The `[storage]` table for a root and a segment length.
