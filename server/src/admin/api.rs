@@ -34,6 +34,7 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/cluster/sessions", get(cluster_sessions))
         .route("/api/ingest/{camera}", get(ingest))
         .route("/metrics", get(metrics))
+        .merge(super::migrate_api::router(node.clone()))
         .with_state(AppState { node, prometheus })
 }
 
@@ -136,6 +137,11 @@ pub fn session_views(node: &Node) -> Vec<SessionView> {
                 duration_secs: (secs * 10.0).round() / 10.0,
                 bitrate_kbps: (bytes as f64 * 8.0 / secs.max(0.001) / 1000.0) as u64,
                 current_kbps: s.rate_bps.load(Ordering::Relaxed) / 1000,
+                node: s
+                    .media_node()
+                    .unwrap_or_else(|| node.config.node.id.clone()),
+                moves: s.moves.load(Ordering::Relaxed),
+                steered_by: s.steered_by(),
             }
         })
         .collect()

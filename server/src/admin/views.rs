@@ -67,6 +67,15 @@ pub struct SessionView {
     /// Current sending rate (playback grows with Scale).
     #[serde(default)]
     pub current_kbps: u64,
+    /// The node sending the session's media (this one unless it migrated).
+    #[serde(default)]
+    pub node: String,
+    /// How often the session's media moved between nodes.
+    #[serde(default)]
+    pub moves: u32,
+    /// Hosted here for the node that holds the viewer's RTSP connection.
+    #[serde(default)]
+    pub steered_by: Option<String>,
 }
 
 /// `GET /api/cluster/nodes`: the membership as this node sees it.

@@ -63,10 +63,73 @@ pub enum Sink {
 #[derive(Clone)]
 pub struct UdpOut {
     pub track: usize,
-    pub rtp: Arc<UdpSocket>,
-    pub rtcp: Arc<UdpSocket>,
+    pub via: UdpVia,
     pub dest_rtp: SocketAddr,
     pub dest_rtcp: SocketAddr,
+}
+
+/// How a UDP track's packets leave the node.
+#[derive(Clone)]
+pub enum UdpVia {
+    /// From the session's own server ports (the ones announced at SETUP, or the sending
+    /// node's own after a migration in `own` mode).
+    Socket {
+        rtp: Arc<UdpSocket>,
+        rtcp: Arc<UdpSocket>,
+    },
+    /// With another node's address and ports as the source (migration in `preserve` mode).
+    Spoofed {
+        raw: Arc<crate::migrate::preserve::RawSender>,
+        src_rtp: SocketAddr,
+        src_rtcp: SocketAddr,
+    },
+}
+
+/// Pacing anchor: the frame of media time `media_ms` is due at wall-clock `wall_us`
+/// (µs since the Unix epoch). Wall clock, not `Instant`, because a migrated session keeps
+/// its pacing on another node (nodes keep their clocks in sync with NTP).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Anchor {
+    pub wall_us: i64,
+    pub media_ms: i64,
+}
+
+/// Where a running sender is: its output state after the last frame it sent and the next
+/// frame to send. Kept up to date for a migrated session, so that the node steering it can
+/// take it back from that point if the sending node dies.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub identities: Vec<(RtpIdentity, u16)>,
+    pub cursor: Cursor,
+    pub anchor: Option<Anchor>,
+}
+
+pub fn wall_us() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// The `Instant` of a wall-clock time (µs since the epoch) on this node.
+fn instant_of(wall: i64) -> Instant {
+    let now_i = Instant::now();
+    let delta = wall - wall_us();
+    if delta >= 0 {
+        now_i + Duration::from_micros(delta as u64)
+    } else {
+        now_i
+            .checked_sub(Duration::from_micros(delta.unsigned_abs()))
+            .unwrap_or(now_i)
+    }
+}
+
+fn wall_of(at: Instant) -> i64 {
+    let now_i = Instant::now();
+    if at <= now_i {
+        wall_us() - now_i.duration_since(at).as_micros() as i64
+    } else {
+        wall_us() + at.duration_since(now_i).as_micros() as i64
+    }
 }
 
 pub struct PlayParams {
@@ -77,6 +140,12 @@ pub struct PlayParams {
     pub end_ms: Option<i64>,
     pub camera: String,
     pub cname: String,
+    /// Continue an existing pacing line (a migrated session); None: the first frame is due now.
+    pub anchor: Option<Anchor>,
+    /// Updated after every frame (migrated sessions only).
+    pub progress: Option<Arc<std::sync::Mutex<Option<Progress>>>>,
+    /// Told the wall-clock time (µs) the first frame went out.
+    pub first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
 }
 
 /// How a run ended, with the state the next PLAY continues from.
@@ -84,31 +153,58 @@ pub struct Stopped {
     pub tracks: Vec<TrackOut>,
     /// Next frame to send; None when the recording (or range) ended.
     pub resume: Option<Cursor>,
+    /// The pacing line the run followed (a handoff continues it).
+    pub anchor: Option<Anchor>,
+    /// Wall-clock time (µs) of the last frame sent.
+    pub last_sent_us: Option<i64>,
 }
 
 pub async fn run(
     library: Library,
     mut tracks: Vec<TrackOut>,
-    params: PlayParams,
+    mut params: PlayParams,
     sink: Sink,
     info: Arc<SessionInfo>,
     cancel: CancellationToken,
 ) -> Stopped {
     let mut cursor = params.start.clone();
-    let started = Instant::now();
-    let mut first_time: Option<i64> = None;
+    let (started, mut first_time) = match params.anchor {
+        Some(a) => (instant_of(a.wall_us), Some(a.media_ms)),
+        None => (Instant::now(), None),
+    };
+    let mut last_sent_us = None;
+    // The state every early return hands back.
+    macro_rules! stopped {
+        ($resume:expr) => {
+            Stopped {
+                tracks,
+                resume: $resume,
+                anchor: first_time.map(|t0| Anchor {
+                    wall_us: wall_of(started),
+                    media_ms: t0,
+                }),
+                last_sent_us,
+            }
+        };
+    }
+    macro_rules! finish {
+        () => {{
+            finish(&tracks, &sink, &params, &info).await;
+            return stopped!(None);
+        }};
+    }
     let mut rate = RateMeter::new();
     let mut last_sr = Instant::now();
     let mut index = match library.index(&params.camera).await {
         Ok(i) => i,
-        Err(_) => return finish(tracks, None, &sink, &params, &info).await,
+        Err(_) => finish!(),
     };
     loop {
         let segment: Arc<CachedSegment> = match library.segment(&cursor.segment).await {
             Ok(s) => s,
             Err(e) => {
                 info!(camera = %params.camera, "playback stopped: {e}");
-                return finish(tracks, None, &sink, &params, &info).await;
+                finish!();
             }
         };
         library.read_ahead(&index, &cursor.segment);
@@ -116,7 +212,7 @@ pub async fn run(
         while cursor.frame < frames.len() {
             let f = &frames[cursor.frame];
             if params.end_ms.is_some_and(|end| f.time_ms >= end) {
-                return finish(tracks, None, &sink, &params, &info).await;
+                finish!();
             }
             let Some(t) = tracks.get_mut(f.track as usize).filter(|t| t.enabled) else {
                 cursor.frame += 1;
@@ -135,11 +231,11 @@ pub async fn run(
             // first-frame latency of a PLAY whose segment is cached.
             if due > Instant::now() {
                 tokio::select! {
-                    _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
+                    _ = cancel.cancelled() => return stopped!(Some(cursor)),
                     _ = tokio::time::sleep_until(due.into()) => {}
                 }
             } else if cancel.is_cancelled() {
-                return stopped(tracks, Some(cursor));
+                return stopped!(Some(cursor));
             }
             let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
             let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
@@ -150,9 +246,24 @@ pub async fn run(
             info.rate_bps.store(rate.bps(), Ordering::Relaxed);
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
             if send(&sink, f.track as usize, packets).await.is_err() {
-                return stopped(tracks, None);
+                return stopped!(None);
+            }
+            let sent_at = wall_us();
+            last_sent_us = Some(sent_at);
+            if let Some(tx) = params.first_sent.take() {
+                let _ = tx.send(sent_at);
             }
             cursor.frame += 1;
+            if let Some(p) = &params.progress {
+                *p.lock().unwrap_or_else(|e| e.into_inner()) = Some(Progress {
+                    identities: tracks.iter().map(|t| (t.identity.clone(), t.seq)).collect(),
+                    cursor: cursor.clone(),
+                    anchor: first_time.map(|t0| Anchor {
+                        wall_us: wall_of(started),
+                        media_ms: t0,
+                    }),
+                });
+            }
             if last_sr.elapsed() >= Duration::from_secs(5) {
                 last_sr = Instant::now();
                 let reports = reports(&tracks, &params.cname, false);
@@ -169,7 +280,7 @@ pub async fn run(
                 break None;
             }
             tokio::select! {
-                _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
+                _ = cancel.cancelled() => return stopped!(Some(cursor)),
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             }
             match library.index(&params.camera).await {
@@ -184,27 +295,16 @@ pub async fn run(
                     frame: 0,
                 }
             }
-            None => return finish(tracks, None, &sink, &params, &info).await,
+            None => finish!(),
         }
     }
 }
 
-fn stopped(tracks: Vec<TrackOut>, resume: Option<Cursor>) -> Stopped {
-    Stopped { tracks, resume }
-}
-
 /// End of range or recording: RTCP BYE, and the session ends.
-async fn finish(
-    tracks: Vec<TrackOut>,
-    resume: Option<Cursor>,
-    sink: &Sink,
-    params: &PlayParams,
-    info: &SessionInfo,
-) -> Stopped {
+async fn finish(tracks: &[TrackOut], sink: &Sink, params: &PlayParams, info: &SessionInfo) {
     debug!(camera = %params.camera, "end of playback: BYE");
-    let _ = send_rtcp(sink, reports(&tracks, &params.cname, true)).await;
+    let _ = send_rtcp(sink, reports(tracks, &params.cname, true)).await;
     info.cancel.cancel();
-    Stopped { tracks, resume }
 }
 
 fn packetize_frame(t: &mut TrackOut, track: usize, media_ts: u64, data: &[u8]) -> Vec<OutPacket> {
@@ -241,7 +341,13 @@ async fn send(sink: &Sink, track: usize, packets: Vec<OutPacket>) -> Result<(), 
         Sink::Tcp(tx) => tx.send(TcpOut::Packets(packets)).await.map_err(|_| ()),
         Sink::Udp(outs) => {
             if let Some(o) = outs.iter().find(|o| o.track == track) {
-                if let Err(e) = send_batch(&o.rtp, o.dest_rtp, &packets).await {
+                let r = match &o.via {
+                    UdpVia::Socket { rtp, .. } => send_batch(rtp, o.dest_rtp, &packets).await,
+                    UdpVia::Spoofed { raw, src_rtp, .. } => {
+                        raw.send_packets(*src_rtp, o.dest_rtp, &packets)
+                    }
+                };
+                if let Err(e) = r {
                     debug!("udp send to {}: {e}", o.dest_rtp);
                 }
             }
@@ -256,7 +362,12 @@ async fn send_rtcp(sink: &Sink, reports: Vec<(usize, Vec<u8>)>) -> Result<(), ()
         Sink::Udp(outs) => {
             for (track, pkt) in reports {
                 if let Some(o) = outs.iter().find(|o| o.track == track) {
-                    let _ = o.rtcp.send_to(&pkt, o.dest_rtcp).await;
+                    let _ = match &o.via {
+                        UdpVia::Socket { rtcp, .. } => rtcp.send_to(&pkt, o.dest_rtcp).await,
+                        UdpVia::Spoofed { raw, src_rtcp, .. } => {
+                            raw.send(*src_rtcp, o.dest_rtcp, &pkt)
+                        }
+                    };
                 }
             }
             Ok(())
