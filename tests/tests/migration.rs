@@ -3,144 +3,17 @@
 //! and `vigil ctl migrate` moving their media A → B → C → A. Every wait polls with a deadline.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
-use vigil_tests::secure_cluster::{self, SecureCluster};
-use vigil_tests::{
-    ctl, poll_until, rfc3339, run_with_timeout, spawn_ffmpeg_decode, vigil_bin, Node,
+use vigil_tests::secure_cluster::{
+    self, assert_one_stream, migrate, packets_from, packets_on, playback_session, spawn_viewer,
+    SecureCluster,
 };
-
-/// 25 fps at 90 kHz.
-const FRAME_TICKS: u32 = 3600;
-
-/// A received video packet, as the test checks it.
-#[derive(Debug, Clone)]
-struct Seen {
-    at: Instant,
-    from: Option<SocketAddr>,
-    ssrc: u32,
-    seq: u16,
-    ts: u32,
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-/// Plays `url` over UDP with the project's client on a thread of its own, recording every
-/// video packet until the stream ends.
-fn spawn_viewer(url: String) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let out = seen.clone();
-    let h = std::thread::spawn(move || {
-        runtime().block_on(async move {
-            let mut p: Player = play(&url, PlayOptions::new(ClientTransport::Udp))
-                .await
-                .expect("play");
-            let video = p
-                .tracks()
-                .iter()
-                .position(|t| t.codec.is_video())
-                .expect("video track");
-            let deadline = Instant::now() + Duration::from_secs(60);
-            loop {
-                let got = tokio::time::timeout_at(deadline.into(), p.next_packet())
-                    .await
-                    .expect("the stream to end within 60 s")
-                    .expect("no client error");
-                let Some(pkt) = got else { break };
-                if pkt.track != video {
-                    continue;
-                }
-                out.lock().unwrap().push(Seen {
-                    at: pkt.at,
-                    from: pkt.from,
-                    ssrc: pkt.header.ssrc,
-                    seq: pkt.header.sequence,
-                    ts: pkt.header.timestamp,
-                });
-            }
-        })
-    });
-    (seen, h)
-}
-
-/// The playback session on `n` (steered there), once it plays.
-fn playback_session(n: &Node) -> String {
-    poll_until(Duration::from_secs(10), "the playback session", || {
-        n.api_json("/api/sessions")
-            .as_array()?
-            .iter()
-            .find(|s| s["kind"] == "playback" && s["steered_by"].is_null())
-            .and_then(|s| s["id"].as_str().map(str::to_string))
-    })
-}
-
-/// Packets node `n` has sent for session `id` (hosted or its own).
-fn packets_on(n: &Node, id: &str) -> u64 {
-    n.api_json("/api/sessions")
-        .as_array()
-        .and_then(|v| v.iter().find(|s| s["id"] == id))
-        .and_then(|s| s["packets"].as_u64())
-        .unwrap_or(0)
-}
-
-fn packets_from(seen: &Mutex<Vec<Seen>>, ip: &str) -> usize {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.from.is_some_and(|a| a.ip().to_string() == ip))
-        .count()
-}
-
-/// `vigil ctl migrate` through node `via`, expecting success; returns its output.
-fn migrate(via: &Node, session: &str, to: &str, mode: &str) -> String {
-    let out = ctl(via, &["migrate", session, to, "--mode", mode]);
-    assert!(out.contains("moved from"), "{out}");
-    out
-}
-
-/// The stream is one: one SSRC, contiguous sequence numbers, timestamps that never jump
-/// by more than two frames or go back; returns the handoff gaps (ms) at source changes.
-fn assert_one_stream(seen: &[Seen], what: &str) -> Vec<f64> {
-    assert!(seen.len() > 100, "{what}: only {} packets", seen.len());
-    let ssrcs: BTreeSet<u32> = seen.iter().map(|s| s.ssrc).collect();
-    assert_eq!(ssrcs.len(), 1, "{what}: SSRCs {ssrcs:?}");
-    let mut gaps = Vec::new();
-    for w in seen.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        assert_eq!(
-            b.seq,
-            a.seq.wrapping_add(1),
-            "{what}: sequence {} after {} (from {:?} after {:?})",
-            b.seq,
-            a.seq,
-            b.from,
-            a.from
-        );
-        let step = b.ts.wrapping_sub(a.ts);
-        assert!(
-            step <= 2 * FRAME_TICKS,
-            "{what}: timestamp step {step} ticks (from {:?} after {:?})",
-            b.from,
-            a.from
-        );
-        if a.from.is_some() && b.from.is_some() && a.from != b.from {
-            gaps.push(b.at.duration_since(a.at).as_secs_f64() * 1000.0);
-        }
-    }
-    gaps
-}
+use vigil_tests::{poll_until, rfc3339, run_with_timeout, spawn_ffmpeg_decode, vigil_bin};
 
 fn start_cluster() -> SecureCluster {
-    secure_cluster::start(3, |_| String::new())
+    secure_cluster::start(3, "", |_| String::new())
 }
 
 /// The project's client plays a recording over UDP from node A while its media moves
@@ -156,7 +29,7 @@ fn playback_moves_between_three_nodes_own_mode() {
         rfc3339(first),
         rfc3339(first + 12_000)
     );
-    let (seen, viewer) = spawn_viewer(url);
+    let (seen, viewer) = spawn_viewer(url, None);
     let id = playback_session(a);
     poll_until(Duration::from_secs(5), "media from A", || {
         (packets_from(&seen, &a.ip) > 20).then_some(())

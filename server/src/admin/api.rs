@@ -269,6 +269,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
             let nv = i.map(|i| view.node(i));
             ClusterNodeView {
                 scheduler: scheduler.as_deref() == Some(m.id.as_str()),
+                draining: r.is_some_and(|r| r.draining),
                 gossip: m.gossip.to_string(),
                 rtsp: r.map(|r| r.rtsp.clone()),
                 api: r.map(|r| r.api.clone()),
@@ -354,6 +355,7 @@ async fn cluster_scheduler(
                 asked_by: d.asked_by,
             })
             .collect(),
+        migrations: c.rem_log(),
     }))
 }
 

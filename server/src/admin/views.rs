@@ -121,6 +121,9 @@ pub struct ClusterNodeView {
     pub live: Vec<String>,
     pub priority: Option<u32>,
     pub report_age_ms: Option<i64>,
+    /// Being drained: it takes no placement.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// `GET /api/cluster/scheduler`.
@@ -135,6 +138,9 @@ pub struct SchedulerView {
     pub decided_by: String,
     /// Newest first; the last 50 placements made on this node.
     pub decisions: Vec<DecisionView>,
+    /// Newest first; the last 50 §A.5 REM steps this node ran as the scheduler.
+    #[serde(default)]
+    pub migrations: Vec<crate::cluster::rem::RemRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -70,6 +70,8 @@ pub(super) struct State {
     pub(super) decisions: VecDeque<DecisionRecord>,
     /// The bindings this node follows (the highest term seen).
     pub(super) bindings: CameraBindings,
+    /// §A.5 REM in the scheduler: what it ran on, what is moving, what it decided.
+    pub(super) rem: super::rem::RemState,
 }
 
 impl State {
@@ -243,6 +245,7 @@ impl Cluster {
                 rng: rand::rngs::StdRng::from_entropy(),
                 decisions: VecDeque::new(),
                 bindings: CameraBindings::default(),
+                rem: Default::default(),
             }),
             changed: Notify::new(),
             migration: std::sync::OnceLock::new(),

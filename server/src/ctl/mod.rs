@@ -218,6 +218,32 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                     d.reason,
                 ]);
             }
+            if !v.migrations.is_empty() {
+                println!("{table}");
+                table = Table::new();
+                table.load_preset(UTF8_BORDERS_ONLY);
+                println!("REM migrations (§A.5), newest first:");
+                table.set_header([
+                    "AT", "NODE", "LOAD", "σ", "P", "SESSION", "CAMERA", "TO", "RESULT", "REASON",
+                ]);
+                for m in v.migrations {
+                    table.add_row([
+                        vigil_proto::rtsp::UtcTime {
+                            unix_millis: m.at_ms,
+                        }
+                        .to_rfc3339(),
+                        m.node,
+                        format!("{:.1}", m.load),
+                        format!("{:.1}", m.sigma),
+                        format!("{:.2}", m.p),
+                        m.session.unwrap_or_default(),
+                        m.camera.unwrap_or_default(),
+                        m.to.unwrap_or_else(|| "-".into()),
+                        m.result,
+                        m.reason,
+                    ]);
+                }
+            }
         }
         What::Ingest { .. } => {
             let v: IngestView = serde_json::from_str(&body).context("unexpected answer")?;
