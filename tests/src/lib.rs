@@ -278,6 +278,19 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    // Drain both pipes while waiting: a chatty child (gst-launch -v prints a line per
+    // frame) blocks, and stalls whatever it is playing, once a 64 KiB pipe buffer is full.
+    fn drain<R: std::io::Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let deadline = Instant::now() + timeout;
     loop {
         if child.try_wait().ok().flatten().is_some() {
@@ -289,7 +302,12 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.wait_with_output().expect("collect output")
+    let status = child.wait().expect("wait for the child");
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }
 
 /// A background process (publisher) killed on drop.

@@ -1,0 +1,102 @@
+//! `preserve` source-address mode (issue 7 §1): the node continuing a moved session sends
+//! with the original node's address and ports (raw socket; the tests run as root, as CI
+//! does), so clients that drop media from a new source keep decoding: GStreamer rtspsrc and
+//! `ffmpeg -rtsp_flags filter_src`, next to the project's client, which checks that every
+//! datagram came from the address announced at SETUP. Every wait polls a deadline.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use vigil_tests::secure_cluster::{
+    self, assert_one_stream, migrate, packets_on, spawn_viewer, SecureCluster,
+};
+use vigil_tests::{gst_decode_h264, poll_until, rfc3339, spawn_ffmpeg_decode, Node};
+
+/// Moves session `id` (steered by A = node 1) A → B → C → A in preserve mode, letting each
+/// sender play a second of media.
+fn tour(c: &SecureCluster, id: &str) {
+    for i in [1usize, 2, 0] {
+        let n: &Node = c.node(i);
+        let before = packets_on(n, id);
+        migrate(c.node(0), id, &c.members[i].id, "preserve");
+        poll_until(
+            Duration::from_secs(5),
+            "a second of media from the new node",
+            || (packets_on(n, id) > before + 100).then_some(()),
+        );
+    }
+}
+
+/// The playback sessions of `n` not yet in `known`.
+fn new_sessions(n: &Node, known: &BTreeSet<String>) -> Vec<String> {
+    n.api_json("/api/sessions")
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter(|s| s["kind"] == "playback" && s["steered_by"].is_null())
+                .filter_map(|s| s["id"].as_str().map(str::to_string))
+                .filter(|id| !known.contains(id))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn next_session(n: &Node, known: &mut BTreeSet<String>) -> String {
+    let id = poll_until(Duration::from_secs(15), "a new playback session", || {
+        new_sessions(n, known).into_iter().next()
+    });
+    known.insert(id.clone());
+    id
+}
+
+#[test]
+fn source_filtering_clients_play_through_moves_in_preserve_mode() {
+    let c = secure_cluster::start(3, "", |_| String::new());
+    let first = c.recorded_for(14_000);
+    let a = c.node(0);
+    let url = format!(
+        "{}?start={}&end={}&vigil_placed=1",
+        a.url("playback/demo"),
+        rfc3339(first),
+        rfc3339(first + 12_000)
+    );
+    let mut known = BTreeSet::new();
+
+    // The project's client: every datagram from the one source it saw first.
+    let (seen, viewer) = spawn_viewer(url.clone(), None);
+    let id = next_session(a, &mut known);
+    tour(&c, &id);
+    viewer.join().expect("viewer");
+    let seen = seen.lock().unwrap().clone();
+    let gaps = assert_one_stream(&seen, "preserve A→B→C→A");
+    assert!(gaps.is_empty(), "the source changed: {gaps:?}");
+    let sources: BTreeSet<_> = seen.iter().filter_map(|s| s.from).collect();
+    assert_eq!(sources.len(), 1, "sources {sources:?}");
+    assert!(
+        sources.iter().all(|s| s.ip().to_string() == "127.0.0.1"),
+        "{sources:?}"
+    );
+
+    // ffmpeg with filter_src (a connected socket: it drops any other source).
+    let ff = spawn_ffmpeg_decode(
+        &url,
+        &["-rtsp_transport", "udp", "-rtsp_flags", "filter_src"],
+        &[],
+        Duration::from_secs(40),
+    );
+    let id = next_session(a, &mut known);
+    tour(&c, &id);
+    ff.join()
+        .expect("ffmpeg")
+        .assert_plays("ffmpeg filter_src through preserve moves", 299, 301);
+
+    // GStreamer rtspsrc over UDP (its session drops a new source address or port).
+    let gst_url = url.clone();
+    let gst =
+        std::thread::spawn(move || gst_decode_h264(&gst_url, "udp", 280, Duration::from_secs(40)));
+    let id = next_session(a, &mut known);
+    tour(&c, &id);
+    let g = gst.join().expect("gst");
+    assert!(g.errors.is_empty(), "GStreamer errors: {:?}", g.errors);
+    assert_eq!(g.frames, 280, "GStreamer frames; output:\n{}", g.output);
+}
