@@ -6,6 +6,10 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
+use vigil_proto::codec::starts_keyframe;
+use vigil_server::client::{
+    play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
+};
 use vigil_tests::secure_cluster::{
     self, assert_one_stream, migrate, packets_from, packets_on, playback_session, spawn_viewer,
     SecureCluster,
@@ -168,4 +172,246 @@ fn migrate_refusals_are_clear() {
     tcp.join()
         .expect("ffmpeg")
         .assert_plays("TCP viewer after refused moves", 149, 151);
+}
+
+fn runtime_mt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The next video packet within 10 s, counted by `stats`.
+async fn next_video(p: &mut Player, video: usize, stats: &mut TrackStats) -> ReceivedPacket {
+    loop {
+        let pkt = tokio::time::timeout(Duration::from_secs(10), p.next_packet())
+            .await
+            .expect("a packet within 10 s")
+            .expect("no client error")
+            .expect("the stream goes on");
+        if pkt.track == video {
+            stats.record(
+                &pkt.header,
+                &pkt.payload,
+                12 + pkt.payload.len(),
+                Duration::ZERO,
+            );
+            return pkt;
+        }
+    }
+}
+
+fn from_ip(pkt: &ReceivedPacket) -> String {
+    pkt.from.map(|a| a.ip().to_string()).unwrap_or_default()
+}
+
+/// After a move to B, PAUSE, resume, a seek and Scale 2 — all sent to A — behave on B as
+/// they would on A (RTP-Info, keyframe after the seek, twice the frame rate), the stream
+/// stays one (SSRC, sequence), and TEARDOWN releases the session on both nodes.
+#[test]
+fn vcr_after_a_move_reaches_the_sending_node_and_teardown_releases_both() {
+    let c = start_cluster();
+    let first = c.recorded_for(20_000);
+    let (a, b) = (c.node(0), c.node(1));
+    let url = format!(
+        "{}?start={}&vigil_placed=1",
+        a.url("playback/demo"),
+        rfc3339(first)
+    );
+    let b_id = c.members[1].id.clone();
+    let a_api = format!("http://{}", a.api);
+    runtime_mt().block_on(async {
+        let mut p = play(&url, PlayOptions::new(ClientTransport::Udp))
+            .await
+            .expect("play");
+        let v = p
+            .tracks()
+            .iter()
+            .position(|t| t.codec.is_video())
+            .expect("video");
+        let mut stats = TrackStats::new(p.tracks()[v].codec, p.tracks()[v].clock_rate);
+        for _ in 0..25 {
+            next_video(&mut p, v, &mut stats).await;
+        }
+        let id = playback_session(a);
+        let mv = tokio::task::spawn_blocking(move || {
+            let out = Command::new(vigil_bin())
+                .args(["ctl", "--api", &a_api, "migrate", &id, &b_id])
+                .output()
+                .expect("ctl");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        });
+        let mut from_b = 0;
+        while from_b < 25 {
+            if from_ip(&next_video(&mut p, v, &mut stats).await) == "127.0.0.2" {
+                from_b += 1;
+            }
+        }
+        mv.await.expect("migrate");
+
+        // PAUSE: B stops sending (what was in flight drains), nothing comes for a second.
+        p.pause().await.expect("PAUSE");
+        while let Ok(r) = tokio::time::timeout(Duration::from_millis(300), p.next_packet()).await {
+            if let Ok(Some(pkt)) = r {
+                if pkt.track == v {
+                    let len = 12 + pkt.payload.len();
+                    stats.record(&pkt.header, &pkt.payload, len, Duration::ZERO);
+                }
+            }
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), p.next_packet())
+                .await
+                .is_err(),
+            "media while paused"
+        );
+        // Resume: exactly where it paused, from B.
+        let seq = p
+            .play(PlayRequest::new())
+            .await
+            .expect("resume")
+            .rtp_info
+            .first()
+            .and_then(|i| i.seq)
+            .expect("RTP-Info seq");
+        let pkt = next_video(&mut p, v, &mut stats).await;
+        assert_eq!(pkt.header.sequence, seq, "resumed at RTP-Info's seq");
+        assert_eq!(from_ip(&pkt), "127.0.0.2", "resumed on B");
+
+        // Seek to npt 12: B starts on the keyframe at or before it.
+        let answer = p
+            .play(PlayRequest::new().npt(12.0))
+            .await
+            .expect("seek")
+            .clone();
+        let start = answer
+            .range
+            .as_ref()
+            .and_then(|_| p.answer().npt_start())
+            .expect("Range");
+        assert!((11.0..=12.0).contains(&start), "seek answered npt {start}");
+        let seq = p.rtp_info_of(v).and_then(|i| i.seq).expect("RTP-Info seq");
+        let pkt = loop {
+            let pkt = next_video(&mut p, v, &mut stats).await;
+            if pkt.header.sequence.wrapping_sub(seq) < 0x8000 {
+                break pkt;
+            }
+        };
+        assert_eq!(pkt.header.sequence, seq);
+        assert!(
+            starts_keyframe(p.tracks()[v].codec, &pkt.payload),
+            "seek starts on a keyframe"
+        );
+        assert_eq!(from_ip(&pkt), "127.0.0.2", "seek served by B");
+
+        // Scale 2: twice the frames per wall second, from B.
+        let answer = p
+            .play(PlayRequest::new().scale(2.0))
+            .await
+            .expect("Scale 2")
+            .clone();
+        assert_eq!(answer.scale, Some(2.0), "Scale echoed");
+        let t0 = std::time::Instant::now();
+        let mut frames = BTreeSet::new();
+        while t0.elapsed() < Duration::from_secs(2) {
+            let pkt = next_video(&mut p, v, &mut stats).await;
+            assert_eq!(from_ip(&pkt), "127.0.0.2", "Scale 2 served by B");
+            frames.insert(pkt.header.timestamp);
+        }
+        let fps = frames.len() as f64 / t0.elapsed().as_secs_f64();
+        assert!((40.0..=60.0).contains(&fps), "{fps:.1} frames/s at Scale 2");
+        assert_eq!(stats.seq.lost(), 0, "sequence gaps");
+        assert_eq!(stats.ssrc_changes, 0, "SSRC changed");
+        p.teardown().await.expect("TEARDOWN");
+    });
+    for n in [a, b] {
+        poll_until(Duration::from_secs(5), "the session released", || {
+            n.api_json("/api/sessions")
+                .as_array()?
+                .is_empty()
+                .then_some(())
+        });
+    }
+}
+
+/// B dies before the move (A still believes it alive): the move fails with the reason and
+/// the session plays on from A. B dies right after a move: A takes the session back within
+/// a second and the viewer goes on, one SSRC, no sequence number missing.
+#[test]
+fn a_dead_target_leaves_the_session_playing_and_a_dead_sender_gives_it_back() {
+    let mut c = start_cluster();
+    let first = c.recorded_for(14_000);
+    let url = format!(
+        "{}?start={}&end={}&vigil_placed=1",
+        c.node(0).url("playback/demo"),
+        rfc3339(first),
+        rfc3339(first + 12_000)
+    );
+    let (seen, viewer) = spawn_viewer(url, None);
+    let a = c.node(0);
+    let id = playback_session(a);
+    poll_until(Duration::from_secs(5), "media", || {
+        (packets_from(&seen, "127.0.0.1") > 25).then_some(())
+    });
+    // B killed: the Prepare finds no one; nothing moved.
+    c.members[1].node.kill();
+    let a = c.node(0);
+    let out = run_with_timeout(
+        Command::new(vigil_bin()).args([
+            "ctl",
+            "--api",
+            &format!("http://{}", a.api),
+            "migrate",
+            &id,
+            &c.members[1].id,
+        ]),
+        Duration::from_secs(15),
+    );
+    assert!(!out.status.success(), "a move to a dead node succeeded");
+    let before = packets_from(&seen, "127.0.0.1");
+    poll_until(Duration::from_secs(5), "A still sending", || {
+        (packets_from(&seen, "127.0.0.1") > before + 25).then_some(())
+    });
+    // To C, then C killed right after: A takes it back.
+    migrate(a, &id, &c.members[2].id, "own");
+    poll_until(Duration::from_secs(5), "media from C", || {
+        (packets_from(&seen, "127.0.0.3") > 25).then_some(())
+    });
+    let back = packets_from(&seen, "127.0.0.1");
+    c.members[2].node.kill();
+    let a = c.node(0);
+    poll_until(Duration::from_secs(5), "media from A again", || {
+        (packets_from(&seen, "127.0.0.1") > back + 25).then_some(())
+    });
+    viewer.join().expect("viewer");
+    let seen = seen.lock().unwrap().clone();
+    // The take-back: last packet from C → first from A again.
+    let last_c = seen
+        .iter()
+        .rposition(|s| s.from.is_some_and(|f| f.ip().to_string() == "127.0.0.3"))
+        .expect("C sent");
+    let resumed = &seen[last_c + 1];
+    let took = resumed.at.duration_since(seen[last_c].at);
+    eprintln!("take-back gap: {took:?}");
+    assert!(
+        took < Duration::from_millis(1200),
+        "A took the session back after {took:?}"
+    );
+    let ssrcs: BTreeSet<u32> = seen.iter().map(|s| s.ssrc).collect();
+    assert_eq!(ssrcs.len(), 1, "SSRCs {ssrcs:?}");
+    // Nothing missing: A resumes from C's last heartbeat (a few packets may come twice).
+    let (lo, hi) = (seen[0].seq, seen[seen.len() - 1].seq);
+    let got: BTreeSet<u16> = seen.iter().map(|s| s.seq.wrapping_sub(lo)).collect();
+    let span = hi.wrapping_sub(lo);
+    assert_eq!(got.len(), usize::from(span) + 1, "sequence numbers missing");
+    let s = a.api_json("/api/sessions");
+    assert!(
+        s.as_array().unwrap().is_empty() || s[0]["node"] == c.members[0].id.as_str(),
+        "{s}"
+    );
 }

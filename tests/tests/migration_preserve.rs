@@ -1,8 +1,9 @@
 //! `preserve` source-address mode (issue 7 §1): the node continuing a moved session sends
 //! with the original node's address and ports (raw socket; the tests run as root, as CI
 //! does), so clients that drop media from a new source keep decoding: GStreamer rtspsrc and
-//! `ffmpeg -rtsp_flags filter_src`, next to the project's client, which checks that every
-//! datagram came from the address announced at SETUP. Every wait polls a deadline.
+//! `ffmpeg -rtsp_flags filter_src` and retina (all three keep only the source announced at
+//! SETUP), next to the project's client, which checks that every datagram came from that
+//! address. Every wait polls a deadline.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -47,6 +48,43 @@ fn next_session(n: &Node, known: &mut BTreeSet<String>) -> String {
     });
     known.insert(id.clone());
     id
+}
+
+/// retina over UDP (its sockets are connected to the server's address and ports): the
+/// number of video frames it demuxes before `frames` or the end, and its first error.
+fn retina_udp_frames(url: &str, frames: u64) -> (u64, Option<String>) {
+    use futures::StreamExt;
+    use retina::client::{PlayOptions, SessionOptions, SetupOptions, Transport};
+    use retina::codec::CodecItem;
+    let url = url::Url::parse(url).expect("url");
+    let rt = secure_cluster::runtime();
+    rt.block_on(async {
+        let mut session = retina::client::Session::describe(url, SessionOptions::default())
+            .await
+            .expect("describe");
+        session
+            .setup(
+                0,
+                SetupOptions::default().transport(Transport::Udp(Default::default())),
+            )
+            .await
+            .expect("setup");
+        let playing = session.play(PlayOptions::default()).await.expect("play");
+        let mut demuxed = Box::pin(playing.demuxed().expect("demuxed"));
+        let mut n = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while n < frames {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match tokio::time::timeout(left, demuxed.next()).await {
+                Err(_) => return (n, Some("timed out".into())),
+                Ok(None) => break,
+                Ok(Some(Err(e))) => return (n, Some(e.to_string())),
+                Ok(Some(Ok(CodecItem::VideoFrame(_)))) => n += 1,
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+        (n, None)
+    })
 }
 
 #[test]
@@ -99,4 +137,13 @@ fn source_filtering_clients_play_through_moves_in_preserve_mode() {
     let g = gst.join().expect("gst");
     assert!(g.errors.is_empty(), "GStreamer errors: {:?}", g.errors);
     assert_eq!(g.frames, 280, "GStreamer frames; output:\n{}", g.output);
+
+    // retina over UDP.
+    let r_url = url.clone();
+    let retina = std::thread::spawn(move || retina_udp_frames(&r_url, 280));
+    let id = next_session(a, &mut known);
+    tour(&c, &id);
+    let (frames, err) = retina.join().expect("retina");
+    assert_eq!(err, None, "retina after {frames} frames");
+    assert_eq!(frames, 280, "retina frames");
 }
