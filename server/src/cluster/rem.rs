@@ -37,6 +37,9 @@ pub struct RemRecord {
     pub reason: String,
     /// pending, moved (with the handoff gap), failed: why, or "no move".
     pub result: String,
+    /// Decision → the move committed (or failed), ms.
+    #[serde(default)]
+    pub took_ms: Option<f64>,
 }
 
 #[derive(Default)]
@@ -99,6 +102,7 @@ impl Cluster {
                     .find(|r| r.at_ms == at_ms && r.session.as_deref() == Some(&session))
                 {
                     r.result = result;
+                    r.took_ms = Some((now_ms() - at_ms) as f64);
                 }
             });
         }
@@ -155,6 +159,7 @@ impl Cluster {
                                  stream without overload"
                             .into(),
                         result: "no move".into(),
+                        took_ms: None,
                     },
                 );
                 break;
@@ -172,6 +177,7 @@ impl Cluster {
                 to: Some(m.to.clone()),
                 reason: m.reason.clone(),
                 result: "pending".into(),
+                took_ms: None,
             };
             let Some(session) = session else {
                 record.result = "failed: the report names no session for the stream".into();
