@@ -314,6 +314,35 @@ mod tests {
         assert!(e.to_string().contains("rtsp://"), "{e}");
     }
 
+    /// The commented `[cluster]` block of the shipped example, uncommented, is a valid
+    /// configuration whose values are the defaults (so the documentation cannot drift).
+    #[test]
+    fn example_cluster_block_parses_to_the_defaults() {
+        let ex = crate::EXAMPLE;
+        let start = ex
+            .find("# [cluster]\n")
+            .expect("a commented [cluster] block");
+        let block: String = ex[start..]
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            // One '#' off: `# key = v` becomes a key, `## prose` stays a comment.
+            .map(|l| {
+                let r = l.strip_prefix('#').unwrap_or(l);
+                format!("{}\n", r.strip_prefix(' ').unwrap_or(r))
+            })
+            .collect();
+        let c = Config::from_toml(&block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        let d = crate::ClusterConf::default();
+        assert_eq!(c.cluster.scheduler, d.scheduler);
+        assert_eq!(c.cluster.gateway, d.gateway);
+        assert_eq!(c.cluster.knn.omega, d.knn.omega);
+        assert_eq!(c.cluster.knn.k, d.knn.k);
+        assert_eq!(c.cluster.feedback, d.feedback);
+        assert_eq!(c.cluster.migration.mode, d.migration.mode);
+        assert_eq!(c.cluster.migration.lease_ms, d.migration.lease_ms);
+        assert_eq!(c.cluster.migration.takeback_ms, d.migration.takeback_ms);
+    }
+
     #[test]
     fn every_algorithm_constant_is_configurable() {
         let ok = "[cluster]\nenabled = true\nkey = \"0123456789abcdef\"\n";

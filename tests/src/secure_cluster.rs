@@ -64,6 +64,17 @@ pub fn alive_members(n: &Node) -> Option<usize> {
 /// `cluster_keys` go into every node's `[cluster]` table; `extra(i)` adds tables to node i
 /// (0-based). Returns once every node sees all of them and node 1 elected.
 pub fn start(n: usize, cluster_keys: &str, extra: impl Fn(usize) -> String) -> SecureCluster {
+    start_with_ports(n, cluster_keys, extra, None)
+}
+
+/// [`start`] with `ports` UDP ports per node (for hundreds of UDP sessions), node i taking
+/// 61000 + 1000·i on: above Linux's ephemeral range, so no other socket takes them.
+pub fn start_with_ports(
+    n: usize,
+    cluster_keys: &str,
+    extra: impl Fn(usize) -> String,
+    ports: Option<u16>,
+) -> SecureCluster {
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path().join("rec");
     let ca = tmp.path().join("ca");
@@ -103,11 +114,12 @@ pub fn start(n: usize, cluster_keys: &str, extra: impl Fn(usize) -> String) -> S
             cfg.push('\n');
         }
         cfg.push_str(&extra(i));
-        let node = NodeBuilder::new()
-            .ip(&ip)
-            .rtsp_port(port)
-            .extra(&cfg)
-            .start();
+        let mut b = NodeBuilder::new().ip(&ip).rtsp_port(port).extra(&cfg);
+        if let Some(p) = ports {
+            let min = 61_000 + 1_000 * i as u16;
+            b = b.udp_ports(min, min + p.min(998));
+        }
+        let node = b.start();
         seed.get_or_insert(gossip);
         members.push(Member { node, id, ip, rpc });
     }

@@ -15,7 +15,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use vigil_tests::secure_cluster::{self, migrate, playback_session, spawn_viewer, Seen, FRAME_TICKS};
+use vigil_tests::secure_cluster::{
+    self, migrate, playback_session, spawn_viewer, Seen, FRAME_TICKS,
+};
 use vigil_tests::{ctl, poll_until, rfc3339, Node};
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -40,7 +42,10 @@ fn row(name: &str, v: &mut [f64]) {
 fn cpu_secs(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = after.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
     // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name.
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
@@ -61,22 +66,36 @@ fn gaps(mode: &str) {
     let c = secure_cluster::start(3, "", |_| String::new());
     let first = c.recorded_for(10_000);
     let a = c.node(0);
-    let url = format!("{}?start={}&end={}&vigil_placed=1", a.url("playback/demo"), rfc3339(first), rfc3339(first + 75_000));
+    let url = format!(
+        "{}?start={}&end={}&vigil_placed=1",
+        a.url("playback/demo"),
+        rfc3339(first),
+        rfc3339(first + 75_000)
+    );
     let (seen, viewer) = spawn_viewer(url, None);
     let id = playback_session(a);
-    poll_until(Duration::from_secs(5), "media", || (seen.lock().unwrap().len() > 50).then_some(()));
+    poll_until(Duration::from_secs(5), "media", || {
+        (seen.lock().unwrap().len() > 50).then_some(())
+    });
     let mut server = Vec::new();
     let mut moved_at = Vec::new();
     for k in 0..100 {
         let to = &c.members[(k + 1) % 3].id;
         let out = migrate(a, &id, to, mode);
         moved_at.push(Instant::now());
-        if let Some(g) = out.split("gap ").nth(1).and_then(|r| r.split(" ms").next()).and_then(|g| g.parse::<f64>().ok()) {
+        if let Some(g) = out
+            .split("gap ")
+            .nth(1)
+            .and_then(|r| r.split(" ms").next())
+            .and_then(|g| g.parse::<f64>().ok())
+        {
             server.push(g);
         }
         // Let the new sender run ~0.5 s (a dozen frames) before the next move.
         let n = seen.lock().unwrap().len();
-        poll_until(Duration::from_secs(5), "media after the move", || (seen.lock().unwrap().len() > n + 35).then_some(()));
+        poll_until(Duration::from_secs(5), "media after the move", || {
+            (seen.lock().unwrap().len() > n + 35).then_some(())
+        });
     }
     drop(viewer);
     let seen = seen.lock().unwrap().clone();
@@ -85,7 +104,9 @@ fn gaps(mode: &str) {
     // over the media spacing of the two packets.
     let (mut arrival, mut excess) = (Vec::new(), Vec::new());
     for t in moved_at {
-        let Some(i) = seen.iter().rposition(|s| s.at <= t) else { continue };
+        let Some(i) = seen.iter().rposition(|s| s.at <= t) else {
+            continue;
+        };
         let window = seen[i.saturating_sub(12)..=i].windows(2);
         if let Some((gap, media)) = window
             .map(|w| {
@@ -100,12 +121,21 @@ fn gaps(mode: &str) {
         }
     }
     let (lost, dup) = lost_and_dup(&seen);
-    println!("\n### {mode} mode: 100 moves of one 1× playback (25 fps, frame interval {} ms)", FRAME_TICKS / 90);
+    println!(
+        "\n### {mode} mode: 100 moves of one 1× playback (25 fps, frame interval {} ms)",
+        FRAME_TICKS / 90
+    );
     println!("| figure (ms) | n | p50 | p99 | max |\n|---|---|---|---|---|");
     row("server: last frame sent by old → first by new", &mut server);
     row("client: inter-arrival around the move", &mut arrival);
-    row("client: that gap − media spacing of the two packets", &mut excess);
-    println!("packets: {} received, {lost} lost, {dup} duplicated", seen.len());
+    row(
+        "client: that gap − media spacing of the two packets",
+        &mut excess,
+    );
+    println!(
+        "packets: {} received, {lost} lost, {dup} duplicated",
+        seen.len()
+    );
 }
 
 #[test]
@@ -133,7 +163,12 @@ fn bench_rem_decision_to_commit() {
     let n2 = c.node(1);
     let viewers: Vec<_> = (0..3)
         .map(|k| {
-            let url = format!("{}?start={}&end={}&vigil_placed=1", n2.url("playback/demo"), rfc3339(first + 1000 * k), rfc3339(first + 20_000));
+            let url = format!(
+                "{}?start={}&end={}&vigil_placed=1",
+                n2.url("playback/demo"),
+                rfc3339(first + 1000 * k),
+                rfc3339(first + 20_000)
+            );
             spawn_viewer(url, Some(3.0))
         })
         .collect();
@@ -157,12 +192,22 @@ fn bench_rem_decision_to_commit() {
 #[test]
 #[ignore]
 fn bench_drain_200_udp_sessions() {
-    let c = secure_cluster::start(3, "", |_| "[limits]\nmax_sessions = 1000\n".into());
+    let c = secure_cluster::start_with_ports(
+        3,
+        "",
+        |_| "[limits]\nmax_sessions = 1000\n".into(),
+        Some(998),
+    );
     let first = c.recorded_for(10_000);
     let n2: &Node = c.node(1);
     let viewers: Vec<_> = (0..200)
         .map(|k| {
-            let url = format!("{}?start={}&end={}&vigil_placed=1", n2.url("playback/demo"), rfc3339(first + 20 * k), rfc3339(first + 60_000));
+            let url = format!(
+                "{}?start={}&end={}&vigil_placed=1",
+                n2.url("playback/demo"),
+                rfc3339(first + 20 * k),
+                rfc3339(first + 60_000)
+            );
             spawn_viewer(url, None)
         })
         .collect();
@@ -176,6 +221,9 @@ fn bench_drain_200_udp_sessions() {
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_secs(pid) - cpu0;
     println!("\n### drain of 200 UDP playbacks off node 2\n{out}");
-    println!("drain took {wall:.2} s; node 2 used {cpu:.2} CPU-s meanwhile ({:.0} % of a core)", 100.0 * cpu / wall);
+    println!(
+        "drain took {wall:.2} s; node 2 used {cpu:.2} CPU-s meanwhile ({:.0} % of a core)",
+        100.0 * cpu / wall
+    );
     drop(viewers);
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use vigil_tests::secure_cluster::{self, assert_one_stream, playback_session, spawn_viewer};
-use vigil_tests::{ctl, poll_until, rfc3339, spawn_ffmpeg_decode, Node};
+use vigil_tests::{ctl, poll_until, rfc3339, spawn_ffmpeg_decode, Node, NodeBuilder, DEMO_CAMERA};
 
 /// Sessions of `n` hosted for another node.
 fn hosted(n: &Node) -> usize {
@@ -74,11 +74,35 @@ fn rem_moves_streams_off_a_node_pushed_past_sigma_by_scale() {
     }
 }
 
+/// The node `n` sees holding `camera` live.
+fn live_holder(n: &Node, camera: &str) -> Option<String> {
+    n.api_json("/api/cluster/nodes")["nodes"]
+        .as_array()?
+        .iter()
+        .find(|x| {
+            x["alive"] == true
+                && x["live"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|c| c == camera))
+        })
+        .and_then(|x| x["id"].as_str().map(str::to_string))
+}
+
 /// `vigil ctl drain` empties a node of its UDP playbacks while every viewer keeps decoding;
-/// the drained node takes no placement until `undrain`.
+/// the drained node takes no placement until `undrain`; a pull camera bound to a drained
+/// node is re-bound to one that is not.
 #[test]
 fn drain_moves_every_udp_session_off_with_viewers_decoding() {
-    let c = secure_cluster::start(3, "", |_| String::new());
+    // A camera source outside the cluster, pulled by whichever node the scheduler binds.
+    let source = NodeBuilder::new()
+        .ip("127.0.0.4")
+        .extra(DEMO_CAMERA)
+        .start();
+    let pull = format!(
+        "[[camera]]\nid = \"gate\"\nsource = \"{}\"\non_demand = false\n",
+        source.url("live/demo")
+    );
+    let c = secure_cluster::start(3, "", |_| pull.clone());
     let first = c.recorded_for(14_000);
     let n2 = c.node(1);
     let url = |k: i64| {
@@ -123,6 +147,28 @@ fn drain_moves_every_udp_session_off_with_viewers_decoding() {
             .expect("ffmpeg")
             .assert_plays("viewer through a drain", 249, 251);
     }
+    // The pull camera: drain its holder too if it is not node 2; it ends up on the one
+    // node left.
+    let holder = poll_until(Duration::from_secs(15), "the pull camera live", || {
+        live_holder(c.node(0), "gate")
+    });
+    if holder != c.members[1].id {
+        ctl(c.node(0), &["drain", &holder]);
+    }
+    let left: Vec<&str> = c
+        .members
+        .iter()
+        .map(|m| m.id.as_str())
+        .filter(|id| *id != holder && *id != c.members[1].id)
+        .collect();
+    poll_until(
+        Duration::from_secs(15),
+        "the camera re-bound off the drained nodes",
+        || {
+            let h = live_holder(c.node(0), "gate")?;
+            left.contains(&h.as_str()).then_some(())
+        },
+    );
     let out = ctl(c.node(0), &["undrain", &c.members[1].id]);
     assert!(out.contains("takes placements again"), "{out}");
 }

@@ -47,6 +47,11 @@ impl Cluster {
             .filter(|m| m.alive)
             .filter_map(|m| {
                 let r = m.report.as_ref()?;
+                // A draining node keeps no camera: its cameras are re-bound like a dead
+                // node's.
+                if r.draining {
+                    return None;
+                }
                 Some(vigil_cluster::gateway::GatewayNode {
                     node: m.id.clone(),
                     r_cpu: r.cpu,
