@@ -34,6 +34,17 @@ pub struct CameraIndex {
     pub(crate) max_len_ms: i64,
 }
 
+/// An index of the given segments (tests and tools that build one without a store).
+impl FromIterator<SegmentMeta> for CameraIndex {
+    fn from_iter<I: IntoIterator<Item = SegmentMeta>>(iter: I) -> Self {
+        let mut ix = CameraIndex::default();
+        for m in iter {
+            ix.insert(m);
+        }
+        ix
+    }
+}
+
 impl CameraIndex {
     pub(crate) fn insert(&mut self, meta: SegmentMeta) {
         self.max_len_ms = self

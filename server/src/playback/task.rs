@@ -6,6 +6,14 @@
 //! its own clock at that rate); sequence numbers and timestamps stay continuous across
 //! seeks and pauses (RFC 2326 App. B) — the identity is handed back when the task stops
 //! and reused by the next PLAY.
+//!
+//! Pacing follows the frames' decode times (`Segment::decode_times`) from an anchor, and
+//! re-anchors whenever a frame is late by more than one frame interval (a storage stall, a
+//! slow socket): the client then sees a pause, never a burst of catch-up frames. A gap
+//! between recordings is cut out: the next recording follows one frame interval after the
+//! last frame before the gap, in wall time and in RTP time (the identity is rebased), so
+//! the client neither waits out the gap nor sees a timestamp jump its jitter buffer would
+//! hold frames for.
 
 use super::library::{CachedSegment, Library};
 use crate::live::reader::OutPacket;
@@ -73,8 +81,13 @@ pub struct PlayParams {
     pub start: Cursor,
     pub scale: f64,
     pub keyframes_only: bool,
-    /// Absolute end (URL `end=`); None = to the end of the recording (or its live edge).
+    /// Absolute end (the earlier of the URL's `end=` and the PLAY Range's end); None = to the
+    /// end of the recording (or its live edge). Frames whose decode time is at or after it
+    /// are not sent.
     pub end_ms: Option<i64>,
+    /// `end_ms` is only this PLAY's range end: at it, BYE and stop with the cursor kept for
+    /// a PLAY that continues, instead of ending the session.
+    pub range_end_only: bool,
     pub camera: String,
     pub cname: String,
 }
@@ -95,8 +108,8 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Stopped {
     let mut cursor = params.start.clone();
-    let started = Instant::now();
-    let mut first_time: Option<i64> = None;
+    // Pacing line: (wall instant, decode time) of the frame that started it.
+    let mut anchor: Option<(Instant, i64)> = None;
     let mut rate = RateMeter::new();
     let mut last_sr = Instant::now();
     let mut index = match library.index(&params.camera).await {
@@ -113,10 +126,17 @@ pub async fn run(
         };
         library.read_ahead(&index, &cursor.segment);
         let frames = &segment.0.frames;
+        let decode = segment.0.decode_times();
+        // One frame interval of wall time: a frame later than this re-anchors the pacing.
+        let stall = Duration::from_secs_f64(
+            segment.0.frame_interval_ms() as f64 / 1000.0 / params.scale,
+        );
         while cursor.frame < frames.len() {
             let f = &frames[cursor.frame];
-            if params.end_ms.is_some_and(|end| f.time_ms >= end) {
-                return finish(tracks, None, &sink, &params, &info).await;
+            let dts = decode[cursor.frame];
+            if params.end_ms.is_some_and(|end| dts >= end) {
+                let resume = params.range_end_only.then_some(cursor);
+                return finish(tracks, resume, &sink, &params, &info).await;
             }
             let Some(t) = tracks.get_mut(f.track as usize).filter(|t| t.enabled) else {
                 cursor.frame += 1;
@@ -126,10 +146,17 @@ pub async fn run(
                 cursor.frame += 1;
                 continue;
             }
-            // Pace: media time since the first frame, divided by the Scale.
-            let t0 = *first_time.get_or_insert(f.time_ms);
-            let due = started
-                + Duration::from_secs_f64((f.time_ms - t0).max(0) as f64 / 1000.0 / params.scale);
+            // Pace: decode time since the anchor, divided by the Scale; a stall starts a new
+            // line at this frame.
+            let (at, t0) = *anchor.get_or_insert((Instant::now(), dts));
+            let mut due =
+                at + Duration::from_secs_f64((dts - t0).max(0) as f64 / 1000.0 / params.scale);
+            let now = Instant::now();
+            if now > due + stall {
+                debug!(camera = %params.camera, late_ms = (now - due).as_millis() as u64, "playback stalled: pacing re-anchored");
+                anchor = Some((now, dts));
+                due = now;
+            }
             // A frame already due (the first one, or a late one) goes out at once: a tokio
             // sleep rounds up to the timer's next 1 ms tick, which would be most of the
             // first-frame latency of a PLAY whose segment is cached.
@@ -178,7 +205,25 @@ pub async fn run(
             }
         };
         match next {
+            Some(n) if params.end_ms.is_some_and(|end| n.start_ms >= end) => {
+                let resume = params.range_end_only.then_some(Cursor {
+                    segment: n,
+                    frame: 0,
+                });
+                return finish(tracks, resume, &sink, &params, &info).await;
+            }
             Some(n) => {
+                if n.start_ms != cursor.segment.end_ms {
+                    // A gap between recordings (or a new recording's timestamp line): cut
+                    // it out, one frame interval on in RTP time and in wall time.
+                    let interval_ms = segment.0.frame_interval_ms();
+                    for t in &mut tracks {
+                        let ticks = i64::from(t.clock_rate) * interval_ms / 1000;
+                        t.identity.rebase(u32::try_from(ticks.max(1)).unwrap_or(1));
+                    }
+                    anchor = None;
+                    debug!(camera = %params.camera, gap_ms = n.start_ms - cursor.segment.end_ms, "gap between recordings skipped");
+                }
                 cursor = Cursor {
                     segment: n,
                     frame: 0,
@@ -193,7 +238,8 @@ fn stopped(tracks: Vec<TrackOut>, resume: Option<Cursor>) -> Stopped {
     Stopped { tracks, resume }
 }
 
-/// End of range or recording: RTCP BYE, and the session ends.
+/// End of range or recording: RTCP BYE, and the session ends unless the end was only a
+/// PLAY range's (`resume` is then where a PLAY without Range continues).
 async fn finish(
     tracks: Vec<TrackOut>,
     resume: Option<Cursor>,
@@ -203,7 +249,9 @@ async fn finish(
 ) -> Stopped {
     debug!(camera = %params.camera, "end of playback: BYE");
     let _ = send_rtcp(sink, reports(&tracks, &params.cname, true)).await;
-    info.cancel.cancel();
+    if resume.is_none() {
+        info.cancel.cancel();
+    }
     Stopped { tracks, resume }
 }
 

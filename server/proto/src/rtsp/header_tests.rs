@@ -274,3 +274,19 @@ fn state_machine() {
         );
     }
 }
+
+#[test]
+fn npt_millis_are_checked() {
+    let ms = |v: &str| match Range::parse(v).unwrap() {
+        Range::Npt { start, .. } => start.millis(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(ms("npt=5.0004-"), Some(5000));
+    assert_eq!(ms("npt=1:00:00.5-"), Some(3_600_500));
+    assert_eq!(ms("npt=now-"), None);
+    assert_eq!(ms("npt=99999999999999999999-"), None);
+    assert_eq!(ms(&format!("npt={}-", "9".repeat(300))), None);
+    // The largest accepted value still adds to any recorded instant without overflow.
+    let max = ms("npt=3200000000000-").unwrap();
+    assert!(i64::from(u32::MAX).checked_add(max).is_some());
+}

@@ -23,6 +23,19 @@ fn decimal(s: &str) -> Option<f64> {
 }
 
 impl NptTime {
+    /// Whole milliseconds of a `Seconds` time (rounded); None for `now` and for times so
+    /// large (past ~100,000 years) that adding them to an instant could overflow.
+    pub fn millis(&self) -> Option<i64> {
+        const MAX_MS: f64 = 3.2e15;
+        match self {
+            NptTime::Now => None,
+            NptTime::Seconds(s) => {
+                let ms = (s * 1000.0).round();
+                (ms.is_finite() && (0.0..=MAX_MS).contains(&ms)).then_some(ms as i64)
+            }
+        }
+    }
+
     /// Accepts `now`, `123.45` and `h:mm:ss[.frac]`.
     fn parse(s: &str, whole: &str) -> Result<Self, HeaderError> {
         let bad = |reason| HeaderError::malformed("Range", whole, reason);
