@@ -48,6 +48,16 @@ pub use index::{CameraIndex, SegmentMeta};
 pub use recorder::Recorder;
 pub use store::{RetentionReport, Store, StoreConfig};
 
+/// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeTime {
+    /// When it is due, in decode order, on the timeline the tracks share.
+    pub decode: i64,
+    /// Its rank among the track's presentation times: a range `[a, b)` holds the frames
+    /// whose `order` is in it.
+    pub order: i64,
+}
+
 /// A complete segment read back from disk, checksum verified.
 #[derive(Clone, Debug)]
 pub struct Segment {
@@ -72,14 +82,17 @@ impl Segment {
             .unwrap_or(0)
     }
 
-    /// Decode times of the frames (UTC ms, one per frame): frames are stored in decode order
-    /// but stamped with presentation times, which B-frames make non-monotonic (I0 P4 B2 b1
-    /// b3…). Each track's k-th frame gets the k-th smallest presentation time of that track:
-    /// evenly spaced, monotonic, and never after the presentation time of a frame still to
-    /// come. A sender paces and ends ranges by these, so it neither bursts reordered frames
-    /// nor stops before a reference frame that frames before the end need.
-    pub fn decode_times(&self) -> Vec<i64> {
-        let mut out = vec![0; self.frames.len()];
+    /// Decode-order times of the frames (UTC ms, one per frame). Frames are stored in decode
+    /// order but stamped with presentation times, which B-frames make non-monotonic (I0 P4
+    /// B2 b1 b3…). Each track's k-th frame gets `order` = the k-th smallest presentation
+    /// time of that track (evenly spaced and monotonic), and `decode` = `order` less the
+    /// track's reordering delay (the most any frame's presentation precedes its `order`), so
+    /// decode times of different tracks line up as the publisher interleaved them. A sender
+    /// paces by `decode` and ends a range before the first frame whose `order` reaches the
+    /// end: the frames sent are then exactly those of the range (as many as the range holds,
+    /// without a reference frame missing).
+    pub fn decode_times(&self) -> Vec<DecodeTime> {
+        let mut out = vec![DecodeTime::default(); self.frames.len()];
         let mut by_track: Vec<Vec<usize>> = Vec::new();
         for (i, f) in self.frames.iter().enumerate() {
             let t = usize::from(f.track);
@@ -91,8 +104,18 @@ impl Segment {
         for idx in by_track {
             let mut times: Vec<i64> = idx.iter().map(|&i| self.frames[i].time_ms).collect();
             times.sort_unstable();
-            for (i, t) in idx.into_iter().zip(times) {
-                out[i] = t;
+            let delay = idx
+                .iter()
+                .zip(&times)
+                .map(|(&i, &order)| order - self.frames[i].time_ms)
+                .max()
+                .unwrap_or(0)
+                .max(0);
+            for (i, order) in idx.into_iter().zip(times) {
+                out[i] = DecodeTime {
+                    decode: order - delay,
+                    order,
+                };
             }
         }
         out
@@ -173,7 +196,12 @@ mod tests {
     #[test]
     fn decode_times_are_monotonic_per_track() {
         let s = segment(&[(0, 0), (1, 10), (0, 120), (0, 40), (1, 33), (0, 80), (0, 240)]);
-        assert_eq!(s.decode_times(), vec![0, 10, 40, 80, 33, 120, 240]);
+        let times = s.decode_times();
+        let order: Vec<i64> = times.iter().map(|t| t.order).collect();
+        let decode: Vec<i64> = times.iter().map(|t| t.decode).collect();
+        assert_eq!(order, vec![0, 10, 40, 80, 33, 120, 240]);
+        // The video's reordering delay: b80 is presented 40 ms before its rank (120).
+        assert_eq!(decode, vec![-40, 10, 0, 40, 33, 80, 200]);
         assert_eq!(s.frame_interval_ms(), 60);
         assert_eq!(segment(&[(1, 5)]).frame_interval_ms(), 40);
     }

@@ -276,18 +276,34 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    // Drain both pipes while the child runs: one that prints more than a pipe holds
+    // (64 KiB; gst-launch -v does within a few seconds) would otherwise block on its write.
+    fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut out);
+            }
+            out
+        })
+    }
+    let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
     let deadline = Instant::now() + timeout;
-    loop {
-        if child.try_wait().ok().flatten().is_some() {
-            break;
+    let status = loop {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            break status;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            break;
+            break child.wait().expect("wait for the killed child");
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
     }
-    child.wait_with_output().expect("collect output")
 }
 
 /// A background process (publisher) killed on drop.
@@ -425,6 +441,8 @@ pub fn expected_window(joined: Duration) -> (u64, u64) {
 #[derive(Debug)]
 pub struct Decoded {
     pub frames: u64,
+    /// The output position ffmpeg reached (`out_time_us` of `-progress`), if it reported one.
+    pub out_time: Option<Duration>,
     pub stderr: String,
     pub status: ExitStatus,
     pub elapsed: Duration,
@@ -481,8 +499,14 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
 pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Duration) -> Decoded {
     let start = Instant::now();
     let out = run_with_timeout(&mut ffmpeg_decode_cmd(url, input, output), timeout);
+    let progress = String::from_utf8_lossy(&out.stdout);
     Decoded {
-        frames: progress_frames(&String::from_utf8_lossy(&out.stdout)),
+        frames: progress_frames(&progress),
+        out_time: progress
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("out_time_us=")?.trim().parse().ok())
+            .map(Duration::from_micros),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         status: out.status,
         elapsed: start.elapsed(),

@@ -7,9 +7,10 @@
 //! seeks and pauses (RFC 2326 App. B) — the identity is handed back when the task stops
 //! and reused by the next PLAY.
 //!
-//! Pacing follows the frames' decode times (`Segment::decode_times`) from an anchor, and
-//! re-anchors whenever a frame is late by more than one frame interval (a storage stall, a
-//! slow socket): the client then sees a pause, never a burst of catch-up frames. A gap
+//! Pacing follows the frames' decode times (`Segment::decode_times`) from an anchor. When
+//! the sender is held up for longer than one frame interval (a storage read, a full socket,
+//! the live edge), the anchor moves on by the hold-up: the client sees a pause, never a
+//! burst of catch-up frames. A gap
 //! between recordings is cut out: the next recording follows one frame interval after the
 //! last frame before the gap, in wall time and in RTP time (the identity is rebased), so
 //! the client neither waits out the gap nor sees a timestamp jump its jitter buffer would
@@ -31,7 +32,7 @@ use vigil_proto::codec::Codec;
 use vigil_proto::depacketize::packetize_payloads;
 use vigil_proto::rtcp;
 use vigil_proto::rtp::{write_header, RtpHeader, RtpIdentity};
-use vigil_storage::SegmentMeta;
+use vigil_storage::{Segment, SegmentMeta};
 
 const MTU: usize = 1400;
 /// At the live edge of a camera still recording, how long to wait for its next segment.
@@ -110,6 +111,10 @@ pub async fn run(
     let mut cursor = params.start.clone();
     // Pacing line: (wall instant, decode time) of the frame that started it.
     let mut anchor: Option<(Instant, i64)> = None;
+    // One frame interval of wall time: a longer hold-up moves the pacing line on.
+    let mut stall = Duration::from_secs_f64(0.040 / params.scale);
+    // A gap just met: the RTP timestamps to rebase when the next segment is in.
+    let mut gap: Option<Gap> = None;
     let mut rate = RateMeter::new();
     let mut last_sr = Instant::now();
     let mut index = match library.index(&params.camera).await {
@@ -117,24 +122,30 @@ pub async fn run(
         Err(_) => return finish(tracks, None, &sink, &params, &info).await,
     };
     loop {
+        let held = Instant::now();
         let segment: Arc<CachedSegment> = match library.segment(&cursor.segment).await {
-            Ok(s) => s,
+            Ok(s) => {
+                ride_out(&mut anchor, held.elapsed(), stall);
+                s
+            }
             Err(e) => {
                 info!(camera = %params.camera, "playback stopped: {e}");
                 return finish(tracks, None, &sink, &params, &info).await;
             }
         };
         library.read_ahead(&index, &cursor.segment);
+        if let Some(g) = gap.take() {
+            g.rebase(&mut tracks, &segment.0);
+        }
         let frames = &segment.0.frames;
         let decode = segment.0.decode_times();
-        // One frame interval of wall time: a frame later than this re-anchors the pacing.
-        let stall = Duration::from_secs_f64(
+        stall = Duration::from_secs_f64(
             segment.0.frame_interval_ms() as f64 / 1000.0 / params.scale,
         );
         while cursor.frame < frames.len() {
             let f = &frames[cursor.frame];
             let dts = decode[cursor.frame];
-            if params.end_ms.is_some_and(|end| dts >= end) {
+            if params.end_ms.is_some_and(|end| dts.order >= end) {
                 let resume = params.range_end_only.then_some(cursor);
                 return finish(tracks, resume, &sink, &params, &info).await;
             }
@@ -146,17 +157,10 @@ pub async fn run(
                 cursor.frame += 1;
                 continue;
             }
-            // Pace: decode time since the anchor, divided by the Scale; a stall starts a new
-            // line at this frame.
-            let (at, t0) = *anchor.get_or_insert((Instant::now(), dts));
-            let mut due =
-                at + Duration::from_secs_f64((dts - t0).max(0) as f64 / 1000.0 / params.scale);
-            let now = Instant::now();
-            if now > due + stall {
-                debug!(camera = %params.camera, late_ms = (now - due).as_millis() as u64, "playback stalled: pacing re-anchored");
-                anchor = Some((now, dts));
-                due = now;
-            }
+            // Pace: decode time since the anchor, divided by the Scale.
+            let (at, t0) = *anchor.get_or_insert((Instant::now(), dts.decode));
+            let due = at
+                + Duration::from_secs_f64((dts.decode - t0).max(0) as f64 / 1000.0 / params.scale);
             // A frame already due (the first one, or a late one) goes out at once: a tokio
             // sleep rounds up to the timer's next 1 ms tick, which would be most of the
             // first-frame latency of a PLAY whose segment is cached.
@@ -176,9 +180,11 @@ pub async fn run(
             info.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             info.rate_bps.store(rate.bps(), Ordering::Relaxed);
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
+            let held = Instant::now();
             if send(&sink, f.track as usize, packets).await.is_err() {
                 return stopped(tracks, None);
             }
+            ride_out(&mut anchor, held.elapsed(), stall);
             cursor.frame += 1;
             if last_sr.elapsed() >= Duration::from_secs(5) {
                 last_sr = Instant::now();
@@ -187,7 +193,8 @@ pub async fn run(
             }
         }
         // Next segment; a camera still recording grows while we play (live edge).
-        let deadline = Instant::now() + LIVE_EDGE_WAIT;
+        let held = Instant::now();
+        let deadline = held + LIVE_EDGE_WAIT;
         let next = loop {
             if let Some(n) = index.next_after(&cursor.segment) {
                 break Some(n.clone());
@@ -204,6 +211,7 @@ pub async fn run(
                 Err(_) => break None,
             }
         };
+        ride_out(&mut anchor, held.elapsed(), stall);
         match next {
             Some(n) if params.end_ms.is_some_and(|end| n.start_ms >= end) => {
                 let resume = params.range_end_only.then_some(Cursor {
@@ -215,12 +223,8 @@ pub async fn run(
             Some(n) => {
                 if n.start_ms != cursor.segment.end_ms {
                     // A gap between recordings (or a new recording's timestamp line): cut
-                    // it out, one frame interval on in RTP time and in wall time.
-                    let interval_ms = segment.0.frame_interval_ms();
-                    for t in &mut tracks {
-                        let ticks = i64::from(t.clock_rate) * interval_ms / 1000;
-                        t.identity.rebase(u32::try_from(ticks.max(1)).unwrap_or(1));
-                    }
+                    // it out, in wall time here and in RTP time once the next segment is in.
+                    gap = Some(Gap::after(&segment.0, &n, tracks.len()));
                     anchor = None;
                     debug!(camera = %params.camera, gap_ms = n.start_ms - cursor.segment.end_ms, "gap between recordings skipped");
                 }
@@ -230,6 +234,59 @@ pub async fn run(
                 }
             }
             None => return finish(tracks, None, &sink, &params, &info).await,
+        }
+    }
+}
+
+/// A gap between two recordings, cut out of the RTP timestamps: every track's line goes on
+/// as if the second recording had begun where the first ended, so tracks
+/// stay aligned with each other (a receiver's lip sync sees no jump) and continuous.
+struct Gap {
+    /// Wall time removed: from the end of the earlier segment (its last frame plus one frame
+    /// interval) to the start of the next.
+    cut_ms: i64,
+    /// Per track, the latest frame time of the earlier segment.
+    last_ms: Vec<Option<i64>>,
+}
+
+impl Gap {
+    fn after(before: &Segment, next: &SegmentMeta, tracks: usize) -> Gap {
+        let mut last_ms = vec![None; tracks];
+        for f in &before.frames {
+            if let Some(l) = last_ms.get_mut(usize::from(f.track)) {
+                *l = Some(l.map_or(f.time_ms, |l: i64| l.max(f.time_ms)));
+            }
+        }
+        Gap {
+            cut_ms: next.start_ms - before.meta.end_ms,
+            last_ms,
+        }
+    }
+
+    /// Rebase each track so its first frame of `next` follows its latest one by the media
+    /// time between them, less the cut (at least one tick).
+    fn rebase(self, tracks: &mut [TrackOut], next: &Segment) {
+        for (i, t) in tracks.iter_mut().enumerate() {
+            let first = next.frames.iter().find(|f| usize::from(f.track) == i);
+            let advance_ms = match (first, self.last_ms.get(i).copied().flatten()) {
+                (Some(f), Some(last)) => f.time_ms - last - self.cut_ms,
+                _ => next.frame_interval_ms(),
+            };
+            let ticks = i64::from(t.clock_rate) * advance_ms / 1000;
+            t.identity
+                .rebase(u32::try_from(ticks.max(1)).unwrap_or(u32::MAX));
+        }
+    }
+}
+
+/// A hold-up of the sender longer than one frame interval (`stall`) moves the pacing line
+/// on by as long: the frames after it keep their spacing instead of catching up in a burst.
+/// Shorter ones are absorbed by the pacing sleeps.
+fn ride_out(anchor: &mut Option<(Instant, i64)>, held: Duration, stall: Duration) {
+    if held > stall {
+        if let Some((at, _)) = anchor {
+            *at += held;
+            debug!(held_ms = held.as_millis() as u64, "playback held up: pacing moved on");
         }
     }
 }
