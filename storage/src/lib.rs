@@ -126,7 +126,11 @@ impl Segment {
     pub fn frame_interval_ms(&self) -> i64 {
         let video = self.header.video_track();
         let (mut n, mut lo, mut hi) = (0i64, i64::MAX, i64::MIN);
-        for f in self.frames.iter().filter(|f| video.is_none_or(|v| f.track == v)) {
+        for f in self
+            .frames
+            .iter()
+            .filter(|f| video.is_none_or(|v| f.track == v))
+        {
             n += 1;
             lo = lo.min(f.time_ms);
             hi = hi.max(f.time_ms);
@@ -195,7 +199,15 @@ mod tests {
     /// B-frames in decode order (I0 P120 B40 b80 with audio between) pace evenly.
     #[test]
     fn decode_times_are_monotonic_per_track() {
-        let s = segment(&[(0, 0), (1, 10), (0, 120), (0, 40), (1, 33), (0, 80), (0, 240)]);
+        let s = segment(&[
+            (0, 0),
+            (1, 10),
+            (0, 120),
+            (0, 40),
+            (1, 33),
+            (0, 80),
+            (0, 240),
+        ]);
         let times = s.decode_times();
         let order: Vec<i64> = times.iter().map(|t| t.order).collect();
         let decode: Vec<i64> = times.iter().map(|t| t.decode).collect();

@@ -278,7 +278,9 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
         .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
     // Drain both pipes while the child runs: one that prints more than a pipe holds
     // (64 KiB; gst-launch -v does within a few seconds) would otherwise block on its write.
-    fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    fn drain(
+        pipe: Option<impl std::io::Read + Send + 'static>,
+    ) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut out = Vec::new();
             if let Some(mut p) = pipe {

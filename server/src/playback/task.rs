@@ -139,9 +139,8 @@ pub async fn run(
         }
         let frames = &segment.0.frames;
         let decode = segment.0.decode_times();
-        stall = Duration::from_secs_f64(
-            segment.0.frame_interval_ms() as f64 / 1000.0 / params.scale,
-        );
+        stall =
+            Duration::from_secs_f64(segment.0.frame_interval_ms() as f64 / 1000.0 / params.scale);
         while cursor.frame < frames.len() {
             let f = &frames[cursor.frame];
             let dts = decode[cursor.frame];
@@ -286,7 +285,10 @@ fn ride_out(anchor: &mut Option<(Instant, i64)>, held: Duration, stall: Duration
     if held > stall {
         if let Some((at, _)) = anchor {
             *at += held;
-            debug!(held_ms = held.as_millis() as u64, "playback held up: pacing moved on");
+            debug!(
+                held_ms = held.as_millis() as u64,
+                "playback held up: pacing moved on"
+            );
         }
     }
 }

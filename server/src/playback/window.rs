@@ -140,9 +140,20 @@ mod tests {
         let ix = index(&[(10_000, 12_000), (12_000, 14_000), (20_000, 22_000)]);
         let start = |t, end| start_segment(&ix, t, end, 5_000).map(|s| s.start_ms);
         assert_eq!(start(11_000, None), Ok(10_000));
-        assert_eq!(start(12_000, None), Ok(12_000), "a shared boundary: the later");
-        assert_eq!(start(15_000, None), Ok(20_000), "in the gap: the next recording");
-        assert_eq!(start(15_000, Some(20_000)), Err(NotRecorded::NothingBeforeEnd));
+        assert_eq!(
+            start(12_000, None),
+            Ok(12_000),
+            "a shared boundary: the later"
+        );
+        assert_eq!(
+            start(15_000, None),
+            Ok(20_000),
+            "in the gap: the next recording"
+        );
+        assert_eq!(
+            start(15_000, Some(20_000)),
+            Err(NotRecorded::NothingBeforeEnd)
+        );
         assert_eq!(start(9_200, None), Ok(10_000), "within the tolerance");
         assert_eq!(start(5_000, None), Ok(10_000), "at the tolerance");
         let outside = Err(NotRecorded::Outside {

@@ -15,16 +15,15 @@ use super::conn::Conn;
 use super::session::Media;
 use crate::playback::library::Library;
 use crate::playback::request::{self, PlaybackRequest};
-use crate::playback::window;
 use crate::playback::task::{self, Cursor, PlayParams, Sink, Stopped, TcpOut, TrackOut};
+use crate::playback::window;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vigil_proto::rtp::RtpIdentity;
 use vigil_proto::rtsp::{
-    format_rtp_info, parse_scale, NptTime, Range, Request, Response, RtpInfo, StatusCode,
-    UtcTime,
+    format_rtp_info, parse_scale, NptTime, Range, Request, Response, RtpInfo, StatusCode, UtcTime,
 };
 use vigil_proto::sdp::{self, SessionDescription};
 use vigil_storage::{CameraIndex, SegmentMeta};
@@ -97,14 +96,13 @@ pub async fn resolve(
         )
     })?;
     let tolerance_ms = (conn.node.config.playback.start_tolerance_secs * 1000.0) as i64;
-    let first = window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms).map_err(
-        |why| {
+    let first =
+        window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms).map_err(|why| {
             fail(
                 StatusCode::NOT_FOUND,
                 format!("no recording of {} at that time ({why})", req.camera),
             )
-        },
-    )?;
+        })?;
     Ok((req, index, first))
 }
 
@@ -390,7 +388,11 @@ impl Conn {
         if play_end.is_some_and(|e| e <= actual_ms) {
             return fail(StatusCode::INVALID_RANGE, "the range ends before it starts");
         }
-        let end = window::end_of(pb.req.end_ms, asked.end, index.last_ms().unwrap_or(actual_ms));
+        let end = window::end_of(
+            pb.req.end_ms,
+            asked.end,
+            index.last_ms().unwrap_or(actual_ms),
+        );
         // Output state: created on the first PLAY, continued (rebased after a seek) later.
         let mut tracks = match pb.tracks.take() {
             Some(t) => t,
@@ -497,6 +499,7 @@ impl Conn {
                 end: Some(npt_of(end, pb.origin_ms)),
             }
         };
+        tracing::debug!(camera = %pb.req.camera, range = %served, scale = pb.scale, "playback PLAY");
         let mut resp = Response::new(StatusCode::OK)
             .header("Range", served.to_string())
             .header("RTP-Info", format_rtp_info(&rtp_info));

@@ -141,8 +141,12 @@ fn rfc3339() {
         "2024-02-29T22:59:59.999Z"
     );
     assert_eq!(
-        UtcTime::parse_rfc3339("2100-03-01T00:00:00Z").unwrap().unix_millis
-            - UtcTime::parse_rfc3339("2100-02-28T00:00:00Z").unwrap().unix_millis,
+        UtcTime::parse_rfc3339("2100-03-01T00:00:00Z")
+            .unwrap()
+            .unix_millis
+            - UtcTime::parse_rfc3339("2100-02-28T00:00:00Z")
+                .unwrap()
+                .unix_millis,
         86_400_000,
         "2100 is not a leap year"
     );

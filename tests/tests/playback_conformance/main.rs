@@ -5,252 +5,19 @@
 //! Scale edges; checked npt arithmetic; no burst after a storage stall. Each with a raw RTSP
 //! client (exact header values) and with ffmpeg and GStreamer where they send it.
 //!
-//! The tests share one recording ([`recording`]): the 10 s H.264 + AAC fixture published
+//! The tests share one recording ([`support::recording`]): the 10 s H.264 + AAC fixture published
 //! twice with `ffmpeg -re`, at least 3 s apart, recorded in 2 s segments: two recorded
 //! ranges with a gap between. The fixture is 25 fps with a keyframe every second (B-frames,
 //! decode order I0 P4 B2 b1 b3 …), and each recording starts on a keyframe, so keyframes
 //! fall on whole seconds from a range's first frame.
 
-use std::path::Path;
+mod support;
+
 use std::process::Command;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use vigil_proto::rtcp::{parse_compound, RtcpPacket};
-use vigil_proto::rtsp::UtcTime;
-use vigil_server::client::{play, ClientTransport, PlayOptions, Player, ReceivedPacket};
-use vigil_tests::{
-    ffmpeg_decode, fixture, gst_decode_h264, poll_until, rfc3339, spawn_background,
-    wait_background, Incoming, Node, NodeBuilder, RtspConn,
-};
-
-const CAM: &str = "gaps";
-/// Video clock rate and frame interval of the fixture.
-const CLOCK: u32 = 90_000;
-const FRAME_MS: i64 = 40;
-const FRAME_TICKS: u32 = CLOCK / 25;
-
-// ---------------------------------------------------------------------------------------
-// The shared recording: two ranges with a gap
-
-struct Recording {
-    root: tempfile::TempDir,
-    /// The two recorded ranges (UTC ms), from the recording node's API.
-    a: (i64, i64),
-    b: (i64, i64),
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn storage(root: &Path) -> String {
-    format!(
-        "[storage]\nroot = \"{}\"\nsegment_secs = 2.0",
-        root.display()
-    )
-}
-
-fn ranges(node: &Node) -> Option<Vec<(i64, i64)>> {
-    let v: serde_json::Value =
-        serde_json::from_str(&node.try_api(&format!("/api/recordings/{CAM}"))?).ok()?;
-    v["ranges"]
-        .as_array()?
-        .iter()
-        .map(|r| Some((r["start_ms"].as_i64()?, r["end_ms"].as_i64()?)))
-        .collect()
-}
-
-fn recorder_waiting(node: &Node) -> bool {
-    let Some(body) = node.try_api("/api/recordings") else {
-        return false;
-    };
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    v.as_array().is_some_and(|a| {
-        a.iter()
-            .any(|s| s["camera"] == CAM && s["state"] == "waiting")
-    })
-}
-
-fn publish_once(node: &Node) {
-    let mut publisher = spawn_background(
-        Command::new("ffmpeg")
-            .args(["-hide_banner", "-nostdin", "-v", "error", "-re", "-i"])
-            .arg(fixture("h264_aac.mp4"))
-            .args(["-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp"])
-            .arg(node.url(&format!("live/{CAM}"))),
-    );
-    let (status, err) = wait_background(&mut publisher, Duration::from_secs(40));
-    assert!(status.success(), "the publisher failed ({status}): {err}");
-}
-
-fn recording() -> &'static Recording {
-    static REC: OnceLock<Recording> = OnceLock::new();
-    REC.get_or_init(|| {
-        let root = tempfile::tempdir().expect("temp dir");
-        let node = NodeBuilder::new().extra(&storage(root.path())).start();
-        publish_once(&node);
-        let first = poll_until(Duration::from_secs(15), "the first recording", || {
-            let r = ranges(&node)?;
-            (recorder_waiting(&node) && r.len() == 1 && r[0].1 - r[0].0 >= 9_000).then(|| r[0])
-        });
-        // The gap: wall time has to pass between the two publishes.
-        poll_until(Duration::from_secs(10), "3 s of gap", || {
-            (now_ms() >= first.1 + 3_000).then_some(())
-        });
-        publish_once(&node);
-        let both = poll_until(Duration::from_secs(15), "the second recording", || {
-            let r = ranges(&node)?;
-            (recorder_waiting(&node) && r.len() == 2 && r[1].1 - r[1].0 >= 9_000).then_some(r)
-        });
-        assert_eq!(both[0], first, "the first range changed");
-        drop(node);
-        Recording {
-            root,
-            a: both[0],
-            b: both[1],
-        }
-    })
-}
-
-fn node_on(rec: &Recording, extra: &str) -> Node {
-    NodeBuilder::new()
-        .extra(&format!("{}\n{extra}", storage(rec.root.path())))
-        .start()
-}
-
-fn url(node: &Node, start_ms: i64, end_ms: Option<i64>) -> String {
-    let mut u = node.url(&format!("playback/{CAM}?start={}", rfc3339(start_ms)));
-    if let Some(e) = end_ms {
-        u.push_str(&format!("&end={}", rfc3339(e)));
-    }
-    u
-}
-
-fn clock(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_clock_string()
-}
-
-fn secs(ms: i64) -> String {
-    format!("{:.3}", ms as f64 / 1000.0)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-// ---------------------------------------------------------------------------------------
-// A raw RTSP session over TCP
-
-/// DESCRIBE and SETUP every track over TCP (track N on channels 2N, 2N+1). Returns the SDP,
-/// the aggregate URL and the video track.
-fn setup(c: &mut RtspConn, url: &str) -> (String, String, usize) {
-    let d = c.request("DESCRIBE", url, &[("Accept", "application/sdp")], None);
-    assert_eq!(d.status.0, 200, "DESCRIBE {url}: {}", d.reason);
-    let base = d.headers.get("Content-Base").unwrap_or(url).to_string();
-    let sdp = String::from_utf8_lossy(&d.body).into_owned();
-    let media: Vec<&str> = sdp.lines().filter(|l| l.starts_with("m=")).collect();
-    let video = media
-        .iter()
-        .position(|m| m.starts_with("m=video"))
-        .expect("a video track");
-    let controls: Vec<String> = sdp
-        .lines()
-        .filter_map(|l| l.strip_prefix("a=control:"))
-        .filter(|c| c.contains("trackID="))
-        .map(|c| c.trim().to_string())
-        .collect();
-    assert_eq!(controls.len(), media.len(), "one control per track:\n{sdp}");
-    for (t, control) in controls.iter().enumerate() {
-        let transport = format!("RTP/AVP/TCP;unicast;interleaved={}-{}", 2 * t, 2 * t + 1);
-        let s = c.request("SETUP", control, &[("Transport", &transport)], None);
-        assert_eq!(s.status.0, 200, "SETUP {control}: {}", s.reason);
-    }
-    (sdp, base, video)
-}
-
-/// PLAY with headers; asserts 200 and returns the answer's Range header.
-fn play_ok(c: &mut RtspConn, base: &str, headers: &[(&str, &str)]) -> (String, String) {
-    let r = c.request("PLAY", base, headers, None);
-    assert_eq!(r.status.0, 200, "PLAY {headers:?}: {}", r.reason);
-    (
-        r.headers.get("Range").unwrap_or_default().to_string(),
-        r.headers.get("RTP-Info").unwrap_or_default().to_string(),
-    )
-}
-
-/// The video frames a raw session received up to RTCP BYE on the video's RTCP channel.
-#[derive(Debug, Default)]
-struct Frames {
-    /// RTP timestamps of the video frames (marker packets), in arrival order.
-    ts: Vec<u32>,
-    first_seq: Option<u16>,
-    last_seq: u16,
-    bye: bool,
-}
-
-impl Frames {
-    /// Media time from the first frame to the latest timestamp (B-frames: not the last).
-    fn span_ms(&self) -> i64 {
-        let first = self.ts[0];
-        let max = self.ts.iter().map(|t| t.wrapping_sub(first)).max().unwrap_or(0);
-        i64::from(max) * 1000 / i64::from(CLOCK)
-    }
-}
-
-fn read_to_bye(c: &mut RtspConn, video: usize) -> Frames {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut f = Frames::default();
-    while Instant::now() < deadline {
-        match c.receive().expect("media or BYE") {
-            Incoming::Data { channel, payload } if usize::from(channel) == 2 * video => {
-                let (h, _) = vigil_proto::rtp::parse(&payload).expect("RTP");
-                f.first_seq.get_or_insert(h.sequence);
-                f.last_seq = h.sequence;
-                if h.marker {
-                    f.ts.push(h.timestamp);
-                }
-            }
-            Incoming::Data { channel, payload } if usize::from(channel) == 2 * video + 1 => {
-                let bye = parse_compound(&payload)
-                    .is_ok_and(|p| p.iter().any(|p| matches!(p, RtcpPacket::Bye { .. })));
-                if bye {
-                    f.bye = true;
-                    return f;
-                }
-            }
-            Incoming::Data { .. } => {}
-            Incoming::Response(r) => panic!("unexpected response {r:?}"),
-            Incoming::Closed => return f,
-        }
-    }
-    panic!("no BYE within 30 s ({} frames)", f.ts.len());
-}
-
-/// The frame count and the latest timestamp of a range of `ms` from a keyframe: one frame
-/// per 40 ms (frames whose decode time is before the end), the last starting within one
-/// frame of the end.
-fn assert_range(f: &Frames, ms: i64, what: &str) {
-    assert!(f.bye, "{what}: no RTCP BYE at the end of the range");
-    let want = ms / FRAME_MS;
-    let got = f.ts.len() as i64;
-    assert!(
-        (want - 1..=want + 1).contains(&got),
-        "{what}: {got} video frames for {ms} ms, want {want} ± 1"
-    );
-    let span = f.span_ms();
-    assert!(
-        (ms - 2 * FRAME_MS..=ms).contains(&span),
-        "{what}: the latest frame starts {span} ms after the first, want within one frame \
-         before the end ({} ms)",
-        ms - FRAME_MS
-    );
-}
+use std::time::Duration;
+use support::*;
+use vigil_server::client::{play, ClientTransport, PlayOptions, ReceivedPacket};
+use vigil_tests::{ffmpeg_decode, gst_decode_h264, poll_until, rfc3339, RtspConn};
 
 // ---------------------------------------------------------------------------------------
 // Range ends
@@ -274,7 +41,11 @@ fn play_range_end_stops_there_and_play_continues() {
     assert_range(&f, 6_000, "npt=0-6");
 
     let (range, info) = play_ok(&mut c, &base, &[]);
-    assert_eq!(range, format!("npt=6.000-{total}"), "the PLAY that continues");
+    assert_eq!(
+        range,
+        format!("npt=6.000-{total}"),
+        "the PLAY that continues"
+    );
     let next_seq = f.last_seq.wrapping_add(1);
     assert!(
         info.contains(&format!("seq={next_seq};")),
@@ -359,6 +130,59 @@ fn ffmpeg_ss_t_and_url_end() {
     );
 }
 
+/// GStreamer's seek with a stop position (rtspsrc: PAUSE, then PLAY with
+/// `Range: npt=2-5`): 75 frames after the seek, ending within a frame of the stop, zero
+/// errors, and end of stream from the server's BYE. Driven from Python (`tests/tools/
+/// gst_seek.py`): gst-launch cannot seek.
+#[test]
+fn gstreamer_seek_with_a_stop_position() {
+    let rec = recording();
+    let node = node_on(rec, "");
+    let script = vigil_tests::workspace().join("tests/tools/gst_seek.py");
+    let out = vigil_tests::run_with_timeout(
+        Command::new("/usr/bin/python3")
+            .arg(&script)
+            .arg(url(&node, rec.a.0, None))
+            .args(["2", "5", "20"]),
+        Duration::from_secs(40),
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{} failed ({}): {}{}",
+        script.display(),
+        out.status,
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |k: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k}= in\n{text}"))
+            .to_string()
+    };
+    assert_eq!(field("errors"), "", "GStreamer errors");
+    assert_eq!(field("eos"), "1", "no end of stream at the stop:\n{text}");
+    let frames: i64 = field("frames").parse().expect("frames");
+    assert!(
+        (74..=76).contains(&frames),
+        "{frames} frames for 3 s:\n{text}"
+    );
+    let (first, last): (f64, f64) = (
+        field("first_pts").parse().expect("first_pts"),
+        field("last_pts").parse().expect("last_pts"),
+    );
+    let span = last - first;
+    assert!(
+        (3.0 - 0.09..=3.0).contains(&span),
+        "frames span {span:.3} s of a 3 s range:\n{text}"
+    );
+    assert!(
+        node.log().contains("range=npt=2.000-5.000"),
+        "the node did not serve the range rtspsrc asked for"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Starts, gaps and the true origin
 
@@ -379,7 +203,10 @@ fn starts_in_a_gap_or_just_before_the_first_recording() {
     assert!(sdp.contains(&format!("a=range:npt=0-{len}\r\n")), "{sdp}");
     let asked = format!("clock={}-", clock(mid_gap));
     let (range, _) = play_ok(&mut c, &base, &[("Range", &asked)]);
-    assert_eq!(range, format!("clock={}-{}", clock(rec.b.0), clock(rec.b.1)));
+    assert_eq!(
+        range,
+        format!("clock={}-{}", clock(rec.b.0), clock(rec.b.1))
+    );
     let (range, _) = play_ok(&mut c, &base, &[("Range", "npt=0-")]);
     assert_eq!(range, format!("npt=0.000-{len}"));
     drop(c);
@@ -510,38 +337,6 @@ fn gaps_are_skipped_while_playing() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-}
-
-fn video_track(p: &Player) -> usize {
-    p.tracks()
-        .iter()
-        .position(|t| t.codec.is_video())
-        .expect("a video track")
-}
-
-/// The last packet (marker) of each of the next `n` video frames; the sequence must be
-/// gapless.
-async fn video_frames(p: &mut Player, v: usize, n: usize) -> Vec<ReceivedPacket> {
-    let mut out = Vec::with_capacity(n);
-    let mut seq: Option<u16> = None;
-    while out.len() < n {
-        let pkt = tokio::time::timeout(Duration::from_secs(10), p.next_packet())
-            .await
-            .expect("a packet within 10 s")
-            .expect("no error")
-            .expect("the stream goes on");
-        if pkt.track != v {
-            continue;
-        }
-        if let Some(s) = seq {
-            assert_eq!(pkt.header.sequence, s.wrapping_add(1), "video packet lost");
-        }
-        seq = Some(pkt.header.sequence);
-        if pkt.header.marker {
-            out.push(pkt);
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------
