@@ -47,6 +47,7 @@ fn build(nodes: usize, rng: &mut StdRng) -> ClusterView {
             position_ms: pos,
             vbr_bps: 2e6,
             source,
+            session: None,
         });
         // Cache-aware: the node holds the minute around each stream it serves.
         n.cached

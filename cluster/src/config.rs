@@ -9,6 +9,7 @@ use crate::knn::{default_training_set, TrainingSample};
 
 /// §A.1 weights of eq. 1. They must add up to 1 so that Load stays on a 0–100 scale.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LoadWeights {
     pub cpu: f64,
     pub mem: f64,
@@ -28,7 +29,7 @@ impl Default for LoadWeights {
 
 /// §A.1 load states and §A.4 scheduling limits (0–100 scale).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SchedConfig {
     pub weights: LoadWeights,
     /// Below this a node is `light` (§A.1; also where REM's probability starts, §A.5).
@@ -62,7 +63,7 @@ impl Default for SchedConfig {
 
 /// §B gateway balancing (0–1 load scale).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct GatewayConfig {
     /// §B.2 λ = (λ1 cpu, λ2 memory bandwidth, λ3 awake share).
     pub lambda: [f64; 3],
@@ -118,7 +119,7 @@ impl GatewayConfig {
 
 /// §C.2–§C.4 KNN classes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct KnnConfig {
     /// §C.2 ω = (cpu, mem, net, links); tuned default (0.4, 0.25, 0.25, 0.1).
     pub omega: [f64; 4],
@@ -140,7 +141,7 @@ impl Default for KnnConfig {
 
 /// §C.5 dynamic feedback period (seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct FeedbackConfig {
     pub initial_s: u32,
     pub min_s: u32,
@@ -162,7 +163,7 @@ impl Default for FeedbackConfig {
 
 /// Everything the policy layer reads.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     pub sched: SchedConfig,
     pub gateway: GatewayConfig,

@@ -50,7 +50,7 @@ pub fn net_utilisation(node: &NodeView) -> f64 {
 /// k of §A.4's ΔLoad: 1 for a cache-served stream, 2 for one read from storage.
 pub fn stream_factor(source: StreamSource) -> f64 {
     match source {
-        StreamSource::Cache => 1.0,
+        StreamSource::Cache | StreamSource::Live => 1.0,
         StreamSource::Storage => 2.0,
     }
 }
@@ -98,6 +98,7 @@ mod tests {
             position_ms: 0,
             vbr_bps: vbr,
             source,
+            session: None,
         }
     }
 

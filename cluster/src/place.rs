@@ -191,6 +191,7 @@ fn assign(
             } else {
                 StreamSource::Storage
             },
+            session: None,
         },
     }
 }

@@ -76,6 +76,8 @@ pub fn rem_step(
         .streams
         .iter()
         .enumerate()
+        // Live viewers are not playbacks: they do not move by REM.
+        .filter(|(_, s)| s.source != StreamSource::Live)
         .map(|(k, s)| {
             (
                 k,

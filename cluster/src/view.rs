@@ -29,6 +29,9 @@ pub enum StreamSource {
     Cache,
     /// Central storage (`S_ipsan` in eq. 2): read in and sent out.
     Storage,
+    /// A live viewer: relayed from the camera's hub (counted once, like a cached stream),
+    /// and not a playback position: similarity (§A.3) and REM (§A.5) leave it out.
+    Live,
 }
 
 /// One stream a node serves.
@@ -40,6 +43,10 @@ pub struct Stream {
     /// Current bitrate (bits/s); grows with Scale (§A.1).
     pub vbr_bps: f64,
     pub source: StreamSource,
+    /// The session serving it (the node's own id), so that a REM decision can name the
+    /// session to move.
+    #[serde(default)]
+    pub session: Option<String>,
 }
 
 /// §C.1 indicators θ, each in [0, 1].
@@ -372,7 +379,7 @@ fn effective_load(n: &NodeView, w: &LoadWeights) -> f64 {
 }
 
 fn index_node(idx: &mut Index, i: usize, n: &NodeView) {
-    for s in &n.streams {
+    for s in n.streams.iter().filter(|s| s.source != StreamSource::Live) {
         let entry = idx.playing.entry(s.camera.clone()).or_default();
         match entry.last_mut() {
             Some((last, p)) if *last == i => p.push(s.position_ms),

@@ -16,6 +16,7 @@ pub fn stream(camera: &str, position_ms: i64) -> Stream {
         position_ms,
         vbr_bps: VBR,
         source: StreamSource::Storage,
+        session: None,
     }
 }
 

@@ -51,6 +51,54 @@ pub struct ClusterConf {
     pub rpc_listen: Option<SocketAddr>,
     /// How long a node waits for the scheduler's placement before deciding itself.
     pub rpc_timeout_ms: u64,
+    /// `[cluster.scheduler]`: §A constants (weights, Load_min/max, LD, T_min/T_max, P_max).
+    pub scheduler: vigil_cluster::SchedConfig,
+    /// `[cluster.gateway]`: §B constants (λ, α, N, P, T_s, Load_alm/ove, TS_max, PS_max, M).
+    pub gateway: vigil_cluster::GatewayConfig,
+    /// `[cluster.knn]`: §C.2–C.3 ω, K and the training set (inline `training`, or
+    /// `training_file` below).
+    pub knn: vigil_cluster::KnnConfig,
+    /// A TOML file with `[[training]]` samples (`indicators = [cpu, mem, net, links]`,
+    /// `class = "low" | "normal" | "high"`) replacing the shipped KNN training set.
+    pub knn_training_file: Option<std::path::PathBuf>,
+    /// `[cluster.feedback]`: §C.5 feedback period bounds.
+    pub feedback: vigil_cluster::FeedbackConfig,
+    /// `[cluster.migration]`: session handoff between nodes and REM.
+    pub migration: MigrationConf,
+}
+
+/// `[cluster.migration]`: moving running playback sessions between nodes (issue 7).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MigrationConf {
+    /// Source address of a moved session's UDP media: `own` (the sending node's; ffmpeg and
+    /// VLC follow) or `preserve` (the original node's, with a raw socket: needs CAP_NET_RAW
+    /// and one L2 segment; GStreamer and `ffmpeg -rtsp_flags filter_src` follow too).
+    pub mode: String,
+    /// The elected scheduler runs §A.5 REM on load changes and moves sessions.
+    pub rem: bool,
+    /// Bound of one migration call (Prepare, Start, Stop) between nodes.
+    pub rpc_timeout_ms: u64,
+    /// The steering node's heartbeat to the node sending a moved session.
+    pub heartbeat_ms: u64,
+    /// The sending node stops a session whose steering node was silent this long.
+    pub lease_ms: u64,
+    /// The steering node takes a session back after the sending node was silent this long
+    /// (longer than the lease, so the two never send at once).
+    pub takeback_ms: u64,
+}
+
+impl Default for MigrationConf {
+    fn default() -> Self {
+        Self {
+            mode: "own".into(),
+            rem: true,
+            rpc_timeout_ms: 1000,
+            heartbeat_ms: 150,
+            lease_ms: 500,
+            takeback_ms: 700,
+        }
+    }
 }
 
 impl Default for ClusterConf {
@@ -73,6 +121,12 @@ impl Default for ClusterConf {
             node_key: None,
             rpc_listen: None,
             rpc_timeout_ms: 300,
+            scheduler: Default::default(),
+            gateway: Default::default(),
+            knn: Default::default(),
+            knn_training_file: None,
+            feedback: Default::default(),
+            migration: Default::default(),
         }
     }
 }
@@ -155,6 +209,59 @@ impl ClusterConf {
                 ));
             }
         }
+        let m = &c.migration;
+        if m.mode != "own" && m.mode != "preserve" {
+            return Err(ConfigError::Invalid(format!(
+                "cluster.migration.mode {:?}: expected own or preserve",
+                m.mode
+            )));
+        }
+        if m.heartbeat_ms == 0 || m.lease_ms <= m.heartbeat_ms || m.takeback_ms <= m.lease_ms {
+            return Err(ConfigError::Invalid(
+                "cluster.migration: need 0 < heartbeat_ms < lease_ms < takeback_ms".into(),
+            ));
+        }
+        let s = &c.scheduler;
+        let w = s.weights;
+        if ((w.cpu + w.mem + w.net) - 1.0).abs() > 1e-6
+            || [w.cpu, w.mem, w.net].iter().any(|x| *x < 0.0)
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.scheduler.weights must be non-negative and add up to 1".into(),
+            ));
+        }
+        if !(0.0..=100.0).contains(&s.load_min)
+            || !(0.0..=100.0).contains(&s.load_max)
+            || s.load_min > s.load_max
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.scheduler: need 0 <= load_min <= load_max <= 100".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&s.p_max)
+            || s.t_min_ms < 0
+            || s.t_max_ms <= s.t_min_ms
+            || s.ld < 0.0
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.scheduler: need 0 <= p_max <= 1, 0 <= t_min_ms < t_max_ms, ld >= 0".into(),
+            ));
+        }
+        let f = &c.feedback;
+        if f.min_s == 0
+            || f.min_s > f.max_s
+            || !(f.min_s..=f.max_s).contains(&f.initial_s)
+            || f.links_per_step == 0
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.feedback: need 0 < min_s <= initial_s <= max_s, links_per_step > 0".into(),
+            ));
+        }
+        if c.knn.k == 0 || c.knn.training.is_empty() && c.knn_training_file.is_none() {
+            return Err(ConfigError::Invalid(
+                "cluster.knn: k must be positive and the training set not empty".into(),
+            ));
+        }
         if let Some(u) = &c.rtsp_url {
             if !u.starts_with("rtsp://") {
                 return Err(ConfigError::Invalid(format!(
@@ -205,5 +312,49 @@ mod tests {
         assert!(e.to_string().contains("load_max"), "{e}");
         let e = Config::from_toml(&format!("{ok}rtsp_url = \"http://x\"")).unwrap_err();
         assert!(e.to_string().contains("rtsp://"), "{e}");
+    }
+
+    #[test]
+    fn every_algorithm_constant_is_configurable() {
+        let ok = "[cluster]\nenabled = true\nkey = \"0123456789abcdef\"\n";
+        let c = Config::from_toml(ok).unwrap();
+        // Defaults are ALGORITHMS.md's figures.
+        assert_eq!(c.cluster.scheduler.load_min, 50.0);
+        assert_eq!(c.cluster.scheduler.p_max, 0.8);
+        assert_eq!(c.cluster.gateway.load_ove, 0.61);
+        assert_eq!(c.cluster.knn.omega, [0.4, 0.25, 0.25, 0.1]);
+        assert_eq!(c.cluster.feedback.max_s, 20);
+        assert_eq!(c.cluster.migration.mode, "own");
+        let t = format!(
+            "{ok}[cluster.scheduler]\nload_min = 40\np_max = 0.5\nt_max_ms = 20000\n\
+             weights = {{ cpu = 0.2, mem = 0.2, net = 0.6 }}\n[cluster.gateway]\nalpha = 0.5\n\
+             [cluster.feedback]\nmin_s = 2\n[cluster.migration]\nmode = \"preserve\"\nrem = false\n"
+        );
+        let c = Config::from_toml(&t).unwrap();
+        assert_eq!(c.cluster.scheduler.load_min, 40.0);
+        assert_eq!(c.cluster.scheduler.p_max, 0.5);
+        assert_eq!(c.cluster.scheduler.t_max_ms, 20000);
+        assert_eq!(c.cluster.scheduler.weights.net, 0.6);
+        assert_eq!(c.cluster.gateway.alpha, 0.5);
+        assert_eq!(c.cluster.feedback.min_s, 2);
+        assert_eq!(c.cluster.migration.mode, "preserve");
+        assert!(!c.cluster.migration.rem);
+        for (bad, what) in [
+            (
+                "[cluster.scheduler]\nload_min = 99\nload_max = 10\n",
+                "load_min",
+            ),
+            (
+                "[cluster.scheduler]\nweights = { cpu = 0.5, mem = 0.5, net = 0.5 }\n",
+                "weights",
+            ),
+            ("[cluster.scheduler]\nlod_min = 1\n", "lod_min"),
+            ("[cluster.migration]\nmode = \"teleport\"\n", "teleport"),
+            ("[cluster.migration]\nlease_ms = 10\n", "heartbeat_ms"),
+            ("[cluster.feedback]\nmin_s = 0\n", "feedback"),
+        ] {
+            let e = Config::from_toml(&format!("{ok}{bad}")).unwrap_err();
+            assert!(e.to_string().contains(what), "{bad}: {e}");
+        }
     }
 }

@@ -138,6 +138,7 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
                         Ok(())
                     }
                     rpc::RpcResponse::Error(e) => Err(anyhow::anyhow!("{node}: {e}")),
+                    other => Err(anyhow::anyhow!("{node} answered {other:?}")),
                 }
             })
         }

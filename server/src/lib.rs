@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod ctl;
 pub mod ingest;
 pub mod live;
+pub mod migrate;
 pub mod net;
 pub mod node;
 pub mod playback;

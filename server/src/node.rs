@@ -60,6 +60,58 @@ pub struct SessionInfo {
     /// (the §A.3 "current position" the cluster gossips).
     pub position_ms: std::sync::atomic::AtomicI64,
     pub cancel: CancellationToken,
+    /// The node sending this session's media when it is not this one (it migrated).
+    pub media_node: Mutex<Option<String>>,
+    /// On the node sending a migrated session's media: the node holding its RTSP connection.
+    pub steered_by: Mutex<Option<String>>,
+    /// How often the session's media moved between nodes.
+    pub moves: std::sync::atomic::AtomicU32,
+    /// Commands to the task that owns the session (move it, take it back).
+    pub commands: Mutex<Option<tokio::sync::mpsc::Sender<crate::migrate::SessionCommand>>>,
+}
+
+impl SessionInfo {
+    pub fn new(
+        id: String,
+        path: String,
+        kind: SessionKindView,
+        client: SocketAddr,
+        cancel: CancellationToken,
+    ) -> SessionInfo {
+        SessionInfo {
+            id,
+            path,
+            kind,
+            transport: Mutex::new(String::new()),
+            client,
+            started: SystemTime::now(),
+            started_at: Instant::now(),
+            bytes: Default::default(),
+            packets: Default::default(),
+            rate_bps: Default::default(),
+            position_ms: Default::default(),
+            cancel,
+            media_node: Mutex::new(None),
+            steered_by: Mutex::new(None),
+            moves: Default::default(),
+            commands: Mutex::new(None),
+        }
+    }
+
+    /// The node sending the media, when another one than this.
+    pub fn media_node(&self) -> Option<String> {
+        self.media_node
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn steered_by(&self) -> Option<String> {
+        self.steered_by
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -208,6 +260,10 @@ impl Node {
     pub fn unregister_session(&self, id: &str) {
         self.sessions_mut().remove(id);
         crate::cluster::notify_change(self);
+    }
+
+    pub fn session(&self, id: &str) -> Option<Arc<SessionInfo>> {
+        self.sessions_mut().get(id).cloned()
     }
 
     pub fn sessions(&self) -> Vec<Arc<SessionInfo>> {

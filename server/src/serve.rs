@@ -73,6 +73,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if node.config.cluster.enabled {
         let cluster = crate::cluster::Cluster::start(&node).await?;
         let _ = node.cluster.set(cluster);
+        crate::migrate::Service::install(&node);
     }
     start_sources(&node);
     start_recorders(&node);

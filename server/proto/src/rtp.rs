@@ -124,8 +124,9 @@ pub fn packet(h: &RtpHeader, payload: &[u8]) -> Vec<u8> {
 /// *viewer* sees, independent of the input's. Every outgoing session owns one per track, so
 /// packets from a shared source (or from a seek, an upstream reconnect, or another node after
 /// a migration) come out as one continuous stream: same SSRC, contiguous sequence numbers,
-/// continuous timestamps.
-#[derive(Clone, Debug)]
+/// continuous timestamps. It serialises whole (serde) because a migrated session's identity
+/// travels to the node that continues it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RtpIdentity {
     ssrc: u32,
     next_seq: u16,

@@ -34,6 +34,7 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/cluster/sessions", get(cluster_sessions))
         .route("/api/ingest/{camera}", get(ingest))
         .route("/metrics", get(metrics))
+        .merge(super::migrate_api::router(node.clone()))
         .with_state(AppState { node, prometheus })
 }
 
@@ -136,6 +137,11 @@ pub fn session_views(node: &Node) -> Vec<SessionView> {
                 duration_secs: (secs * 10.0).round() / 10.0,
                 bitrate_kbps: (bytes as f64 * 8.0 / secs.max(0.001) / 1000.0) as u64,
                 current_kbps: s.rate_bps.load(Ordering::Relaxed) / 1000,
+                node: s
+                    .media_node()
+                    .unwrap_or_else(|| node.config.node.id.clone()),
+                moves: s.moves.load(Ordering::Relaxed),
+                steered_by: s.steered_by(),
             }
         })
         .collect()
@@ -263,6 +269,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
             let nv = i.map(|i| view.node(i));
             ClusterNodeView {
                 scheduler: scheduler.as_deref() == Some(m.id.as_str()),
+                draining: r.is_some_and(|r| r.draining),
                 gossip: m.gossip.to_string(),
                 rtsp: r.map(|r| r.rtsp.clone()),
                 api: r.map(|r| r.api.clone()),
@@ -348,6 +355,7 @@ async fn cluster_scheduler(
                 asked_by: d.asked_by,
             })
             .collect(),
+        migrations: c.rem_log(),
     }))
 }
 

@@ -2,5 +2,6 @@
 
 pub mod api;
 pub mod metrics;
+pub mod migrate_api;
 pub mod process;
 pub mod views;

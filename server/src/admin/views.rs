@@ -67,6 +67,15 @@ pub struct SessionView {
     /// Current sending rate (playback grows with Scale).
     #[serde(default)]
     pub current_kbps: u64,
+    /// The node sending the session's media (this one unless it migrated).
+    #[serde(default)]
+    pub node: String,
+    /// How often the session's media moved between nodes.
+    #[serde(default)]
+    pub moves: u32,
+    /// Hosted here for the node that holds the viewer's RTSP connection.
+    #[serde(default)]
+    pub steered_by: Option<String>,
 }
 
 /// `GET /api/cluster/nodes`: the membership as this node sees it.
@@ -112,6 +121,9 @@ pub struct ClusterNodeView {
     pub live: Vec<String>,
     pub priority: Option<u32>,
     pub report_age_ms: Option<i64>,
+    /// Being drained: it takes no placement.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// `GET /api/cluster/scheduler`.
@@ -126,6 +138,9 @@ pub struct SchedulerView {
     pub decided_by: String,
     /// Newest first; the last 50 placements made on this node.
     pub decisions: Vec<DecisionView>,
+    /// Newest first; the last 50 §A.5 REM steps this node ran as the scheduler.
+    #[serde(default)]
+    pub migrations: Vec<crate::cluster::rem::RemRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -41,6 +41,8 @@ pub struct ReceivedPacket {
     pub header: RtpHeader,
     pub payload: Bytes,
     pub at: Instant,
+    /// The datagram's source (UDP): it changes when a session migrates in `own` mode.
+    pub from: Option<std::net::SocketAddr>,
 }
 
 /// A session in PLAY. Dropping it closes the connection (the server ends the session);
@@ -55,6 +57,8 @@ pub struct Player {
     udp: Vec<UdpTrack>,
     /// UDP datagrams land here; TCP media is read in `ctl.rx`.
     udp_rx: BytesMut,
+    /// Source of the datagram in `udp_rx`, when known.
+    udp_from: Option<std::net::SocketAddr>,
     /// Bytes of the last yielded packet still at the front of the media buffer.
     pending: usize,
     play_url: String,
@@ -102,6 +106,7 @@ impl Player {
             channels: media.channels,
             udp,
             udp_rx: BytesMut::new(),
+            udp_from: None,
             pending: 0,
             play_url,
             keepalive_every,
@@ -197,6 +202,7 @@ impl Player {
                 header,
                 payload,
                 at,
+                from: if self.is_tcp() { None } else { self.udp_from },
             }));
         }
     }

@@ -103,6 +103,7 @@ pub(super) async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
             _ = node.shutdown.cancelled() => break,
             _ = tick.tick() => {
                 cluster.refresh().await;
+                cluster.run_rem(node.config.cluster.migration.rem);
                 bindings::follow_bindings(&node, &cluster);
             }
         }

@@ -108,6 +108,7 @@ impl Cluster {
         let d = match resp {
             rpc::RpcResponse::Decision(d) => d,
             rpc::RpcResponse::Error(e) => anyhow::bail!("scheduler {sched}: {e}"),
+            other => anyhow::bail!("scheduler {sched} answered {other:?}"),
         };
         let placement = match (&d.node, &d.base) {
             (Some(n), _) if *n == self.self_id => Placement::Local,
@@ -165,6 +166,68 @@ impl Cluster {
                     term: st.term,
                 })
             }
+            rpc::RpcRequest::Migration(_) => {
+                rpc::RpcResponse::Error("migration calls are served by the migration host".into())
+            }
+        }
+    }
+
+    /// Where a session of this node should move while it drains: the configured policy
+    /// over the view without this node (applied to the view, recorded as `drain`).
+    pub fn place_elsewhere(
+        &self,
+        camera: &str,
+        time_ms: i64,
+        vbr_bps: f64,
+    ) -> Result<String, String> {
+        let req = Request {
+            camera: camera.to_string(),
+            time_ms,
+            vbr_bps,
+            kind: RequestKind::Playback,
+        };
+        let me = self.self_id.clone();
+        match self.decide_excluding(&req, self.policy, "drain", false, None, "local", Some(&me)) {
+            (Some(n), _, _) if n != me => Ok(n),
+            (_, _, reason) => Err(format!("no node can take it: {reason}")),
+        }
+    }
+
+    /// The QUIC address of a live member.
+    pub fn rpc_addr_of(&self, id: &str) -> Option<SocketAddr> {
+        let st = self.state();
+        st.members
+            .iter()
+            .find(|m| m.id == id && m.alive)
+            .and_then(|m| m.report.as_ref()?.rpc.as_ref()?.parse().ok())
+    }
+
+    /// Whether `id` is a live member of the cluster.
+    pub fn is_alive(&self, id: &str) -> bool {
+        self.state().members.iter().any(|m| m.id == id && m.alive)
+    }
+
+    /// One migration call to another node, bounded by `timeout`.
+    pub async fn call_migration(
+        &self,
+        node: &str,
+        call: crate::migrate::wire::MigrationCall,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<crate::migrate::wire::MigrationReply> {
+        let rpc = self
+            .rpc
+            .as_ref()
+            .context("this node has no cluster certificates (QUIC is off)")?;
+        let addr = self
+            .rpc_addr_of(node)
+            .with_context(|| format!("node {node} is not a live member with an RPC endpoint"))?;
+        let req = rpc::RpcRequest::Migration(call);
+        match tokio::time::timeout(timeout, rpc.call(node, addr, &req)).await {
+            Err(_) => anyhow::bail!("node {node} did not answer within {timeout:?}"),
+            Ok(Err(e)) => Err(e.context(format!("calling node {node}"))),
+            Ok(Ok(rpc::RpcResponse::Migration(r))) => Ok(r),
+            Ok(Ok(rpc::RpcResponse::Error(e))) => anyhow::bail!("node {node}: {e}"),
+            Ok(Ok(other)) => anyhow::bail!("node {node} answered {other:?}"),
         }
     }
 
@@ -211,8 +274,28 @@ impl Cluster {
         asked_by: Option<&str>,
         via: &'static str,
     ) -> (Option<String>, Placement, String) {
+        self.decide_excluding(req, policy, kind, redirects, asked_by, via, None)
+    }
+
+    /// [`Cluster::decide`] with one node left out (the node being drained).
+    #[allow(clippy::too_many_arguments)]
+    fn decide_excluding(
+        &self,
+        req: &Request,
+        policy: Policy,
+        kind: &'static str,
+        redirects: bool,
+        asked_by: Option<&str>,
+        via: &'static str,
+        exclude: Option<&str>,
+    ) -> (Option<String>, Placement, String) {
         let mut st = self.state();
-        let nodes: Vec<NodeView> = st.views.values().map(|(_, v)| v.clone()).collect();
+        let mut nodes: Vec<NodeView> = st.views.values().map(|(_, v)| v.clone()).collect();
+        for n in &mut nodes {
+            if exclude == Some(n.id.as_str()) {
+                n.alive = false;
+            }
+        }
         let mut view = ClusterView::new(nodes, self.policy_cfg.sched.weights);
         if policy == Policy::KnnClass {
             view.classify_nodes(&self.policy_cfg.knn);

@@ -54,6 +54,9 @@ pub struct Report {
     /// The §C.5 period the node reports on (s).
     pub period_s: u32,
     pub at_ms: i64,
+    /// The node is being drained: no placements (every view treats it as unavailable).
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// One session as the report lists it: compact, no counters.
@@ -66,6 +69,14 @@ pub struct SessionBrief {
     pub client: String,
     /// Current sending (or, for a publisher, receiving) rate.
     pub kbps: u64,
+    /// A migrated session's media, sent here for the node holding its RTSP connection.
+    #[serde(default)]
+    pub hosted: bool,
+    /// The node sending this session's media, when it migrated away from here.
+    #[serde(default)]
+    pub media_node: Option<String>,
+    #[serde(default)]
+    pub moves: u32,
 }
 
 /// The node's sessions for the report: busiest first, then by id; at most `cap`.
@@ -79,6 +90,9 @@ pub fn session_list(node: &Node, cap: usize) -> Vec<SessionBrief> {
             kind: format!("{:?}", s.kind).to_lowercase(),
             client: s.client.to_string(),
             kbps: super::session_rate(s) / 1000,
+            hosted: s.steered_by().is_some(),
+            media_node: s.media_node(),
+            moves: s.moves.load(Ordering::Relaxed),
         })
         .collect();
     v.sort_by(|a, b| b.kbps.cmp(&a.kbps).then_with(|| a.id.cmp(&b.id)));
@@ -90,7 +104,8 @@ impl Report {
     pub fn node_view(&self, id: &str, alive: bool) -> NodeView {
         NodeView {
             id: id.to_string(),
-            alive,
+            // A draining node is out of every placement and REM choice.
+            alive: alive && !self.draining,
             bord_bps: self.bord_bps,
             cpu: self.cpu,
             mem: self.mem,
@@ -191,7 +206,11 @@ pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
     let now = now_ms();
     let mut out: Vec<Stream> = Vec::new();
     for s in node.sessions() {
-        let (camera, position_ms, vbr) = match s.kind {
+        if s.media_node().is_some() {
+            // Migrated away: the node sending it reports it.
+            continue;
+        }
+        let (camera, position_ms, vbr, source) = match s.kind {
             SessionKindView::Playback => {
                 let Some(cam) = s.path.strip_prefix("playback/") else {
                     continue;
@@ -201,7 +220,12 @@ pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
                     // Not playing yet: the requested start.
                     continue;
                 }
-                (cam.to_string(), pos, super::session_rate(&s) as f64)
+                (
+                    cam.to_string(),
+                    pos,
+                    super::session_rate(&s) as f64,
+                    StreamSource::Storage,
+                )
             }
             SessionKindView::Play => {
                 let Some(cam) = s.path.strip_prefix("live/") else {
@@ -210,7 +234,7 @@ pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
                 let rate = node
                     .path(&s.path)
                     .map_or(0, |p| p.stream.bitrate_bps.load(Ordering::Relaxed));
-                (cam.to_string(), now, rate as f64)
+                (cam.to_string(), now, rate as f64, StreamSource::Live)
             }
             SessionKindView::Record => continue,
         };
@@ -218,7 +242,8 @@ pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
             camera,
             position_ms,
             vbr_bps: if vbr > 0.0 { vbr } else { DEFAULT_VBR_BPS },
-            source: StreamSource::Storage,
+            source,
+            session: Some(s.id.clone()),
         });
     }
     out.sort_by(|a, b| {
@@ -227,7 +252,9 @@ pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
             .then(b.position_ms.cmp(&a.position_ms))
     });
     for i in 1..out.len() {
-        if out[i].camera == out[i - 1].camera
+        if out[i].source != StreamSource::Live
+            && out[i - 1].source != StreamSource::Live
+            && out[i].camera == out[i - 1].camera
             && out[i - 1].position_ms - out[i].position_ms <= t_max_ms
         {
             out[i].source = StreamSource::Cache;
@@ -296,6 +323,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         live,
         period_s,
         at_ms: now_ms(),
+        draining: cluster.draining.load(Ordering::Relaxed),
     }
 }
 
@@ -324,6 +352,7 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
     let mut last_second = Instant::now();
     let mut last_fp = fingerprint(&node);
     let mut live_count = 0usize;
+    let mut last_draining = false;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
         tokio::select! {
@@ -338,7 +367,8 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
         }
         let fp = fingerprint(&node);
         let live_now = node.paths().iter().filter(|p| p.stream.is_live()).count();
-        let significant = fp != last_fp || live_now != live_count;
+        let draining = cluster.draining.load(Ordering::Relaxed);
+        let significant = fp != last_fp || live_now != live_count || draining != last_draining;
         if significant
             || last_publish.elapsed() >= Duration::from_secs(u64::from(feedback.period_s))
         {
@@ -347,6 +377,7 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
             last_publish = Instant::now();
             last_fp = fp;
             live_count = live_now;
+            last_draining = draining;
         }
     }
 }

@@ -8,6 +8,7 @@
 //! * One call = one bidirectional stream: a length-prefixed (u32, big-endian) JSON
 //!   [`RpcRequest`] one way, a length-prefixed JSON [`RpcResponse`] back.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,8 @@ const CA_CN: &str = "vigil cluster CA";
 pub enum RpcRequest {
     /// Place a request (the scheduler decides and applies the decision to its view).
     Place { request: PlaceRequest },
+    /// Session migration between nodes (`crate::migrate`).
+    Migration(crate::migrate::wire::MigrationCall),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,6 +50,7 @@ pub struct PlaceRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum RpcResponse {
     Decision(WireDecision),
+    Migration(crate::migrate::wire::MigrationReply),
     Error(String),
 }
 
@@ -276,11 +280,21 @@ pub async fn connect(
 pub struct Rpc {
     pub endpoint: quinn::Endpoint,
     pub local: SocketAddr,
-    /// The connection to the scheduler last asked (its id and address), reused.
-    conn: Mutex<Option<(String, SocketAddr, quinn::Connection)>>,
+    /// Open connections to other nodes by (id, address), reused across calls.
+    conns: Mutex<HashMap<(String, SocketAddr), quinn::Connection>>,
 }
 
-pub type Handler = Arc<dyn Fn(RpcRequest) -> RpcResponse + Send + Sync>;
+/// The node's side of session migration, as the RPC server dispatches it.
+pub trait MigrationService: Send + Sync {
+    fn handle(
+        &self,
+        call: crate::migrate::wire::MigrationCall,
+    ) -> futures::future::BoxFuture<'static, crate::migrate::wire::MigrationReply>;
+}
+
+/// Serves one call. Async: a migration `Prepare` loads a segment before it answers.
+pub type Handler =
+    Arc<dyn Fn(RpcRequest) -> futures::future::BoxFuture<'static, RpcResponse> + Send + Sync>;
 
 impl Rpc {
     pub fn bind(tls: Tls, listen: SocketAddr) -> anyhow::Result<Rpc> {
@@ -291,7 +305,7 @@ impl Rpc {
         Ok(Rpc {
             endpoint,
             local,
-            conn: Mutex::new(None),
+            conns: Mutex::new(HashMap::new()),
         })
     }
 
@@ -312,7 +326,7 @@ impl Rpc {
                     let handler = handler.clone();
                     tokio::spawn(async move {
                         let resp = match read_frame::<RpcRequest>(&mut recv).await {
-                            Ok(req) => handler(req),
+                            Ok(req) => handler(req).await,
                             Err(e) => RpcResponse::Error(format!("bad request: {e}")),
                         };
                         let _ = write_frame(&mut send, &resp).await;
@@ -329,18 +343,19 @@ impl Rpc {
         addr: SocketAddr,
         req: &RpcRequest,
     ) -> anyhow::Result<RpcResponse> {
+        let key = (node.to_string(), addr);
         let cached = {
-            let g = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-            g.as_ref()
-                .filter(|(n, a, c)| n == node && *a == addr && c.close_reason().is_none())
-                .map(|(_, _, c)| c.clone())
+            let g = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            g.get(&key).filter(|c| c.close_reason().is_none()).cloned()
         };
         let conn = match cached {
             Some(c) => c,
             None => {
                 let c = connect(&self.endpoint, None, addr, node).await?;
-                *self.conn.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some((node.to_string(), addr, c.clone()));
+                self.conns
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, c.clone());
                 c
             }
         };

@@ -70,6 +70,8 @@ pub(super) struct State {
     pub(super) decisions: VecDeque<DecisionRecord>,
     /// The bindings this node follows (the highest term seen).
     pub(super) bindings: CameraBindings,
+    /// §A.5 REM in the scheduler: what it ran on, what is moving, what it decided.
+    pub(super) rem: super::rem::RemState,
 }
 
 impl State {
@@ -114,6 +116,11 @@ pub struct Cluster {
     pub(super) state: Mutex<State>,
     /// A significant change (a session started or ended): publish the report at once.
     pub changed: Notify,
+    /// Serves the migration calls of other nodes (set once at start-up by `crate::migrate`,
+    /// which depends on the cluster, not the other way round).
+    pub migration: std::sync::OnceLock<Arc<dyn rpc::MigrationService>>,
+    /// This node is being drained: it takes no placements and its sessions move off.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 impl Cluster {
@@ -130,7 +137,29 @@ impl Cluster {
         if advertise.ip().is_unspecified() && !config.rtsp.listen.ip().is_unspecified() {
             advertise.set_ip(config.rtsp.listen.ip());
         }
-        let mut policy_cfg = ClusterConfig::default();
+        let mut policy_cfg = ClusterConfig {
+            sched: c.scheduler,
+            gateway: c.gateway,
+            knn: c.knn.clone(),
+            feedback: c.feedback,
+        };
+        if let Some(path) = &c.knn_training_file {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct File {
+                training: Vec<vigil_cluster::TrainingSample>,
+            }
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading cluster.knn_training_file {}", path.display()))?;
+            let f: File = toml::from_str(&text)
+                .with_context(|| format!("parsing cluster.knn_training_file {}", path.display()))?;
+            anyhow::ensure!(
+                !f.training.is_empty(),
+                "cluster.knn_training_file {}: no [[training]] sample",
+                path.display()
+            );
+            policy_cfg.knn.training = f.training;
+        }
         if let Some(m) = c.load_max {
             // Light must stay below overloaded (§A.1 states are ordered).
             policy_cfg.sched.load_max = m;
@@ -216,8 +245,11 @@ impl Cluster {
                 rng: rand::rngs::StdRng::from_entropy(),
                 decisions: VecDeque::new(),
                 bindings: CameraBindings::default(),
+                rem: Default::default(),
             }),
             changed: Notify::new(),
+            migration: std::sync::OnceLock::new(),
+            draining: Default::default(),
         });
         info!(
             gossip = %c.gossip_listen,
@@ -229,9 +261,20 @@ impl Cluster {
         if let Some(r) = &cluster.rpc {
             info!(rpc = %r.local, "cluster RPC (QUIC, mutual TLS) listening");
             let weak = Arc::downgrade(&cluster);
-            let handler: rpc::Handler = Arc::new(move |req| match weak.upgrade() {
-                Some(c) => c.serve_rpc(req),
-                None => rpc::RpcResponse::Error("shutting down".into()),
+            let handler: rpc::Handler = Arc::new(move |req| {
+                let cluster = weak.upgrade();
+                Box::pin(async move {
+                    let Some(c) = cluster else {
+                        return rpc::RpcResponse::Error("shutting down".into());
+                    };
+                    match req {
+                        rpc::RpcRequest::Migration(call) => match c.migration.get() {
+                            Some(m) => rpc::RpcResponse::Migration(m.handle(call).await),
+                            None => rpc::RpcResponse::Error("migration is not ready".into()),
+                        },
+                        other => c.serve_rpc(other),
+                    }
+                })
             });
             node.tasks
                 .spawn(rpc::Rpc::serve(r.endpoint.clone(), handler));

@@ -72,10 +72,73 @@ pub enum Sink {
 #[derive(Clone)]
 pub struct UdpOut {
     pub track: usize,
-    pub rtp: Arc<UdpSocket>,
-    pub rtcp: Arc<UdpSocket>,
+    pub via: UdpVia,
     pub dest_rtp: SocketAddr,
     pub dest_rtcp: SocketAddr,
+}
+
+/// How a UDP track's packets leave the node.
+#[derive(Clone)]
+pub enum UdpVia {
+    /// From the session's own server ports (the ones announced at SETUP, or the sending
+    /// node's own after a migration in `own` mode).
+    Socket {
+        rtp: Arc<UdpSocket>,
+        rtcp: Arc<UdpSocket>,
+    },
+    /// With another node's address and ports as the source (migration in `preserve` mode).
+    Spoofed {
+        raw: Arc<crate::migrate::preserve::RawSender>,
+        src_rtp: SocketAddr,
+        src_rtcp: SocketAddr,
+    },
+}
+
+/// Pacing anchor: the frame of decode time `media_ms` is due at wall-clock `wall_us`
+/// (µs since the Unix epoch). Wall clock, not `Instant`, because a migrated session keeps
+/// its pacing on another node (nodes keep their clocks in sync with NTP).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Anchor {
+    pub wall_us: i64,
+    pub media_ms: i64,
+}
+
+/// Where a running sender is: its output state after the last frame it sent and the next
+/// frame to send. Kept up to date for a migrated session, so that the node steering it can
+/// take it back from that point if the sending node dies.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub identities: Vec<(RtpIdentity, u16)>,
+    pub cursor: Cursor,
+    pub anchor: Option<Anchor>,
+}
+
+pub fn wall_us() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// The `Instant` of a wall-clock time (µs since the epoch) on this node.
+fn instant_of(wall: i64) -> Instant {
+    let now_i = Instant::now();
+    let delta = wall - wall_us();
+    if delta >= 0 {
+        now_i + Duration::from_micros(delta as u64)
+    } else {
+        now_i
+            .checked_sub(Duration::from_micros(delta.unsigned_abs()))
+            .unwrap_or(now_i)
+    }
+}
+
+fn wall_of(at: Instant) -> i64 {
+    let now_i = Instant::now();
+    if at <= now_i {
+        wall_us() - now_i.duration_since(at).as_micros() as i64
+    } else {
+        wall_us() + at.duration_since(now_i).as_micros() as i64
+    }
 }
 
 pub struct PlayParams {
@@ -91,6 +154,12 @@ pub struct PlayParams {
     pub range_end_only: bool,
     pub camera: String,
     pub cname: String,
+    /// Continue an existing pacing line (a migrated session); None: the first frame is due now.
+    pub anchor: Option<Anchor>,
+    /// Updated after every frame (migrated sessions only).
+    pub progress: Option<Arc<std::sync::Mutex<Option<Progress>>>>,
+    /// Told the wall-clock time (µs) the first frame went out.
+    pub first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
 }
 
 /// How a run ended, with the state the next PLAY continues from.
@@ -98,39 +167,75 @@ pub struct Stopped {
     pub tracks: Vec<TrackOut>,
     /// Next frame to send; None when the recording (or range) ended.
     pub resume: Option<Cursor>,
+    /// The pacing line the run followed (a handoff continues it).
+    pub anchor: Option<Anchor>,
+    /// Wall-clock time (µs) of the last frame sent.
+    pub last_sent_us: Option<i64>,
 }
 
 pub async fn run(
     library: Library,
     mut tracks: Vec<TrackOut>,
-    params: PlayParams,
+    mut params: PlayParams,
     sink: Sink,
     info: Arc<SessionInfo>,
     cancel: CancellationToken,
 ) -> Stopped {
     let mut cursor = params.start.clone();
-    // Pacing line: (wall instant, decode time) of the frame that started it.
-    let mut anchor: Option<(Instant, i64)> = None;
+    // Pacing line: the frame of decode time `first_time` was due at `started`; None until
+    // the first frame (or after a gap) starts one.
+    let (mut started, mut first_time) = match params.anchor {
+        Some(a) => (instant_of(a.wall_us), Some(a.media_ms)),
+        None => (Instant::now(), None),
+    };
     // One frame interval of wall time: a longer hold-up moves the pacing line on.
     let mut stall = Duration::from_secs_f64(0.040 / params.scale);
     // A gap just met: the RTP timestamps to rebase when the next segment is in.
     let mut gap: Option<Gap> = None;
+    let mut last_sent_us = None;
+    // The state every early return hands back.
+    macro_rules! stopped {
+        ($resume:expr) => {
+            Stopped {
+                tracks,
+                resume: $resume,
+                anchor: first_time.map(|t0| Anchor {
+                    wall_us: wall_of(started),
+                    media_ms: t0,
+                }),
+                last_sent_us,
+            }
+        };
+    }
+    // End of the presentation (BYE, the session ends), or with a cursor, of a PLAY range
+    // (BYE, the session stays for a PLAY that continues there).
+    macro_rules! finish {
+        () => {{
+            finish(&tracks, &sink, &params, &info, true).await;
+            return stopped!(None);
+        }};
+        ($resume:expr) => {{
+            let resume = $resume;
+            finish(&tracks, &sink, &params, &info, resume.is_none()).await;
+            return stopped!(resume);
+        }};
+    }
     let mut rate = RateMeter::new();
     let mut last_sr = Instant::now();
     let mut index = match library.index(&params.camera).await {
         Ok(i) => i,
-        Err(_) => return finish(tracks, None, &sink, &params, &info).await,
+        Err(_) => finish!(),
     };
     loop {
         let held = Instant::now();
         let segment: Arc<CachedSegment> = match library.segment(&cursor.segment).await {
             Ok(s) => {
-                ride_out(&mut anchor, held.elapsed(), stall);
+                ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
                 s
             }
             Err(e) => {
                 info!(camera = %params.camera, "playback stopped: {e}");
-                return finish(tracks, None, &sink, &params, &info).await;
+                finish!();
             }
         };
         library.read_ahead(&index, &cursor.segment);
@@ -145,8 +250,7 @@ pub async fn run(
             let f = &frames[cursor.frame];
             let dts = decode[cursor.frame];
             if params.end_ms.is_some_and(|end| dts.order >= end) {
-                let resume = params.range_end_only.then_some(cursor);
-                return finish(tracks, resume, &sink, &params, &info).await;
+                finish!(params.range_end_only.then_some(cursor));
             }
             let Some(t) = tracks.get_mut(f.track as usize).filter(|t| t.enabled) else {
                 cursor.frame += 1;
@@ -157,19 +261,25 @@ pub async fn run(
                 continue;
             }
             // Pace: decode time since the anchor, divided by the Scale.
-            let (at, t0) = *anchor.get_or_insert((Instant::now(), dts.decode));
-            let due = at
+            let t0 = match first_time {
+                Some(t0) => t0,
+                None => {
+                    started = Instant::now();
+                    *first_time.insert(dts.decode)
+                }
+            };
+            let due = started
                 + Duration::from_secs_f64((dts.decode - t0).max(0) as f64 / 1000.0 / params.scale);
             // A frame already due (the first one, or a late one) goes out at once: a tokio
             // sleep rounds up to the timer's next 1 ms tick, which would be most of the
             // first-frame latency of a PLAY whose segment is cached.
             if due > Instant::now() {
                 tokio::select! {
-                    _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
+                    _ = cancel.cancelled() => return stopped!(Some(cursor)),
                     _ = tokio::time::sleep_until(due.into()) => {}
                 }
             } else if cancel.is_cancelled() {
-                return stopped(tracks, Some(cursor));
+                return stopped!(Some(cursor));
             }
             let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
             let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
@@ -181,10 +291,25 @@ pub async fn run(
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
             let held = Instant::now();
             if send(&sink, f.track as usize, packets).await.is_err() {
-                return stopped(tracks, None);
+                return stopped!(None);
             }
-            ride_out(&mut anchor, held.elapsed(), stall);
+            let sent_at = wall_us();
+            last_sent_us = Some(sent_at);
+            if let Some(tx) = params.first_sent.take() {
+                let _ = tx.send(sent_at);
+            }
+            ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
             cursor.frame += 1;
+            if let Some(p) = &params.progress {
+                *p.lock().unwrap_or_else(|e| e.into_inner()) = Some(Progress {
+                    identities: tracks.iter().map(|t| (t.identity.clone(), t.seq)).collect(),
+                    cursor: cursor.clone(),
+                    anchor: first_time.map(|t0| Anchor {
+                        wall_us: wall_of(started),
+                        media_ms: t0,
+                    }),
+                });
+            }
             if last_sr.elapsed() >= Duration::from_secs(5) {
                 last_sr = Instant::now();
                 let reports = reports(&tracks, &params.cname, false);
@@ -202,7 +327,7 @@ pub async fn run(
                 break None;
             }
             tokio::select! {
-                _ = cancel.cancelled() => return stopped(tracks, Some(cursor)),
+                _ = cancel.cancelled() => return stopped!(Some(cursor)),
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             }
             match library.index(&params.camera).await {
@@ -210,21 +335,20 @@ pub async fn run(
                 Err(_) => break None,
             }
         };
-        ride_out(&mut anchor, held.elapsed(), stall);
+        ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
         match next {
             Some(n) if params.end_ms.is_some_and(|end| n.start_ms >= end) => {
-                let resume = params.range_end_only.then_some(Cursor {
+                finish!(params.range_end_only.then_some(Cursor {
                     segment: n,
                     frame: 0,
-                });
-                return finish(tracks, resume, &sink, &params, &info).await;
+                }));
             }
             Some(n) => {
                 if n.start_ms != cursor.segment.end_ms {
                     // A gap between recordings (or a new recording's timestamp line): cut
                     // it out, in wall time here and in RTP time once the next segment is in.
                     gap = Some(Gap::after(&segment.0, &n, tracks.len()));
-                    anchor = None;
+                    first_time = None;
                     debug!(camera = %params.camera, gap_ms = n.start_ms - cursor.segment.end_ms, "gap between recordings skipped");
                 }
                 cursor = Cursor {
@@ -232,7 +356,7 @@ pub async fn run(
                     frame: 0,
                 }
             }
-            None => return finish(tracks, None, &sink, &params, &info).await,
+            None => finish!(),
         }
     }
 }
@@ -281,37 +405,30 @@ impl Gap {
 /// A hold-up of the sender longer than one frame interval (`stall`) moves the pacing line
 /// on by as long: the frames after it keep their spacing instead of catching up in a burst.
 /// Shorter ones are absorbed by the pacing sleeps.
-fn ride_out(anchor: &mut Option<(Instant, i64)>, held: Duration, stall: Duration) {
-    if held > stall {
-        if let Some((at, _)) = anchor {
-            *at += held;
-            debug!(
-                held_ms = held.as_millis() as u64,
-                "playback held up: pacing moved on"
-            );
-        }
+fn ride_out(started: &mut Instant, anchored: bool, held: Duration, stall: Duration) {
+    if held > stall && anchored {
+        *started += held;
+        debug!(
+            held_ms = held.as_millis() as u64,
+            "playback held up: pacing moved on"
+        );
     }
-}
-
-fn stopped(tracks: Vec<TrackOut>, resume: Option<Cursor>) -> Stopped {
-    Stopped { tracks, resume }
 }
 
 /// End of range or recording: RTCP BYE, and the session ends unless the end was only a
-/// PLAY range's (`resume` is then where a PLAY without Range continues).
+/// PLAY range's (`end_session` false).
 async fn finish(
-    tracks: Vec<TrackOut>,
-    resume: Option<Cursor>,
+    tracks: &[TrackOut],
     sink: &Sink,
     params: &PlayParams,
     info: &SessionInfo,
-) -> Stopped {
+    end_session: bool,
+) {
     debug!(camera = %params.camera, "end of playback: BYE");
-    let _ = send_rtcp(sink, reports(&tracks, &params.cname, true)).await;
-    if resume.is_none() {
+    let _ = send_rtcp(sink, reports(tracks, &params.cname, true)).await;
+    if end_session {
         info.cancel.cancel();
     }
-    Stopped { tracks, resume }
 }
 
 fn packetize_frame(t: &mut TrackOut, track: usize, media_ts: u64, data: &[u8]) -> Vec<OutPacket> {
@@ -348,7 +465,13 @@ async fn send(sink: &Sink, track: usize, packets: Vec<OutPacket>) -> Result<(), 
         Sink::Tcp(tx) => tx.send(TcpOut::Packets(packets)).await.map_err(|_| ()),
         Sink::Udp(outs) => {
             if let Some(o) = outs.iter().find(|o| o.track == track) {
-                if let Err(e) = send_batch(&o.rtp, o.dest_rtp, &packets).await {
+                let r = match &o.via {
+                    UdpVia::Socket { rtp, .. } => send_batch(rtp, o.dest_rtp, &packets).await,
+                    UdpVia::Spoofed { raw, src_rtp, .. } => {
+                        raw.send_packets(*src_rtp, o.dest_rtp, &packets)
+                    }
+                };
+                if let Err(e) = r {
                     debug!("udp send to {}: {e}", o.dest_rtp);
                 }
             }
@@ -363,7 +486,12 @@ async fn send_rtcp(sink: &Sink, reports: Vec<(usize, Vec<u8>)>) -> Result<(), ()
         Sink::Udp(outs) => {
             for (track, pkt) in reports {
                 if let Some(o) = outs.iter().find(|o| o.track == track) {
-                    let _ = o.rtcp.send_to(&pkt, o.dest_rtcp).await;
+                    let _ = match &o.via {
+                        UdpVia::Socket { rtcp, .. } => rtcp.send_to(&pkt, o.dest_rtcp).await,
+                        UdpVia::Spoofed { raw, src_rtcp, .. } => {
+                            raw.send(*src_rtcp, o.dest_rtcp, &pkt)
+                        }
+                    };
                 }
             }
             Ok(())

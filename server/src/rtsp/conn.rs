@@ -63,6 +63,8 @@ pub struct Conn {
     last_sr: Instant,
     /// A write timed out: the peer reads nothing, so nothing more is written.
     stalled: bool,
+    /// Commands to the session from outside the connection (migration).
+    pub commands: Option<tokio::sync::mpsc::Receiver<crate::migrate::SessionCommand>>,
 }
 
 enum Event {
@@ -71,6 +73,7 @@ enum Event {
     Read(std::io::Result<usize>),
     Media,
     Playback(Option<crate::playback::task::TcpOut>),
+    Command(Option<crate::migrate::SessionCommand>),
     Tick,
 }
 
@@ -99,6 +102,7 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
         out: Vec::with_capacity(PUMP_BATCH),
         last_sr: Instant::now(),
         stalled: false,
+        commands: None,
     };
     let limits = Limits::default();
     let mut buf = BytesMut::with_capacity(4096);
@@ -106,7 +110,14 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_input = Instant::now();
     let result = loop {
+        let mut commands = conn.commands.take();
         let event = {
+            let command = async {
+                match commands.as_mut() {
+                    Some(rx) => Event::Command(rx.recv().await),
+                    None => std::future::pending().await,
+                }
+            };
             let cancel = conn.session.as_ref().map(|s| s.info.cancel.clone());
             let cancelled = async move {
                 match cancel {
@@ -120,10 +131,20 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
                 _ = cancelled => Event::SessionCancelled,
                 r = rd.read_buf(&mut buf) => Event::Read(r),
                 m = media => m,
+                c = command => c,
                 _ = tick.tick() => Event::Tick,
             }
         };
+        if conn.commands.is_none() {
+            conn.commands = commands;
+        }
         match event {
+            Event::Command(None) => conn.commands = None,
+            Event::Command(Some(cmd)) => {
+                if let Some(session) = conn.session.as_mut() {
+                    crate::migrate::steer::handle(&node, session, cmd).await;
+                }
+            }
             Event::Shutdown => break Ok(()),
             Event::SessionCancelled => {
                 // Deliver what a finished playback queued (its last frames and BYE) first.
@@ -483,6 +504,7 @@ impl Conn {
 
     /// Tear the session down (TEARDOWN, timeout, disconnect).
     pub fn end_session(&mut self) {
+        self.commands = None;
         if let Some(session) = self.session.take() {
             session.end(&self.node);
         }

@@ -45,8 +45,19 @@ pub struct Playback {
     pub tcp_rx: Option<mpsc::Receiver<TcpOut>>,
     pub udp: Vec<task::UdpOut>,
     pub scale: f64,
+    /// The end of the running PLAY's Range, if it gave one (a handoff keeps it).
+    pub range_end: Option<i64>,
     /// Stops the tasks that watch the client's UDP RTCP (keepalive).
     pub rtcp_watch: CancellationToken,
+    /// The node sending this session's media after a migration (None: this node).
+    pub remote: Option<crate::migrate::steer::Remote>,
+}
+
+/// Where a stopped sender left the pacing line, for a handoff that continues it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Handoff {
+    pub anchor: Option<task::Anchor>,
+    pub last_sent_us: Option<i64>,
 }
 
 impl Playback {
@@ -55,18 +66,119 @@ impl Playback {
         if let Some((cancel, _)) = &self.running {
             cancel.cancel();
         }
+        if let Some(r) = self.remote {
+            r.release();
+        }
         self.rtcp_watch.cancel();
     }
 
-    /// Stop the running task (PAUSE, seek, teardown) and keep its state for the next PLAY.
-    pub async fn stop(&mut self) {
+    /// Whether media is being sent now (here or by the node the session migrated to).
+    pub fn is_running(&self) -> bool {
+        self.running.is_some() || self.remote.as_ref().is_some_and(|r| r.running)
+    }
+
+    /// Stop the running sender (PAUSE, seek, teardown, a move) and keep its state for the
+    /// next PLAY. The sender may be this node's task or the node the session migrated to.
+    pub async fn stop(&mut self) -> Handoff {
         if let Some((cancel, handle)) = self.running.take() {
             cancel.cancel();
             if let Ok(stopped) = handle.await {
                 self.tracks = Some(stopped.tracks);
                 self.resume = stopped.resume;
+                return Handoff {
+                    anchor: stopped.anchor,
+                    last_sent_us: stopped.last_sent_us,
+                };
+            }
+            return Handoff::default();
+        }
+        let Some(remote) = self.remote.as_mut() else {
+            return Handoff::default();
+        };
+        match remote.stop(&self.sdp, &self.req.camera).await {
+            Ok(Some(s)) => {
+                self.tracks = Some(s.tracks);
+                self.resume = s.resume;
+                Handoff {
+                    anchor: s.anchor,
+                    last_sent_us: s.last_sent_us,
+                }
+            }
+            Ok(None) => Handoff::default(),
+            Err(e) => {
+                // The sending node is gone: continue from its last heartbeat, here.
+                tracing::warn!(node = %remote.node, error = %e, "migrated sender lost: taking the session back");
+                let last = remote.last_state(&self.sdp, &self.req.camera).await;
+                if let Some(r) = self.remote.take() {
+                    r.release();
+                }
+                if let Some(s) = last {
+                    self.tracks = Some(s.tracks);
+                    self.resume = s.resume;
+                }
+                Handoff::default()
             }
         }
+    }
+
+    /// The sender's parameters for a run from `start` (Scale, keyframes-only, end).
+    pub fn params(
+        &self,
+        node: &crate::node::Node,
+        start: Cursor,
+        anchor: Option<task::Anchor>,
+    ) -> PlayParams {
+        PlayParams {
+            start,
+            scale: self.scale,
+            keyframes_only: self.scale > node.config.playback.keyframes_only_above_scale,
+            end_ms: [self.req.end_ms, self.range_end]
+                .into_iter()
+                .flatten()
+                .min(),
+            range_end_only: window::range_end_only(self.req.end_ms, self.range_end),
+            camera: self.req.camera.clone(),
+            cname: node.config.node.id.clone(),
+            anchor,
+            progress: None,
+            first_sent: None,
+        }
+    }
+
+    /// Start sending: on the node the session migrated to if any (falling back to this one
+    /// if that node fails), else here.
+    pub async fn start(
+        &mut self,
+        node: &crate::node::Node,
+        library: crate::playback::library::Library,
+        tracks: Vec<TrackOut>,
+        params: PlayParams,
+        sink: Sink,
+        info: Arc<crate::node::SessionInfo>,
+    ) -> Option<i64> {
+        if let Some(remote) = self.remote.as_mut() {
+            match remote.start(&tracks, &params).await {
+                Ok(first) => return first,
+                Err(e) => {
+                    tracing::warn!(node = %remote.node, error = %e, "migrated sender failed to start: sending from this node");
+                    if let Some(r) = self.remote.take() {
+                        r.release();
+                    }
+                    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                }
+            }
+        }
+        let cancel = CancellationToken::new();
+        let handle = node.tasks.spawn(task::run(
+            library,
+            tracks,
+            params,
+            sink,
+            info,
+            cancel.clone(),
+        ));
+        self.running = Some((cancel, handle));
+        None
     }
 }
 
@@ -296,7 +408,9 @@ impl Conn {
             tcp_rx: None,
             udp: Vec::new(),
             scale: 1.0,
+            range_end: None,
             rtcp_watch: CancellationToken::new(),
+            remote: None,
         })
     }
 
@@ -421,7 +535,6 @@ impl Conn {
                 }
             })
             .collect();
-        let keyframes_only = pb.scale > node.config.playback.keyframes_only_above_scale;
         let sink = if session.is_tcp() {
             let (tx, rx) = mpsc::channel(32);
             if let Some(p) = session.playback.as_mut() {
@@ -455,8 +568,10 @@ impl Conn {
                 ));
                 p.udp.push(task::UdpOut {
                     track: t.track,
-                    rtp: Arc::new(t.pair.rtp),
-                    rtcp,
+                    via: task::UdpVia::Socket {
+                        rtp: Arc::new(t.pair.rtp),
+                        rtcp,
+                    },
                     dest_rtp: t.client_rtp,
                     dest_rtcp: t.client_rtcp,
                 });
@@ -466,25 +581,10 @@ impl Conn {
         let Some(pb) = session.playback.as_mut() else {
             return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
         };
-        let params = PlayParams {
-            start: cursor,
-            scale: pb.scale,
-            keyframes_only,
-            end_ms: play_end,
-            range_end_only: window::range_end_only(pb.req.end_ms, asked.end),
-            camera: pb.req.camera.clone(),
-            cname: node.config.node.id.clone(),
-        };
-        let cancel = CancellationToken::new();
-        let handle = node.tasks.spawn(task::run(
-            library,
-            tracks,
-            params,
-            sink,
-            session.info.clone(),
-            cancel.clone(),
-        ));
-        pb.running = Some((cancel, handle));
+        pb.range_end = asked.end;
+        let params = pb.params(&node, cursor, None);
+        pb.start(&node, library, tracks, params, sink, session.info.clone())
+            .await;
         session.media = Media::Playback;
         let served = if asked.clock {
             Range::Clock {

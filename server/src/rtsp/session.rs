@@ -161,6 +161,7 @@ impl Session {
         if let Some(pb) = self.playback.take() {
             pb.abort();
         }
+        *self.info.commands.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if let Some(p) = self.producer.take() {
             if !taken_over {
                 p.finish();

@@ -11,8 +11,8 @@ use crate::node::{Node, PathEntry, SessionInfo, SessionKindView};
 use rand::Rng;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use vigil_proto::rtsp::{
     next_state, parse_transports, LowerTransport, Method, Request, Response, SessionKind,
@@ -284,7 +284,7 @@ impl Conn {
         }
     }
 
-    fn new_session(&self, plan: &mut SetupPlan) -> Session {
+    fn new_session(&mut self, plan: &mut SetupPlan) -> Session {
         let kind = plan.kind;
         let id = match (kind, &self.announced) {
             (SessionKind::Record, Some(a)) => a.session_id.clone(),
@@ -294,24 +294,20 @@ impl Conn {
             (SessionKind::Record, Some(a)) => a.cancel.clone(),
             _ => CancellationToken::new(),
         };
-        let info = Arc::new(SessionInfo {
+        let info = Arc::new(SessionInfo::new(
             id,
-            path: plan.name.clone(),
-            kind: match (kind, &plan.playback) {
+            plan.name.clone(),
+            match (kind, &plan.playback) {
                 (SessionKind::Record, _) => SessionKindView::Record,
                 (SessionKind::Play, Some(_)) => SessionKindView::Playback,
                 (SessionKind::Play, None) => SessionKindView::Play,
             },
-            transport: Mutex::new(String::new()),
-            client: self.peer,
-            started: SystemTime::now(),
-            started_at: Instant::now(),
-            bytes: Default::default(),
-            packets: Default::default(),
-            rate_bps: Default::default(),
-            position_ms: Default::default(),
+            self.peer,
             cancel,
-        });
+        ));
+        let (commands, commands_rx) = tokio::sync::mpsc::channel(4);
+        *info.commands.lock().unwrap_or_else(|p| p.into_inner()) = Some(commands);
+        self.commands = Some(commands_rx);
         self.node.register_session(info.clone());
         let activity = Activity::new();
         activity.touch();

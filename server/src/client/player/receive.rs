@@ -101,8 +101,9 @@ impl Player {
                     let sock = if is_rtp { &t.rtp } else { &t.rtcp };
                     self.udp_rx.clear();
                     self.udp_rx.reserve(2048);
-                    match sock.try_recv_buf(&mut self.udp_rx) {
-                        Ok(n) => {
+                    match sock.try_recv_buf_from(&mut self.udp_rx) {
+                        Ok((n, from)) => {
+                            self.udp_from = Some(from);
                             let track = t.track;
                             let at = Instant::now();
                             self.last_input = at;
@@ -148,6 +149,7 @@ impl Player {
                         self.udp_rx.clear();
                         self.udp_rx.extend_from_slice(&tmp[..n]);
                         self.pending = n;
+                        self.udp_from = None;
                         return Ok(Some(Polled::Rtp {
                             track,
                             range: 0..n,

@@ -206,6 +206,7 @@ impl Player {
                                         header,
                                         payload: data.slice(from + body.start..from + body.end),
                                         at,
+                                        from: None,
                                     });
                                 }
                             }

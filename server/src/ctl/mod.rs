@@ -29,7 +29,23 @@ pub enum What {
     Nodes,
     /// The elected scheduler, its term, the policy and the recent placement decisions.
     Scheduler,
+    /// Move a playing UDP session's media to another node now; prints the measured gap.
+    Migrate {
+        session: String,
+        node: String,
+        /// Source address of the moved media: own (the target's) or preserve (this node's,
+        /// needs CAP_NET_RAW on the target). Default: the node's `cluster.migration.mode`.
+        #[arg(long)]
+        mode: Option<String>,
+    },
+    /// Stop placing on a node and move its sessions off; prints progress and what could not
+    /// move.
+    Drain { node: String },
+    /// Let a drained node take placements again.
+    Undrain { node: String },
 }
+
+mod steer;
 
 fn get(api: &str, path: &str) -> anyhow::Result<String> {
     let url = format!("{}{path}", api.trim_end_matches('/'));
@@ -41,6 +57,13 @@ fn get(api: &str, path: &str) -> anyhow::Result<String> {
 
 pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
     let body = match &what {
+        What::Migrate {
+            session,
+            node,
+            mode,
+        } => return steer::migrate(api, json, session, node, mode.as_deref()),
+        What::Drain { node } => return steer::drain(api, json, node),
+        What::Undrain { node } => return steer::undrain(api, json, node),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -195,6 +218,32 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                     d.reason,
                 ]);
             }
+            if !v.migrations.is_empty() {
+                println!("{table}");
+                table = Table::new();
+                table.load_preset(UTF8_BORDERS_ONLY);
+                println!("REM migrations (§A.5), newest first:");
+                table.set_header([
+                    "AT", "NODE", "LOAD", "σ", "P", "SESSION", "CAMERA", "TO", "RESULT", "REASON",
+                ]);
+                for m in v.migrations {
+                    table.add_row([
+                        vigil_proto::rtsp::UtcTime {
+                            unix_millis: m.at_ms,
+                        }
+                        .to_rfc3339(),
+                        m.node,
+                        format!("{:.1}", m.load),
+                        format!("{:.1}", m.sigma),
+                        format!("{:.2}", m.p),
+                        m.session.unwrap_or_default(),
+                        m.camera.unwrap_or_default(),
+                        m.to.unwrap_or_else(|| "-".into()),
+                        m.result,
+                        m.reason,
+                    ]);
+                }
+            }
         }
         What::Ingest { .. } => {
             let v: IngestView = serde_json::from_str(&body).context("unexpected answer")?;
@@ -229,8 +278,14 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                 "SECS",
                 "KBIT/S",
                 "NOW KBIT/S",
+                "NODE",
+                "MOVES",
             ]);
             for s in rows {
+                let node = match &s.steered_by {
+                    Some(by) => format!("{} (for {by})", s.node),
+                    None => s.node,
+                };
                 table.add_row([
                     s.id,
                     s.path,
@@ -241,9 +296,12 @@ pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
                     format!("{:.1}", s.duration_secs),
                     s.bitrate_kbps.to_string(),
                     s.current_kbps.to_string(),
+                    node,
+                    s.moves.to_string(),
                 ]);
             }
         }
+        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } => {}
     }
     println!("{table}");
     Ok(())

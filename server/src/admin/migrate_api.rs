@@ -1,0 +1,132 @@
+//! The API's write routes of migration (issue 7 §3): move a session, drain a node.
+//!
+//! `POST /api/sessions/{id}/migrate` `{"to": NODE, "mode": "own"|"preserve"}` → the move's
+//! report (gap, timings) or 4xx with why; `POST /api/cluster/nodes/{id}/drain` and
+//! `/undrain`, `GET /api/cluster/nodes/{id}/drain` → the drain's progress. Any node answers
+//! for any other: the call is forwarded over the cluster RPC.
+
+use crate::migrate::drain::DrainStatus;
+use crate::migrate::wire::{MigrationCall, MigrationReply, MoveReport, SourceMode};
+use crate::node::Node;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Deserialize)]
+pub struct MigrateBody {
+    pub to: String,
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+type ApiError = (StatusCode, String);
+
+pub fn router<S: Clone + Send + Sync + 'static>(node: Arc<Node>) -> Router<S> {
+    Router::new()
+        .route("/api/sessions/{id}/migrate", post(migrate))
+        .route(
+            "/api/cluster/nodes/{id}/drain",
+            post(drain).get(drain_status),
+        )
+        .route("/api/cluster/nodes/{id}/undrain", post(undrain))
+        .with_state(node)
+}
+
+fn cluster_of(node: &Node) -> Result<&Arc<crate::cluster::Cluster>, ApiError> {
+    node.cluster.get().ok_or((
+        StatusCode::NOT_FOUND,
+        "the cluster is off on this node\n".into(),
+    ))
+}
+
+async fn migrate(
+    State(node): State<Arc<Node>>,
+    Path(id): Path<String>,
+    Json(body): Json<MigrateBody>,
+) -> Result<Json<MoveReport>, ApiError> {
+    let cluster = cluster_of(&node)?;
+    let mode = match body.mode.as_deref().map(str::parse::<SourceMode>) {
+        None => None,
+        Some(Ok(m)) => Some(m),
+        Some(Err(e)) => return Err((StatusCode::BAD_REQUEST, format!("{e}\n"))),
+    };
+    if body.to != cluster.self_id && !cluster.is_alive(&body.to) {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("node {} is not a live member of the cluster\n", body.to),
+        ));
+    }
+    crate::migrate::move_anywhere(&node, &id, &body.to, mode)
+        .await
+        .map(Json)
+        .map_err(|e| {
+            let status = if e.starts_with("no session") {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::CONFLICT
+            };
+            (status, format!("{e}\n"))
+        })
+}
+
+async fn drain_call(
+    node: &Node,
+    id: &str,
+    call: MigrationCall,
+) -> Result<Json<DrainStatus>, ApiError> {
+    let cluster = cluster_of(node)?;
+    if id == cluster.self_id {
+        let Some(svc) = cluster.migration.get() else {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "migration is not ready\n".into(),
+            ));
+        };
+        return match svc.handle(call).await {
+            MigrationReply::Drain(s) => Ok(Json(s)),
+            other => Err((StatusCode::INTERNAL_SERVER_ERROR, format!("{other:?}\n"))),
+        };
+    }
+    if !cluster.is_alive(id) {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("node {id} is not a live member of the cluster\n"),
+        ));
+    }
+    match cluster
+        .call_migration(id, call, Duration::from_secs(3))
+        .await
+    {
+        Ok(MigrationReply::Drain(s)) => Ok(Json(s)),
+        Ok(other) => Err((
+            StatusCode::BAD_GATEWAY,
+            format!("{id} answered {other:?}\n"),
+        )),
+        Err(e) => Err((StatusCode::BAD_GATEWAY, format!("{e:#}\n"))),
+    }
+}
+
+async fn drain(
+    State(node): State<Arc<Node>>,
+    Path(id): Path<String>,
+) -> Result<Json<DrainStatus>, ApiError> {
+    drain_call(&node, &id, MigrationCall::Drain { undrain: false }).await
+}
+
+async fn undrain(
+    State(node): State<Arc<Node>>,
+    Path(id): Path<String>,
+) -> Result<Json<DrainStatus>, ApiError> {
+    drain_call(&node, &id, MigrationCall::Drain { undrain: true }).await
+}
+
+async fn drain_status(
+    State(node): State<Arc<Node>>,
+    Path(id): Path<String>,
+) -> Result<Json<DrainStatus>, ApiError> {
+    drain_call(&node, &id, MigrationCall::DrainStatus).await
+}

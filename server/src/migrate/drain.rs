@@ -1,0 +1,138 @@
+//! Draining a node (issue 7 §3): it stops taking placements (its report says so and every
+//! placement view treats it as unavailable), every movable session moves off to a node the
+//! policy chooses, and its pull cameras are re-bound elsewhere by the scheduler.
+
+use super::move_local;
+use crate::node::{Node, SessionKindView};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+/// How many sessions move at once while draining.
+const PARALLEL_MOVES: usize = 8;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DrainStatus {
+    pub node: String,
+    pub draining: bool,
+    /// Every session was tried.
+    pub done: bool,
+    pub total: u32,
+    pub moved: u32,
+    /// Sessions that could not move, with why.
+    pub failed: Vec<(String, String)>,
+}
+
+pub struct Drain {
+    status: Mutex<DrainStatus>,
+    run: Mutex<Option<CancellationToken>>,
+}
+
+impl Drain {
+    pub fn new() -> Arc<Drain> {
+        Arc::new(Drain {
+            status: Mutex::new(DrainStatus::default()),
+            run: Mutex::new(None),
+        })
+    }
+
+    pub fn status(&self) -> DrainStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut DrainStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Starts (or stops) draining this node; returns the status at once.
+    pub fn set(this: &Arc<Drain>, node: &Arc<Node>, on: bool) -> DrainStatus {
+        let Some(cluster) = node.cluster.get() else {
+            return DrainStatus::default();
+        };
+        cluster.draining.store(on, Ordering::Relaxed);
+        crate::cluster::notify_change(node);
+        if let Some(c) = this.run.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            c.cancel();
+        }
+        this.update(|s| {
+            *s = DrainStatus {
+                node: cluster.self_id.clone(),
+                draining: on,
+                done: !on,
+                ..Default::default()
+            }
+        });
+        if on {
+            let cancel = CancellationToken::new();
+            *this.run.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+            info!("draining: no new placements, moving sessions off");
+            node.tasks.spawn(run(this.clone(), node.clone(), cancel));
+        } else {
+            info!("undrained: taking placements again");
+        }
+        this.status()
+    }
+}
+
+async fn run(drain: Arc<Drain>, node: Arc<Node>, cancel: CancellationToken) {
+    let Some(cluster) = node.cluster.get().cloned() else {
+        return;
+    };
+    // Let the other nodes see the draining flag before their next placement.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let sessions: Vec<_> = node
+        .sessions()
+        .into_iter()
+        .filter(|s| s.steered_by().is_none() && s.media_node().is_none())
+        .collect();
+    drain.update(|s| s.total = sessions.len() as u32);
+    let moves = futures::stream::iter(sessions)
+        .map(|s| {
+            let (node, cluster, cancel) = (node.clone(), cluster.clone(), cancel.clone());
+            async move {
+                if cancel.is_cancelled() {
+                    return (s.id.clone(), Err("drain cancelled".to_string()));
+                }
+                let r = match s.kind {
+                    SessionKindView::Record => Err(
+                        "a publisher cannot be redirected (RTSP clients do not follow a 3xx \
+                         to ANNOUNCE): it stays until it reconnects"
+                            .to_string(),
+                    ),
+                    SessionKindView::Play => {
+                        Err("live viewers stay on the node holding the camera".to_string())
+                    }
+                    SessionKindView::Playback => {
+                        let camera = s.path.strip_prefix("playback/").unwrap_or(&s.path);
+                        let pos = s.position_ms.load(Ordering::Relaxed);
+                        let vbr = match s.rate_bps.load(Ordering::Relaxed) {
+                            0 => crate::cluster::report::DEFAULT_VBR_BPS,
+                            r => r as f64,
+                        };
+                        match cluster.place_elsewhere(camera, pos, vbr) {
+                            Ok(to) => move_local(&node, &s.id, &to, None).await.map(|_| ()),
+                            Err(e) => Err(e),
+                        }
+                    }
+                };
+                (s.id.clone(), r)
+            }
+        })
+        .buffer_unordered(PARALLEL_MOVES);
+    futures::pin_mut!(moves);
+    while let Some((id, r)) = moves.next().await {
+        drain.update(|s| match r {
+            Ok(()) => s.moved += 1,
+            Err(e) => s.failed.push((id, e)),
+        });
+    }
+    let st = drain.status();
+    info!(moved = st.moved, failed = st.failed.len(), "drain finished");
+    drain.update(|s| s.done = true);
+}

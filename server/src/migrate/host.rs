@@ -1,0 +1,391 @@
+//! The sending side of a migrated session (node B): sessions whose RTSP connection stays on
+//! another node (the steering node, A) and whose media this node sends.
+//!
+//! A hosted session lives on a lease: every call from its steering node renews it
+//! (`Status` is A's heartbeat). A steering node that falls silent for `lease_ms` (it died,
+//! and the viewer's connection with it) makes this node stop sending and forget the session,
+//! so nothing keeps streaming to a viewer nobody steers.
+
+use super::preserve::RawSender;
+use super::wire::{
+    MigrationReply, PrepareSpec, SourceMode, WireCursor, WireRun, WireStopped, WireTrack,
+};
+use crate::node::{Node, SessionInfo, SessionKindView};
+use crate::playback::library::Library;
+use crate::playback::task::{
+    self, Cursor, PlayParams, Progress, Sink, Stopped, TrackOut, UdpOut, UdpVia,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+use vigil_proto::sdp::{self, SessionDescription};
+
+struct Hosted {
+    spec: PrepareSpec,
+    info: Arc<SessionInfo>,
+    sdp: SessionDescription,
+    outs: Vec<UdpOut>,
+    running: Option<(CancellationToken, JoinHandle<Stopped>)>,
+    progress: Arc<Mutex<Option<Progress>>>,
+    touched: Instant,
+}
+
+pub struct Host {
+    node: Arc<Node>,
+    sessions: Mutex<HashMap<String, Hosted>>,
+    raw: Mutex<Option<Arc<RawSender>>>,
+    lease: Duration,
+}
+
+type Reply = MigrationReply;
+
+fn failed(why: impl std::fmt::Display) -> Reply {
+    MigrationReply::Failed(why.to_string())
+}
+
+pub fn to_wire(tracks: &[TrackOut]) -> Vec<WireTrack> {
+    tracks
+        .iter()
+        .map(|t| WireTrack {
+            identity: t.identity.clone(),
+            seq: t.seq,
+            enabled: t.enabled,
+        })
+        .collect()
+}
+
+/// Output state of a session's tracks: codecs from its SDP, identities from the wire.
+pub fn tracks_from_wire(sdp: &SessionDescription, wire: &[WireTrack]) -> Vec<TrackOut> {
+    sdp.media
+        .iter()
+        .zip(wire)
+        .map(|(m, w)| TrackOut {
+            codec: m.codec(),
+            payload_type: m.payload_type,
+            clock_rate: m.clock_rate.max(1),
+            identity: w.identity.clone(),
+            seq: w.seq,
+            enabled: w.enabled,
+        })
+        .collect()
+}
+
+pub fn cursor_to_wire(c: &Cursor) -> WireCursor {
+    WireCursor {
+        segment_start_ms: c.segment.start_ms,
+        frame: c.frame,
+    }
+}
+
+/// The segment a wire cursor names, from this node's view of the shared store.
+pub async fn cursor_from_wire(
+    library: &Library,
+    camera: &str,
+    c: WireCursor,
+) -> Result<Cursor, String> {
+    let index = library
+        .index(camera)
+        .await
+        .map_err(|e| format!("index of {camera}: {e}"))?;
+    let segment = index
+        .segment_at(c.segment_start_ms)
+        .filter(|s| s.start_ms == c.segment_start_ms)
+        .cloned()
+        .ok_or_else(|| format!("no segment of {camera} starts at {}", c.segment_start_ms))?;
+    Ok(Cursor {
+        segment,
+        frame: c.frame,
+    })
+}
+
+pub fn stopped_to_wire(s: &Stopped) -> WireStopped {
+    WireStopped {
+        tracks: to_wire(&s.tracks),
+        resume: s.resume.as_ref().map(cursor_to_wire),
+        anchor: s.anchor,
+        last_sent_us: s.last_sent_us,
+    }
+}
+
+impl Host {
+    pub fn new(node: Arc<Node>, lease: Duration) -> Arc<Host> {
+        let host = Arc::new(Host {
+            node: node.clone(),
+            sessions: Mutex::new(HashMap::new()),
+            raw: Mutex::new(None),
+            lease,
+        });
+        node.tasks
+            .spawn(reap(Arc::downgrade(&host), node.shutdown.clone()));
+        host
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Hosted>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The raw socket of `preserve` mode, opened on first use.
+    pub fn raw_sender(&self) -> Result<Arc<RawSender>, super::preserve::PreserveError> {
+        let mut g = self.raw.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = g.as_ref() {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(RawSender::open()?);
+        *g = Some(r.clone());
+        Ok(r)
+    }
+
+    pub async fn prepare(&self, spec: PrepareSpec) -> Reply {
+        let Some(library) = self.node.library.clone() else {
+            return failed("recording is disabled on this node");
+        };
+        if self.sessions().contains_key(&spec.session) {
+            return failed(format!("session {} is already hosted here", spec.session));
+        }
+        // The recorded SDP (codecs of the tracks) and the segment playing now, warmed in this
+        // node's cache before it says ready.
+        let index = match library.index(&spec.camera).await {
+            Ok(i) => i,
+            Err(e) => return failed(format!("recordings of {}: {e}", spec.camera)),
+        };
+        let Some(meta) = index
+            .segment_at(spec.position_ms)
+            .or_else(|| index.segments().next())
+            .cloned()
+        else {
+            return failed(format!("no recordings of {}", spec.camera));
+        };
+        let seg = match library.segment(&meta).await {
+            Ok(s) => s,
+            Err(e) => return failed(format!("reading {}: {e}", spec.camera)),
+        };
+        library.read_ahead(&index, &meta);
+        let sdp = match sdp::parse(&seg.0.header.sdp) {
+            Ok(s) => s,
+            Err(e) => return failed(format!("recorded SDP: {e}")),
+        };
+        let mut outs = Vec::new();
+        match spec.mode {
+            SourceMode::Own => {
+                let ip = self.node.config.rtsp.listen.ip();
+                for d in &spec.dests {
+                    let Some(pair) = self.node.ports.bind_pair(ip).await else {
+                        return failed("no free UDP port pair");
+                    };
+                    outs.push(UdpOut {
+                        track: d.track,
+                        via: UdpVia::Socket {
+                            rtp: Arc::new(pair.rtp),
+                            rtcp: Arc::new(pair.rtcp),
+                        },
+                        dest_rtp: d.rtp,
+                        dest_rtcp: d.rtcp,
+                    });
+                }
+            }
+            SourceMode::Preserve => {
+                let raw = match self.raw_sender() {
+                    Ok(r) => r,
+                    Err(e) => return failed(e),
+                };
+                for d in &spec.dests {
+                    outs.push(UdpOut {
+                        track: d.track,
+                        via: UdpVia::Spoofed {
+                            raw: raw.clone(),
+                            src_rtp: d.src_rtp,
+                            src_rtcp: d.src_rtcp,
+                        },
+                        dest_rtp: d.rtp,
+                        dest_rtcp: d.rtcp,
+                    });
+                }
+            }
+        }
+        let info = Arc::new(SessionInfo::new(
+            spec.session.clone(),
+            format!("playback/{}", spec.camera),
+            SessionKindView::Playback,
+            spec.client,
+            CancellationToken::new(),
+        ));
+        *info.transport.lock().unwrap_or_else(|p| p.into_inner()) =
+            format!("udp ({} source, steered by {})", spec.mode, spec.from);
+        *info.steered_by.lock().unwrap_or_else(|p| p.into_inner()) = Some(spec.from.clone());
+        self.node.register_session(info.clone());
+        info!(session = %spec.session, from = %spec.from, camera = %spec.camera, mode = %spec.mode, "migration: prepared");
+        self.sessions().insert(
+            spec.session.clone(),
+            Hosted {
+                spec,
+                info,
+                sdp,
+                outs,
+                running: None,
+                progress: Arc::new(Mutex::new(None)),
+                touched: Instant::now(),
+            },
+        );
+        MigrationReply::Ready
+    }
+
+    pub async fn start(&self, session: &str, run: WireRun) -> Reply {
+        let Some(library) = self.node.library.clone() else {
+            return failed("recording is disabled on this node");
+        };
+        let (camera, sdp) = {
+            let mut g = self.sessions();
+            let Some(h) = g.get_mut(session) else {
+                return failed(format!("session {session} is not prepared here"));
+            };
+            if h.running.is_some() {
+                return failed(format!("session {session} is already running here"));
+            }
+            h.touched = Instant::now();
+            (h.spec.camera.clone(), h.sdp.clone())
+        };
+        let cursor = match cursor_from_wire(&library, &camera, run.cursor).await {
+            Ok(c) => c,
+            Err(e) => return failed(e),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            let mut g = self.sessions();
+            let Some(h) = g.get_mut(session) else {
+                return failed(format!("session {session} was released"));
+            };
+            let params = PlayParams {
+                start: cursor,
+                scale: run.scale,
+                keyframes_only: run.keyframes_only,
+                end_ms: run.end_ms,
+                range_end_only: run.range_end_only,
+                camera,
+                cname: h.spec.cname.clone(),
+                anchor: run.anchor,
+                progress: Some(h.progress.clone()),
+                first_sent: Some(tx),
+            };
+            let cancel = CancellationToken::new();
+            let handle = self.node.tasks.spawn(task::run(
+                library,
+                tracks_from_wire(&sdp, &run.tracks),
+                params,
+                Sink::Udp(h.outs.clone()),
+                h.info.clone(),
+                cancel.clone(),
+            ));
+            h.running = Some((cancel, handle));
+        }
+        // Answer once the first frame is out (at most one frame interval away): the
+        // steering node reports the handoff gap from it.
+        let first = tokio::time::timeout(Duration::from_secs(2), rx)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        MigrationReply::Started {
+            first_sent_us: first,
+        }
+    }
+
+    pub async fn stop(&self, session: &str) -> Reply {
+        let running = {
+            let mut g = self.sessions();
+            let Some(h) = g.get_mut(session) else {
+                return failed(format!("session {session} is not hosted here"));
+            };
+            h.touched = Instant::now();
+            h.running.take()
+        };
+        let Some((cancel, handle)) = running else {
+            return MigrationReply::Stopped(None);
+        };
+        cancel.cancel();
+        match handle.await {
+            Ok(stopped) => MigrationReply::Stopped(Some(stopped_to_wire(&stopped))),
+            Err(e) => failed(format!("sender task: {e}")),
+        }
+    }
+
+    pub fn status(&self, session: &str) -> Reply {
+        let mut g = self.sessions();
+        let Some(h) = g.get_mut(session) else {
+            return failed(format!("session {session} is not hosted here"));
+        };
+        h.touched = Instant::now();
+        let ended = h.running.as_ref().is_some_and(|(_, j)| j.is_finished());
+        let progress = h
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|p| WireStopped {
+                tracks: p
+                    .identities
+                    .iter()
+                    .zip(&h.outs)
+                    .map(|((identity, seq), _)| WireTrack {
+                        identity: identity.clone(),
+                        seq: *seq,
+                        enabled: true,
+                    })
+                    .collect(),
+                resume: Some(cursor_to_wire(&p.cursor)),
+                anchor: p.anchor,
+                last_sent_us: None,
+            });
+        MigrationReply::Status {
+            running: h.running.is_some() && !ended,
+            ended,
+            progress,
+        }
+    }
+
+    /// Forget a session: stop its sender (no BYE: the session goes on elsewhere).
+    pub fn release(&self, session: &str) -> Reply {
+        let Some(h) = self.sessions().remove(session) else {
+            return MigrationReply::Done;
+        };
+        if let Some((cancel, _)) = &h.running {
+            cancel.cancel();
+        }
+        self.node.unregister_session(&h.info.id);
+        info!(session, "migration: released");
+        MigrationReply::Done
+    }
+
+    /// Drop the sessions whose steering node has been silent longer than the lease.
+    fn expire(&self) {
+        let expired: Vec<String> = self
+            .sessions()
+            .iter()
+            .filter(|(_, h)| h.touched.elapsed() > self.lease)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            warn!(session = %id, lease = ?self.lease, "migration: steering node silent past the lease, stopping");
+            self.release(&id);
+        }
+    }
+
+    pub fn hosted(&self) -> usize {
+        self.sessions().len()
+    }
+}
+
+async fn reap(host: std::sync::Weak<Host>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match host.upgrade() {
+            Some(h) => h.expire(),
+            None => return,
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Sessions that move between nodes while they play (issue 7; ALGORITHMS.md §A.5, §D.1).
+//!
+//! A playback session's RTSP connection never moves: the node that accepted it keeps it and
+//! *steers* the session (`steer`), while the media may be sent by another node (`host`).
+//! The RTSP connection and the method handlers see one thing, the session's `Playback`
+//! sender, which is either a task here or a [`steer::Remote`]; they do not learn about
+//! migration. Calls between nodes ride the cluster RPC (QUIC, mutual TLS): see `wire`.
+//!
+//! Dependencies flow one way: this module uses the node, the playback sender and the
+//! cluster shell; the cluster reaches it only through the narrow
+//! [`crate::cluster::rpc::MigrationService`] trait registered at start-up.
+
+pub mod drain;
+pub mod host;
+pub mod preserve;
+pub mod steer;
+pub mod wire;
+
+use crate::node::Node;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use wire::{MigrationCall, MigrationReply, MoveReport, SourceMode};
+
+/// A command to the task that owns a session (its RTSP connection).
+#[derive(Debug)]
+pub enum SessionCommand {
+    /// Move the session's media to `to` (this node's id brings it home).
+    Move {
+        to: String,
+        mode: Option<SourceMode>,
+        reply: oneshot::Sender<Result<MoveReport, String>>,
+    },
+    /// The node sending the media stopped answering: send from here again.
+    TakeBack { node: String },
+}
+
+/// Counts outcomes in `vigil_migrations_total{result}`.
+pub fn count(result: &'static str) {
+    metrics::counter!("vigil_migrations_total", "result" => result).increment(1);
+}
+
+/// Moves session `id` of this node to `to`, through the task that owns it.
+pub async fn move_local(
+    node: &Node,
+    id: &str,
+    to: &str,
+    mode: Option<SourceMode>,
+) -> Result<MoveReport, String> {
+    let info = node
+        .session(id)
+        .ok_or_else(|| format!("no session {id} on this node"))?;
+    if let Some(by) = info.steered_by() {
+        return Err(format!(
+            "session {id} is steered by node {by}: ask it (its RTSP connection is there)"
+        ));
+    }
+    let tx = info
+        .commands
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .ok_or_else(|| format!("session {id} cannot be steered (it is ending)"))?;
+    let (reply, rx) = oneshot::channel();
+    tx.send(SessionCommand::Move {
+        to: to.to_string(),
+        mode,
+        reply,
+    })
+    .await
+    .map_err(|_| format!("session {id} ended"))?;
+    let r = match tokio::time::timeout(Duration::from_secs(10), rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => Err(format!("session {id} ended during the move")),
+        Err(_) => Err(format!("moving session {id} took longer than 10 s")),
+    };
+    count(if r.is_ok() { "moved" } else { "failed" });
+    r
+}
+
+/// Moves session `id` wherever it is in the cluster: here, or through the node holding it.
+pub async fn move_anywhere(
+    node: &Node,
+    id: &str,
+    to: &str,
+    mode: Option<SourceMode>,
+) -> Result<MoveReport, String> {
+    if node.session(id).is_some_and(|s| s.steered_by().is_none()) {
+        return move_local(node, id, to, mode).await;
+    }
+    let cluster = node
+        .cluster
+        .get()
+        .ok_or_else(|| format!("no session {id} on this node"))?;
+    // The node listing the session in its report (not as a hosted copy).
+    let owner = cluster
+        .members()
+        .into_iter()
+        .filter(|m| m.alive && m.id != cluster.self_id)
+        .find(|m| {
+            m.report
+                .as_ref()
+                .is_some_and(|r| r.session_list.iter().any(|s| s.id == id && !s.hosted))
+        })
+        .map(|m| m.id)
+        .ok_or_else(|| format!("no session {id} in the cluster"))?;
+    let call = MigrationCall::MoveOut {
+        session: id.to_string(),
+        to: to.to_string(),
+        mode,
+    };
+    match cluster
+        .call_migration(&owner, call, Duration::from_secs(12))
+        .await
+    {
+        Ok(MigrationReply::Moved(m)) => Ok(m),
+        Ok(MigrationReply::Failed(e)) => Err(e),
+        Ok(other) => Err(format!("{owner} answered {other:?}")),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+/// The node's side of the migration calls (registered with the cluster RPC).
+pub struct Service {
+    node: std::sync::Weak<Node>,
+    pub host: Arc<host::Host>,
+    pub drain: Arc<drain::Drain>,
+}
+
+impl Service {
+    /// Registers the node's migration service with its cluster shell.
+    pub fn install(node: &Arc<Node>) -> Option<Arc<Service>> {
+        let cluster = node.cluster.get()?;
+        let lease = Duration::from_millis(node.config.cluster.migration.lease_ms);
+        let svc = Arc::new(Service {
+            node: Arc::downgrade(node),
+            host: host::Host::new(node.clone(), lease),
+            drain: drain::Drain::new(),
+        });
+        let _ = cluster.migration.set(svc.clone());
+        Some(svc)
+    }
+}
+
+impl crate::cluster::rpc::MigrationService for Service {
+    fn handle(&self, call: MigrationCall) -> futures::future::BoxFuture<'static, MigrationReply> {
+        let host = self.host.clone();
+        let drain = self.drain.clone();
+        let node = self.node.upgrade();
+        Box::pin(async move {
+            let Some(node) = node else {
+                return MigrationReply::Failed("shutting down".into());
+            };
+            match call {
+                MigrationCall::Prepare(spec) => host.prepare(spec).await,
+                MigrationCall::Start { session, run } => host.start(&session, run).await,
+                MigrationCall::Stop { session } => host.stop(&session).await,
+                MigrationCall::Status { session } => host.status(&session),
+                MigrationCall::Release { session } => host.release(&session),
+                MigrationCall::MoveOut { session, to, mode } => {
+                    match move_local(&node, &session, &to, mode).await {
+                        Ok(m) => MigrationReply::Moved(m),
+                        Err(e) => MigrationReply::Failed(e),
+                    }
+                }
+                MigrationCall::Drain { undrain } => {
+                    MigrationReply::Drain(drain::Drain::set(&drain, &node, !undrain))
+                }
+                MigrationCall::DrainStatus => MigrationReply::Drain(drain.status()),
+            }
+        })
+    }
+}

@@ -1,0 +1,456 @@
+//! The steering side of a migrated session (node A): the viewer's RTSP connection stays
+//! here, the media is sent by another node. [`Remote`] is the session's handle on that node;
+//! [`move_session`] carries out one handoff (Prepare → stop here after frame k → Start there
+//! at frame k+1's due time), and a watchdog takes the session back if the sending node dies.
+
+use super::host::{cursor_from_wire, cursor_to_wire, to_wire, tracks_from_wire};
+use super::wire::{
+    MigrationCall, MigrationReply, MoveReport, PrepareSpec, SourceMode, WireDest, WireRun,
+    WireStopped,
+};
+use super::SessionCommand;
+use crate::cluster::Cluster;
+use crate::node::{Node, SessionInfo};
+use crate::playback::library::Library;
+use crate::playback::task::{Cursor, PlayParams, Sink, TrackOut, UdpVia};
+use crate::rtsp::session::Session;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+use vigil_proto::sdp::SessionDescription;
+
+/// A stopped sender's state, resolved against this node's index.
+pub struct Resumed {
+    pub tracks: Vec<TrackOut>,
+    pub resume: Option<Cursor>,
+    pub anchor: Option<crate::playback::task::Anchor>,
+    pub last_sent_us: Option<i64>,
+}
+
+/// The node sending a session's media, seen from the node that steers it.
+pub struct Remote {
+    pub node: String,
+    pub mode: SourceMode,
+    /// A sender runs there now (false while paused).
+    pub running: bool,
+    session: String,
+    cluster: Arc<Cluster>,
+    library: Library,
+    timeout: Duration,
+    watchdog: CancellationToken,
+    /// The sending node's last heartbeat answer: where a take-back resumes.
+    last: Arc<Mutex<Option<WireStopped>>>,
+}
+
+impl Remote {
+    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
+        match self
+            .cluster
+            .call_migration(&self.node, call, self.timeout)
+            .await
+        {
+            Ok(MigrationReply::Failed(e)) => Err(e),
+            Ok(r) => Ok(r),
+            Err(e) => Err(format!("{e:#}")),
+        }
+    }
+
+    async fn resolve(
+        &self,
+        sdp: &SessionDescription,
+        camera: &str,
+        w: WireStopped,
+    ) -> Result<Resumed, String> {
+        let resume = match w.resume {
+            Some(c) => Some(cursor_from_wire(&self.library, camera, c).await?),
+            None => None,
+        };
+        Ok(Resumed {
+            tracks: tracks_from_wire(sdp, &w.tracks),
+            resume,
+            anchor: w.anchor,
+            last_sent_us: w.last_sent_us,
+        })
+    }
+
+    /// Stop the sender there and get its exact state back.
+    pub async fn stop(
+        &mut self,
+        sdp: &SessionDescription,
+        camera: &str,
+    ) -> Result<Option<Resumed>, String> {
+        if !self.running {
+            return Ok(None);
+        }
+        let session = self.session.clone();
+        match self.call(MigrationCall::Stop { session }).await? {
+            MigrationReply::Stopped(Some(w)) => {
+                self.running = false;
+                self.resolve(sdp, camera, w).await.map(Some)
+            }
+            MigrationReply::Stopped(None) => {
+                self.running = false;
+                Ok(None)
+            }
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    /// The state of the last heartbeat (the sending node is gone).
+    pub async fn last_state(&self, sdp: &SessionDescription, camera: &str) -> Option<Resumed> {
+        let w = self
+            .last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        self.resolve(sdp, camera, w).await.ok()
+    }
+
+    /// Start the sender there; returns when its first frame went out (wall µs).
+    pub async fn start(
+        &mut self,
+        tracks: &[TrackOut],
+        params: &PlayParams,
+    ) -> Result<Option<i64>, String> {
+        let run = WireRun {
+            tracks: to_wire(tracks),
+            cursor: cursor_to_wire(&params.start),
+            anchor: params.anchor,
+            scale: params.scale,
+            keyframes_only: params.keyframes_only,
+            end_ms: params.end_ms,
+            range_end_only: params.range_end_only,
+        };
+        let session = self.session.clone();
+        match self.call(MigrationCall::Start { session, run }).await? {
+            MigrationReply::Started { first_sent_us } => {
+                self.running = true;
+                Ok(first_sent_us)
+            }
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    /// Forget the session there (in the background: the session goes on without it).
+    pub fn release(self) {
+        self.watchdog.cancel();
+        let cluster = self.cluster.clone();
+        let (node, session, timeout) = (self.node.clone(), self.session.clone(), self.timeout);
+        tokio::spawn(async move {
+            let _ = cluster
+                .call_migration(&node, MigrationCall::Release { session }, timeout)
+                .await;
+        });
+    }
+}
+
+/// Runs a command sent to the task owning `session`.
+pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand) {
+    match cmd {
+        SessionCommand::Move { to, mode, reply } => {
+            let r = move_session(node, session, &to, mode).await;
+            match &r {
+                Ok(m) => {
+                    info!(session = %m.session, from = %m.from, to = %m.to, gap_ms = ?m.gap_ms, "session moved")
+                }
+                Err(e) => {
+                    warn!(session = %session.info.id, to = %to, error = %e, "session not moved")
+                }
+            }
+            let _ = reply.send(r);
+        }
+        SessionCommand::TakeBack { node: from } => take_back(node, session, &from).await,
+    }
+}
+
+/// Why a session cannot move, said to the operator as is.
+fn movable(node: &Node, session: &Session) -> Result<(), String> {
+    if session.is_tcp() {
+        return Err(
+            "the session is TCP-interleaved: its media rides the viewer's RTSP connection to \
+             this node, so moving it would relieve nothing (placement at DESCRIBE is its lever)"
+                .into(),
+        );
+    }
+    let Some(pb) = session.playback.as_ref() else {
+        return Err(
+            "only playback sessions move (live viewers stay on the node holding the camera)".into(),
+        );
+    };
+    if pb.udp.is_empty() {
+        return Err("the session has not started playing yet".into());
+    }
+    if node.library.is_none() {
+        return Err("recording is disabled on this node".into());
+    }
+    Ok(())
+}
+
+/// Moves the media of `session` to `to` (or back here): one handoff.
+pub async fn move_session(
+    node: &Arc<Node>,
+    session: &mut Session,
+    to: &str,
+    mode: Option<SourceMode>,
+) -> Result<MoveReport, String> {
+    let cluster = node.cluster.get().cloned().ok_or("the cluster is off")?;
+    let here = cluster.self_id.clone();
+    let current = session
+        .playback
+        .as_ref()
+        .and_then(|pb| pb.remote.as_ref())
+        .map_or(here.clone(), |r| r.node.clone());
+    if to == current {
+        return Err(format!("the session is already on {to}"));
+    }
+    movable(node, session)?;
+    let library = node.library.clone().ok_or("recording is disabled")?;
+    let mcfg = &node.config.cluster.migration;
+    let mode = mode.unwrap_or(mcfg.mode.parse().unwrap_or_default());
+    let info = session.info.clone();
+    let Some(pb) = session.playback.as_mut() else {
+        return Err("not a playback session".into());
+    };
+    let from = current;
+    if to != here && !cluster.is_alive(to) {
+        return Err(format!("node {to} is not a live member of the cluster"));
+    }
+    let started = Instant::now();
+    let timeout = Duration::from_millis(mcfg.rpc_timeout_ms);
+    // 1. Prepare the target (not needed to come home: this node has its sockets).
+    let mut target = None;
+    if to != here {
+        let position_ms = info.position_ms.load(Ordering::Relaxed);
+        let dests = pb
+            .udp
+            .iter()
+            .map(|o| {
+                let (src_rtp, src_rtcp) = match &o.via {
+                    UdpVia::Socket { rtp, rtcp } => (rtp.local_addr().ok(), rtcp.local_addr().ok()),
+                    UdpVia::Spoofed {
+                        src_rtp, src_rtcp, ..
+                    } => (Some(*src_rtp), Some(*src_rtcp)),
+                };
+                let own = |a: Option<std::net::SocketAddr>| {
+                    let mut a = a.unwrap_or(node.config.rtsp.listen);
+                    if a.ip().is_unspecified() {
+                        a.set_ip(session_local_ip(node));
+                    }
+                    a
+                };
+                WireDest {
+                    track: o.track,
+                    rtp: o.dest_rtp,
+                    rtcp: o.dest_rtcp,
+                    src_rtp: own(src_rtp),
+                    src_rtcp: own(src_rtcp),
+                }
+            })
+            .collect();
+        let spec = PrepareSpec {
+            session: info.id.clone(),
+            from: here.clone(),
+            camera: pb.req.camera.clone(),
+            start_ms: pb.req.start_ms,
+            end_ms: pb.req.end_ms,
+            client: info.client,
+            dests,
+            mode,
+            cname: node.config.node.id.clone(),
+            position_ms: if position_ms > 0 {
+                position_ms
+            } else {
+                pb.req.start_ms
+            },
+        };
+        let remote = Remote {
+            node: to.to_string(),
+            mode,
+            running: false,
+            session: info.id.clone(),
+            cluster: cluster.clone(),
+            library: library.clone(),
+            timeout,
+            watchdog: CancellationToken::new(),
+            last: Arc::new(Mutex::new(None)),
+        };
+        match remote.call(MigrationCall::Prepare(spec)).await {
+            Ok(MigrationReply::Ready) => {}
+            Ok(other) => return Err(format!("{to} answered {other:?} to Prepare")),
+            Err(e) => {
+                // Nothing was stopped: the session plays on as if nothing happened.
+                remote.release();
+                return Err(format!("{to} could not prepare: {e}"));
+            }
+        }
+        target = Some(remote);
+    }
+    let prepare_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // 2. Stop the current sender after its last frame and take its exact state.
+    let was_running = pb.is_running();
+    let handoff = pb.stop().await;
+    let old = pb.remote.take();
+    let gap_from = handoff.last_sent_us;
+    // 3. Start the new sender at the next frame's due time, on the same pacing line.
+    let mut first_sent = None;
+    if was_running {
+        let (Some(tracks), Some(cursor)) = (pb.tracks.take(), pb.resume.clone()) else {
+            // The run ended (end of range) while we moved: nothing left to move.
+            if let Some(t) = target {
+                t.release();
+            }
+            pb.remote = old;
+            return Err("the playback ended during the move".into());
+        };
+        let mut params = pb.params(node, cursor, handoff.anchor);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        params.first_sent = Some(tx);
+        pb.remote = target;
+        let sink = Sink::Udp(pb.udp.clone());
+        // `start` falls back to this node if the target fails: the session never stops.
+        first_sent = pb
+            .start(node, library.clone(), tracks, params, sink, info.clone())
+            .await;
+        if first_sent.is_none() && pb.remote.is_none() {
+            // Sent from here: its first frame goes out at its due time.
+            first_sent = tokio::time::timeout(Duration::from_secs(2), rx)
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        if to != here && pb.remote.is_none() {
+            if let Some(o) = old {
+                o.release();
+            }
+            return Err(format!(
+                "{to} could not start the session: it plays on {here}"
+            ));
+        }
+    } else {
+        pb.remote = target;
+    }
+    if let Some(o) = old {
+        o.release();
+    }
+    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
+        (to != here).then(|| to.to_string());
+    info.moves.fetch_add(1, Ordering::Relaxed);
+    if to != here {
+        info.rate_bps.store(0, Ordering::Relaxed);
+    }
+    if let Some(r) = pb.remote.as_ref() {
+        spawn_watchdog(node, &info, r);
+    }
+    crate::cluster::notify_change(node);
+    Ok(MoveReport {
+        session: info.id.clone(),
+        from,
+        to: to.to_string(),
+        mode,
+        gap_ms: first_sent
+            .zip(gap_from)
+            .map(|(b, a)| (b - a) as f64 / 1000.0),
+        prepare_ms,
+        total_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+fn session_local_ip(node: &Node) -> std::net::IpAddr {
+    node.cluster
+        .get()
+        .and_then(|c| url::Url::parse(&c.rtsp_base).ok())
+        .and_then(|u| u.host_str().and_then(|h| h.parse().ok()))
+        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
+}
+
+/// Heartbeat to the sending node; on silence past `takeback_ms` the session comes home.
+fn spawn_watchdog(node: &Arc<Node>, info: &Arc<SessionInfo>, remote: &Remote) {
+    let cfg = &node.config.cluster.migration;
+    let every = Duration::from_millis(cfg.heartbeat_ms);
+    let takeback = Duration::from_millis(cfg.takeback_ms);
+    let cluster = remote.cluster.clone();
+    let (to, session) = (remote.node.clone(), remote.session.clone());
+    let last = remote.last.clone();
+    let cancel = remote.watchdog.clone();
+    let info = info.clone();
+    node.tasks.spawn(async move {
+        let mut last_ok = Instant::now();
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = info.cancel.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let call = MigrationCall::Status {
+                session: session.clone(),
+            };
+            match cluster.call_migration(&to, call, every).await {
+                Ok(MigrationReply::Status { ended: true, .. }) => {
+                    // The run reached the end of the recording there (BYE sent): done.
+                    info.cancel.cancel();
+                    return;
+                }
+                Ok(MigrationReply::Status { progress, .. }) => {
+                    if progress.is_some() {
+                        *last.lock().unwrap_or_else(|p| p.into_inner()) = progress;
+                    }
+                    last_ok = Instant::now();
+                }
+                _ => {}
+            }
+            if cancel.is_cancelled() {
+                return;
+            }
+            if last_ok.elapsed() >= takeback {
+                let tx = info
+                    .commands
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                if let Some(tx) = tx {
+                    let _ = tx.send(SessionCommand::TakeBack { node: to.clone() }).await;
+                }
+                return;
+            }
+        }
+    });
+}
+
+/// The sending node stopped answering: continue here from its last heartbeat.
+async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
+    let info = session.info.clone();
+    let Some(pb) = session.playback.as_mut() else {
+        return;
+    };
+    if pb.remote.as_ref().is_none_or(|r| r.node != from) {
+        return;
+    }
+    let Some(remote) = pb.remote.take() else {
+        return;
+    };
+    let was_running = remote.running;
+    let last = remote.last_state(&pb.sdp, &pb.req.camera).await;
+    remote.release();
+    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    warn!(session = %info.id, node = %from, "sending node silent: session taken back");
+    let Some(library) = node.library.clone() else {
+        return;
+    };
+    let Some(last) = last else {
+        info.cancel.cancel();
+        return;
+    };
+    if let (true, Some(cursor)) = (was_running, last.resume.clone()) {
+        // A fresh pacing line: the viewer sees a pause, never a burst of frames.
+        let params = pb.params(node, cursor, None);
+        let sink = Sink::Udp(pb.udp.clone());
+        pb.start(node, library, last.tracks, params, sink, info.clone())
+            .await;
+    } else {
+        pb.tracks = Some(last.tracks);
+        pb.resume = last.resume;
+    }
+    crate::cluster::notify_change(node);
+}

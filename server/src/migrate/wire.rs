@@ -1,0 +1,174 @@
+//! The migration calls between nodes (carried by the cluster RPC: QUIC, mutual TLS).
+//!
+//! The steering node (A) keeps the viewer's RTSP connection; the sending node (B) runs the
+//! media. `Prepare` makes B ready (sockets, the segment in its cache), `Start` hands B the
+//! exact state (RTP identity per track, next frame, pacing anchor), `Stop` takes it back,
+//! `Status` is A's heartbeat and B's lease, `Release` forgets the session on B.
+
+use crate::playback::task::Anchor;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use vigil_proto::rtp::RtpIdentity;
+
+/// Where the sending node's datagrams come from (issue 7 §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceMode {
+    /// The sending node's own address and ports: ffmpeg (default) and live555/VLC follow.
+    #[default]
+    Own,
+    /// The steering node's address and ports (raw socket, CAP_NET_RAW, one L2 segment):
+    /// also GStreamer rtspsrc and `ffmpeg -rtsp_flags filter_src`.
+    Preserve,
+}
+
+impl std::str::FromStr for SourceMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "own" => Ok(SourceMode::Own),
+            "preserve" => Ok(SourceMode::Preserve),
+            _ => Err(format!("source mode {s:?}: expected own or preserve")),
+        }
+    }
+}
+
+impl std::fmt::Display for SourceMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceMode::Own => "own",
+            SourceMode::Preserve => "preserve",
+        })
+    }
+}
+
+/// One set-up track's destination at the client, and the steering node's server ports
+/// (the source the client saw at SETUP).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireDest {
+    pub track: usize,
+    pub rtp: SocketAddr,
+    pub rtcp: SocketAddr,
+    pub src_rtp: SocketAddr,
+    pub src_rtcp: SocketAddr,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PrepareSpec {
+    /// The session id (the same on both nodes).
+    pub session: String,
+    /// The steering node.
+    pub from: String,
+    pub camera: String,
+    pub start_ms: i64,
+    pub end_ms: Option<i64>,
+    pub client: SocketAddr,
+    pub dests: Vec<WireDest>,
+    pub mode: SourceMode,
+    pub cname: String,
+    /// Where playback is now: the segment B loads into its cache before it says ready.
+    pub position_ms: i64,
+}
+
+/// The next frame: the segment (by its start, unique per camera) and the frame in it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WireCursor {
+    pub segment_start_ms: i64,
+    pub frame: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireTrack {
+    pub identity: RtpIdentity,
+    /// The sender's own input sequence counter.
+    pub seq: u16,
+    pub enabled: bool,
+}
+
+/// What B needs to continue exactly where the previous sender stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireRun {
+    pub tracks: Vec<WireTrack>,
+    pub cursor: WireCursor,
+    pub anchor: Option<Anchor>,
+    pub scale: f64,
+    pub keyframes_only: bool,
+    pub end_ms: Option<i64>,
+    /// `end_ms` is a PLAY Range's end: the session stays when it is reached.
+    #[serde(default)]
+    pub range_end_only: bool,
+}
+
+/// A stopped sender's state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireStopped {
+    pub tracks: Vec<WireTrack>,
+    pub resume: Option<WireCursor>,
+    pub anchor: Option<Anchor>,
+    pub last_sent_us: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum MigrationCall {
+    Prepare(PrepareSpec),
+    Start {
+        session: String,
+        run: WireRun,
+    },
+    Stop {
+        session: String,
+    },
+    Status {
+        session: String,
+    },
+    Release {
+        session: String,
+    },
+    /// To the node holding a session's RTSP connection: move its media to `to`.
+    MoveOut {
+        session: String,
+        to: String,
+        mode: Option<SourceMode>,
+    },
+    /// To a node: stop taking placements and move every movable session off.
+    Drain {
+        undrain: bool,
+    },
+    /// To a node: how its drain is going.
+    DrainStatus,
+}
+
+/// The outcome of one move, as `vigil ctl migrate` prints it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MoveReport {
+    pub session: String,
+    pub from: String,
+    pub to: String,
+    pub mode: SourceMode,
+    /// Last frame sent by the old sender → first frame sent by the new one (ms); None when
+    /// the session was paused.
+    pub gap_ms: Option<f64>,
+    /// Prepare → ready (ms).
+    pub prepare_ms: f64,
+    /// The whole move (ms).
+    pub total_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum MigrationReply {
+    Ready,
+    Started {
+        first_sent_us: Option<i64>,
+    },
+    Stopped(Option<WireStopped>),
+    Status {
+        running: bool,
+        /// The run ended by itself (end of recording or range): the session is over.
+        ended: bool,
+        progress: Option<WireStopped>,
+    },
+    Done,
+    Moved(MoveReport),
+    Drain(crate::migrate::drain::DrainStatus),
+    Failed(String),
+}

@@ -1,0 +1,297 @@
+//! A cluster of real nodes on 127.0.0.x with cluster certificates (QUIC node-to-node calls
+//! with mutual TLS), a shared recording root, and node 1 recording the demo camera: what the
+//! placement-by-scheduler and migration tests start from.
+
+use crate::{ctl, free_port, free_udp, nodes_view, poll_until, run_with_timeout, scheduler_of};
+use crate::{vigil_bin, Node, NodeBuilder, DEMO_CAMERA};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
+
+pub const CLUSTER_KEY: &str = "test-cluster-key-0123456789";
+
+/// `vigil ARGS`, bounded; panics with its stderr unless it succeeds.
+pub fn vigil_ok(args: &[&str]) {
+    let out = run_with_timeout(
+        Command::new(vigil_bin()).args(args),
+        Duration::from_secs(10),
+    );
+    assert!(
+        out.status.success(),
+        "vigil {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub struct Member {
+    pub node: Node,
+    /// The node id (`test-<rtsp port>`, known before it starts).
+    pub id: String,
+    pub ip: String,
+    pub rpc: SocketAddr,
+}
+
+pub struct SecureCluster {
+    pub members: Vec<Member>,
+    pub root: PathBuf,
+    pub ca: PathBuf,
+    pub certs: PathBuf,
+    pub tmp: tempfile::TempDir,
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Nodes with this many alive members that advertise an RTSP URL, as `n` sees them.
+pub fn alive_members(n: &Node) -> Option<usize> {
+    let v = nodes_view(n)?;
+    Some(
+        v["nodes"]
+            .as_array()?
+            .iter()
+            .filter(|x| x["alive"] == true && x["rtsp"].is_string())
+            .count(),
+    )
+}
+
+/// Starts `n` nodes on 127.0.0.1..n (node 1 has the lowest priority value: it becomes the
+/// scheduler, and it records the demo camera with 1 s segments to the shared root).
+/// `cluster_keys` go into every node's `[cluster]` table; `extra(i)` adds tables to node i
+/// (0-based). Returns once every node sees all of them and node 1 elected.
+pub fn start(n: usize, cluster_keys: &str, extra: impl Fn(usize) -> String) -> SecureCluster {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let root = tmp.path().join("rec");
+    let ca = tmp.path().join("ca");
+    let certs = tmp.path().join("certs");
+    vigil_ok(&["cluster", "ca", "--out", &s(&ca)]);
+    let mut members: Vec<Member> = Vec::new();
+    let mut seed: Option<SocketAddr> = None;
+    for i in 0..n {
+        let ip = format!("127.0.0.{}", i + 1);
+        let port = free_port(&ip);
+        let id = format!("test-{port}");
+        vigil_ok(&[
+            "cluster",
+            "cert",
+            "--ca",
+            &s(&ca),
+            "--node",
+            &id,
+            "--out",
+            &s(&certs),
+        ]);
+        let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().expect("addr");
+        let rpc: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().expect("addr");
+        let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
+        let mut cfg = format!(
+            "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{CLUSTER_KEY}\"\n\
+             priority = {}\nrpc_listen = \"{rpc}\"\nca_cert = \"{}\"\nnode_cert = \"{}\"\nnode_key = \"{}\"\n{cluster_keys}\n\n\
+             [storage]\nroot = \"{}\"\nsegment_secs = 1.0\n",
+            10 * (i + 1),
+            s(&ca.join("ca.pem")),
+            s(&certs.join(format!("{id}.pem"))),
+            s(&certs.join(format!("{id}.key"))),
+            s(&root),
+        );
+        if i == 0 {
+            cfg.push_str(DEMO_CAMERA);
+            cfg.push('\n');
+        }
+        cfg.push_str(&extra(i));
+        let node = NodeBuilder::new()
+            .ip(&ip)
+            .rtsp_port(port)
+            .extra(&cfg)
+            .start();
+        seed.get_or_insert(gossip);
+        members.push(Member { node, id, ip, rpc });
+    }
+    for m in &members {
+        poll_until(Duration::from_secs(20), "membership to converge", || {
+            (alive_members(&m.node)? == n).then_some(())
+        });
+    }
+    let first = members[0].id.clone();
+    for m in &members {
+        poll_until(Duration::from_secs(10), "node 1 elected by all", || {
+            (scheduler_of(&m.node)? == first).then_some(())
+        });
+    }
+    SecureCluster {
+        members,
+        root,
+        ca,
+        certs,
+        tmp,
+    }
+}
+
+impl SecureCluster {
+    pub fn node(&self, i: usize) -> &Node {
+        &self.members[i].node
+    }
+
+    /// Waits until the demo recording on the shared root spans `ms`; its first time.
+    pub fn recorded_for(&self, ms: i64) -> i64 {
+        let n1 = self.node(0);
+        poll_until(
+            Duration::from_secs(ms as u64 / 1000 + 20),
+            "the demo recording",
+            || {
+                let v: serde_json::Value =
+                    serde_json::from_str(&n1.try_api("/api/recordings/demo")?).ok()?;
+                let r = &v["ranges"][0];
+                let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
+                (b - a >= ms).then_some(a)
+            },
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Viewers of migrating sessions
+
+/// 25 fps at 90 kHz.
+pub const FRAME_TICKS: u32 = 3600;
+
+/// A received video packet, as the test checks it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub at: Instant,
+    pub from: Option<SocketAddr>,
+    pub ssrc: u32,
+    pub seq: u16,
+    pub ts: u32,
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Plays `url` over UDP with the project's client on a thread of its own, recording every
+/// video packet until the stream ends; with `scale`, after 25 packets it asks for that
+/// Scale (PLAY without Range: the playback continues at that rate).
+pub fn spawn_viewer(
+    url: String,
+    scale: Option<f64>,
+) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let out = seen.clone();
+    let h = std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let mut p: Player = play(&url, PlayOptions::new(ClientTransport::Udp))
+                .await
+                .expect("play");
+            let video = p
+                .tracks()
+                .iter()
+                .position(|t| t.codec.is_video())
+                .expect("video track");
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let got = tokio::time::timeout_at(deadline.into(), p.next_packet())
+                    .await
+                    .expect("the stream to end within 60 s")
+                    .expect("no client error");
+                let Some(pkt) = got else { break };
+                if pkt.track != video {
+                    continue;
+                }
+                let n = {
+                    let mut o = out.lock().unwrap();
+                    o.push(Seen {
+                        at: pkt.at,
+                        from: pkt.from,
+                        ssrc: pkt.header.ssrc,
+                        seq: pkt.header.sequence,
+                        ts: pkt.header.timestamp,
+                    });
+                    o.len()
+                };
+                if let (Some(s), 25) = (scale, n) {
+                    let answer = p
+                        .play(vigil_server::client::PlayRequest::new().scale(s))
+                        .await
+                        .expect("PLAY with Scale");
+                    assert!(answer.range.is_some(), "PLAY answer without Range");
+                }
+            }
+        })
+    });
+    (seen, h)
+}
+
+/// The playback session on `n` (steered there), once it plays.
+pub fn playback_session(n: &Node) -> String {
+    poll_until(Duration::from_secs(10), "the playback session", || {
+        n.api_json("/api/sessions")
+            .as_array()?
+            .iter()
+            .find(|s| s["kind"] == "playback" && s["steered_by"].is_null())
+            .and_then(|s| s["id"].as_str().map(str::to_string))
+    })
+}
+
+/// Packets node `n` has sent for session `id` (hosted or its own).
+pub fn packets_on(n: &Node, id: &str) -> u64 {
+    n.api_json("/api/sessions")
+        .as_array()
+        .and_then(|v| v.iter().find(|s| s["id"] == id))
+        .and_then(|s| s["packets"].as_u64())
+        .unwrap_or(0)
+}
+
+pub fn packets_from(seen: &Mutex<Vec<Seen>>, ip: &str) -> usize {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.from.is_some_and(|a| a.ip().to_string() == ip))
+        .count()
+}
+
+/// `vigil ctl migrate` through node `via`, expecting success; returns its output.
+pub fn migrate(via: &Node, session: &str, to: &str, mode: &str) -> String {
+    let out = ctl(via, &["migrate", session, to, "--mode", mode]);
+    assert!(out.contains("moved from"), "{out}");
+    out
+}
+
+/// The stream is one: one SSRC, contiguous sequence numbers, timestamps that never jump
+/// by more than two frames or go back; returns the handoff gaps (ms) at source changes.
+pub fn assert_one_stream(seen: &[Seen], what: &str) -> Vec<f64> {
+    assert!(seen.len() > 100, "{what}: only {} packets", seen.len());
+    let ssrcs: BTreeSet<u32> = seen.iter().map(|s| s.ssrc).collect();
+    assert_eq!(ssrcs.len(), 1, "{what}: SSRCs {ssrcs:?}");
+    let mut gaps = Vec::new();
+    for w in seen.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        assert_eq!(
+            b.seq,
+            a.seq.wrapping_add(1),
+            "{what}: sequence {} after {} (from {:?} after {:?})",
+            b.seq,
+            a.seq,
+            b.from,
+            a.from
+        );
+        let step = b.ts.wrapping_sub(a.ts);
+        assert!(
+            step <= 2 * FRAME_TICKS,
+            "{what}: timestamp step {step} ticks (from {:?} after {:?})",
+            b.from,
+            a.from
+        );
+        if a.from.is_some() && b.from.is_some() && a.from != b.from {
+            gaps.push(b.at.duration_since(a.at).as_secs_f64() * 1000.0);
+        }
+    }
+    gaps
+}

@@ -1,0 +1,128 @@
+//! The running scheduler's §A.5 REM and `vigil ctl drain` (issue 7 §2, §3): real nodes on
+//! 127.0.0.1–3 with cluster certificates; viewers over UDP; every wait polls a deadline.
+
+use std::time::Duration;
+
+use vigil_tests::secure_cluster::{self, assert_one_stream, playback_session, spawn_viewer};
+use vigil_tests::{ctl, poll_until, rfc3339, spawn_ffmpeg_decode, Node};
+
+/// Sessions of `n` hosted for another node.
+fn hosted(n: &Node) -> usize {
+    n.api_json("/api/sessions").as_array().map_or(0, |v| {
+        v.iter().filter(|s| s["steered_by"].is_string()).count()
+    })
+}
+
+/// Three sessions on node 2 go to Scale 3: node 2's load passes σ and Load_max (the test's
+/// thresholds make 1× light and 3× overloaded), so the scheduler (node 1) moves streams off
+/// to the low nodes, each decision in its API with σ, p and the result; every viewer keeps
+/// one continuous stream.
+#[test]
+fn rem_moves_streams_off_a_node_pushed_past_sigma_by_scale() {
+    // Load = 100 · N (network only), N = Σ k·VBR / 10 Mb/s: a 0.6 Mb/s demo stream read from
+    // storage (k = 2, T_max 0.5 s keeps every stream a storage reader) is ≈ 12 at 1×, ≈ 37
+    // at 3×; three of them at 1× stay under Load_min (p = 0), at 3× pass Load_max (p = 1).
+    let c = secure_cluster::start(
+        3,
+        "bandwidth_bps = 10e6\n[cluster.scheduler]\nload_min = 50.0\nload_max = 60.0\np_max = 1.0\n\
+         t_min_ms = 100\nt_max_ms = 500\nweights = { cpu = 0.0, mem = 0.0, net = 1.0 }",
+        |_| "[playback]\nkeyframes_only_above_scale = 4.0\n".into(),
+    );
+    let first = c.recorded_for(20_000);
+    let n2 = c.node(1);
+    let viewers: Vec<_> = (0..3)
+        .map(|k| {
+            let url = format!(
+                "{}?start={}&end={}&vigil_placed=1",
+                n2.url("playback/demo"),
+                rfc3339(first + 1000 * k),
+                rfc3339(first + 20_000)
+            );
+            spawn_viewer(url, Some(3.0))
+        })
+        .collect();
+    let moved = poll_until(Duration::from_secs(20), "two REM moves", || {
+        let v = c.node(0).api_json("/api/cluster/scheduler");
+        let done: Vec<serde_json::Value> = v["migrations"]
+            .as_array()?
+            .iter()
+            .filter(|m| m["result"].as_str().is_some_and(|r| r.starts_with("moved")))
+            .cloned()
+            .collect();
+        (done.len() >= 2).then_some(done)
+    });
+    for m in &moved {
+        assert_eq!(m["node"], c.members[1].id.as_str(), "{m}");
+        assert!(m["load"].as_f64() > m["sigma"].as_f64(), "{m}");
+        assert_eq!(m["p"].as_f64(), Some(1.0), "{m}");
+        assert_ne!(m["to"], c.members[1].id.as_str(), "{m}");
+        assert!(m["reason"].as_str().unwrap().contains("REM"), "{m}");
+    }
+    // The moved sessions play on the low nodes, steered by node 2.
+    poll_until(
+        Duration::from_secs(5),
+        "hosted sessions on the low nodes",
+        || (hosted(c.node(0)) + hosted(c.node(2)) >= 2).then_some(()),
+    );
+    let metric = vigil_tests::metric_value(n2, "vigil_migrations_total{result=\"moved\"}");
+    assert!(metric >= 2.0, "vigil_migrations_total moved = {metric}");
+    let out = ctl(c.node(0), &["scheduler"]);
+    assert!(out.contains("REM migrations"), "{out}");
+    for (seen, h) in viewers {
+        h.join().expect("viewer");
+        assert_one_stream(&seen.lock().unwrap(), "a viewer through REM");
+    }
+}
+
+/// `vigil ctl drain` empties a node of its UDP playbacks while every viewer keeps decoding;
+/// the drained node takes no placement until `undrain`.
+#[test]
+fn drain_moves_every_udp_session_off_with_viewers_decoding() {
+    let c = secure_cluster::start(3, "", |_| String::new());
+    let first = c.recorded_for(14_000);
+    let n2 = c.node(1);
+    let url = |k: i64| {
+        format!(
+            "{}?start={}&end={}&vigil_placed=1",
+            n2.url("playback/demo"),
+            rfc3339(first + 1000 * k),
+            rfc3339(first + 1000 * k + 10_000)
+        )
+    };
+    let viewers: Vec<_> = (0..3)
+        .map(|k| {
+            spawn_ffmpeg_decode(
+                &url(k),
+                &["-rtsp_transport", "udp"],
+                &[],
+                Duration::from_secs(40),
+            )
+        })
+        .collect();
+    poll_until(Duration::from_secs(10), "three playbacks on node 2", || {
+        (n2.api_json("/api/sessions").as_array()?.len() == 3).then_some(())
+    });
+    playback_session(n2);
+    let out = ctl(c.node(0), &["drain", &c.members[1].id]);
+    assert!(
+        out.contains("3 of 3 sessions moved, 0 could not move"),
+        "{out}"
+    );
+    assert_eq!(hosted(c.node(0)) + hosted(c.node(2)), 3, "{out}");
+    // Drained: node 2's report says so, and no placement goes there.
+    poll_until(Duration::from_secs(5), "node 2 out of placement", || {
+        let v = c.node(0).api_json("/api/cluster/nodes");
+        v["nodes"]
+            .as_array()?
+            .iter()
+            .any(|n| n["id"] == c.members[1].id.as_str() && n["draining"] == true)
+            .then_some(())
+    });
+    for v in viewers {
+        v.join()
+            .expect("ffmpeg")
+            .assert_plays("viewer through a drain", 249, 251);
+    }
+    let out = ctl(c.node(0), &["undrain", &c.members[1].id]);
+    assert!(out.contains("takes placements again"), "{out}");
+}
