@@ -388,8 +388,11 @@ fn huge_and_inverted_times_are_457() {
 }
 
 /// With every segment read delayed 500 ms and no read-ahead, the sender stalls at each
-/// segment boundary; after a stall it goes on at the frame rate: no two frames in a row
-/// arrive less than half a frame interval apart.
+/// segment boundary; after a stall it goes on at the frame rate: among the frames that a
+/// catch-up would burst (the 12 that 500 ms hold), no two in a row arrive less than half a
+/// frame interval apart. Only those are checked: elsewhere a few frames can bunch up when
+/// this client's own runtime is delayed on a loaded machine, which says nothing about the
+/// server.
 #[test]
 fn no_burst_after_a_storage_stall() {
     let rec = recording();
@@ -408,23 +411,29 @@ fn no_burst_after_a_storage_stall() {
         // 7 s of media: segment boundaries at 2, 4 and 6 s.
         let frames = video_frames(&mut p, v, 175).await;
         let gaps: Vec<Duration> = frames.windows(2).map(|w| w[1].at - w[0].at).collect();
-        let stalls = gaps
-            .iter()
-            .filter(|g| **g >= Duration::from_millis(400))
-            .count();
+        let stalls: Vec<usize> = (0..gaps.len())
+            .filter(|&i| gaps[i] >= Duration::from_millis(400))
+            .collect();
         assert!(
-            stalls >= 2,
-            "the injected 500 ms stalls did not show ({stalls} long gaps): {gaps:?}"
+            stalls.len() >= 2,
+            "the injected 500 ms stalls did not show ({stalls:?}): {gaps:?}"
         );
         let half = Duration::from_millis(FRAME_MS as u64 / 2);
-        for (i, w) in gaps.windows(2).enumerate() {
-            assert!(
-                w[0] >= half || w[1] >= half,
-                "frames {i}..{} arrived {:?} and {:?} apart: a burst",
-                i + 2,
-                w[0],
-                w[1]
-            );
+        let catch_up = (500 / FRAME_MS) as usize;
+        for &s in &stalls {
+            let after = &gaps[s + 1..(s + 1 + catch_up).min(gaps.len())];
+            for (i, w) in after.windows(2).enumerate() {
+                assert!(
+                    w[0] >= half || w[1] >= half,
+                    "frames {}..{} after the stall at frame {} arrived {:?} and {:?} apart: \
+                     a burst",
+                    s + 1 + i,
+                    s + 3 + i,
+                    s + 1,
+                    w[0],
+                    w[1]
+                );
+            }
         }
     });
 }
