@@ -11,7 +11,7 @@ mod recording;
 
 pub use camera::{CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
-pub use recording::{CacheConfig, PlaybackConfig, StorageConfig};
+pub use recording::{CacheConfig, PlaybackConfig, StorageConfig, StorageEmulation};
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -212,6 +212,7 @@ impl Config {
             ));
         }
         self.storage.validate()?;
+        self.playback.validate()?;
         if self.live.ring_packets < 64 {
             return Err(ConfigError::Invalid(
                 "live.ring_packets must be at least 64".into(),

@@ -22,6 +22,17 @@ pub struct StorageConfig {
     /// node that dies keeps its cameras' leases this long, so another node's recording of a
     /// re-bound camera starts at most this late (cluster).
     pub lease_ttl_secs: f64,
+    /// Storage emulation for experiments and tests only: makes the local disk behave like a
+    /// slower shared volume. Off (all zero) by default.
+    pub emulate: StorageEmulation,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageEmulation {
+    /// Added to every segment read for playback (a cache miss or read-ahead), as the
+    /// latency of a loaded IPSAN LUN would be. 0 = none.
+    pub read_latency_ms: u64,
 }
 
 impl Default for StorageConfig {
@@ -33,6 +44,7 @@ impl Default for StorageConfig {
             retention_max_age_hours: 0.0,
             retention_max_bytes: 0,
             lease_ttl_secs: 15.0,
+            emulate: StorageEmulation::default(),
         }
     }
 }
@@ -60,12 +72,16 @@ impl Default for CacheConfig {
 pub struct PlaybackConfig {
     /// Above this Scale only keyframes are sent (trick play).
     pub keyframes_only_above_scale: f64,
+    /// A playback start up to this long before a camera's first recording starts at the
+    /// first recorded frame (a user typing whole seconds); earlier starts get 404.
+    pub start_tolerance_secs: f64,
 }
 
 impl Default for PlaybackConfig {
     fn default() -> Self {
         Self {
             keyframes_only_above_scale: 2.0,
+            start_tolerance_secs: 10.0,
         }
     }
 }
@@ -80,6 +96,22 @@ impl StorageConfig {
         if !(self.lease_ttl_secs >= 1.0 && self.lease_ttl_secs <= 3600.0) {
             return Err(ConfigError::Invalid(
                 "storage.lease_ttl_secs must be between 1 and 3600".into(),
+            ));
+        }
+        if self.emulate.read_latency_ms > 60_000 {
+            return Err(ConfigError::Invalid(
+                "storage.emulate.read_latency_ms must be at most 60000".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PlaybackConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.0..=86_400.0).contains(&self.start_tolerance_secs) {
+            return Err(ConfigError::Invalid(
+                "playback.start_tolerance_secs must be between 0 and 86400".into(),
             ));
         }
         Ok(())

@@ -113,12 +113,19 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
     let store = Store::open(&s.root, &config.node.id, store_config)
         .with_context(|| format!("cannot open the recording root {}", s.root.display()))?;
     info!(root = %s.root.display(), "recording to the storage root");
+    if s.emulate.read_latency_ms > 0 {
+        tracing::warn!(
+            ms = s.emulate.read_latency_ms,
+            "storage emulation: every segment read is delayed (experiments only)"
+        );
+    }
     let budget =
         usize::try_from(config.cache.budget_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
     Ok(Some(Library::new(
         store,
         budget,
         config.cache.read_ahead_segments,
+        Duration::from_millis(s.emulate.read_latency_ms),
     )))
 }
 

@@ -34,6 +34,17 @@ pub struct CameraIndex {
     pub(crate) max_len_ms: i64,
 }
 
+/// An index of the given segments (tests and tools that build one without a store).
+impl FromIterator<SegmentMeta> for CameraIndex {
+    fn from_iter<I: IntoIterator<Item = SegmentMeta>>(iter: I) -> Self {
+        let mut ix = CameraIndex::default();
+        for m in iter {
+            ix.insert(m);
+        }
+        ix
+    }
+}
+
 impl CameraIndex {
     pub(crate) fn insert(&mut self, meta: SegmentMeta) {
         self.max_len_ms = self
@@ -156,11 +167,13 @@ pub(crate) fn parse_segment_file_name(name: &str) -> Option<(i64, i64, u32, u64,
 /// `YYYY-MM-DDTHH`. Hour directories keep listings small (≈900 entries at 4 s segments) so
 /// rescanning the one being written is cheap.
 pub(crate) fn hour_dir_name(start_ms: i64) -> String {
-    let hours = start_ms.div_euclid(3_600_000);
-    let days = hours.div_euclid(24);
-    let hour = hours.rem_euclid(24);
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{hour:02}")
+    // Clamped to the years jiff can name (±9999); recording times come from the wall clock.
+    let min = jiff::Timestamp::MIN.as_millisecond();
+    let max = jiff::Timestamp::MAX.as_millisecond();
+    jiff::Timestamp::from_millisecond(start_ms.clamp(min, max))
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .strftime("%Y-%m-%dT%H")
+        .to_string()
 }
 
 /// True for names produced by [`hour_dir_name`].
@@ -170,20 +183,6 @@ pub(crate) fn is_hour_dir_name(name: &str) -> bool {
         && b[b.len() - 3] == b'T'
         && b.iter()
             .all(|c| c.is_ascii_digit() || *c == b'-' || *c == b'T')
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]

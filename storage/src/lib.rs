@@ -48,6 +48,16 @@ pub use index::{CameraIndex, SegmentMeta};
 pub use recorder::Recorder;
 pub use store::{RetentionReport, Store, StoreConfig};
 
+/// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeTime {
+    /// When it is due, in decode order, on the timeline the tracks share.
+    pub decode: i64,
+    /// Its rank among the track's presentation times: a range `[a, b)` holds the frames
+    /// whose `order` is in it.
+    pub order: i64,
+}
+
 /// A complete segment read back from disk, checksum verified.
 #[derive(Clone, Debug)]
 pub struct Segment {
@@ -72,6 +82,65 @@ impl Segment {
             .unwrap_or(0)
     }
 
+    /// Decode-order times of the frames (UTC ms, one per frame). Frames are stored in decode
+    /// order but stamped with presentation times, which B-frames make non-monotonic (I0 P4
+    /// B2 b1 b3…). Each track's k-th frame gets `order` = the k-th smallest presentation
+    /// time of that track (evenly spaced and monotonic), and `decode` = `order` less the
+    /// track's reordering delay (the most any frame's presentation precedes its `order`), so
+    /// decode times of different tracks line up as the publisher interleaved them. A sender
+    /// paces by `decode` and ends a range before the first frame whose `order` reaches the
+    /// end: the frames sent are then exactly those of the range (as many as the range holds,
+    /// without a reference frame missing).
+    pub fn decode_times(&self) -> Vec<DecodeTime> {
+        let mut out = vec![DecodeTime::default(); self.frames.len()];
+        let mut by_track: Vec<Vec<usize>> = Vec::new();
+        for (i, f) in self.frames.iter().enumerate() {
+            let t = usize::from(f.track);
+            if by_track.len() <= t {
+                by_track.resize_with(t + 1, Vec::new);
+            }
+            by_track[t].push(i);
+        }
+        for idx in by_track {
+            let mut times: Vec<i64> = idx.iter().map(|&i| self.frames[i].time_ms).collect();
+            times.sort_unstable();
+            let delay = idx
+                .iter()
+                .zip(&times)
+                .map(|(&i, &order)| order - self.frames[i].time_ms)
+                .max()
+                .unwrap_or(0)
+                .max(0);
+            for (i, order) in idx.into_iter().zip(times) {
+                out[i] = DecodeTime {
+                    decode: order - delay,
+                    order,
+                };
+            }
+        }
+        out
+    }
+
+    /// Mean interval between the video frames (or, without video, all frames), in ms; 40
+    /// (25 fps) when the segment holds fewer than two.
+    pub fn frame_interval_ms(&self) -> i64 {
+        let video = self.header.video_track();
+        let (mut n, mut lo, mut hi) = (0i64, i64::MAX, i64::MIN);
+        for f in self
+            .frames
+            .iter()
+            .filter(|f| video.is_none_or(|v| f.track == v))
+        {
+            n += 1;
+            lo = lo.min(f.time_ms);
+            hi = hi.max(f.time_ms);
+        }
+        if n < 2 {
+            return 40;
+        }
+        ((hi - lo) / (n - 1)).max(1)
+    }
+
     /// Approximate memory held by the segment (for the playback cache's byte budget).
     pub fn approx_bytes(&self) -> usize {
         let frames: usize = self
@@ -88,6 +157,67 @@ impl Segment {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn segment(frames: &[(u8, i64)]) -> Segment {
+        Segment {
+            meta: SegmentMeta {
+                camera: "c".into(),
+                start_ms: 0,
+                end_ms: 0,
+                bytes: 0,
+                frames: frames.len() as u32,
+                file: Default::default(),
+                crc32: 0,
+            },
+            header: StreamHeader {
+                sdp: String::new(),
+                tracks: vec![
+                    TrackHeader {
+                        codec: "H264".into(),
+                        clock_rate: 90_000,
+                    },
+                    TrackHeader {
+                        codec: "MPEG4-GENERIC".into(),
+                        clock_rate: 44_100,
+                    },
+                ],
+            },
+            frames: frames
+                .iter()
+                .map(|&(track, time_ms)| Frame {
+                    track,
+                    keyframe: false,
+                    time_ms,
+                    media_ts: 0,
+                    data: Default::default(),
+                })
+                .collect(),
+        }
+    }
+
+    /// B-frames in decode order (I0 P120 B40 b80 with audio between) pace evenly.
+    #[test]
+    fn decode_times_are_monotonic_per_track() {
+        let s = segment(&[
+            (0, 0),
+            (1, 10),
+            (0, 120),
+            (0, 40),
+            (1, 33),
+            (0, 80),
+            (0, 240),
+        ]);
+        let times = s.decode_times();
+        let order: Vec<i64> = times.iter().map(|t| t.order).collect();
+        let decode: Vec<i64> = times.iter().map(|t| t.decode).collect();
+        assert_eq!(order, vec![0, 10, 40, 80, 33, 120, 240]);
+        // The video's reordering delay: b80 is presented 40 ms before its rank (120).
+        assert_eq!(decode, vec![-40, 10, 0, 40, 33, 80, 200]);
+        assert_eq!(s.frame_interval_ms(), 60);
+        assert_eq!(segment(&[(1, 5)]).frame_interval_ms(), 40);
+    }
+
     /// The server shares one `Store` between tasks and moves recorders to writer threads.
     #[test]
     fn thread_safety() {

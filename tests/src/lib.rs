@@ -278,31 +278,31 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    // Drain both pipes while waiting: a chatty child (gst-launch -v prints a line per
-    // frame) blocks, and stalls whatever it is playing, once a 64 KiB pipe buffer is full.
-    fn drain<R: std::io::Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    // Drain both pipes while the child runs: one that prints more than a pipe holds
+    // (64 KiB; gst-launch -v does within a few seconds) would otherwise block on its write.
+    fn drain(
+        pipe: Option<impl std::io::Read + Send + 'static>,
+    ) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
+            let mut out = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut out);
             }
-            v
+            out
         })
     }
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
+    let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
     let deadline = Instant::now() + timeout;
-    loop {
-        if child.try_wait().ok().flatten().is_some() {
-            break;
+    let status = loop {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            break status;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            break;
+            break child.wait().expect("wait for the killed child");
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = child.wait().expect("wait for the child");
+    };
     Output {
         status,
         stdout: stdout.join().unwrap_or_default(),
@@ -445,6 +445,8 @@ pub fn expected_window(joined: Duration) -> (u64, u64) {
 #[derive(Debug)]
 pub struct Decoded {
     pub frames: u64,
+    /// The output position ffmpeg reached (`out_time_us` of `-progress`), if it reported one.
+    pub out_time: Option<Duration>,
     pub stderr: String,
     pub status: ExitStatus,
     pub elapsed: Duration,
@@ -501,8 +503,14 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
 pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Duration) -> Decoded {
     let start = Instant::now();
     let out = run_with_timeout(&mut ffmpeg_decode_cmd(url, input, output), timeout);
+    let progress = String::from_utf8_lossy(&out.stdout);
     Decoded {
-        frames: progress_frames(&String::from_utf8_lossy(&out.stdout)),
+        frames: progress_frames(&progress),
+        out_time: progress
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("out_time_us=")?.trim().parse().ok())
+            .map(Duration::from_micros),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         status: out.status,
         elapsed: start.elapsed(),

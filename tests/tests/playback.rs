@@ -553,10 +553,13 @@ fn clock_seek_and_scale_with_own_client() {
             .await
             .expect("PLAY Range: clock=")
             .clone();
-        let npt = answer.npt_start().expect("npt in the answer");
+        // A clock request is answered in clock times: the keyframe at or before t0 + 4.5 s.
+        let at = answer.clock_start().expect("a clock= Range in the answer");
+        let want = rec.first_ms + 4_500;
         assert!(
-            npt <= 4.5 && npt > 4.5 - GOP_MS as f64 / 1000.0,
-            "clock seek to t0+4.5s answered npt {npt}"
+            at <= want && at > want - GOP_MS,
+            "clock seek to t0+4.5s answered {:?}",
+            answer.range
         );
         let k = assert_starts_on_keyframe(&mut p, &mut cont, "clock seek").await;
         play_for(&mut p, v, k.header.timestamp, 0.5, &mut cont, "clock seek").await;

@@ -262,6 +262,7 @@ impl Host {
                 scale: run.scale,
                 keyframes_only: run.keyframes_only,
                 end_ms: run.end_ms,
+                range_end_only: run.range_end_only,
                 camera,
                 cname: h.spec.cname.clone(),
                 anchor: run.anchor,

@@ -121,6 +121,7 @@ impl Remote {
             scale: params.scale,
             keyframes_only: params.keyframes_only,
             end_ms: params.end_ms,
+            range_end_only: params.range_end_only,
         };
         let session = self.session.clone();
         match self.call(MigrationCall::Start { session, run }).await? {

@@ -94,6 +94,9 @@ pub struct WireRun {
     pub scale: f64,
     pub keyframes_only: bool,
     pub end_ms: Option<i64>,
+    /// `end_ms` is a PLAY Range's end: the session stays when it is reached.
+    #[serde(default)]
+    pub range_end_only: bool,
 }
 
 /// A stopped sender's state.

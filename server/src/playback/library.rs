@@ -2,7 +2,7 @@
 //! segmented cache (single-flight loads, read-ahead).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use vigil_cache::{SegmentCache, SegmentKey, Weighted};
 use vigil_storage::{CameraIndex, Segment, SegmentMeta, StorageError, Store};
 
@@ -34,14 +34,23 @@ pub struct Library {
     pub store: Store,
     pub cache: SegmentCache<CachedSegment>,
     pub read_ahead: usize,
+    /// `[storage.emulate] read_latency_ms`: added to every segment read (experiments and
+    /// tests of how playback rides out a slow shared volume).
+    pub read_latency: Duration,
 }
 
 impl Library {
-    pub fn new(store: Store, budget_bytes: usize, read_ahead: usize) -> Library {
+    pub fn new(
+        store: Store,
+        budget_bytes: usize,
+        read_ahead: usize,
+        read_latency: Duration,
+    ) -> Library {
         Library {
             store,
             cache: SegmentCache::new(budget_bytes),
             read_ahead,
+            read_latency,
         }
     }
 
@@ -69,9 +78,13 @@ impl Library {
     {
         let store = self.store.clone();
         let meta = meta.clone();
+        let latency = self.read_latency;
         move || {
             Box::pin(async move {
                 let started = Instant::now();
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
                 let camera = meta.camera.clone();
                 let seg = tokio::task::spawn_blocking(move || store.read_segment(&camera, &meta))
                     .await

@@ -4,3 +4,4 @@
 pub mod library;
 pub mod request;
 pub mod task;
+pub mod window;

@@ -6,6 +6,15 @@
 //! its own clock at that rate); sequence numbers and timestamps stay continuous across
 //! seeks and pauses (RFC 2326 App. B) — the identity is handed back when the task stops
 //! and reused by the next PLAY.
+//!
+//! Pacing follows the frames' decode times (`Segment::decode_times`) from an anchor. When
+//! the sender is held up for longer than one frame interval (a storage read, a full socket,
+//! the live edge), the anchor moves on by the hold-up: the client sees a pause, never a
+//! burst of catch-up frames. A gap
+//! between recordings is cut out: the next recording follows one frame interval after the
+//! last frame before the gap, in wall time and in RTP time (the identity is rebased), so
+//! the client neither waits out the gap nor sees a timestamp jump its jitter buffer would
+//! hold frames for.
 
 use super::library::{CachedSegment, Library};
 use crate::live::reader::OutPacket;
@@ -23,7 +32,7 @@ use vigil_proto::codec::Codec;
 use vigil_proto::depacketize::packetize_payloads;
 use vigil_proto::rtcp;
 use vigil_proto::rtp::{write_header, RtpHeader, RtpIdentity};
-use vigil_storage::SegmentMeta;
+use vigil_storage::{Segment, SegmentMeta};
 
 const MTU: usize = 1400;
 /// At the live edge of a camera still recording, how long to wait for its next segment.
@@ -85,7 +94,7 @@ pub enum UdpVia {
     },
 }
 
-/// Pacing anchor: the frame of media time `media_ms` is due at wall-clock `wall_us`
+/// Pacing anchor: the frame of decode time `media_ms` is due at wall-clock `wall_us`
 /// (µs since the Unix epoch). Wall clock, not `Instant`, because a migrated session keeps
 /// its pacing on another node (nodes keep their clocks in sync with NTP).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -136,8 +145,13 @@ pub struct PlayParams {
     pub start: Cursor,
     pub scale: f64,
     pub keyframes_only: bool,
-    /// Absolute end (URL `end=`); None = to the end of the recording (or its live edge).
+    /// Absolute end (the earlier of the URL's `end=` and the PLAY Range's end); None = to the
+    /// end of the recording (or its live edge). Frames whose decode time is at or after it
+    /// are not sent.
     pub end_ms: Option<i64>,
+    /// `end_ms` is only this PLAY's range end: at it, BYE and stop with the cursor kept for
+    /// a PLAY that continues, instead of ending the session.
+    pub range_end_only: bool,
     pub camera: String,
     pub cname: String,
     /// Continue an existing pacing line (a migrated session); None: the first frame is due now.
@@ -168,10 +182,16 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Stopped {
     let mut cursor = params.start.clone();
-    let (started, mut first_time) = match params.anchor {
+    // Pacing line: the frame of decode time `first_time` was due at `started`; None until
+    // the first frame (or after a gap) starts one.
+    let (mut started, mut first_time) = match params.anchor {
         Some(a) => (instant_of(a.wall_us), Some(a.media_ms)),
         None => (Instant::now(), None),
     };
+    // One frame interval of wall time: a longer hold-up moves the pacing line on.
+    let mut stall = Duration::from_secs_f64(0.040 / params.scale);
+    // A gap just met: the RTP timestamps to rebase when the next segment is in.
+    let mut gap: Option<Gap> = None;
     let mut last_sent_us = None;
     // The state every early return hands back.
     macro_rules! stopped {
@@ -187,10 +207,17 @@ pub async fn run(
             }
         };
     }
+    // End of the presentation (BYE, the session ends), or with a cursor, of a PLAY range
+    // (BYE, the session stays for a PLAY that continues there).
     macro_rules! finish {
         () => {{
-            finish(&tracks, &sink, &params, &info).await;
+            finish(&tracks, &sink, &params, &info, true).await;
             return stopped!(None);
+        }};
+        ($resume:expr) => {{
+            let resume = $resume;
+            finish(&tracks, &sink, &params, &info, resume.is_none()).await;
+            return stopped!(resume);
         }};
     }
     let mut rate = RateMeter::new();
@@ -200,19 +227,30 @@ pub async fn run(
         Err(_) => finish!(),
     };
     loop {
+        let held = Instant::now();
         let segment: Arc<CachedSegment> = match library.segment(&cursor.segment).await {
-            Ok(s) => s,
+            Ok(s) => {
+                ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
+                s
+            }
             Err(e) => {
                 info!(camera = %params.camera, "playback stopped: {e}");
                 finish!();
             }
         };
         library.read_ahead(&index, &cursor.segment);
+        if let Some(g) = gap.take() {
+            g.rebase(&mut tracks, &segment.0);
+        }
         let frames = &segment.0.frames;
+        let decode = segment.0.decode_times();
+        stall =
+            Duration::from_secs_f64(segment.0.frame_interval_ms() as f64 / 1000.0 / params.scale);
         while cursor.frame < frames.len() {
             let f = &frames[cursor.frame];
-            if params.end_ms.is_some_and(|end| f.time_ms >= end) {
-                finish!();
+            let dts = decode[cursor.frame];
+            if params.end_ms.is_some_and(|end| dts.order >= end) {
+                finish!(params.range_end_only.then_some(cursor));
             }
             let Some(t) = tracks.get_mut(f.track as usize).filter(|t| t.enabled) else {
                 cursor.frame += 1;
@@ -222,10 +260,16 @@ pub async fn run(
                 cursor.frame += 1;
                 continue;
             }
-            // Pace: media time since the first frame, divided by the Scale.
-            let t0 = *first_time.get_or_insert(f.time_ms);
+            // Pace: decode time since the anchor, divided by the Scale.
+            let t0 = match first_time {
+                Some(t0) => t0,
+                None => {
+                    started = Instant::now();
+                    *first_time.insert(dts.decode)
+                }
+            };
             let due = started
-                + Duration::from_secs_f64((f.time_ms - t0).max(0) as f64 / 1000.0 / params.scale);
+                + Duration::from_secs_f64((dts.decode - t0).max(0) as f64 / 1000.0 / params.scale);
             // A frame already due (the first one, or a late one) goes out at once: a tokio
             // sleep rounds up to the timer's next 1 ms tick, which would be most of the
             // first-frame latency of a PLAY whose segment is cached.
@@ -245,6 +289,7 @@ pub async fn run(
             info.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             info.rate_bps.store(rate.bps(), Ordering::Relaxed);
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
+            let held = Instant::now();
             if send(&sink, f.track as usize, packets).await.is_err() {
                 return stopped!(None);
             }
@@ -253,6 +298,7 @@ pub async fn run(
             if let Some(tx) = params.first_sent.take() {
                 let _ = tx.send(sent_at);
             }
+            ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
             cursor.frame += 1;
             if let Some(p) = &params.progress {
                 *p.lock().unwrap_or_else(|e| e.into_inner()) = Some(Progress {
@@ -271,7 +317,8 @@ pub async fn run(
             }
         }
         // Next segment; a camera still recording grows while we play (live edge).
-        let deadline = Instant::now() + LIVE_EDGE_WAIT;
+        let held = Instant::now();
+        let deadline = held + LIVE_EDGE_WAIT;
         let next = loop {
             if let Some(n) = index.next_after(&cursor.segment) {
                 break Some(n.clone());
@@ -288,8 +335,22 @@ pub async fn run(
                 Err(_) => break None,
             }
         };
+        ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
         match next {
+            Some(n) if params.end_ms.is_some_and(|end| n.start_ms >= end) => {
+                finish!(params.range_end_only.then_some(Cursor {
+                    segment: n,
+                    frame: 0,
+                }));
+            }
             Some(n) => {
+                if n.start_ms != cursor.segment.end_ms {
+                    // A gap between recordings (or a new recording's timestamp line): cut
+                    // it out, in wall time here and in RTP time once the next segment is in.
+                    gap = Some(Gap::after(&segment.0, &n, tracks.len()));
+                    first_time = None;
+                    debug!(camera = %params.camera, gap_ms = n.start_ms - cursor.segment.end_ms, "gap between recordings skipped");
+                }
                 cursor = Cursor {
                     segment: n,
                     frame: 0,
@@ -300,11 +361,74 @@ pub async fn run(
     }
 }
 
-/// End of range or recording: RTCP BYE, and the session ends.
-async fn finish(tracks: &[TrackOut], sink: &Sink, params: &PlayParams, info: &SessionInfo) {
+/// A gap between two recordings, cut out of the RTP timestamps: every track's line goes on
+/// as if the second recording had begun where the first ended, so tracks
+/// stay aligned with each other (a receiver's lip sync sees no jump) and continuous.
+struct Gap {
+    /// Wall time removed: from the end of the earlier segment (its last frame plus one frame
+    /// interval) to the start of the next.
+    cut_ms: i64,
+    /// Per track, the latest frame time of the earlier segment.
+    last_ms: Vec<Option<i64>>,
+}
+
+impl Gap {
+    fn after(before: &Segment, next: &SegmentMeta, tracks: usize) -> Gap {
+        let mut last_ms = vec![None; tracks];
+        for f in &before.frames {
+            if let Some(l) = last_ms.get_mut(usize::from(f.track)) {
+                *l = Some(l.map_or(f.time_ms, |l: i64| l.max(f.time_ms)));
+            }
+        }
+        Gap {
+            cut_ms: next.start_ms - before.meta.end_ms,
+            last_ms,
+        }
+    }
+
+    /// Rebase each track so its first frame of `next` follows its latest one by the media
+    /// time between them, less the cut (at least one tick).
+    fn rebase(self, tracks: &mut [TrackOut], next: &Segment) {
+        for (i, t) in tracks.iter_mut().enumerate() {
+            let first = next.frames.iter().find(|f| usize::from(f.track) == i);
+            let advance_ms = match (first, self.last_ms.get(i).copied().flatten()) {
+                (Some(f), Some(last)) => f.time_ms - last - self.cut_ms,
+                _ => next.frame_interval_ms(),
+            };
+            let ticks = i64::from(t.clock_rate) * advance_ms / 1000;
+            t.identity
+                .rebase(u32::try_from(ticks.max(1)).unwrap_or(u32::MAX));
+        }
+    }
+}
+
+/// A hold-up of the sender longer than one frame interval (`stall`) moves the pacing line
+/// on by as long: the frames after it keep their spacing instead of catching up in a burst.
+/// Shorter ones are absorbed by the pacing sleeps.
+fn ride_out(started: &mut Instant, anchored: bool, held: Duration, stall: Duration) {
+    if held > stall && anchored {
+        *started += held;
+        debug!(
+            held_ms = held.as_millis() as u64,
+            "playback held up: pacing moved on"
+        );
+    }
+}
+
+/// End of range or recording: RTCP BYE, and the session ends unless the end was only a
+/// PLAY range's (`end_session` false).
+async fn finish(
+    tracks: &[TrackOut],
+    sink: &Sink,
+    params: &PlayParams,
+    info: &SessionInfo,
+    end_session: bool,
+) {
     debug!(camera = %params.camera, "end of playback: BYE");
     let _ = send_rtcp(sink, reports(tracks, &params.cname, true)).await;
-    info.cancel.cancel();
+    if end_session {
+        info.cancel.cancel();
+    }
 }
 
 fn packetize_frame(t: &mut TrackOut, track: usize, media_ts: u64, data: &[u8]) -> Vec<OutPacket> {

@@ -1,22 +1,29 @@
 //! RTSP methods on recordings: `rtsp://HOST/playback/<camera>?start=…[&end=…]`.
 //!
-//! DESCRIBE advertises `a=range:npt=0-<end>` (so players enable seeking) and absolute
-//! per-track control URLs that keep the query (clients resolve relative controls against a
-//! URL with a query differently). PLAY takes `Range: npt=` (relative to the URL's start) or
-//! `Range: clock=` (absolute) to seek, `Scale:`/`Speed:` for trick play, and answers with the
-//! actual `Range`, `RTP-Info` and the echoed Scale/Speed. PLAY without Range resumes.
+//! npt 0 of a presentation is its origin: the first frame it serves for the URL's start
+//! (the keyframe at or before it, or the first frame of the next recording when the start
+//! falls in a gap), so every npt the node says is a true position. DESCRIBE advertises
+//! `a=range:npt=0-<end>` (so players enable seeking) and absolute per-track control URLs
+//! that keep the query (clients resolve relative controls against a URL with a query
+//! differently). PLAY takes `Range: npt=` (from the origin) or `Range: clock=` (absolute) to
+//! seek and, with an end, to stop there (RFC 2326 §12.29: the earlier of it and the URL's
+//! `end=` wins), `Scale:`/`Speed:` for trick play, and answers the range actually served (in
+//! the unit asked), `RTP-Info` and the echoed Scale/Speed. PLAY without Range continues
+//! where the session stopped (PAUSE or the end of a range).
 
 use super::conn::Conn;
 use super::session::Media;
+use crate::playback::library::Library;
 use crate::playback::request::{self, PlaybackRequest};
 use crate::playback::task::{self, Cursor, PlayParams, Sink, Stopped, TcpOut, TrackOut};
+use crate::playback::window;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vigil_proto::rtp::RtpIdentity;
 use vigil_proto::rtsp::{
-    format_rtp_info, parse_scale, NptTime, Range, Request, Response, RtpInfo, StatusCode,
+    format_rtp_info, parse_scale, NptTime, Range, Request, Response, RtpInfo, StatusCode, UtcTime,
 };
 use vigil_proto::sdp::{self, SessionDescription};
 use vigil_storage::{CameraIndex, SegmentMeta};
@@ -26,6 +33,8 @@ use super::handler::{fail, take_udp_tracks};
 /// Playback state of a session; survives PAUSE.
 pub struct Playback {
     pub req: PlaybackRequest,
+    /// npt 0: the first frame served for the URL's start (UTC ms).
+    pub origin_ms: i64,
     pub sdp: SessionDescription,
     /// Per-track output state while no task runs (taken by the task, given back on stop).
     pub tracks: Option<Vec<TrackOut>>,
@@ -36,6 +45,8 @@ pub struct Playback {
     pub tcp_rx: Option<mpsc::Receiver<TcpOut>>,
     pub udp: Vec<task::UdpOut>,
     pub scale: f64,
+    /// The end of the running PLAY's Range, if it gave one (a handoff keeps it).
+    pub range_end: Option<i64>,
     /// Stops the tasks that watch the client's UDP RTCP (keepalive).
     pub rtcp_watch: CancellationToken,
     /// The node sending this session's media after a migration (None: this node).
@@ -121,7 +132,11 @@ impl Playback {
             start,
             scale: self.scale,
             keyframes_only: self.scale > node.config.playback.keyframes_only_above_scale,
-            end_ms: self.req.end_ms,
+            end_ms: [self.req.end_ms, self.range_end]
+                .into_iter()
+                .flatten()
+                .min(),
+            range_end_only: window::range_end_only(self.req.end_ms, self.range_end),
             camera: self.req.camera.clone(),
             cname: node.config.node.id.clone(),
             anchor,
@@ -192,36 +207,12 @@ pub async fn resolve(
             format!("no recordings of camera {}", req.camera),
         )
     })?;
-    let inside = index
-        .first_ms()
-        .zip(index.last_ms())
-        .is_some_and(|(a, b)| a <= req.start_ms && req.start_ms <= b);
-    let first = index
-        .segment_at(req.start_ms)
-        .cloned()
-        .filter(|_| inside)
-        .or_else(|| {
-            if !inside {
-                return None;
-            }
-            // A start inside a gap plays from the next recorded moment (before the end).
-            index
-                .segments()
-                .find(|s| s.start_ms >= req.start_ms && req.end_ms.is_none_or(|e| s.start_ms < e))
-                .cloned()
-        })
-        .ok_or_else(|| {
-            let have = match (index.first_ms(), index.last_ms()) {
-                (Some(a), Some(b)) => format!(
-                    "recorded from {} to {}",
-                    vigil_proto::rtsp::UtcTime { unix_millis: a }.to_rfc3339(),
-                    vigil_proto::rtsp::UtcTime { unix_millis: b }.to_rfc3339()
-                ),
-                _ => "nothing recorded".into(),
-            };
+    let tolerance_ms = (conn.node.config.playback.start_tolerance_secs * 1000.0) as i64;
+    let first =
+        window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms).map_err(|why| {
             fail(
                 StatusCode::NOT_FOUND,
-                format!("no recording of {} at that time ({have})", req.camera),
+                format!("no recording of {} at that time ({why})", req.camera),
             )
         })?;
     Ok((req, index, first))
@@ -255,9 +246,68 @@ fn base_url(uri: &str) -> String {
     }
 }
 
-fn end_ms(req: &PlaybackRequest, index: &CameraIndex) -> i64 {
-    let last = index.last_ms().unwrap_or(req.start_ms);
-    req.end_ms.map_or(last, |e| e.min(last.max(req.start_ms)))
+/// The recorded SDP of the first segment and the presentation's origin: the time of the
+/// first frame served for `start_ms` (the keyframe at or before it, or the segment's first
+/// frame when `start_ms` precedes the segment).
+async fn open_first(
+    library: &Library,
+    first: &SegmentMeta,
+    start_ms: i64,
+) -> Result<(SessionDescription, i64), Response> {
+    let seg = library.segment(first).await.map_err(|e| {
+        fail(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("reading the recording: {e}"),
+        )
+    })?;
+    let sdp = sdp::parse(&seg.0.header.sdp).map_err(|e| {
+        fail(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("recorded SDP: {e}"),
+        )
+    })?;
+    let frames = &seg.0.frames;
+    let origin = frames
+        .get(seg.0.keyframe_at_or_before(start_ms))
+        .map_or(first.start_ms, |f| f.time_ms);
+    Ok((sdp, origin))
+}
+
+/// Seconds from the origin, for npt answers.
+fn npt_of(ms: i64, origin_ms: i64) -> NptTime {
+    NptTime::Seconds(ms.saturating_sub(origin_ms).max(0) as f64 / 1000.0)
+}
+
+/// Scale or Speed of a PLAY: None when neither is given, Some((value, header, echo)), or a
+/// 456 naming the supported range.
+fn rate_of(req: &Request) -> Result<Option<(f64, &'static str, String)>, Response> {
+    let mut rate = None;
+    for name in ["Scale", "Speed"] {
+        let Some(v) = req.headers.get(name) else {
+            continue;
+        };
+        let supported = format!(
+            "supported {name}: {} to {}",
+            window::RATES.start(),
+            window::RATES.end()
+        );
+        match parse_scale(v) {
+            Ok(s) if window::RATES.contains(&s) => rate = Some((s, name, v.trim().to_string())),
+            Ok(s) if s < 0.0 => {
+                return Err(fail(
+                    StatusCode::HEADER_FIELD_NOT_VALID,
+                    format!("{name}: {v}: reverse play is not supported; {supported}"),
+                ))
+            }
+            _ => {
+                return Err(fail(
+                    StatusCode::HEADER_FIELD_NOT_VALID,
+                    format!("{name}: {v}: {supported}"),
+                ))
+            }
+        }
+    }
+    Ok(rate)
 }
 
 impl Conn {
@@ -274,29 +324,16 @@ impl Conn {
         let Some(library) = self.node.library.clone() else {
             return fail(StatusCode::NOT_FOUND, "recording is disabled");
         };
-        let seg = match library.segment(&first).await {
-            Ok(s) => s,
-            Err(e) => {
-                return fail(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("reading the recording: {e}"),
-                )
-            }
+        let (sdp, origin) = match open_first(&library, &first, preq.start_ms).await {
+            Ok(x) => x,
+            Err(r) => return r,
         };
-        let sdp = match sdp::parse(&seg.0.header.sdp) {
-            Ok(s) => s,
-            Err(e) => {
-                return fail(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("recorded SDP: {e}"),
-                )
-            }
-        };
-        let duration = (end_ms(&preq, &index) - preq.start_ms).max(0) as f64 / 1000.0;
+        let end = window::end_of(preq.end_ms, None, index.last_ms().unwrap_or(origin));
+        let duration = npt_of(end, origin);
         let mut body = sdp.render(
             &self.local_ip().to_string(),
             1,
-            &format!("npt=0-{duration:.3}"),
+            &format!("npt=0-{duration}"),
         );
         let base = base_url(&req.uri);
         for i in 0..sdp.media.len() {
@@ -360,20 +397,10 @@ impl Conn {
             .library
             .clone()
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "recording is disabled"))?;
-        let seg = library.segment(&first).await.map_err(|e| {
-            fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("reading the recording: {e}"),
-            )
-        })?;
-        let sdp = sdp::parse(&seg.0.header.sdp).map_err(|e| {
-            fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("recorded SDP: {e}"),
-            )
-        })?;
+        let (sdp, origin_ms) = open_first(&library, &first, preq.start_ms).await?;
         Ok(Playback {
             req: preq,
+            origin_ms,
             sdp,
             tracks: None,
             resume: None,
@@ -381,6 +408,7 @@ impl Conn {
             tcp_rx: None,
             udp: Vec::new(),
             scale: 1.0,
+            range_end: None,
             rtcp_watch: CancellationToken::new(),
             remote: None,
         })
@@ -391,25 +419,10 @@ impl Conn {
         let Some(library) = node.library.clone() else {
             return fail(StatusCode::NOT_FOUND, "recording is disabled");
         };
-        // Scale / Speed: positive, up to 16x.
-        let mut scale_echo = None;
-        let mut scale = None;
-        for name in ["Scale", "Speed"] {
-            if let Some(v) = req.headers.get(name) {
-                match parse_scale(v) {
-                    Ok(s) if s > 0.0 && s <= 16.0 => {
-                        scale = Some(s);
-                        scale_echo = Some((name, v.trim().to_string()));
-                    }
-                    _ => {
-                        return fail(
-                            StatusCode::HEADER_FIELD_NOT_VALID,
-                            format!("{name}: {v} (want a positive rate up to 16)"),
-                        )
-                    }
-                }
-            }
-        }
+        let rate = match rate_of(req) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
         let range = match req.headers.get("Range").map(Range::parse) {
             None => None,
             Some(Ok(r)) => Some(r),
@@ -425,40 +438,44 @@ impl Conn {
                 "not a playback session",
             );
         };
-        pb.stop().await;
-        if let Some(s) = scale {
-            pb.scale = s;
-        }
         let index = match library.index(&pb.req.camera).await {
             Ok(i) => i,
             Err(e) => return fail(StatusCode::NOT_FOUND, e),
         };
-        // Where to start: a seek (Range), the resume point, or the URL's start.
-        let seek_ms = match range {
-            Some(Range::Npt {
-                start: NptTime::Seconds(s),
-                ..
-            }) => Some(pb.req.start_ms + (s * 1000.0) as i64),
-            Some(Range::Npt {
-                start: NptTime::Now,
-                ..
-            }) => None,
-            Some(Range::Clock { start, .. }) => Some(start.unix_millis),
-            None => None,
+        let asked = match window::requested(range.as_ref(), pb.origin_ms) {
+            Ok(r) => r,
+            Err(why) => return fail(StatusCode::INVALID_RANGE, why),
         };
-        let (cursor, seeked) = match (seek_ms, pb.resume.clone()) {
-            (None, Some(c)) => (c, false),
-            (target, _) => {
-                let t = target.unwrap_or(pb.req.start_ms);
-                let Some(meta) = index
-                    .segment_at(t)
-                    .cloned()
-                    .or_else(|| index.segments().find(|s| s.start_ms >= t).cloned())
-                else {
-                    return fail(
+        // The end this PLAY plays to (before the recording's): the earlier of the URL's and
+        // the Range's.
+        let play_end = [pb.req.end_ms, asked.end].into_iter().flatten().min();
+        // Where a seek lands, checked before anything stops (a refused PLAY changes nothing);
+        // without one the session continues where it stopped, or starts at the origin.
+        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
+        let land = |t: i64| {
+            window::start_segment(&index, t, play_end, tolerance_ms)
+                .map(|meta| (t, meta))
+                .map_err(|why| {
+                    fail(
                         StatusCode::INVALID_RANGE,
-                        "nothing recorded at or after that time",
-                    );
+                        format!("nothing to play from that time ({why})"),
+                    )
+                })
+        };
+        let seek = match asked.start.map(land).transpose() {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
+        pb.stop().await;
+        if let Some((s, _, _)) = &rate {
+            pb.scale = *s;
+        }
+        let (cursor, seeked) = match (seek, pb.resume.clone()) {
+            (None, Some(c)) => (c, false),
+            (seek, _) => {
+                let (t, meta) = match seek.map_or_else(|| land(pb.origin_ms), Ok) {
+                    Ok(x) => x,
+                    Err(r) => return r,
                 };
                 let seg = match library.segment(&meta).await {
                     Ok(s) => s,
@@ -482,6 +499,14 @@ impl Conn {
         let actual_ms = frames
             .get(cursor.frame)
             .map_or(cursor.segment.start_ms, |f| f.time_ms);
+        if play_end.is_some_and(|e| e <= actual_ms) {
+            return fail(StatusCode::INVALID_RANGE, "the range ends before it starts");
+        }
+        let end = window::end_of(
+            pb.req.end_ms,
+            asked.end,
+            index.last_ms().unwrap_or(actual_ms),
+        );
         // Output state: created on the first PLAY, continued (rebased after a seek) later.
         let mut tracks = match pb.tracks.take() {
             Some(t) => t,
@@ -510,7 +535,6 @@ impl Conn {
                 }
             })
             .collect();
-        let end = end_ms(&pb.req, &index);
         let sink = if session.is_tcp() {
             let (tx, rx) = mpsc::channel(32);
             if let Some(p) = session.playback.as_mut() {
@@ -557,18 +581,29 @@ impl Conn {
         let Some(pb) = session.playback.as_mut() else {
             return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
         };
+        pb.range_end = asked.end;
         let params = pb.params(&node, cursor, None);
         pb.start(&node, library, tracks, params, sink, session.info.clone())
             .await;
         session.media = Media::Playback;
-        let npt = |ms: i64| (ms - pb.req.start_ms).max(0) as f64 / 1000.0;
+        let served = if asked.clock {
+            Range::Clock {
+                start: UtcTime {
+                    unix_millis: actual_ms,
+                },
+                end: Some(UtcTime { unix_millis: end }),
+            }
+        } else {
+            Range::Npt {
+                start: npt_of(actual_ms, pb.origin_ms),
+                end: Some(npt_of(end, pb.origin_ms)),
+            }
+        };
+        tracing::debug!(camera = %pb.req.camera, range = %served, scale = pb.scale, "playback PLAY");
         let mut resp = Response::new(StatusCode::OK)
-            .header(
-                "Range",
-                format!("npt={:.3}-{:.3}", npt(actual_ms), npt(end)),
-            )
+            .header("Range", served.to_string())
             .header("RTP-Info", format_rtp_info(&rtp_info));
-        if let Some((name, v)) = scale_echo {
+        if let Some((_, name, v)) = rate {
             resp = resp.header(name, v);
         }
         resp

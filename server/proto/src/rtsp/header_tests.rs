@@ -133,14 +133,31 @@ fn rfc3339() {
             .unix_millis,
         0
     );
+    // Leap days, fractions and offsets other than Z.
+    assert_eq!(
+        UtcTime::parse_rfc3339("2024-02-29T23:59:59.999+01:00")
+            .unwrap()
+            .to_rfc3339(),
+        "2024-02-29T22:59:59.999Z"
+    );
+    assert_eq!(
+        UtcTime::parse_rfc3339("2100-03-01T00:00:00Z")
+            .unwrap()
+            .unix_millis
+            - UtcTime::parse_rfc3339("2100-02-28T00:00:00Z")
+                .unwrap()
+                .unix_millis,
+        86_400_000,
+        "2100 is not a leap year"
+    );
     for bad in [
         "2026-11-29",
         "2026-11-29T08:00:00",
-        "2026-11-29T08:00:00+0100",
         "2026-13-01T00:00:00Z",
         "2026-11-29T08:00:00.Z",
         "2026/11/29T08:00:00Z",
-        "2026-11-29T08:00:00+24:00",
+        "2026-02-29T08:00:00Z",
+        "2026-11-29T08:00:00+99:00",
         "２026-11-29T08:00:00Z",
     ] {
         assert!(UtcTime::parse_rfc3339(bad).is_err(), "{bad}");
@@ -260,4 +277,20 @@ fn state_machine() {
             Err(StatusCode::NOT_IMPLEMENTED)
         );
     }
+}
+
+#[test]
+fn npt_millis_are_checked() {
+    let ms = |v: &str| match Range::parse(v).unwrap() {
+        Range::Npt { start, .. } => start.millis(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(ms("npt=5.0004-"), Some(5000));
+    assert_eq!(ms("npt=1:00:00.5-"), Some(3_600_500));
+    assert_eq!(ms("npt=now-"), None);
+    assert_eq!(ms("npt=99999999999999999999-"), None);
+    assert_eq!(ms(&format!("npt={}-", "9".repeat(300))), None);
+    // The largest accepted value still adds to any recorded instant without overflow.
+    let max = ms("npt=3200000000000-").unwrap();
+    assert!(i64::from(u32::MAX).checked_add(max).is_some());
 }

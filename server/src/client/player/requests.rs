@@ -124,6 +124,14 @@ impl PlayAnswer {
         }
     }
 
+    /// Start of the answer's `Range: clock=` (UTC ms), if it is a clock range.
+    pub fn clock_start(&self) -> Option<i64> {
+        match self.range {
+            Some(RangeHeader::Clock { start, .. }) => Some(start.unix_millis),
+            _ => None,
+        }
+    }
+
     /// End of the answer's `Range: npt=` in seconds, if it has one.
     pub fn npt_end(&self) -> Option<f64> {
         match self.range {
