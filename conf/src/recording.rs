@@ -22,6 +22,11 @@ pub struct StorageConfig {
     /// node that dies keeps its cameras' leases this long, so another node's recording of a
     /// re-bound camera starts at most this late (cluster).
     pub lease_ttl_secs: f64,
+    /// Threads writing recordings, shared by all cameras (0 = twice the cores, 4 to 16).
+    pub writer_threads: usize,
+    /// Frames queued per camera for the writer threads, in KiB; past it the camera drops
+    /// frames up to its next keyframe and shows an error (the writers are behind the disk).
+    pub writer_queue_kb: u64,
 }
 
 impl Default for StorageConfig {
@@ -33,6 +38,8 @@ impl Default for StorageConfig {
             retention_max_age_hours: 0.0,
             retention_max_bytes: 0,
             lease_ttl_secs: 15.0,
+            writer_threads: 0,
+            writer_queue_kb: 4096,
         }
     }
 }
@@ -71,6 +78,16 @@ impl Default for PlaybackConfig {
 }
 
 impl StorageConfig {
+    /// The writer pool size: `writer_threads`, or when 0 twice the cores within 4..=16
+    /// (writes are mostly page-cache copies; the threads wait on `fsync` at segment ends).
+    pub fn writer_threads(&self) -> usize {
+        if self.writer_threads > 0 {
+            return self.writer_threads;
+        }
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (cores * 2).clamp(4, 16)
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if !(self.segment_secs >= 0.5 && self.segment_secs <= 60.0) {
             return Err(ConfigError::Invalid(
@@ -80,6 +97,16 @@ impl StorageConfig {
         if !(self.lease_ttl_secs >= 1.0 && self.lease_ttl_secs <= 3600.0) {
             return Err(ConfigError::Invalid(
                 "storage.lease_ttl_secs must be between 1 and 3600".into(),
+            ));
+        }
+        if self.writer_threads > 1024 {
+            return Err(ConfigError::Invalid(
+                "storage.writer_threads must be at most 1024".into(),
+            ));
+        }
+        if self.writer_queue_kb < 64 {
+            return Err(ConfigError::Invalid(
+                "storage.writer_queue_kb must be at least 64".into(),
             ));
         }
         Ok(())

@@ -90,7 +90,7 @@ pub struct Node {
     pub counters: Counters,
     pub shutdown: CancellationToken,
     /// Recording state per camera (for the API and metrics).
-    pub recordings: crate::record::Recordings,
+    pub recordings: Arc<crate::record::Recordings>,
     /// Recordings and the playback cache; None when recording is disabled.
     pub library: Option<crate::playback::library::Library>,
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.

@@ -91,6 +91,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     {
         tracing::warn!("some sessions did not close within 3 s");
     }
+    // The recorders have queued their last segment's close; let the writer threads write it.
+    let recordings = node.recordings.clone();
+    let writers = tokio::task::spawn_blocking(move || recordings.shutdown());
+    if tokio::time::timeout(Duration::from_secs(3), writers)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the recording writers did not finish within 3 s");
+    }
     let _ = tokio::time::timeout(Duration::from_secs(1), api).await;
     info!("stopped");
     Ok(())

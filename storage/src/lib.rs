@@ -46,7 +46,7 @@ pub use error::{is_disk_full, StorageError};
 pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use recorder::Recorder;
-pub use store::{RetentionReport, Store, StoreConfig};
+pub use store::{RetentionReport, Store, StoreConfig, WriteHook};
 
 /// A complete segment read back from disk, checksum verified.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -80,7 +80,14 @@ pub(crate) struct Inner {
     pub(crate) active: Mutex<HashSet<String>>,
     /// Test hook: errno injected into the next segment write (0 = none).
     fault: AtomicI32,
+    /// Test hook run before every frame write (to make writes slow); `has_hook` keeps the
+    /// normal path to one atomic load.
+    hook: Mutex<Option<WriteHook>>,
+    has_hook: AtomicBool,
 }
+
+/// See [`Store::set_write_hook`].
+pub type WriteHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Handle to a storage root. Cheap to clone; all clones share caches.
 #[derive(Clone)]
@@ -132,6 +139,8 @@ impl Store {
                 cams: Mutex::new(HashMap::new()),
                 active: Mutex::new(HashSet::new()),
                 fault: AtomicI32::new(0),
+                hook: Mutex::new(None),
+                has_hook: AtomicBool::new(false),
             }),
         };
         for cam in store.cameras()? {
@@ -450,6 +459,23 @@ impl Store {
     #[doc(hidden)]
     pub fn inject_write_error(&self, errno: Option<i32>) {
         self.inner.fault.store(errno.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// Test hook: `hook(camera)` runs on the writing thread before every frame is written
+    /// (tests block it to fill the writer threads with slow writes).
+    #[doc(hidden)]
+    pub fn set_write_hook(&self, hook: Option<WriteHook>) {
+        self.inner.has_hook.store(hook.is_some(), Ordering::SeqCst);
+        *lock(&self.inner.hook) = hook;
+    }
+
+    pub(crate) fn run_write_hook(&self, camera: &str) {
+        if self.inner.has_hook.load(Ordering::Relaxed) {
+            let hook = lock(&self.inner.hook).clone();
+            if let Some(h) = hook {
+                h(camera);
+            }
+        }
     }
 
     pub(crate) fn take_fault(&self) -> Option<io::Error> {
