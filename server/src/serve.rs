@@ -117,6 +117,7 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
         retention_max_age: hours(s.retention_max_age_hours),
         retention_max_bytes: (s.retention_max_bytes > 0).then_some(s.retention_max_bytes),
         lease_ttl: Duration::from_secs_f64(s.lease_ttl_secs),
+        ..StoreConfig::default()
     };
     let store = Store::open(&s.root, &config.node.id, store_config)
         .with_context(|| format!("cannot open the recording root {}", s.root.display()))?;

@@ -49,7 +49,6 @@ fn by_age_then_by_bytes_oldest_first() {
                 .index(c)
                 .unwrap()
                 .segments()
-                .cloned()
                 .collect::<Vec<_>>()
         })
         .collect();

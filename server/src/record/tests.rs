@@ -105,7 +105,7 @@ async fn slow_writers_fill_the_pool_and_playback_still_reads() {
     let library = Library::new(store.clone(), 64 << 20, 2);
     let read = async {
         let index = library.index("old").await.unwrap();
-        let first = index.segment_at(t0 + 1000).cloned().unwrap();
+        let first = index.segment_at(t0 + 1000).unwrap();
         let seg = library.segment(&first).await.unwrap();
         (index.len(), seg.0.frames.len())
     };

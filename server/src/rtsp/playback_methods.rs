@@ -92,7 +92,6 @@ pub async fn resolve(
         .is_some_and(|(a, b)| a <= req.start_ms && req.start_ms <= b);
     let first = index
         .segment_at(req.start_ms)
-        .cloned()
         .filter(|_| inside)
         .or_else(|| {
             if !inside {
@@ -100,9 +99,8 @@ pub async fn resolve(
             }
             // A start inside a gap plays from the next recorded moment (before the end).
             index
-                .segments()
-                .find(|s| s.start_ms >= req.start_ms && req.end_ms.is_none_or(|e| s.start_ms < e))
-                .cloned()
+                .first_at_or_after(req.start_ms)
+                .filter(|s| req.end_ms.is_none_or(|e| s.start_ms < e))
         })
         .ok_or_else(|| {
             let have = match (index.first_ms(), index.last_ms()) {
@@ -345,8 +343,7 @@ impl Conn {
                 let t = target.unwrap_or(pb.req.start_ms);
                 let Some(meta) = index
                     .segment_at(t)
-                    .cloned()
-                    .or_else(|| index.segments().find(|s| s.start_ms >= t).cloned())
+                    .or_else(|| index.first_at_or_after(t))
                 else {
                     return fail(
                         StatusCode::INVALID_RANGE,

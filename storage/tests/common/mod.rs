@@ -27,6 +27,9 @@ pub fn config() -> StoreConfig {
     StoreConfig {
         segment_duration: Duration::from_secs(4),
         lease_ttl: Duration::from_secs(15),
+        // These tests play several nodes with several `Store`s in one process and check
+        // what each sees at once.
+        index_fresh: Duration::ZERO,
         ..StoreConfig::default()
     }
 }
