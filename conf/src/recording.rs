@@ -27,6 +27,9 @@ pub struct StorageConfig {
     /// Frames queued per camera for the writer threads, in KiB; past it the camera drops
     /// frames up to its next keyframe and shows an error (the writers are behind the disk).
     pub writer_queue_kb: u64,
+    /// Bound on what all cameras queue together, in MiB (the node's memory when the disk
+    /// cannot keep up with every camera); past it cameras drop frames the same way.
+    pub writer_queue_total_mb: u64,
 }
 
 impl Default for StorageConfig {
@@ -40,6 +43,7 @@ impl Default for StorageConfig {
             lease_ttl_secs: 15.0,
             writer_threads: 0,
             writer_queue_kb: 4096,
+            writer_queue_total_mb: 1024,
         }
     }
 }
@@ -102,6 +106,11 @@ impl StorageConfig {
         if self.writer_threads > 1024 {
             return Err(ConfigError::Invalid(
                 "storage.writer_threads must be at most 1024".into(),
+            ));
+        }
+        if self.writer_queue_total_mb < 16 {
+            return Err(ConfigError::Invalid(
+                "storage.writer_queue_total_mb must be at least 16".into(),
             ));
         }
         if self.writer_queue_kb < 64 {

@@ -66,12 +66,13 @@ impl Recordings {
         f(s);
     }
 
-    /// The writer pool, started on first use with `threads` threads.
-    fn pool(&self, threads: usize) -> std::io::Result<&WriterPool> {
+    /// The writer pool, started on first use.
+    fn pool(&self, storage: &vigil_conf::StorageConfig) -> std::io::Result<&WriterPool> {
         if let Some(p) = self.pool.get() {
             return Ok(p);
         }
-        let p = WriterPool::new(threads)?;
+        let threads = storage.writer_threads();
+        let p = WriterPool::new(threads, storage.writer_queue_total_mb.saturating_mul(1 << 20))?;
         info!(threads, "recording writer pool started");
         Ok(self.pool.get_or_init(|| p))
     }
@@ -150,7 +151,7 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
         return;
     };
     let storage = &node.config.storage;
-    let pool = match node.recordings.pool(storage.writer_threads()) {
+    let pool = match node.recordings.pool(storage) {
         Ok(p) => p,
         Err(e) => {
             node.recordings

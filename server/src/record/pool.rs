@@ -41,7 +41,6 @@ struct Ready {
     stop: bool,
 }
 
-#[derive(Default)]
 struct Shared {
     ready: Mutex<Ready>,
     wake: Condvar,
@@ -49,8 +48,10 @@ struct Shared {
     busy: AtomicUsize,
     /// Bytes queued in all lanes.
     queued_bytes: AtomicU64,
-    /// Messages refused because their lane was full.
+    /// Messages refused because their lane or the pool was full.
     refused: AtomicU64,
+    /// Bound on `queued_bytes` over all lanes.
+    limit_bytes: u64,
 }
 
 impl Shared {
@@ -78,9 +79,17 @@ pub struct WriterPool {
 }
 
 impl WriterPool {
-    /// Starts `threads` writer threads (at least one).
-    pub fn new(threads: usize) -> std::io::Result<WriterPool> {
-        let shared = Arc::new(Shared::default());
+    /// Starts `threads` writer threads (at least one), holding at most `limit_bytes` queued
+    /// over all lanes (each lane has its own limit too).
+    pub fn new(threads: usize, limit_bytes: u64) -> std::io::Result<WriterPool> {
+        let shared = Arc::new(Shared {
+            ready: Mutex::default(),
+            wake: Condvar::new(),
+            busy: AtomicUsize::new(0),
+            queued_bytes: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            limit_bytes,
+        });
         let count = threads.max(1);
         let mut handles = Vec::with_capacity(count);
         for i in 0..count {
@@ -179,8 +188,9 @@ pub struct Lane<W: LaneWriter> {
 }
 
 impl<W: LaneWriter> Lane<W> {
-    /// Queues a message of `size` bytes; gives it back when the lane already holds its limit
-    /// (the writer is behind: the caller decides what to drop and reports it).
+    /// Queues a message of `size` bytes; gives it back when the lane or the pool already
+    /// holds its limit (the writers are behind: the caller decides what to drop and reports
+    /// it).
     pub fn push(self: &Arc<Self>, msg: W::Msg, size: usize) -> Result<(), W::Msg> {
         self.enqueue(msg, size, false)
     }
@@ -193,7 +203,9 @@ impl<W: LaneWriter> Lane<W> {
     fn enqueue(self: &Arc<Self>, msg: W::Msg, size: usize, force: bool) -> Result<(), W::Msg> {
         let schedule = {
             let mut st = lock(&self.state);
-            if !force && st.bytes > 0 && st.bytes + size > self.limit_bytes {
+            let pool_full = self.pool.queued_bytes.load(Ordering::Relaxed) + size as u64
+                > self.pool.limit_bytes;
+            if !force && st.bytes > 0 && (st.bytes + size > self.limit_bytes || pool_full) {
                 self.pool.refused.fetch_add(1, Ordering::Relaxed);
                 return Err(msg);
             }
@@ -280,7 +292,7 @@ mod tests {
 
     #[test]
     fn lanes_keep_order_and_a_slow_lane_holds_one_thread_only() {
-        let pool = WriterPool::new(2).unwrap();
+        let pool = WriterPool::new(2, u64::MAX).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let slow = pool.lane(
@@ -329,7 +341,7 @@ mod tests {
 
     #[test]
     fn full_lane_refuses_but_control_messages_pass() {
-        let pool = WriterPool::new(1).unwrap();
+        let pool = WriterPool::new(1, u64::MAX).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let lane = pool.lane(
@@ -353,5 +365,36 @@ mod tests {
         pool.shutdown();
         assert_eq!(pool.stats().queued_bytes, 0);
         assert_eq!(lane.queued_bytes(), 0);
+    }
+
+    #[test]
+    fn the_pool_bound_holds_over_all_lanes() {
+        let pool = WriterPool::new(1, 250).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let g = gate();
+        let lanes: Vec<_> = (0..5)
+            .map(|id| {
+                pool.lane(
+                    Probe {
+                        id,
+                        seen: tx.clone(),
+                        gate: g.clone(),
+                    },
+                    1000,
+                )
+            })
+            .collect();
+        // Each lane's first message is always taken (a lane is never starved by the others);
+        // then the pool's 250 bytes bound the rest.
+        for l in &lanes {
+            l.push((0, true), 50).unwrap();
+        }
+        assert_eq!(pool.stats().queued_bytes, 250);
+        assert!(lanes[0].push((1, false), 10).is_err());
+        open(&g);
+        for _ in 0..5 {
+            rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap();
+        }
+        pool.shutdown();
     }
 }
