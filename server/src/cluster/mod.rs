@@ -17,6 +17,7 @@ mod election;
 mod marker;
 mod membership;
 mod placement;
+pub mod report_keys;
 pub mod report;
 pub mod rpc;
 mod shell;
