@@ -119,7 +119,10 @@ impl Node {
         for cam in &node.config.cameras {
             let name = format!("live/{}", cam.id);
             let entry = PathEntry {
-                stream: Arc::new(Stream::new(name.clone(), RingLimits::from_config(&node.config.live))),
+                stream: Arc::new(Stream::new(
+                    name.clone(),
+                    RingLimits::from_config(&node.config.live),
+                )),
                 name: name.clone(),
                 source: cam.source(),
                 configured: true,
@@ -168,7 +171,10 @@ impl Node {
             return None;
         }
         let entry = Arc::new(PathEntry {
-            stream: Arc::new(Stream::new(name, RingLimits::from_config(&self.config.live))),
+            stream: Arc::new(Stream::new(
+                name,
+                RingLimits::from_config(&self.config.live),
+            )),
             name: name.to_string(),
             source: Source::Push,
             configured: false,

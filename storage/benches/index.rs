@@ -77,9 +77,15 @@ fn bench_index(c: &mut Criterion) {
     });
     g.finish();
     // The refresh_after_commit files go, so the next run starts from the same week.
-    for d in std::fs::read_dir(root.join("cameras/cam")).unwrap().flatten() {
+    for d in std::fs::read_dir(root.join("cameras/cam"))
+        .unwrap()
+        .flatten()
+    {
         for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
-            if f.file_name().to_string_lossy().ends_with("_10_00000000.seg") {
+            if f.file_name()
+                .to_string_lossy()
+                .ends_with("_10_00000000.seg")
+            {
                 let _ = std::fs::remove_file(f.path());
             }
         }

@@ -130,7 +130,10 @@ impl CameraIndex {
             .get(&hour)
             .map(|h| (**h).clone())
             .unwrap_or_default();
-        match chunk.entries.binary_search_by_key(&e.start_ms, |x| x.start_ms) {
+        match chunk
+            .entries
+            .binary_search_by_key(&e.start_ms, |x| x.start_ms)
+        {
             Ok(i) => {
                 chunk.bytes = chunk.bytes - chunk.entries[i].bytes + e.bytes;
                 chunk.entries[i] = e;
@@ -358,7 +361,10 @@ mod tests {
         assert_eq!(ix.segment_at(3999).map(|m| m.start_ms), Some(0));
         assert_eq!(ix.segment_at(15000), None);
         let at_8000 = ix.segment_at(8000).unwrap();
-        assert_eq!(at_8000.file, PathBuf::from("cameras/c/1970-01-01T00/8000_12000_1_10_00000000.seg"));
+        assert_eq!(
+            at_8000.file,
+            PathBuf::from("cameras/c/1970-01-01T00/8000_12000_1_10_00000000.seg")
+        );
         assert_eq!(ix.next_after(&at_8000).map(|m| m.start_ms), Some(20000));
         assert_eq!(ix.first_at_or_after(12001).map(|m| m.start_ms), Some(20000));
         assert_eq!(ix.first_at_or_after(20000).map(|m| m.start_ms), Some(20000));
@@ -390,13 +396,21 @@ mod tests {
         assert_eq!(ix.len(), all.len());
         for q in (-7_300_000..50 * 3_600_000 + 10_000).step_by(3_333_331 / 97) {
             let linear = all.iter().rev().find(|e| e.start_ms <= q && e.end_ms >= q);
-            assert_eq!(ix.segment_at(q).map(|m| m.start_ms), linear.map(|e| e.start_ms), "at {q}");
+            assert_eq!(
+                ix.segment_at(q).map(|m| m.start_ms),
+                linear.map(|e| e.start_ms),
+                "at {q}"
+            );
             let cov: Vec<i64> = all
                 .iter()
                 .filter(|e| e.start_ms <= q + 20_000 && e.end_ms >= q)
                 .map(|e| e.start_ms)
                 .collect();
-            let got: Vec<i64> = ix.covering(q, q + 20_000).iter().map(|m| m.start_ms).collect();
+            let got: Vec<i64> = ix
+                .covering(q, q + 20_000)
+                .iter()
+                .map(|m| m.start_ms)
+                .collect();
             assert_eq!(got, cov, "covering {q}");
         }
         // Dropping whole hours keeps the totals right.

@@ -27,7 +27,6 @@ pub(crate) const TMP_DIR: &str = ".tmp";
 /// a change made in the same tick as the scan.
 const MTIME_SLACK: Duration = Duration::from_secs(5);
 
-
 /// Recording and retention settings.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -241,8 +240,7 @@ impl Store {
         let cache = self.cache(camera);
         {
             let c = lock(&cache);
-            if c
-                .refreshed
+            if c.refreshed
                 .is_some_and(|t| t.elapsed() < self.inner.config.index_fresh)
             {
                 return Ok(c.index.clone());

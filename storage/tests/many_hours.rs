@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use vigil_storage::{Store, StoreConfig};
+use vigil_storage::Store;
 
 const HOUR: i64 = 3_600_000;
 /// 20 s segments keep the file count (and the test's time) down; the bench has a week of
@@ -60,15 +60,7 @@ fn index_over_forty_hours_and_retention_by_age_and_bytes() {
 
     // Retention by age: everything that ended more than 24 h before the last segment's end.
     let now = end + 60_000 + 10 * LEN;
-    let aged = Store::open(
-        dir.path(),
-        "n1",
-        StoreConfig {
-            retention_max_age: Some(Duration::from_secs(24 * 3600)),
-            ..config()
-        },
-    )
-    .unwrap();
+    let aged = retaining(dir.path(), Some(Duration::from_secs(24 * 3600)), None);
     let r = aged.enforce_retention(now).unwrap();
     let cutoff = now - 24 * HOUR;
     assert_eq!(r.cameras, vec!["a", "b"]);
@@ -76,24 +68,21 @@ fn index_over_forty_hours_and_retention_by_age_and_bytes() {
         let ix = reader.index(cam).unwrap();
         let first = ix.first_ms().unwrap();
         assert!(ix.segment_at(first).unwrap().end_ms >= cutoff);
-        assert!(first - LEN < cutoff, "{cam}: kept everything after the cutoff");
+        assert!(
+            first - LEN < cutoff,
+            "{cam}: kept everything after the cutoff"
+        );
     }
     // Emptied hour directories are gone with their segments.
-    let hours = std::fs::read_dir(dir.path().join("cameras/b")).unwrap().count();
+    let hours = std::fs::read_dir(dir.path().join("cameras/b"))
+        .unwrap()
+        .count();
     assert!(hours <= 27, "{hours} entries left under cameras/b");
 
     // Retention by bytes: oldest first across the cameras, down to the budget.
     let total = reader.total_bytes().unwrap();
     let budget = total / 2;
-    let sized = Store::open(
-        dir.path(),
-        "n1",
-        StoreConfig {
-            retention_max_bytes: Some(budget),
-            ..config()
-        },
-    )
-    .unwrap();
+    let sized = retaining(dir.path(), None, Some(budget));
     let r = sized.enforce_retention(now).unwrap();
     assert!(r.deleted_segments > 0);
     let left = reader.total_bytes().unwrap();

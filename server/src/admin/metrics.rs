@@ -67,7 +67,10 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_recording_frames_dropped_total",
         "Frames lost before storage: writer pool behind or recorder out of the live ring"
     );
-    describe_gauge!("vigil_recording_writer_threads", "Threads of the writer pool");
+    describe_gauge!(
+        "vigil_recording_writer_threads",
+        "Threads of the writer pool"
+    );
     describe_gauge!(
         "vigil_recording_writer_busy",
         "Writer threads handling a camera right now"

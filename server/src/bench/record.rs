@@ -80,10 +80,7 @@ fn wchar(pid: u32) -> Option<u64> {
 
 /// (sum of bytes_written, cameras recording, cameras in error, errors, frames dropped,
 /// cameras listed) over `prefix-*`.
-async fn recording_totals(
-    api: &str,
-    prefix: &str,
-) -> Option<(u64, usize, usize, u64, u64, usize)> {
+async fn recording_totals(api: &str, prefix: &str) -> Option<(u64, usize, usize, u64, u64, usize)> {
     let api = api.to_string();
     let body = blocking(move || get(&api, "/api/recordings")).await?.ok()?;
     let v: serde_json::Value = serde_json::from_str(&body).ok()?;

@@ -57,7 +57,10 @@ fn pack<T: Serialize>(list: &str, items: &[T], out: &mut Vec<(String, String)>) 
         let json = serde_json::to_string(item).unwrap_or_else(|_| "null".into());
         if cur.len() > 1 && cur.len() + json.len() + 2 > CHUNK_BYTES {
             cur.push(']');
-            out.push((format!("{CHUNK_PREFIX}{list}:{n}"), std::mem::take(&mut cur)));
+            out.push((
+                format!("{CHUNK_PREFIX}{list}:{n}"),
+                std::mem::take(&mut cur),
+            ));
             cur.push('[');
             n += 1;
         }
@@ -76,7 +79,8 @@ fn pack<T: Serialize>(list: &str, items: &[T], out: &mut Vec<(String, String)>) 
 pub fn split(mut r: Report) -> Split {
     let mut chunks = Vec::new();
     pack("streams", &std::mem::take(&mut r.streams), &mut chunks);
-    let cached: Vec<(String, Vec<(i64, i64)>)> = std::mem::take(&mut r.cached).into_iter().collect();
+    let cached: Vec<(String, Vec<(i64, i64)>)> =
+        std::mem::take(&mut r.cached).into_iter().collect();
     pack("cached", &cached, &mut chunks);
     pack("live", &std::mem::take(&mut r.live), &mut chunks);
     Split { chunks, head: r }
@@ -112,10 +116,7 @@ impl Split {
 #[derive(Debug)]
 pub enum Assembly {
     /// Every chunk is there at its manifest version: parse with [`assemble`].
-    Ready {
-        head: String,
-        chunks: Vec<String>,
-    },
+    Ready { head: String, chunks: Vec<String> },
     /// Some chunk has not arrived yet (or is newer: the next head is on its way).
     Incomplete,
     /// The head does not parse.
@@ -162,7 +163,9 @@ pub fn assemble(head: &str, chunks: &[String]) -> Option<Report> {
                     .into_iter()
                     .collect::<BTreeMap<_, _>>(),
             ),
-            "live" => r.live.extend(serde_json::from_str::<Vec<String>>(text).ok()?),
+            "live" => r
+                .live
+                .extend(serde_json::from_str::<Vec<String>>(text).ok()?),
             _ => return None,
         }
     }
@@ -272,7 +275,13 @@ pub(crate) mod tests {
             .filter(|(k, v)| k.starts_with("report:cached") && before.get(*k) == Some(v))
             .count();
         assert!(kept > 0, "unchanged cache chunks were re-versioned");
-        assert!(kv.map.keys().filter(|k| k.starts_with("report:streams")).count() == 1);
+        assert!(
+            kv.map
+                .keys()
+                .filter(|k| k.starts_with("report:streams"))
+                .count()
+                == 1
+        );
     }
 
     #[test]
@@ -288,10 +297,8 @@ pub(crate) mod tests {
             max: 0,
             map: kv.map.clone(),
         };
-        peer.map.insert(
-            "report:streams:0".into(),
-            old["report:streams:0"].clone(),
-        );
+        peer.map
+            .insert("report:streams:0".into(), old["report:streams:0"].clone());
         assert!(matches!(peer.read(), Assembly::Incomplete));
         assert!(matches!(gather("{", |_| None), Assembly::Invalid));
     }

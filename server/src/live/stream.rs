@@ -356,19 +356,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn ring_is_bounded_by_bytes_whatever_the_packet_count() {
-        let s = Stream::new("live/a", RingLimits { bytes: 100_000, gop_max_bytes: 1_000_000 });
-        // 1200-byte packets, a keyframe every 20 (24 KB GOPs).
+    /// A 100 KB ring after 2000 packets of `len` bytes, a keyframe every 20; checks the bound
+    /// after every push.
+    fn filled(len: usize) -> Stream {
+        let s = Stream::new(
+            "live/a",
+            RingLimits {
+                bytes: 100_000,
+                gop_max_bytes: 1_000_000,
+            },
+        );
         for i in 0..2000u16 {
-            s.push(sized(i, i % 20 == 0, 1200));
+            s.push(sized(i, i % 20 == 0, len));
             assert!(s.ring_bytes() <= 100_000, "packet {i}: {}", s.ring_bytes());
         }
-        // Tiny packets: many more of them fit in the same budget.
-        let t = Stream::new("live/b", RingLimits { bytes: 100_000, gop_max_bytes: 1_000_000 });
-        for i in 0..2000u16 {
-            t.push(sized(i, i % 20 == 0, 10));
-        }
+        s
+    }
+
+    #[test]
+    fn ring_is_bounded_by_bytes_whatever_the_packet_count() {
+        // 1200-byte packets (24 KB GOPs), then tiny ones: many more of those fit.
+        let s = filled(1200);
+        let t = filled(10);
         let big = s.head() - s.ring().base;
         let small = t.head() - t.ring().base;
         assert!(small > 4 * big, "{small} vs {big} packets");
@@ -377,7 +386,13 @@ mod tests {
     #[test]
     fn gop_in_progress_is_kept_beyond_the_budget_and_late_joiner_starts_on_it() {
         // Budget of ~10 KB, GOPs of 50 × 1 KB: the newest GOP alone is 5× the budget.
-        let s = Stream::new("live/a", RingLimits { bytes: 10_000, gop_max_bytes: 1 << 20 });
+        let s = Stream::new(
+            "live/a",
+            RingLimits {
+                bytes: 10_000,
+                gop_max_bytes: 1 << 20,
+            },
+        );
         for i in 0..175u16 {
             s.push(sized(i, i % 50 == 0, 1000));
         }
@@ -404,7 +419,11 @@ mod tests {
         }
         assert_eq!(s.start_position(), 0, "kept up to the cap");
         s.push(pkt(32, false, true));
-        assert_eq!(s.start_position(), s.head(), "keyframe given up past the cap");
+        assert_eq!(
+            s.start_position(),
+            s.head(),
+            "keyframe given up past the cap"
+        );
         assert!(s.ring().packets.len() <= 16);
     }
 

@@ -13,8 +13,8 @@ mod writer;
 
 use crate::live::stream::{Read, Stream, StreamInfo};
 use crate::node::{Node, PathEntry};
-use serde::Serialize;
 use pool::{Lane, WriterPool};
+use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -72,7 +72,10 @@ impl Recordings {
             return Ok(p);
         }
         let threads = storage.writer_threads();
-        let p = WriterPool::new(threads, storage.writer_queue_total_mb.saturating_mul(1 << 20))?;
+        let p = WriterPool::new(
+            threads,
+            storage.writer_queue_total_mb.saturating_mul(1 << 20),
+        )?;
         info!(threads, "recording writer pool started");
         Ok(self.pool.get_or_init(|| p))
     }
@@ -236,7 +239,8 @@ impl CameraQueue<'_> {
     }
 
     fn dropped(&self, frames: u64, why: &str) {
-        self.recordings.update(self.camera, |s| s.frames_dropped += frames);
+        self.recordings
+            .update(self.camera, |s| s.frames_dropped += frames);
         let status = self.recordings.get(self.camera);
         // One error per episode: counted again only after a segment was stored since.
         if status.is_none_or(|s| s.error.as_deref() != Some(why)) {
@@ -334,7 +338,10 @@ async fn consume(
             Read::Lagged { skipped } => {
                 warn!(path = %stream.path, skipped, "recorder fell behind the live stream: frames lost");
                 // The depacketisers see the sequence gap and drop the broken frames.
-                queue.dropped(skipped, "the recorder fell behind the live stream: packets lost");
+                queue.dropped(
+                    skipped,
+                    "the recorder fell behind the live stream: packets lost",
+                );
                 continue;
             }
             Read::Packets(0) => {

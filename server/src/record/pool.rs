@@ -290,31 +290,32 @@ mod tests {
         g.1.notify_all();
     }
 
+    fn probe_lane(
+        pool: &WriterPool,
+        id: usize,
+        seen: &mpsc::Sender<(usize, u32)>,
+        gate: &Arc<(Mutex<bool>, Condvar)>,
+        limit: usize,
+    ) -> Arc<Lane<Probe>> {
+        pool.lane(
+            Probe {
+                id,
+                seen: seen.clone(),
+                gate: gate.clone(),
+            },
+            limit,
+        )
+    }
+
     #[test]
     fn lanes_keep_order_and_a_slow_lane_holds_one_thread_only() {
         let pool = WriterPool::new(2, u64::MAX).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
-        let slow = pool.lane(
-            Probe {
-                id: 0,
-                seen: tx.clone(),
-                gate: g.clone(),
-            },
-            1 << 20,
-        );
+        let slow = probe_lane(&pool, 0, &tx, &g, 1 << 20);
         slow.push((0, true), 1).unwrap();
         let fast: Vec<_> = (1..=20)
-            .map(|id| {
-                pool.lane(
-                    Probe {
-                        id,
-                        seen: tx.clone(),
-                        gate: g.clone(),
-                    },
-                    1 << 20,
-                )
-            })
+            .map(|id| probe_lane(&pool, id, &tx, &g, 1 << 20))
             .collect();
         for n in 0..200u32 {
             for l in &fast {
@@ -322,11 +323,9 @@ mod tests {
             }
         }
         // Every fast message arrives while the slow lane is still blocked.
-        let mut next = vec![0u32; 21];
+        let mut next = [0u32; 21];
         for _ in 0..20 * 200 {
-            let (id, n) = rx
-                .recv_timeout(std::time::Duration::from_secs(30))
-                .unwrap();
+            let (id, n) = rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap();
             assert_ne!(id, 0, "the slow lane ran before its gate opened");
             assert_eq!(n, next[id], "lane {id} out of order");
             next[id] += 1;
@@ -344,14 +343,7 @@ mod tests {
         let pool = WriterPool::new(1, u64::MAX).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
-        let lane = pool.lane(
-            Probe {
-                id: 0,
-                seen: tx,
-                gate: g.clone(),
-            },
-            100,
-        );
+        let lane = probe_lane(&pool, 0, &tx, &g, 100);
         lane.push((0, true), 60).unwrap(); // blocks the only thread
         lane.push((1, false), 40).unwrap();
         assert_eq!(lane.push((2, false), 1), Err((2, false)));
@@ -359,7 +351,11 @@ mod tests {
         assert_eq!(pool.stats().refused, 1);
         open(&g);
         let got: Vec<_> = (0..3)
-            .map(|_| rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap().1)
+            .map(|_| {
+                rx.recv_timeout(std::time::Duration::from_secs(30))
+                    .unwrap()
+                    .1
+            })
             .collect();
         assert_eq!(got, vec![0, 1, 3]);
         pool.shutdown();
@@ -373,16 +369,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let lanes: Vec<_> = (0..5)
-            .map(|id| {
-                pool.lane(
-                    Probe {
-                        id,
-                        seen: tx.clone(),
-                        gate: g.clone(),
-                    },
-                    1000,
-                )
-            })
+            .map(|id| probe_lane(&pool, id, &tx, &g, 1000))
             .collect();
         // Each lane's first message is always taken (a lane is never starved by the others);
         // then the pool's 250 bytes bound the rest.

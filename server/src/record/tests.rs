@@ -114,7 +114,11 @@ async fn slow_writers_fill_the_pool_and_playback_still_reads() {
         .expect("playback waited behind the blocked writers");
     assert!(segments >= 2, "{segments} segments");
     assert!(frames > 0);
-    assert_eq!(pool.stats().busy, threads, "the writers were blocked throughout");
+    assert_eq!(
+        pool.stats().busy,
+        threads,
+        "the writers were blocked throughout"
+    );
 
     // Once the disk is fast again every camera's frames are written: none silently lost.
     gate.open();
@@ -168,7 +172,10 @@ fn a_full_queue_drops_to_the_next_keyframe_and_says_so() {
     }
     let status = recordings.get("cam").unwrap();
     assert_eq!(status.state, "error");
-    assert!(status.error.as_deref().unwrap().contains("behind"), "{status:?}");
+    assert!(
+        status.error.as_deref().unwrap().contains("behind"),
+        "{status:?}"
+    );
     assert!(status.frames_dropped > 100, "{status:?}");
     // Every frame is either written or counted as dropped.
     gate.open();
@@ -177,7 +184,12 @@ fn a_full_queue_drops_to_the_next_keyframe_and_says_so() {
     lane.push_always(WriterMsg::Finish(done));
     std::thread::spawn(move || tx.send(finished.blocking_recv()));
     rx.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
-    let written: u32 = store.index("cam").unwrap().segments().map(|m| m.frames).sum();
+    let written: u32 = store
+        .index("cam")
+        .unwrap()
+        .segments()
+        .map(|m| m.frames)
+        .sum();
     assert_eq!(u64::from(written) + status.frames_dropped, 400);
     pool.shutdown();
 }

@@ -341,10 +341,7 @@ impl Conn {
             (None, Some(c)) => (c, false),
             (target, _) => {
                 let t = target.unwrap_or(pb.req.start_ms);
-                let Some(meta) = index
-                    .segment_at(t)
-                    .or_else(|| index.first_at_or_after(t))
-                else {
+                let Some(meta) = index.segment_at(t).or_else(|| index.first_at_or_after(t)) else {
                     return fail(
                         StatusCode::INVALID_RANGE,
                         "nothing recorded at or after that time",

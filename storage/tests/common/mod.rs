@@ -34,6 +34,24 @@ pub fn config() -> StoreConfig {
     }
 }
 
+/// A store on `root` (node "n1") that enforces these retention limits.
+pub fn retaining(
+    root: &std::path::Path,
+    max_age: Option<Duration>,
+    max_bytes: Option<u64>,
+) -> vigil_storage::Store {
+    vigil_storage::Store::open(
+        root,
+        "n1",
+        StoreConfig {
+            retention_max_age: max_age,
+            retention_max_bytes: max_bytes,
+            ..config()
+        },
+    )
+    .unwrap()
+}
+
 /// `secs` seconds from `t0`: 25 fps video with a keyframe every second (payload = a
 /// length-prefixed NAL), interleaved in time order with 50 packets/s of audio.
 pub fn av_frames(t0: i64, secs: i64) -> Vec<Frame> {
