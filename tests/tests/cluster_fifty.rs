@@ -7,9 +7,7 @@
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use vigil_tests::{
-    alive_ids, free_udp, node_id, nodes_view, poll_until, scheduler_of, NodeBuilder,
-};
+use vigil_tests::{alive_ids, node_id, nodes_view, poll_until, scheduler_of, start_member};
 
 const NODES: usize = 50;
 const KEY: &str = "fifty-node-cluster-key-0123456789";
@@ -25,16 +23,8 @@ fn fifty_nodes_converge_elect_and_survive_the_schedulers_kill() {
     let mut seed: Option<SocketAddr> = None;
     let started = Instant::now();
     for i in 0..NODES {
-        let ip = format!("127.0.0.{}", i + 1);
-        let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().unwrap();
-        let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
-        let node = NodeBuilder::new()
-            .ip(&ip)
-            .extra(&format!(
-                "[storage]\nenabled = false\n[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{KEY}\"\npriority = {}\n",
-                10 * (i + 1)
-            ))
-            .start();
+        let priority = 10 * (i as u32 + 1);
+        let (node, gossip) = start_member(i, seed, KEY, priority, "[storage]\nenabled = false\n");
         seed.get_or_insert(gossip);
         nodes.push(node);
     }
