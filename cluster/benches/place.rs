@@ -1,5 +1,5 @@
 //! Placement decision time (issue 4 benchmark): 5, 50 and 500 nodes carrying 10 000
-//! sessions over 1 000 cameras, every policy. The view is built once (its per-camera
+//! sessions over 1 000 cameras, and 50 nodes carrying 100 000 (issue 13), every policy. The view is built once (its per-camera
 //! indexes included); each iteration decides one request from a rotating set of 1 024.
 
 use std::hint::black_box;
@@ -13,12 +13,11 @@ use vigil_cluster::{
     Request, Stream, StreamSource,
 };
 
-const SESSIONS: usize = 10_000;
 const CAMERAS: usize = 1_000;
 /// One day of recordings per camera.
 const SPAN_MS: i64 = 86_400_000;
 
-fn build(nodes: usize, rng: &mut StdRng) -> ClusterView {
+fn build(nodes: usize, sessions: usize, rng: &mut StdRng) -> ClusterView {
     let mut ns: Vec<NodeView> = (0..nodes)
         .map(|i| {
             let mut n = NodeView::new(format!("node-{i}"), 10e9);
@@ -33,7 +32,7 @@ fn build(nodes: usize, rng: &mut StdRng) -> ClusterView {
             n
         })
         .collect();
-    for _ in 0..SESSIONS {
+    for _ in 0..sessions {
         let cam = rng.gen_range(0..CAMERAS);
         let pos = rng.gen_range(0..SPAN_MS);
         let n = &mut ns[rng.gen_range(0..nodes)];
@@ -67,9 +66,15 @@ fn build(nodes: usize, rng: &mut StdRng) -> ClusterView {
 fn bench(c: &mut Criterion) {
     let cfg = ClusterConfig::default();
     let mut g = c.benchmark_group("place");
-    for nodes in [5usize, 50, 500] {
+    for (nodes, sessions) in [
+        (5usize, 10_000usize),
+        (50, 10_000),
+        (500, 10_000),
+        (50, 100_000),
+    ] {
         let mut rng = StdRng::seed_from_u64(nodes as u64);
-        let raw = build(nodes, &mut rng);
+        let raw = build(nodes, sessions, &mut rng);
+        let id = format!("{nodes}n-{}ks", sessions / 1000);
         // The live scheduler classifies on each report, not on each request.
         let mut view = raw.clone();
         view.classify_nodes(&cfg.knn);
@@ -83,7 +88,7 @@ fn bench(c: &mut Criterion) {
             })
             .collect();
         for policy in Policy::ALL {
-            g.bench_with_input(BenchmarkId::new(policy.name(), nodes), &view, |b, view| {
+            g.bench_with_input(BenchmarkId::new(policy.name(), &id), &view, |b, view| {
                 let mut st = PlaceState::default();
                 let mut r = StdRng::seed_from_u64(1);
                 let mut k = 0usize;
@@ -95,7 +100,7 @@ fn bench(c: &mut Criterion) {
         }
         // KNN classifying every node on every request, for comparison.
         g.bench_with_input(
-            BenchmarkId::new("knn-class-unindexed", nodes),
+            BenchmarkId::new("knn-class-unindexed", &id),
             &raw,
             |b, view| {
                 let mut st = PlaceState::default();

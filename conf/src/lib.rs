@@ -118,9 +118,14 @@ impl Default for HttpConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LiveConfig {
-    /// Packets each path keeps for its readers. A reader that falls further behind than this
-    /// skips ahead to the next keyframe.
-    pub ring_packets: usize,
+    /// KiB each path keeps for its readers (payload and per-packet bookkeeping). A reader
+    /// that falls further behind skips ahead to the newest keyframe. The GOP in progress is
+    /// kept even when larger, so a new viewer always starts on its keyframe.
+    pub ring_kb: u64,
+    /// A GOP in progress past this many KiB gives its keyframe up (a camera with a very long
+    /// or no keyframe interval): the ring falls back to `ring_kb` and new viewers wait for the
+    /// next keyframe.
+    pub ring_gop_max_kb: u64,
     /// A reader whose socket has not accepted data for this long is disconnected.
     pub slow_reader_timeout_ms: u64,
     /// How long an on-demand pull camera stays connected after its last reader left.
@@ -133,7 +138,8 @@ pub struct LiveConfig {
 impl Default for LiveConfig {
     fn default() -> Self {
         Self {
-            ring_packets: 2048,
+            ring_kb: 512,
+            ring_gop_max_kb: 8192,
             slow_reader_timeout_ms: 5000,
             on_demand_grace_ms: 10_000,
             reconnect_min_ms: 500,
@@ -213,9 +219,9 @@ impl Config {
         }
         self.storage.validate()?;
         self.playback.validate()?;
-        if self.live.ring_packets < 64 {
+        if self.live.ring_kb < 16 || self.live.ring_gop_max_kb < self.live.ring_kb {
             return Err(ConfigError::Invalid(
-                "live.ring_packets must be at least 64".into(),
+                "live.ring_kb must be at least 16 and live.ring_gop_max_kb at least ring_kb".into(),
             ));
         }
         self.cluster.validate()?;

@@ -25,6 +25,14 @@ pub struct StorageConfig {
     /// Storage emulation for experiments and tests only: makes the local disk behave like a
     /// slower shared volume. Off (all zero) by default.
     pub emulate: StorageEmulation,
+    /// Threads writing recordings, shared by all cameras (0 = 8 per core, 8 to 32).
+    pub writer_threads: usize,
+    /// Frames queued per camera for the writer threads, in KiB; past it the camera drops
+    /// frames up to its next keyframe and shows an error (the writers are behind the disk).
+    pub writer_queue_kb: u64,
+    /// Bound on what all cameras queue together, in MiB (the node's memory when the disk
+    /// cannot keep up with every camera); past it cameras drop frames the same way.
+    pub writer_queue_total_mb: u64,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -45,6 +53,9 @@ impl Default for StorageConfig {
             retention_max_bytes: 0,
             lease_ttl_secs: 15.0,
             emulate: StorageEmulation::default(),
+            writer_threads: 0,
+            writer_queue_kb: 4096,
+            writer_queue_total_mb: 1024,
         }
     }
 }
@@ -87,6 +98,18 @@ impl Default for PlaybackConfig {
 }
 
 impl StorageConfig {
+    /// The writer pool size: `writer_threads`, or when 0 eight per core within 8..=32. The
+    /// threads mostly wait on the `fsync` that closes every segment, so their number is the
+    /// disk's write concurrency, not CPU: 2000 cameras × 512 kb/s on a 2-core machine wrote
+    /// 49 MB/s with 4 threads and 94 MB/s with 16 (docs/BENCHMARKS.md).
+    pub fn writer_threads(&self) -> usize {
+        if self.writer_threads > 0 {
+            return self.writer_threads;
+        }
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (cores * 8).clamp(8, 32)
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if !(self.segment_secs >= 0.5 && self.segment_secs <= 60.0) {
             return Err(ConfigError::Invalid(
@@ -101,6 +124,21 @@ impl StorageConfig {
         if self.emulate.read_latency_ms > 60_000 {
             return Err(ConfigError::Invalid(
                 "storage.emulate.read_latency_ms must be at most 60000".into(),
+            ));
+        }
+        if self.writer_threads > 1024 {
+            return Err(ConfigError::Invalid(
+                "storage.writer_threads must be at most 1024".into(),
+            ));
+        }
+        if self.writer_queue_total_mb < 16 {
+            return Err(ConfigError::Invalid(
+                "storage.writer_queue_total_mb must be at least 16".into(),
+            ));
+        }
+        if self.writer_queue_kb < 64 {
+            return Err(ConfigError::Invalid(
+                "storage.writer_queue_kb must be at least 64".into(),
             ));
         }
         Ok(())

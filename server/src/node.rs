@@ -1,6 +1,6 @@
 //! State shared by every task of one node: the paths it serves, its sessions, its UDP ports.
 
-use crate::live::stream::Stream;
+use crate::live::stream::{RingLimits, Stream};
 use crate::net::ports::PortAllocator;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -142,7 +142,7 @@ pub struct Node {
     pub counters: Counters,
     pub shutdown: CancellationToken,
     /// Recording state per camera (for the API and metrics).
-    pub recordings: crate::record::Recordings,
+    pub recordings: Arc<crate::record::Recordings>,
     /// Recordings and the playback cache; None when recording is disabled.
     pub library: Option<crate::playback::library::Library>,
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
@@ -171,7 +171,10 @@ impl Node {
         for cam in &node.config.cameras {
             let name = format!("live/{}", cam.id);
             let entry = PathEntry {
-                stream: Arc::new(Stream::new(name.clone(), node.config.live.ring_packets)),
+                stream: Arc::new(Stream::new(
+                    name.clone(),
+                    RingLimits::from_config(&node.config.live),
+                )),
                 name: name.clone(),
                 source: cam.source(),
                 configured: true,
@@ -220,7 +223,10 @@ impl Node {
             return None;
         }
         let entry = Arc::new(PathEntry {
-            stream: Arc::new(Stream::new(name, self.config.live.ring_packets)),
+            stream: Arc::new(Stream::new(
+                name,
+                RingLimits::from_config(&self.config.live),
+            )),
             name: name.to_string(),
             source: Source::Push,
             configured: false,

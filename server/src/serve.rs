@@ -92,6 +92,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     {
         tracing::warn!("some sessions did not close within 3 s");
     }
+    // The recorders have queued their last segment's close; let the writer threads write it.
+    let recordings = node.recordings.clone();
+    let writers = tokio::task::spawn_blocking(move || recordings.shutdown());
+    if tokio::time::timeout(Duration::from_secs(3), writers)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the recording writers did not finish within 3 s");
+    }
     let _ = tokio::time::timeout(Duration::from_secs(1), api).await;
     info!("stopped");
     Ok(())
@@ -109,6 +118,7 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
         retention_max_age: hours(s.retention_max_age_hours),
         retention_max_bytes: (s.retention_max_bytes > 0).then_some(s.retention_max_bytes),
         lease_ttl: Duration::from_secs_f64(s.lease_ttl_secs),
+        ..StoreConfig::default()
     };
     let store = Store::open(&s.root, &config.node.id, store_config)
         .with_context(|| format!("cannot open the recording root {}", s.root.display()))?;

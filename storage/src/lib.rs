@@ -46,7 +46,7 @@ pub use error::{is_disk_full, StorageError};
 pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use recorder::Recorder;
-pub use store::{RetentionReport, Store, StoreConfig};
+pub use store::{RetentionReport, Store, StoreConfig, WriteHook};
 
 /// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

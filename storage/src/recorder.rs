@@ -178,6 +178,7 @@ impl Recorder {
     }
 
     fn append(&mut self, frame: &Frame) -> Result<(), StorageError> {
+        self.store.run_write_hook(&self.camera);
         let fault = self.store.take_fault();
         let video = self.video;
         let Some(cur) = self.cur.as_mut() else {

@@ -3,7 +3,9 @@
 
 use crate::error::{validate_id, IoContext, StorageError};
 use crate::format::{decode_segment, StreamHeader};
-use crate::index::{is_hour_dir_name, parse_segment_file_name, CameraIndex, SegmentMeta};
+use crate::index::{
+    hour_of, is_hour_dir_name, parse_segment_file_name, CameraIndex, Entry, Hour, SegmentMeta,
+};
 use crate::lease::{self, now_ms};
 use crate::recorder::Recorder;
 use crate::Segment;
@@ -11,9 +13,9 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Marker file at the root naming the layout version, so a future layout is never misread.
 pub const ROOT_MARKER: &str = "VIGIL-STORAGE";
@@ -36,6 +38,11 @@ pub struct StoreConfig {
     pub retention_max_age: Option<Duration>,
     /// Delete the oldest segments (across all cameras) while the root holds more than this.
     pub retention_max_bytes: Option<u64>,
+    /// An index refreshed this recently is answered as is: a DESCRIBE and the PLAY after it
+    /// (or many sessions starting on one camera) list the camera directory once, not each.
+    /// Segments this process commits are in its index at once anyway; only changes made by
+    /// another node (or another `Store` on the root) show up to this late.
+    pub index_fresh: Duration,
 }
 
 impl Default for StoreConfig {
@@ -45,6 +52,7 @@ impl Default for StoreConfig {
             lease_ttl: Duration::from_secs(15),
             retention_max_age: None,
             retention_max_bytes: None,
+            index_fresh: Duration::from_millis(500),
         }
     }
 }
@@ -62,13 +70,14 @@ pub struct RetentionReport {
 struct DirState {
     mtime: Option<SystemTime>,
     scanned_at: SystemTime,
-    starts: Vec<i64>,
+    /// The hour its segments start in (None while it is empty).
+    hour: Option<i64>,
 }
 
-#[derive(Default)]
 struct CamCache {
     index: CameraIndex,
     dirs: HashMap<String, DirState>,
+    refreshed: Option<Instant>,
 }
 
 pub(crate) struct Inner {
@@ -80,7 +89,14 @@ pub(crate) struct Inner {
     pub(crate) active: Mutex<HashSet<String>>,
     /// Test hook: errno injected into the next segment write (0 = none).
     fault: AtomicI32,
+    /// Test hook run before every frame write (to make writes slow); `has_hook` keeps the
+    /// normal path to one atomic load.
+    hook: Mutex<Option<WriteHook>>,
+    has_hook: AtomicBool,
 }
+
+/// See [`Store::set_write_hook`].
+pub type WriteHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Handle to a storage root. Cheap to clone; all clones share caches.
 #[derive(Clone)]
@@ -132,6 +148,8 @@ impl Store {
                 cams: Mutex::new(HashMap::new()),
                 active: Mutex::new(HashSet::new()),
                 fault: AtomicI32::new(0),
+                hook: Mutex::new(None),
+                has_hook: AtomicBool::new(false),
             }),
         };
         for cam in store.cameras()? {
@@ -203,14 +221,31 @@ impl Store {
     fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {
         lock(&self.inner.cams)
             .entry(camera.to_string())
-            .or_default()
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(CamCache {
+                    index: CameraIndex::new(camera),
+                    dirs: HashMap::new(),
+                    refreshed: None,
+                }))
+            })
             .clone()
     }
 
     /// The camera's index, refreshed incrementally: one listing of the camera directory and
-    /// one `stat` per hour directory; only directories whose mtime changed are listed again.
+    /// one `stat` per hour directory; only directories whose mtime changed are listed again,
+    /// and not at all within `index_fresh` of the last refresh. The directory I/O runs without
+    /// the camera's lock, so a recorder committing a segment never waits for a listing.
     pub fn index(&self, camera: &str) -> Result<CameraIndex, StorageError> {
         validate_id(camera)?;
+        let cache = self.cache(camera);
+        {
+            let c = lock(&cache);
+            if c.refreshed
+                .is_some_and(|t| t.elapsed() < self.inner.config.index_fresh)
+            {
+                return Ok(c.index.clone());
+            }
+        }
         let cam_dir = self.camera_dir(camera);
         let listing = match fs::read_dir(&cam_dir) {
             Ok(rd) => rd,
@@ -236,7 +271,25 @@ impl Store {
                 }
             }
         }
-        let cache = self.cache(camera);
+        let stale: Vec<(String, Option<SystemTime>)> = {
+            let c = lock(&cache);
+            present
+                .iter()
+                .filter(|(name, mtime)| match (c.dirs.get(*name), mtime) {
+                    (Some(st), Some(m)) => {
+                        st.mtime != Some(*m) || st.scanned_at <= *m + MTIME_SLACK
+                    }
+                    _ => true,
+                })
+                .map(|(n, m)| (n.clone(), *m))
+                .collect()
+        };
+        let mut scanned = Vec::with_capacity(stale.len());
+        for (name, mtime) in stale {
+            let scanned_at = SystemTime::now();
+            let (hour, chunk) = self.scan_dir(camera, &name)?;
+            scanned.push((name, mtime, scanned_at, hour, chunk));
+        }
         let mut c = lock(&cache);
         let gone: Vec<String> = c
             .dirs
@@ -245,34 +298,37 @@ impl Store {
             .cloned()
             .collect();
         for d in gone {
-            if let Some(st) = c.dirs.remove(&d) {
-                for s in st.starts {
-                    c.index.remove(s);
-                }
+            if let Some(h) = c.dirs.remove(&d).and_then(|st| st.hour) {
+                c.index.set_hour(h, None);
             }
         }
-        for (name, mtime) in present {
-            let stale = match (c.dirs.get(&name), mtime) {
-                (Some(st), Some(m)) => st.mtime != Some(m) || st.scanned_at <= m + MTIME_SLACK,
-                _ => true,
-            };
-            if stale {
-                self.scan_dir(camera, &name, mtime, &mut c)?;
+        for (name, mtime, scanned_at, hour, chunk) in scanned {
+            if let Some(h) = c.dirs.get(&name).and_then(|st| st.hour) {
+                c.index.set_hour(h, None);
             }
+            if let Some(h) = hour {
+                c.index.set_hour(h, Some(chunk));
+            }
+            c.dirs.insert(
+                name,
+                DirState {
+                    mtime,
+                    scanned_at,
+                    hour,
+                },
+            );
         }
+        c.refreshed = Some(Instant::now());
         Ok(c.index.clone())
     }
 
-    fn scan_dir(
-        &self,
-        camera: &str,
-        dir_name: &str,
-        mtime: Option<SystemTime>,
-        c: &mut CamCache,
-    ) -> Result<(), StorageError> {
+    /// Lists one hour directory. Only files named for this hour count: the recorder puts
+    /// every segment in the directory of its start's hour, and the index derives each file's
+    /// path from that.
+    fn scan_dir(&self, camera: &str, dir_name: &str) -> Result<(Option<i64>, Hour), StorageError> {
         let dir = self.camera_dir(camera).join(dir_name);
-        let scanned_at = SystemTime::now();
-        let mut metas = Vec::new();
+        let mut entries = Vec::new();
+        let mut hour = None;
         match fs::read_dir(&dir) {
             Ok(rd) => {
                 for e in rd {
@@ -280,16 +336,15 @@ impl Store {
                     let name = e.file_name();
                     let Some(name) = name.to_str() else { continue };
                     if let Some((start, end, frames, bytes, crc)) = parse_segment_file_name(name) {
-                        metas.push(SegmentMeta {
-                            camera: camera.to_string(),
+                        let h = hour_of(start);
+                        if *hour.get_or_insert(h) != h {
+                            continue;
+                        }
+                        entries.push(Entry {
                             start_ms: start,
                             end_ms: end,
                             bytes,
                             frames,
-                            file: PathBuf::from(CAMERAS_DIR)
-                                .join(camera)
-                                .join(dir_name)
-                                .join(name),
                             crc32: crc,
                         });
                     }
@@ -298,24 +353,10 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(StorageError::from_io(&dir, e)),
         }
-        if let Some(old) = c.dirs.remove(dir_name) {
-            for s in old.starts {
-                c.index.remove(s);
-            }
+        if hour.is_some_and(|h| crate::index::hour_dir_name(h * 3_600_000) != dir_name) {
+            return Ok((None, Hour::default())); // not the directory of its files' hour
         }
-        let starts = metas.iter().map(|m| m.start_ms).collect();
-        for m in metas {
-            c.index.insert(m);
-        }
-        c.dirs.insert(
-            dir_name.to_string(),
-            DirState {
-                mtime,
-                scanned_at,
-                starts,
-            },
-        );
-        Ok(())
+        Ok((hour, Hour::from_entries(entries)))
     }
 
     /// Records a segment this process just committed, so local readers see it at once.
@@ -323,9 +364,15 @@ impl Store {
         let cache = self.cache(&meta.camera);
         let mut c = lock(&cache);
         if let Some(st) = c.dirs.get_mut(dir_name) {
-            st.starts.push(meta.start_ms);
+            st.hour = Some(hour_of(meta.start_ms));
         }
-        c.index.insert(meta.clone());
+        c.index.insert(Entry {
+            start_ms: meta.start_ms,
+            end_ms: meta.end_ms,
+            bytes: meta.bytes,
+            frames: meta.frames,
+            crc32: meta.crc32,
+        });
     }
 
     /// Reads one complete segment and verifies its checksum (against the file's own trailer
@@ -398,14 +445,14 @@ impl Store {
         // Min-heap over each camera's oldest remaining segment.
         let mut heap = BinaryHeap::new();
         let mut iters: Vec<_> = indexes.iter().map(|(_, ix)| ix.segments()).collect();
-        let mut pending: Vec<Option<&SegmentMeta>> = iters.iter_mut().map(|it| it.next()).collect();
+        let mut pending: Vec<Option<SegmentMeta>> = iters.iter_mut().map(|it| it.next()).collect();
         for (i, m) in pending.iter().enumerate() {
             if let Some(m) = m {
                 heap.push(std::cmp::Reverse((m.start_ms, i)));
             }
         }
         while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
-            let Some(m) = pending[i] else { continue };
+            let Some(m) = pending[i].take() else { continue };
             let too_old = cutoff.is_some_and(|c| m.end_ms < c);
             let too_big = cfg.retention_max_bytes.is_some_and(|max| total > max);
             if !too_old && !too_big {
@@ -413,14 +460,14 @@ impl Store {
                 // camera is done; other cameras may still hold segments past the age limit.
                 continue;
             }
-            if self.delete_segment(m)? {
+            if self.delete_segment(&m)? {
                 report.deleted_segments += 1;
                 report.deleted_bytes += m.bytes;
                 cams.insert(m.camera.clone());
             }
             total = total.saturating_sub(m.bytes);
             pending[i] = iters[i].next();
-            if let Some(n) = pending[i] {
+            if let Some(n) = &pending[i] {
                 heap.push(std::cmp::Reverse((n.start_ms, i)));
             }
         }
@@ -450,6 +497,51 @@ impl Store {
     #[doc(hidden)]
     pub fn inject_write_error(&self, errno: Option<i32>) {
         self.inner.fault.store(errno.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// Test and bench support: creates `count` empty segment files of `len_ms` each from
+    /// `start_ms` on, named as the recorder names them (claiming `bytes` each, CRC 0). Only
+    /// the index can use them: a read fails its checksum.
+    #[doc(hidden)]
+    pub fn create_synthetic_segments(
+        &self,
+        camera: &str,
+        start_ms: i64,
+        count: usize,
+        len_ms: i64,
+        bytes: u64,
+    ) -> Result<(), StorageError> {
+        validate_id(camera)?;
+        let cam = self.camera_dir(camera);
+        let mut made = HashSet::new();
+        for i in 0..count as i64 {
+            let start = start_ms + i * len_ms;
+            let dir = cam.join(crate::index::hour_dir_name(start));
+            if made.insert(dir.clone()) {
+                fs::create_dir_all(&dir).at(&dir)?;
+            }
+            let name = crate::index::segment_file_name(start, start + len_ms, 100, bytes, 0);
+            let path = dir.join(name);
+            fs::File::create(&path).at(&path)?;
+        }
+        Ok(())
+    }
+
+    /// Test hook: `hook(camera)` runs on the writing thread before every frame is written
+    /// (tests block it to fill the writer threads with slow writes).
+    #[doc(hidden)]
+    pub fn set_write_hook(&self, hook: Option<WriteHook>) {
+        self.inner.has_hook.store(hook.is_some(), Ordering::SeqCst);
+        *lock(&self.inner.hook) = hook;
+    }
+
+    pub(crate) fn run_write_hook(&self, camera: &str) {
+        if self.inner.has_hook.load(Ordering::Relaxed) {
+            let hook = lock(&self.inner.hook).clone();
+            if let Some(h) = hook {
+                h(camera);
+            }
+        }
     }
 
     pub(crate) fn take_fault(&self) -> Option<io::Error> {

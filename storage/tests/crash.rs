@@ -33,9 +33,9 @@ fn forgotten_recorder_is_repaired_on_open() {
     let store = Store::open(dir.path(), "n1", config()).unwrap();
     assert!(tmp_files(dir.path()).is_empty());
     let ix = store.index("cam").unwrap();
-    assert_eq!(ix.segments().cloned().collect::<Vec<_>>(), closed);
+    assert_eq!(ix.segments().collect::<Vec<_>>(), closed);
     for m in ix.segments() {
-        store.read_segment("cam", m).unwrap();
+        store.read_segment("cam", &m).unwrap();
     }
     assert_eq!(other.index("cam").unwrap().len(), 2);
     // And takes its camera back at once.
@@ -76,7 +76,7 @@ fn sigkilled_writer_process_loses_only_the_open_segment() {
         assert!(starts.contains(s));
     }
     for m in ix.segments() {
-        let seg = store.read_segment("cam", m).unwrap();
+        let seg = store.read_segment("cam", &m).unwrap();
         assert!(seg.frames[0].keyframe);
         assert_eq!(seg.frames.len() as u32, m.frames);
     }

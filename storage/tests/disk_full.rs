@@ -40,9 +40,9 @@ fn injected_enospc_discards_the_segment_and_resumes() {
     let starts: Vec<i64> = closed.iter().map(|m| m.start_ms - T0).collect();
     assert_eq!(starts, vec![0, 7_000, 16_000]);
     let ix = store.index("cam").unwrap();
-    assert_eq!(ix.segments().cloned().collect::<Vec<_>>(), closed);
+    assert_eq!(ix.segments().collect::<Vec<_>>(), closed);
     for m in ix.segments() {
-        store.read_segment("cam", m).unwrap();
+        store.read_segment("cam", &m).unwrap();
     }
 }
 
@@ -95,7 +95,7 @@ fn real_full_tmpfs() {
     let ix = store.index("cam").unwrap();
     assert!(ix.len() >= 3);
     for m in ix.segments() {
-        store.read_segment("cam", m).unwrap();
+        store.read_segment("cam", &m).unwrap();
     }
     // Free space; recording resumes at the next keyframe.
     let r = store.enforce_retention(T0).unwrap();

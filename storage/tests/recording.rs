@@ -28,13 +28,13 @@ fn twenty_seconds_keyframe_aligned_and_queryable() {
     );
 
     let ix = store.index("cam1").unwrap();
-    assert_eq!(ix.segments().cloned().collect::<Vec<_>>(), closed);
+    assert_eq!(ix.segments().collect::<Vec<_>>(), closed);
     assert_eq!(store.cameras().unwrap(), vec!["cam1".to_string()]);
 
     // Every segment starts with a video keyframe and reads back exactly what was written.
     let mut read_back = Vec::new();
     for m in ix.segments() {
-        let seg = store.read_segment("cam1", m).unwrap();
+        let seg = store.read_segment("cam1", &m).unwrap();
         assert!(seg.frames[0].keyframe && seg.frames[0].track == 0);
         assert_eq!(seg.header, header());
         assert!(seg.approx_bytes() as u64 >= m.bytes / 2);
@@ -53,9 +53,9 @@ fn twenty_seconds_keyframe_aligned_and_queryable() {
     let at = ix.segment_at(T0 + 5_500).unwrap();
     assert_eq!(at.start_ms, T0 + 4000);
     assert_eq!(ix.segment_at(T0 + 8000).unwrap().start_ms, T0 + 8000);
-    assert_eq!(ix.next_after(at).unwrap().start_ms, T0 + 8000);
+    assert_eq!(ix.next_after(&at).unwrap().start_ms, T0 + 8000);
     assert!(ix.segment_at(T0 + 25_000).is_none());
-    let seg = store.read_segment("cam1", at).unwrap();
+    let seg = store.read_segment("cam1", &at).unwrap();
     let k = seg.keyframe_at_or_before(T0 + 5_500);
     assert_eq!(seg.frames[k].time_ms, T0 + 5_000);
     assert!(seg.frames[k].keyframe);

@@ -2,7 +2,7 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use vigil_storage::{Store, StoreConfig};
+use vigil_storage::Store;
 
 fn record(store: &Store, cam: &str, t0: i64, secs: i64) {
     let mut rec = store.recorder(cam, header()).unwrap();
@@ -18,15 +18,7 @@ fn by_age_then_by_bytes_oldest_first() {
     record(&store, "cam2", T0 + 10_000, 20);
     let all = store.total_bytes().unwrap();
 
-    let aged = Store::open(
-        dir.path(),
-        "n1",
-        StoreConfig {
-            retention_max_age: Some(Duration::from_secs(65)),
-            ..config()
-        },
-    )
-    .unwrap();
+    let aged = retaining(dir.path(), Some(Duration::from_secs(65)), None);
     // Cutoff T0 + 15 s: cam1's first three segments and cam2's first end before it.
     let r = aged.enforce_retention(T0 + 80_000).unwrap();
     assert_eq!(r.deleted_segments, 4);
@@ -44,27 +36,12 @@ fn by_age_then_by_bytes_oldest_first() {
     // Remaining by start: cam1@12, cam2@14, cam1@16, cam2@18, cam2@22, cam2@26.
     let mut remaining: Vec<_> = ["cam1", "cam2"]
         .iter()
-        .flat_map(|c| {
-            store
-                .index(c)
-                .unwrap()
-                .segments()
-                .cloned()
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|c| store.index(c).unwrap().segments().collect::<Vec<_>>())
         .collect();
     remaining.sort_by_key(|m| m.start_ms);
     let total: u64 = remaining.iter().map(|m| m.bytes).sum();
     let budget = total - remaining[..3].iter().map(|m| m.bytes).sum::<u64>();
-    let sized = Store::open(
-        dir.path(),
-        "n1",
-        StoreConfig {
-            retention_max_bytes: Some(budget),
-            ..config()
-        },
-    )
-    .unwrap();
+    let sized = retaining(dir.path(), None, Some(budget));
     let r = sized.enforce_retention(T0 + 80_000).unwrap();
     assert_eq!(r.deleted_segments, 3);
     assert_eq!(r.cameras, vec!["cam1".to_string(), "cam2".to_string()]);

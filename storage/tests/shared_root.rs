@@ -26,7 +26,7 @@ fn one_writer_every_reader() {
             let ix = b.index("cam").unwrap();
             assert_eq!(ix.len(), seen);
             let last = ix.segments().last().unwrap();
-            b.read_segment("cam", last).unwrap();
+            b.read_segment("cam", &last).unwrap();
         }
         // A writes in real time for a while: its renewals keep B out past the TTL.
         if i % 40 == 0 && i < 40 * 25 {

@@ -974,3 +974,27 @@ pub fn alive_ids(n: &Node) -> Option<Vec<String>> {
 pub fn scheduler_of(n: &Node) -> Option<String> {
     nodes_view(n)?["scheduler"].as_str().map(str::to_string)
 }
+
+/// Starts cluster member `i` (0-based) on 127.0.0.<i+1> with gossip on a free port, joining
+/// through `seed` (none for the first), with `extra` appended to its config (other tables).
+/// Returns the node and its gossip address (the next members' seed).
+pub fn start_member(
+    i: usize,
+    seed: Option<SocketAddr>,
+    key: &str,
+    priority: u32,
+    extra: &str,
+) -> (Node, SocketAddr) {
+    let ip = format!("127.0.0.{}", i + 1);
+    let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip))
+        .parse()
+        .expect("gossip address");
+    let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
+    let node = NodeBuilder::new()
+        .ip(&ip)
+        .extra(&format!(
+            "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{key}\"\npriority = {priority}\n\n{extra}"
+        ))
+        .start();
+    (node, gossip)
+}

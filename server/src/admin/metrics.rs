@@ -63,6 +63,22 @@ pub fn install() -> Option<PrometheusHandle> {
         "Recording errors (disk full, lease, I/O)"
     );
     describe_gauge!("vigil_recording", "1 while the camera is being recorded");
+    describe_counter!(
+        "vigil_recording_frames_dropped_total",
+        "Frames lost before storage: writer pool behind or recorder out of the live ring"
+    );
+    describe_gauge!(
+        "vigil_recording_writer_threads",
+        "Threads of the writer pool"
+    );
+    describe_gauge!(
+        "vigil_recording_writer_busy",
+        "Writer threads handling a camera right now"
+    );
+    describe_gauge!(
+        "vigil_recording_queued_bytes",
+        "Bytes queued for the writer pool, all cameras"
+    );
     describe_gauge!("vigil_path_readers", "Viewers per path");
     describe_gauge!("vigil_path_bitrate_kbps", "Ingest bitrate per path");
     Some(handle)
@@ -107,6 +123,12 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         let labels = [("camera", r.camera.clone())];
         gauge!("vigil_recording", &labels).set(if r.state == "recording" { 1.0 } else { 0.0 });
         counter!("vigil_recording_errors_total", &labels).absolute(r.errors);
+        counter!("vigil_recording_frames_dropped_total", &labels).absolute(r.frames_dropped);
+    }
+    if let Some(p) = node.recordings.pool_stats() {
+        gauge!("vigil_recording_writer_threads").set(p.threads as f64);
+        gauge!("vigil_recording_writer_busy").set(p.busy as f64);
+        gauge!("vigil_recording_queued_bytes").set(p.queued_bytes as f64);
     }
     handle.render()
 }

@@ -10,6 +10,8 @@ pub struct ProcessStats {
     pub cpu_seconds: f64,
     /// Resident set size.
     pub rss_bytes: u64,
+    /// OS threads of the process.
+    pub threads: u64,
 }
 
 /// Stats of process `pid` (None if it is gone or /proc is unreadable).
@@ -21,6 +23,8 @@ pub fn read(pid: u32) -> Option<ProcessStats> {
     // After ')': state is index 0, so utime (field 14) is index 11, stime index 12.
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
+    // num_threads (field 20) is index 17.
+    let threads: u64 = fields.get(17).and_then(|t| t.parse().ok()).unwrap_or(0);
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -34,6 +38,7 @@ pub fn read(pid: u32) -> Option<ProcessStats> {
         pid,
         cpu_seconds: (utime + stime) / ticks,
         rss_bytes: rss_kb * 1024,
+        threads,
     })
 }
 
@@ -48,6 +53,7 @@ mod tests {
         let s = super::current().unwrap();
         assert_eq!(s.pid, std::process::id());
         assert!(s.rss_bytes > 0);
+        assert!(s.threads >= 1);
         assert!(s.cpu_seconds >= 0.0);
     }
 }

@@ -78,12 +78,13 @@ fn wchar(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// (sum of bytes_written, cameras recording, cameras in error, errors) over `prefix-*`.
-async fn recording_totals(api: &str, prefix: &str) -> Option<(u64, usize, usize, u64)> {
+/// (sum of bytes_written, cameras recording, cameras in error, errors, frames dropped,
+/// cameras listed) over `prefix-*`.
+async fn recording_totals(api: &str, prefix: &str) -> Option<(u64, usize, usize, u64, u64, usize)> {
     let api = api.to_string();
     let body = blocking(move || get(&api, "/api/recordings")).await?.ok()?;
     let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    let mut t = (0, 0, 0, 0);
+    let mut t = (0, 0, 0, 0, 0, 0);
     for s in v.as_array()? {
         if !s["camera"].as_str().is_some_and(|c| c.starts_with(prefix)) {
             continue;
@@ -92,6 +93,8 @@ async fn recording_totals(api: &str, prefix: &str) -> Option<(u64, usize, usize,
         t.1 += usize::from(s["state"] == "recording");
         t.2 += usize::from(s["state"] == "error");
         t.3 += s["errors"].as_u64().unwrap_or(0);
+        t.4 += s["frames_dropped"].as_u64().unwrap_or(0);
+        t.5 += 1;
     }
     Some(t)
 }
@@ -152,10 +155,12 @@ async fn record(args: &RecordArgs, clip: Arc<Clip>) -> anyhow::Result<serde_json
     let bench_first = process::current();
     let machine_first = machine_ticks();
     let mut rss_max = node_first.map_or(0, |s| s.rss_bytes);
+    let mut threads_max = node_first.map_or(0, |s| s.threads);
     while Instant::now() + Duration::from_millis(1200) < end {
         tokio::time::sleep(Duration::from_secs(1)).await;
         if let Some(s) = process::read(pid) {
             rss_max = rss_max.max(s.rss_bytes);
+            threads_max = threads_max.max(s.threads);
         }
     }
     tokio::time::sleep_until(end.into()).await;
@@ -197,6 +202,9 @@ async fn record(args: &RecordArgs, clip: Arc<Clip>) -> anyhow::Result<serde_json
         "window_secs": window,
         "node_cpu_pct": cpu(node_first, node_last),
         "node_rss_max_mb": rss_max as f64 / 1e6,
+        "node_threads_max": threads_max,
+        "frames_dropped": rec_last.map(|r| r.4),
+        "cameras_listed": rec_last.map(|r| r.5),
         "segments_written_mb_per_sec": mb_s(rec_first.map(|r| r.0), rec_last.map(|r| r.0)),
         "write_syscall_mb_per_sec": mb_s(wchar_first, wchar_last),
         "recording_at_end": rec_last.map(|r| r.1),
@@ -225,9 +233,10 @@ fn print_report(r: &serde_json::Value) {
         f(&r["offered_mb_per_sec"])
     );
     println!(
-        "node CPU                {} % of one core (RSS max {} MB)",
+        "node CPU                {} % of one core (RSS max {} MB, threads max {})",
         f(&r["node_cpu_pct"]),
-        f(&r["node_rss_max_mb"])
+        f(&r["node_rss_max_mb"]),
+        r["node_threads_max"]
     );
     println!(
         "written                 {} MB/s in committed segments, {} MB/s through write(2)",
@@ -235,8 +244,12 @@ fn print_report(r: &serde_json::Value) {
         f(&r["write_syscall_mb_per_sec"])
     );
     println!(
-        "recording at the end    {} recording, {} in error, {} errors",
-        r["recording_at_end"], r["error_at_end"], r["recording_errors"]
+        "recording at the end    {} of {} listed recording, {} in error, {} errors, {} frames dropped",
+        r["recording_at_end"],
+        r["cameras_listed"],
+        r["error_at_end"],
+        r["recording_errors"],
+        r["frames_dropped"]
     );
     println!(
         "bench CPU {} %, machine busy {} % (softirq {} %) over the {} s window",

@@ -19,6 +19,7 @@ mod membership;
 mod placement;
 pub mod rem;
 pub mod report;
+pub mod report_keys;
 pub mod rpc;
 mod shell;
 pub mod transport;

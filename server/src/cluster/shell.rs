@@ -34,7 +34,7 @@ pub struct Member {
     pub term: u64,
     /// Chitchat version of the report key: a new version replaces local estimates.
     pub report_version: u64,
-    pub report: Option<Report>,
+    pub report: Option<Arc<Report>>,
 }
 
 /// A placement decision as the API shows it.
@@ -114,6 +114,8 @@ pub struct Cluster {
     pub rpc_timeout: Duration,
     pub(super) handle: ChitchatHandle,
     pub(super) state: Mutex<State>,
+    /// Members' parsed reports, per version (`membership`).
+    pub(super) reports: super::membership::ReportCache,
     /// A significant change (a session started or ended): publish the report at once.
     pub changed: Notify,
     /// Serves the migration calls of other nodes (set once at start-up by `crate::migrate`,
@@ -236,6 +238,7 @@ impl Cluster {
             rpc_advertise,
             rpc_timeout: Duration::from_millis(c.rpc_timeout_ms),
             handle,
+            reports: Default::default(),
             state: Mutex::new(State {
                 members: Vec::new(),
                 views: BTreeMap::new(),

@@ -241,7 +241,13 @@ mod tests {
     use vigil_proto::sdp::SessionDescription;
 
     fn stream() -> Arc<Stream> {
-        let s = Arc::new(Stream::new("live/t", 256));
+        let s = Arc::new(Stream::new(
+            "live/t",
+            crate::live::stream::RingLimits {
+                bytes: 1 << 20,
+                gop_max_bytes: 1 << 20,
+            },
+        ));
         let info = StreamInfo {
             sdp: SessionDescription::default(),
             tracks: vec![TrackInfo {

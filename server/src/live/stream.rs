@@ -1,9 +1,15 @@
 //! The per-path hub: one producer, any number of readers, packets shared by reference.
 //!
-//! A bounded ring of `Arc<Packet>` indexed by a monotonically increasing position. The producer
-//! appends and never waits for anyone; each reader keeps its own cursor. A reader that falls
-//! more than the ring's length behind finds its position gone and skips forward to the newest
-//! keyframe (the producer and the other readers are unaffected, which is the whole point).
+//! A ring of `Arc<Packet>` indexed by a monotonically increasing position, bounded by bytes
+//! (payload plus each packet's bookkeeping), not packets: a packet count costs a 2 Mb/s camera
+//! megabytes and a 64 kb/s one almost nothing, so a node with thousands of cameras could not
+//! budget its memory by it. The GOP in progress (newest keyframe to head) is never evicted by
+//! the byte budget, so a late joiner always finds the keyframe it must start on; only a GOP
+//! past the hard cap (a camera with a very long keyframe interval) gives its keyframe up, and
+//! joiners then wait for the next one. The producer appends and never waits for anyone; each
+//! reader keeps its own cursor. A reader that falls behind the ring's start finds its position
+//! gone and skips forward to the newest keyframe (the producer and the other readers are
+//! unaffected, which is the whole point).
 //! This is tokio's `broadcast` idea with two additions that a media hub needs and `broadcast`
 //! does not offer: the position of the latest keyframe (the GOP cache a new reader starts from)
 //! and wake-ups batched per frame rather than per packet (one wake per frame per reader
@@ -72,6 +78,33 @@ struct Ring {
     /// Position of the newest keyframe still in the ring, if any.
     last_keyframe: Option<u64>,
     since_wake: usize,
+    /// Sum of [`cost`] over `packets`.
+    bytes: usize,
+}
+
+/// What a packet costs the ring: its payload, its `Packet` allocation (with the `Arc`
+/// counts) and its slot in the deque.
+fn cost(p: &Packet) -> usize {
+    p.payload.len() + std::mem::size_of::<Packet>() + 16 + std::mem::size_of::<Arc<Packet>>()
+}
+
+/// The ring's bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct RingLimits {
+    /// Bytes kept for readers that lag; the GOP in progress is kept even beyond it.
+    pub bytes: usize,
+    /// The GOP in progress is given up (its keyframe evicted) past this many bytes.
+    pub gop_max_bytes: usize,
+}
+
+impl RingLimits {
+    pub fn from_config(live: &vigil_conf::LiveConfig) -> RingLimits {
+        let kb = |k: u64| usize::try_from(k.saturating_mul(1024)).unwrap_or(usize::MAX);
+        RingLimits {
+            bytes: kb(live.ring_kb),
+            gop_max_bytes: kb(live.ring_gop_max_kb),
+        }
+    }
 }
 
 impl Ring {
@@ -93,7 +126,7 @@ pub enum Read {
 /// A live stream (one path).
 pub struct Stream {
     pub path: String,
-    capacity: usize,
+    limits: RingLimits,
     ring: Mutex<Ring>,
     notify: Notify,
     info: RwLock<Option<Arc<StreamInfo>>>,
@@ -118,15 +151,19 @@ impl std::fmt::Debug for Stream {
 const WAKE_EVERY: usize = 32;
 
 impl Stream {
-    pub fn new(path: impl Into<String>, capacity: usize) -> Stream {
+    pub fn new(path: impl Into<String>, limits: RingLimits) -> Stream {
         Stream {
             path: path.into(),
-            capacity: capacity.max(16),
+            limits: RingLimits {
+                bytes: limits.bytes,
+                gop_max_bytes: limits.gop_max_bytes.max(limits.bytes),
+            },
             ring: Mutex::new(Ring {
-                packets: VecDeque::with_capacity(capacity),
+                packets: VecDeque::new(),
                 base: 0,
                 last_keyframe: None,
                 since_wake: 0,
+                bytes: 0,
             }),
             notify: Notify::new(),
             info: RwLock::new(None),
@@ -197,13 +234,7 @@ impl Stream {
         let wake;
         {
             let mut ring = self.ring();
-            if ring.packets.len() == self.capacity {
-                ring.packets.pop_front();
-                ring.base += 1;
-                if ring.last_keyframe.is_some_and(|k| k < ring.base) {
-                    ring.last_keyframe = None;
-                }
-            }
+            ring.bytes += cost(&packet);
             if packet.keyframe {
                 ring.last_keyframe = Some(ring.head());
             }
@@ -215,10 +246,35 @@ impl Stream {
                 ring.since_wake = 0;
             }
             ring.packets.push_back(Arc::new(packet));
+            self.evict(&mut ring);
         }
         if wake {
             self.notify.notify_waiters();
         }
+    }
+
+    /// Drops the oldest packets while the ring is over its byte budget, except the GOP in
+    /// progress unless that is over its own cap.
+    fn evict(&self, ring: &mut Ring) {
+        while ring.bytes > self.limits.bytes {
+            let protected = ring.last_keyframe.unwrap_or(u64::MAX);
+            if ring.base >= protected && ring.bytes <= self.limits.gop_max_bytes {
+                return;
+            }
+            let Some(p) = ring.packets.pop_front() else {
+                return;
+            };
+            ring.bytes -= cost(&p);
+            ring.base += 1;
+            if ring.last_keyframe.is_some_and(|k| k < ring.base) {
+                ring.last_keyframe = None;
+            }
+        }
+    }
+
+    /// Bytes the ring holds (see [`cost`]).
+    pub fn ring_bytes(&self) -> usize {
+        self.ring().bytes
     }
 
     /// Where a new reader starts: the newest keyframe (the GOP cache), else the head.
@@ -284,9 +340,96 @@ mod tests {
         }
     }
 
+    /// Limits that hold `n` one-byte packets, with the GOP cap at `gop` packets.
+    fn limits(n: usize, gop: usize) -> RingLimits {
+        let one = cost(&pkt(0, false, false));
+        RingLimits {
+            bytes: n * one,
+            gop_max_bytes: gop * one,
+        }
+    }
+
+    fn sized(seq: u16, keyframe: bool, len: usize) -> Packet {
+        Packet {
+            payload: Bytes::from(vec![0u8; len]),
+            ..pkt(seq, keyframe, true)
+        }
+    }
+
+    /// A 100 KB ring after 2000 packets of `len` bytes, a keyframe every 20; checks the bound
+    /// after every push.
+    fn filled(len: usize) -> Stream {
+        let s = Stream::new(
+            "live/a",
+            RingLimits {
+                bytes: 100_000,
+                gop_max_bytes: 1_000_000,
+            },
+        );
+        for i in 0..2000u16 {
+            s.push(sized(i, i % 20 == 0, len));
+            assert!(s.ring_bytes() <= 100_000, "packet {i}: {}", s.ring_bytes());
+        }
+        s
+    }
+
+    #[test]
+    fn ring_is_bounded_by_bytes_whatever_the_packet_count() {
+        // 1200-byte packets (24 KB GOPs), then tiny ones: many more of those fit.
+        let s = filled(1200);
+        let t = filled(10);
+        let big = s.head() - s.ring().base;
+        let small = t.head() - t.ring().base;
+        assert!(small > 4 * big, "{small} vs {big} packets");
+    }
+
+    #[test]
+    fn gop_in_progress_is_kept_beyond_the_budget_and_late_joiner_starts_on_it() {
+        // Budget of ~10 KB, GOPs of 50 × 1 KB: the newest GOP alone is 5× the budget.
+        let s = Stream::new(
+            "live/a",
+            RingLimits {
+                bytes: 10_000,
+                gop_max_bytes: 1 << 20,
+            },
+        );
+        for i in 0..175u16 {
+            s.push(sized(i, i % 50 == 0, 1000));
+        }
+        // The GOP that began at 150 is whole; everything before it is gone.
+        assert_eq!(s.start_position(), 150);
+        assert_eq!(s.ring().base, 150);
+        assert!(s.ring_bytes() > 10_000);
+        let mut cur = s.start_position();
+        let mut out = vec![];
+        assert_eq!(s.read(&mut cur, &mut out, 100), Read::Packets(25));
+        assert!(out[0].keyframe, "a late joiner starts on the keyframe");
+        // The next keyframe lets the previous GOP go.
+        s.push(sized(175, true, 1000));
+        assert_eq!(s.start_position(), 175);
+        assert!(s.ring_bytes() <= 10_000);
+    }
+
+    #[test]
+    fn gop_past_its_cap_gives_up_its_keyframe() {
+        let s = Stream::new("live/a", limits(16, 32));
+        s.push(pkt(0, true, true));
+        for i in 1..32 {
+            s.push(pkt(i, false, true));
+        }
+        assert_eq!(s.start_position(), 0, "kept up to the cap");
+        s.push(pkt(32, false, true));
+        assert_eq!(
+            s.start_position(),
+            s.head(),
+            "keyframe given up past the cap"
+        );
+        assert!(s.ring().packets.len() <= 16);
+    }
+
     #[test]
     fn new_reader_starts_at_latest_keyframe() {
-        let s = Stream::new("live/a", 64);
+        let s = Stream::new("live/a", limits(64, 64));
         for i in 0..10 {
             s.push(pkt(i, i == 0 || i == 6, true));
         }
@@ -300,7 +443,7 @@ mod tests {
 
     #[test]
     fn lagging_reader_skips_to_keyframe_and_others_are_unaffected() {
-        let s = Stream::new("live/a", 16);
+        let s = Stream::new("live/a", limits(16, 16));
         let mut slow = s.start_position();
         let mut fast = s.start_position();
         let mut out = vec![];
@@ -321,7 +464,7 @@ mod tests {
 
     #[test]
     fn keyframe_position_is_forgotten_once_overwritten() {
-        let s = Stream::new("live/a", 16);
+        let s = Stream::new("live/a", limits(16, 16));
         s.push(pkt(0, true, true));
         for i in 1..20 {
             s.push(pkt(i, false, true));
@@ -331,7 +474,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_reader_is_woken_at_frame_end() {
-        let s = Arc::new(Stream::new("live/a", 64));
+        let s = Arc::new(Stream::new("live/a", limits(64, 64)));
         let s2 = s.clone();
         let waiter = tokio::spawn(async move { s2.wait_beyond(0).await });
         tokio::task::yield_now().await;

@@ -93,7 +93,6 @@ pub async fn cursor_from_wire(
     let segment = index
         .segment_at(c.segment_start_ms)
         .filter(|s| s.start_ms == c.segment_start_ms)
-        .cloned()
         .ok_or_else(|| format!("no segment of {camera} starts at {}", c.segment_start_ms))?;
     Ok(Cursor {
         segment,
@@ -154,7 +153,6 @@ impl Host {
         let Some(meta) = index
             .segment_at(spec.position_ms)
             .or_else(|| index.segments().next())
-            .cloned()
         else {
             return failed(format!("no recordings of {}", spec.camera));
         };

@@ -45,13 +45,11 @@ pub fn start_segment(
         return Err(NotRecorded::Outside { first, last });
     }
     if let Some(s) = index.segment_at(t_ms) {
-        return Ok(s.clone());
+        return Ok(s);
     }
     index
-        .segments()
-        .find(|s| s.start_ms >= t_ms)
+        .first_at_or_after(t_ms)
         .filter(|s| end_ms.is_none_or(|e| s.start_ms < e))
-        .cloned()
         .ok_or(NotRecorded::NothingBeforeEnd)
 }
 

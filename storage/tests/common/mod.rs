@@ -27,8 +27,29 @@ pub fn config() -> StoreConfig {
     StoreConfig {
         segment_duration: Duration::from_secs(4),
         lease_ttl: Duration::from_secs(15),
+        // These tests play several nodes with several `Store`s in one process and check
+        // what each sees at once.
+        index_fresh: Duration::ZERO,
         ..StoreConfig::default()
     }
+}
+
+/// A store on `root` (node "n1") that enforces these retention limits.
+pub fn retaining(
+    root: &std::path::Path,
+    max_age: Option<Duration>,
+    max_bytes: Option<u64>,
+) -> vigil_storage::Store {
+    vigil_storage::Store::open(
+        root,
+        "n1",
+        StoreConfig {
+            retention_max_age: max_age,
+            retention_max_bytes: max_bytes,
+            ..config()
+        },
+    )
+    .unwrap()
 }
 
 /// `secs` seconds from `t0`: 25 fps video with a keyframe every second (payload = a

@@ -1,8 +1,8 @@
 //! Gossip membership: this node's keys in its gossip state, and the loop that re-reads the
 //! members, re-elects and rebuilds the placement view from them.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chitchat::ChitchatId;
@@ -10,26 +10,51 @@ use chitchat::ChitchatId;
 use super::bindings::{self, CameraBindings};
 use super::election;
 use super::report::Report;
+use super::report_keys::{self, Assembly, REPORT_KEY};
 use super::shell::{Cluster, Member};
 use crate::node::Node;
 
-pub(super) const KEY_REPORT: &str = "report";
 pub(super) const KEY_TERM: &str = "term";
 /// The scheduler's pull-camera bindings ([`CameraBindings`], JSON).
 pub(super) const KEY_BINDINGS: &str = "bindings";
 
+/// Every member's last whole report with the version of its `report` key: a report is
+/// parsed once per version, not on every refresh, and a report whose chunks are still on
+/// their way leaves the previous one in place.
+#[derive(Default)]
+pub(super) struct ReportCache(Mutex<HashMap<String, (u64, Arc<Report>)>>);
+
+impl ReportCache {
+    fn get(&self, id: &str) -> Option<(u64, Arc<Report>)> {
+        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(id).cloned()
+    }
+
+    fn put(&self, id: &str, version: u64, r: Arc<Report>) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(id.to_string(), (version, r));
+    }
+
+    /// Forgets nodes no longer in the membership.
+    fn retain(&self, ids: &std::collections::HashSet<String>) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|k, _| ids.contains(k));
+    }
+}
+
 impl Cluster {
-    /// Sets this node's report in its gossip state.
+    /// Sets this node's report in its gossip state: chunks first, then the `report` key
+    /// naming their versions (`report_keys`).
     pub async fn publish(&self, r: &Report) {
-        let json = serde_json::to_string(r).unwrap_or_default();
+        let split = report_keys::split(r.clone());
         let chitchat = self.handle.chitchat();
         let mut cc = chitchat.lock().await;
-        cc.self_node_state().set(KEY_REPORT, json);
+        publish_split(cc.self_node_state(), split);
     }
 
     /// Reads the membership view, re-elects, and rebuilds the placement view.
     pub(super) async fn refresh(&self) {
-        let (members, seen_bindings) = {
+        let members = {
             let chitchat = self.handle.chitchat();
             let cc = chitchat.lock().await;
             let live: std::collections::HashSet<&ChitchatId> = cc.live_nodes().collect();
@@ -51,26 +76,50 @@ impl Cluster {
                         .cmp(&b.term)
                         .then_with(|| b.scheduler.cmp(&a.scheduler))
                 });
+            let mut to_parse = Vec::new();
             let members = newest
                 .values()
                 .map(|id| {
                     let st = cc.node_state(id);
-                    let report_v = st.and_then(|s| s.get_versioned(KEY_REPORT));
+                    let node_id = id.node_id.to_string();
+                    let cached = self.reports.get(&node_id);
+                    if let Some(s) = st {
+                        let known = cached.as_ref().map(|(v, _)| *v);
+                        if let Some((version, Assembly::Ready { head, chunks })) = gather(s, known)
+                        {
+                            to_parse.push((node_id.clone(), version, head, chunks));
+                        }
+                    }
                     Member {
-                        id: id.node_id.to_string(),
+                        id: node_id,
                         gossip: id.gossip_advertise_addr,
                         alive: live.contains(id),
                         term: st
                             .and_then(|s| s.get(KEY_TERM))
                             .and_then(|t| t.parse().ok())
                             .unwrap_or(0),
-                        report_version: report_v.map_or(0, |v| v.version),
-                        report: report_v.and_then(|v| serde_json::from_str(&v.value).ok()),
+                        report_version: cached.as_ref().map_or(0, |(v, _)| *v),
+                        report: cached.map(|(_, r)| r),
                     }
                 })
                 .collect::<Vec<_>>();
-            (members, seen_bindings)
+            (members, seen_bindings, to_parse)
         };
+        // Parsing runs outside the gossip lock, and only for reports that changed.
+        let (mut members, seen_bindings, to_parse) = members;
+        for (id, version, head, chunks) in to_parse {
+            let Some(r) = report_keys::assemble(&head, &chunks) else {
+                continue;
+            };
+            let r = Arc::new(r);
+            self.reports.put(&id, version, r.clone());
+            if let Some(m) = members.iter_mut().find(|m| m.id == id) {
+                m.report_version = version;
+                m.report = Some(r);
+            }
+        }
+        self.reports
+            .retain(&members.iter().map(|m| m.id.clone()).collect());
         let elected = election::elect(&members, self.grace_ms);
         let new_term = {
             let mut st = self.state();
@@ -95,7 +144,36 @@ impl Cluster {
     }
 }
 
-/// Membership and election are re-read every 100 ms (cheap: a few nodes' key/values).
+/// Sets a split report in a node state: chunks, obsolete chunks deleted, then the head.
+pub(super) fn publish_split(st: &mut chitchat::NodeState, split: report_keys::Split) {
+    for (k, v) in &split.chunks {
+        st.set(k, v);
+    }
+    let obsolete = split.obsolete(st.key_values().map(|(k, _)| k));
+    for k in obsolete {
+        st.delete(&k);
+    }
+    let head = split.head(|k| st.get_versioned(k).map_or(0, |v| v.version));
+    st.set(REPORT_KEY, head);
+}
+
+/// The version of a node's report head and what assembling it takes, unless the head is
+/// absent or still the `known` version.
+pub(super) fn gather(st: &chitchat::NodeState, known: Option<u64>) -> Option<(u64, Assembly)> {
+    let h = st.get_versioned(REPORT_KEY).filter(|v| !v.is_deleted())?;
+    if known == Some(h.version) {
+        return None;
+    }
+    let chunk = |k: &str| {
+        st.get_versioned(k)
+            .filter(|v| !v.is_deleted())
+            .map(|v| (v.version, v.value.as_str()))
+    };
+    Some((h.version, report_keys::gather(&h.value, chunk)))
+}
+
+/// Membership and election are re-read every 100 ms (cheap: reports are parsed only when
+/// their version changes).
 pub(super) async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
@@ -113,3 +191,6 @@ pub(super) async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
     }
     let _ = cluster.handle.initiate_shutdown();
 }
+
+#[cfg(test)]
+mod tests;

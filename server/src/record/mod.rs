@@ -2,21 +2,26 @@
 //!
 //! A recorder is one more consumer of the path's hub (it does not count as a viewer, so it
 //! never keeps an on-demand camera connected by itself). It depacketises RTP into frames in
-//! the async task and hands them to a blocking writer (storage I/O never runs on the async
-//! runtime). A full disk or any write error stops recording for that camera with a clear
-//! error in the log, the API and the metrics, while live viewing goes on; the writer retries
-//! and recording resumes by itself when space returns.
+//! the async task and queues them to the camera's lane of the node's writer pool (`pool`: a
+//! fixed number of threads for all cameras; storage I/O never runs on the async runtime nor
+//! on the blocking pool that playback reads use). A full disk, any write error, or a writer
+//! too far behind (frames dropped) shows for that camera in the log, the API and the
+//! metrics, while live viewing goes on; the writer retries and recording resumes by itself.
+
+pub mod pool;
+mod writer;
 
 use crate::live::stream::{Read, Stream, StreamInfo};
 use crate::node::{Node, PathEntry};
+use pool::{Lane, WriterPool};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
-use tokio::sync::mpsc;
 use tracing::{info, warn, Instrument};
 use vigil_proto::depacketize::Depacketizer;
-use vigil_storage::{Frame, StorageError, Store, StreamHeader, TrackHeader};
+use vigil_storage::{Frame, Store, StreamHeader, TrackHeader};
+use writer::{CameraWriter, WriterMsg};
 
 /// What the API shows about one camera's recording.
 #[derive(Debug, Clone, Serialize, Default)]
@@ -28,17 +33,29 @@ pub struct RecordStatus {
     pub segments_written: u64,
     pub bytes_written: u64,
     pub errors: u64,
+    /// Frames lost before reaching storage: the writer pool was behind (the camera's queue
+    /// was full) or the recorder fell out of the live ring.
+    pub frames_dropped: u64,
 }
 
-/// Recording state of every camera of this node.
+/// Recording state of every camera of this node, and the writer pool they share.
 #[derive(Default)]
 pub struct Recordings {
     status: Mutex<HashMap<String, RecordStatus>>,
+    pool: OnceLock<WriterPool>,
 }
 
 impl Recordings {
+    fn get(&self, camera: &str) -> Option<RecordStatus> {
+        let map = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(camera).cloned()
+    }
+
     fn update(&self, camera: &str, f: impl FnOnce(&mut RecordStatus)) {
         let mut map = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = map.get_mut(camera) {
+            return f(s);
+        }
         let s = map
             .entry(camera.to_string())
             .or_insert_with(|| RecordStatus {
@@ -47,6 +64,33 @@ impl Recordings {
                 ..Default::default()
             });
         f(s);
+    }
+
+    /// The writer pool, started on first use.
+    fn pool(&self, storage: &vigil_conf::StorageConfig) -> std::io::Result<&WriterPool> {
+        if let Some(p) = self.pool.get() {
+            return Ok(p);
+        }
+        let threads = storage.writer_threads();
+        let p = WriterPool::new(
+            threads,
+            storage.writer_queue_total_mb.saturating_mul(1 << 20),
+        )?;
+        info!(threads, "recording writer pool started");
+        Ok(self.pool.get_or_init(|| p))
+    }
+
+    /// The pool's figures, once it runs.
+    pub fn pool_stats(&self) -> Option<pool::PoolStats> {
+        self.pool.get().map(WriterPool::stats)
+    }
+
+    /// Finishes every queued write and stops the writer threads (at node exit, after the
+    /// recorders have ended).
+    pub fn shutdown(&self) {
+        if let Some(p) = self.pool.get() {
+            p.shutdown();
+        }
     }
 
     pub fn all(&self) -> Vec<RecordStatus> {
@@ -104,14 +148,23 @@ pub async fn retention(node: Arc<Node>, store: Store) {
     }
 }
 
-/// How often a failed writer (full disk, lease held elsewhere) tries again.
-const RETRY: Duration = Duration::from_secs(2);
-
 /// Record `path` for as long as the node runs.
 pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
     let Some(camera) = path.name.strip_prefix("live/").map(str::to_string) else {
         return;
     };
+    let storage = &node.config.storage;
+    let pool = match node.recordings.pool(storage) {
+        Ok(p) => p,
+        Err(e) => {
+            node.recordings
+                .error(&camera, format!("cannot start the writer threads: {e}"));
+            return;
+        }
+    };
+    let limit = usize::try_from(storage.writer_queue_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
+    // Listed at once, so a camera waiting for its first frame or its first write is visible.
+    node.recordings.update(&camera, |_| {});
     let stream = path.stream.clone();
     loop {
         // Wait for a producer; an unlisted push path that was released ends its recorder.
@@ -129,16 +182,25 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
             }
         }
         let Some(info) = stream.info() else { continue };
-        let (tx, rx) = mpsc::channel::<Frame>(4096);
-        let writer = tokio::task::spawn_blocking({
-            let node = node.clone();
-            let store = store.clone();
-            let camera = camera.clone();
-            let header = stream_header(&info);
-            move || write_frames(&node, &store, &camera, header, rx)
-        });
-        let ended = consume(&node, &stream, &info, tx).await;
-        let _ = writer.await;
+        let lane = pool.lane(
+            CameraWriter::new(
+                node.recordings.clone(),
+                store.clone(),
+                camera.clone(),
+                stream_header(&info),
+            ),
+            limit,
+        );
+        let mut queue = CameraQueue {
+            recordings: &node.recordings,
+            camera: &camera,
+            lane: &lane,
+            dropping: false,
+        };
+        let ended = consume(&node, &stream, &info, &mut queue).await;
+        let (done, finished) = tokio::sync::oneshot::channel();
+        lane.push_always(WriterMsg::Finish(done));
+        let _ = finished.await;
         node.recordings.update(&camera, |s| {
             if s.state == "recording" {
                 s.state = "waiting".into();
@@ -146,6 +208,43 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
         });
         if ended == Consumed::Shutdown {
             return;
+        }
+    }
+}
+
+/// The async side of a camera's lane: queues frames and, when the writer is behind, drops
+/// up to the next keyframe (a segment must not continue from a broken GOP) and says so.
+struct CameraQueue<'a> {
+    recordings: &'a Recordings,
+    camera: &'a str,
+    lane: &'a Arc<Lane<CameraWriter>>,
+    dropping: bool,
+}
+
+impl CameraQueue<'_> {
+    /// Queues one frame; `video` frames after a drop wait for the next keyframe.
+    fn push(&mut self, frame: Frame, video: bool) {
+        if video && self.dropping && frame.keyframe {
+            self.dropping = false;
+        }
+        if !(video && self.dropping) {
+            // The fixed part approximates the frame's own bookkeeping in the queue.
+            let size = frame.data.len() + 64;
+            if self.lane.push(WriterMsg::Frame(frame), size).is_ok() {
+                return;
+            }
+            self.dropping |= video;
+        }
+        self.dropped(1, "the writer pool is behind: frames dropped");
+    }
+
+    fn dropped(&self, frames: u64, why: &str) {
+        self.recordings
+            .update(self.camera, |s| s.frames_dropped += frames);
+        let status = self.recordings.get(self.camera);
+        // One error per episode: counted again only after a segment was stored since.
+        if status.is_none_or(|s| s.error.as_deref() != Some(why)) {
+            self.recordings.error(self.camera, why.to_string());
         }
     }
 }
@@ -210,8 +309,9 @@ async fn consume(
     node: &Node,
     stream: &Stream,
     info: &Arc<StreamInfo>,
-    tx: mpsc::Sender<Frame>,
+    queue: &mut CameraQueue<'_>,
 ) -> Consumed {
+    let has_video = info.has_video();
     let mut depacketizers: Vec<Option<Depacketizer>> = info
         .sdp
         .media
@@ -238,6 +338,10 @@ async fn consume(
             Read::Lagged { skipped } => {
                 warn!(path = %stream.path, skipped, "recorder fell behind the live stream: frames lost");
                 // The depacketisers see the sequence gap and drop the broken frames.
+                queue.dropped(
+                    skipped,
+                    "the recorder fell behind the live stream: packets lost",
+                );
                 continue;
             }
             Read::Packets(0) => {
@@ -269,6 +373,7 @@ async fn consume(
             if d.push(&p.header, &p.payload).is_err() {
                 continue;
             }
+            let video = has_video && info.tracks.get(p.track).is_some_and(|t| t.codec.is_video());
             while let Some(f) = d.pull() {
                 let media_ts = clock.extend(f.timestamp);
                 let frame = Frame {
@@ -278,97 +383,11 @@ async fn consume(
                     media_ts,
                     data: f.data.into(),
                 };
-                if tx.send(frame).await.is_err() {
-                    return Consumed::StreamEnded;
-                }
+                queue.push(frame, video);
             }
         }
     }
 }
 
-/// The blocking writer: owns the store's `Recorder` for the camera while frames flow.
-fn write_frames(
-    node: &Node,
-    store: &Store,
-    camera: &str,
-    header: StreamHeader,
-    mut rx: mpsc::Receiver<Frame>,
-) {
-    let recordings = &node.recordings;
-    let mut recorder = None;
-    let mut next_attempt = std::time::Instant::now();
-    while let Some(frame) = rx.blocking_recv() {
-        if recorder.is_none() {
-            if std::time::Instant::now() < next_attempt {
-                continue; // dropped while the disk is full or the lease is elsewhere
-            }
-            match store.recorder(camera, header.clone()) {
-                Ok(r) => {
-                    // After an error (full disk, lease elsewhere) the camera counts as
-                    // recording again only once a segment is stored: a retry that gets a
-                    // recorder on a still-full disk must not show "recording" in between.
-                    recordings.update(camera, |s| {
-                        if s.state != "error" {
-                            info!(camera, "recording");
-                            s.state = "recording".into();
-                            s.error = None;
-                        }
-                    });
-                    recorder = Some(r);
-                }
-                Err(e) => {
-                    fail(node, camera, &e);
-                    next_attempt = std::time::Instant::now() + RETRY;
-                    continue;
-                }
-            }
-        }
-        let Some(r) = recorder.as_mut() else { continue };
-        match r.write(frame) {
-            Ok(Some(seg)) => recordings.update(camera, |s| {
-                s.segments_written += 1;
-                s.bytes_written += seg.bytes;
-                if s.state == "error" {
-                    info!(camera, "recording resumed");
-                    s.state = "recording".into();
-                    s.error = None;
-                }
-            }),
-            Ok(None) => {}
-            Err(e) => {
-                fail(node, camera, &e);
-                // Dropping the recorder discards the partial segment and frees the lease.
-                recorder = None;
-                next_attempt = std::time::Instant::now() + RETRY;
-            }
-        }
-    }
-    if let Some(r) = recorder {
-        match r.finish() {
-            Ok(Some(seg)) => recordings.update(camera, |s| {
-                s.segments_written += 1;
-                s.bytes_written += seg.bytes;
-            }),
-            Ok(None) => {}
-            Err(e) => fail(node, camera, &e),
-        }
-    }
-}
-
-fn fail(node: &Node, camera: &str, e: &StorageError) {
-    let message = match e {
-        StorageError::DiskFull { path } => format!(
-            "disk full writing {}: recording stopped, retrying",
-            path.display()
-        ),
-        other => format!("{other}"),
-    };
-    warn!(camera, "recording error: {message}");
-    node.recordings.update(camera, |s| {
-        if s.error.as_deref() != Some(message.as_str()) {
-            s.errors += 1;
-        }
-        s.state = "error".into();
-        s.error = Some(message.clone());
-    });
-}
+#[cfg(test)]
+mod tests;
