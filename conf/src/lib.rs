@@ -5,13 +5,15 @@
 //! empty file (or no file at all) gives a working single node; unknown keys are rejected so
 //! a typo never silently falls back to a default.
 
+mod auth;
 mod camera;
 mod cluster;
 mod recording;
 
+pub use auth::{AuthConfig, Rights, UserConfig};
 pub use camera::{CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
-pub use recording::{CacheConfig, PlaybackConfig, StorageConfig};
+pub use recording::{CacheConfig, PlaybackConfig, RecordMode, StorageConfig};
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -48,6 +50,9 @@ pub struct Config {
     /// Clustering (gossip membership, scheduler election, placement by redirect). Off unless
     /// `[cluster] enabled = true`.
     pub cluster: ClusterConf,
+    /// RTSP users and rights. Absent: no authentication (loopback demo use only; a node
+    /// listening beyond loopback without it warns loudly at start).
+    pub auth: Option<AuthConfig>,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -103,15 +108,40 @@ pub enum PublisherConflict {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
-    /// Admin API and `/metrics`. Keep it on loopback unless a firewall protects it.
+    /// Admin API and `/metrics`.
     pub listen: SocketAddr,
+    /// Bearer token of the admin API: required by every write route, and by every route but
+    /// `/api/health` when `listen` is beyond loopback. Empty: read from `token_file`.
+    pub token: String,
+    /// A file holding the token (first line), so it need not sit in the config.
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            token: String::new(),
+            token_file: None,
         }
+    }
+}
+
+impl HttpConfig {
+    /// The configured token (from `token` or `token_file`), if any.
+    pub fn token(&self) -> Result<Option<String>, ConfigError> {
+        if !self.token.is_empty() {
+            return Ok(Some(self.token.clone()));
+        }
+        let Some(path) = &self.token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        Ok((!token.is_empty()).then_some(token))
     }
 }
 
@@ -178,10 +208,25 @@ impl Config {
         Self::from_toml(&text)
     }
 
+    /// Which cameras are recorded: `[storage] record`, else "listed" when `[auth]` is on
+    /// (an unknown publisher must not fill the shared storage) and "all" otherwise.
+    pub fn record_mode(&self) -> RecordMode {
+        self.storage.record.unwrap_or(if self.auth.is_some() {
+            RecordMode::Listed
+        } else {
+            RecordMode::All
+        })
+    }
+
     /// What `vigil serve` runs with no `--config`: defaults plus the demo camera, so a
     /// newcomer's first `ffplay rtsp://127.0.0.1:8554/live/demo` plays at once.
     pub fn embedded_default() -> Config {
         Config {
+            // Open (no [auth]), so loopback only.
+            rtsp: RtspConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 8554)),
+                ..RtspConfig::default()
+            },
             cameras: vec![CameraConfig {
                 id: "demo".into(),
                 source: "demo".into(),
@@ -218,6 +263,9 @@ impl Config {
             ));
         }
         self.cluster.validate()?;
+        if let Some(auth) = &self.auth {
+            auth.validate()?;
+        }
         camera::validate(&self.cameras)
     }
 }

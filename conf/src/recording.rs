@@ -22,6 +22,16 @@ pub struct StorageConfig {
     /// node that dies keeps its cameras' leases this long, so another node's recording of a
     /// re-bound camera starts at most this late (cluster).
     pub lease_ttl_secs: f64,
+    /// Which live cameras are recorded: `all`, or only those `listed` as `[[camera]]`.
+    /// Unset: `listed` when `[auth]` is on, `all` otherwise (see `Config::record_mode`).
+    pub record: Option<RecordMode>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordMode {
+    All,
+    Listed,
 }
 
 impl Default for StorageConfig {
@@ -33,6 +43,7 @@ impl Default for StorageConfig {
             retention_max_age_hours: 0.0,
             retention_max_bytes: 0,
             lease_ttl_secs: 15.0,
+            record: None,
         }
     }
 }

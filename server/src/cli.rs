@@ -38,6 +38,11 @@ pub enum Command {
         #[command(subcommand)]
         what: ClusterCmd,
     },
+    /// RTSP users in a config file (password hashes, rights per camera pattern).
+    User {
+        #[command(subcommand)]
+        what: crate::user::UserCmd,
+    },
     /// Load generators: measure what a node delivers to many viewers and what it costs.
     Bench {
         #[command(subcommand)]
@@ -151,6 +156,7 @@ pub fn main() -> ExitCode {
         Command::Ctl { api, json, what } => crate::ctl::run(&api, json, what),
         Command::Bench { what } => crate::bench::run(what),
         Command::Cluster { what } => cluster(what),
+        Command::User { what } => crate::user::run(what),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

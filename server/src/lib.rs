@@ -5,6 +5,7 @@
 //! around it. See ARCHITECTURE.md for the map and the invariants.
 
 pub mod admin;
+pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod client;
@@ -18,3 +19,4 @@ pub mod playback;
 pub mod record;
 pub mod rtsp;
 pub mod serve;
+pub mod user;

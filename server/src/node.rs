@@ -98,6 +98,8 @@ pub struct Node {
     pub started: Instant,
     /// The cluster shell, when `[cluster] enabled` (set once at start-up).
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// RTSP users, rights and login state (`[auth]`; reloaded on SIGHUP).
+    pub auth: crate::auth::Auth,
 }
 
 impl Node {
@@ -114,6 +116,7 @@ impl Node {
             tasks: TaskTracker::new(),
             started: Instant::now(),
             cluster: std::sync::OnceLock::new(),
+            auth: crate::auth::Auth::new(config.auth.as_ref()),
             config,
         };
         for cam in &node.config.cameras {

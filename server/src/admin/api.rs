@@ -78,14 +78,7 @@ fn source_text(source: &Source) -> String {
     match source {
         Source::Push => "push".into(),
         Source::Demo => "demo".into(),
-        Source::Pull { url } => match url::Url::parse(url) {
-            Ok(mut u) => {
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.to_string()
-            }
-            Err(_) => "pull".into(),
-        },
+        Source::Pull { url } => crate::auth::redact_url(url),
     }
 }
 

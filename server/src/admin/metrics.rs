@@ -35,6 +35,10 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_sessions_rejected_total",
         "SETUPs refused by a configured limit"
     );
+    describe_counter!(
+        "vigil_auth_refusals_total",
+        "RTSP requests refused by authentication: challenge (401, no credentials yet), failure (wrong credentials), backoff (address refused after failures), forbidden (403, no right)"
+    );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
     describe_counter!(
         "vigil_cache_hits_total",
@@ -81,6 +85,15 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         ("vigil_sessions_rejected_total", &c.sessions_rejected),
     ] {
         counter!(name).absolute(v.load(Ordering::Relaxed));
+    }
+    let a = &node.auth.stats;
+    for (reason, v) in [
+        ("challenge", &a.challenges),
+        ("failure", &a.failures),
+        ("backoff", &a.backoff_refusals),
+        ("forbidden", &a.forbidden),
+    ] {
+        counter!("vigil_auth_refusals_total", "reason" => reason).absolute(v.load(Ordering::Relaxed));
     }
     gauge!("vigil_sessions").set(node.session_count() as f64);
     for p in node.paths() {

@@ -114,6 +114,10 @@ pub struct Cluster {
     pub(super) state: Mutex<State>,
     /// A significant change (a session started or ended): publish the report at once.
     pub changed: Notify,
+    /// The cluster key, which signs redirect markers.
+    pub(super) marker_key: Arc<[u8]>,
+    /// Markers accepted here (by MAC): the connection that used each, and its expiry.
+    pub(super) used_markers: Mutex<std::collections::HashMap<String, (u64, i64)>>,
 }
 
 impl Cluster {
@@ -218,6 +222,8 @@ impl Cluster {
                 bindings: CameraBindings::default(),
             }),
             changed: Notify::new(),
+            marker_key: c.key.as_bytes().into(),
+            used_markers: Mutex::new(Default::default()),
         });
         info!(
             gossip = %c.gossip_listen,

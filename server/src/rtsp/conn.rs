@@ -58,6 +58,10 @@ pub struct Conn {
     pub writer: OwnedWriteHalf,
     pub session: Option<Session>,
     pub announced: Option<super::handler::Announced>,
+    /// What this connection has proven (login, rights granted by a redirect marker).
+    pub auth: crate::auth::ConnAuth,
+    /// The current request carries a valid placement marker: serve it here, do not place.
+    pub placed: bool,
     tcp: InterleavedWriter,
     out: Vec<OutPacket>,
     last_sr: Instant,
@@ -95,6 +99,8 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
         writer,
         session: None,
         announced: None,
+        auth: node.auth.connection(peer),
+        placed: false,
         tcp: InterleavedWriter::default(),
         out: Vec::with_capacity(PUMP_BATCH),
         last_sr: Instant::now(),

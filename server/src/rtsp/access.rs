@@ -1,0 +1,33 @@
+//! The gate at request dispatch: a signed placement marker from another node, then the
+//! node's authentication and rights (`crate::auth`), before any method runs.
+
+use super::conn::Conn;
+use crate::auth::{required, Right};
+use vigil_proto::rtsp::{Method, Request, Response};
+
+impl Conn {
+    /// None: the request may proceed. Some: the refusal to answer instead.
+    pub(super) fn gate(&mut self, req: &Request) -> Option<Response> {
+        self.placed = false;
+        let path = super::handler::url_path(&req.uri).unwrap_or_default();
+        let announced = self.announced.as_ref().map(|a| a.path.name.as_str());
+        let need: Option<(Right, String)> = required(&req.method, &path, announced);
+        if req.method == Method::Describe {
+            if let Some(cluster) = self.node.cluster.get() {
+                if let Some(marker) = cluster.accept_marker(&req.uri, self.auth.id) {
+                    // The node that redirected here placed the request and, with [auth],
+                    // checked this right for marker.user: no second login, no second placement.
+                    self.placed = true;
+                    if let Some(n) = need.clone() {
+                        self.auth.grant_placed(n, &marker.user);
+                    }
+                }
+            }
+        }
+        let peer = self.peer.ip();
+        self.node
+            .auth
+            .check(&mut self.auth, req, need, peer)
+            .err()
+    }
+}
