@@ -80,9 +80,7 @@ impl AuthConfig {
         }
         for d in &self.digest {
             if d != "SHA-256" && d != "MD5" {
-                return bad(format!(
-                    "auth.digest: {d:?} is not \"SHA-256\" or \"MD5\""
-                ));
+                return bad(format!("auth.digest: {d:?} is not \"SHA-256\" or \"MD5\""));
             }
         }
         if self.nonce_lifetime_secs == 0 {
@@ -99,9 +97,8 @@ impl AuthConfig {
             if !seen.insert(u.name.as_str()) {
                 return bad(format!("auth.user {:?} is listed twice", u.name));
             }
-            let hex = |s: &str, len: usize| {
-                s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
-            };
+            let hex =
+                |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
             if !hex(&u.ha1_md5, 32) || !hex(&u.ha1_sha256, 64) {
                 return bad(format!(
                     "auth.user {:?}: ha1_md5/ha1_sha256 must be hex hashes (use `vigil user add`)",

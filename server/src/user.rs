@@ -75,10 +75,10 @@ fn read_password() -> anyhow::Result<String> {
 /// Checked by parsing the result, so a broken file is never written.
 pub fn add_user(text: &str, name: &str, password: &str, rights: &Rights) -> anyhow::Result<String> {
     let current = Config::from_toml(text).context("the config file does not parse")?;
-    let realm = current
-        .auth
-        .as_ref()
-        .map_or_else(|| vigil_conf::AuthConfig::default().realm, |a| a.realm.clone());
+    let realm = current.auth.as_ref().map_or_else(
+        || vigil_conf::AuthConfig::default().realm,
+        |a| a.realm.clone(),
+    );
     if current
         .auth
         .as_ref()

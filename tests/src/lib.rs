@@ -904,6 +904,23 @@ pub fn ctl(node: &Node, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `url` (on a node of a cluster with `key`) with a placement marker signed by the key, as
+/// another node's redirect would carry it: the node serves it without placing it (a viewer
+/// placed there by hand). Good for one connection, within the marker's lifetime.
+pub fn placed_by_hand(url: &str, key: &str) -> String {
+    let u = url::Url::parse(url).expect("URL");
+    let base = format!(
+        "rtsp://{}:{}",
+        u.host_str().expect("host"),
+        u.port().expect("port")
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    vigil_server::cluster::signed_redirect_url(key.as_bytes(), &base, url, "", now)
+}
+
 /// A free UDP port on `ip` (bound then released), e.g. for a node's gossip socket.
 pub fn free_udp(ip: &str) -> u16 {
     std::net::UdpSocket::bind((ip, 0))

@@ -93,7 +93,8 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         ("backoff", &a.backoff_refusals),
         ("forbidden", &a.forbidden),
     ] {
-        counter!("vigil_auth_refusals_total", "reason" => reason).absolute(v.load(Ordering::Relaxed));
+        counter!("vigil_auth_refusals_total", "reason" => reason)
+            .absolute(v.load(Ordering::Relaxed));
     }
     gauge!("vigil_sessions").set(node.session_count() as f64);
     for p in node.paths() {

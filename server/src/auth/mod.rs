@@ -263,10 +263,12 @@ impl Auth {
                 if !policy.cfg.basic {
                     return Err(fail("Basic is not enabled"));
                 }
-                let u = policy.users.get(&user).ok_or_else(|| fail("unknown user"))?;
+                let u = policy
+                    .users
+                    .get(&user)
+                    .ok_or_else(|| fail("unknown user"))?;
                 let h = ha1(Algorithm::Sha256, &user, realm, &password);
-                if !constant_time_eq(h.as_bytes(), u.ha1_sha256.to_ascii_lowercase().as_bytes())
-                {
+                if !constant_time_eq(h.as_bytes(), u.ha1_sha256.to_ascii_lowercase().as_bytes()) {
                     return Err(Verdict::Failed(format!("wrong password for {user}")));
                 }
                 Ok(user)
@@ -282,9 +284,7 @@ impl Auth {
                 match check_nonce(&self.nonce_key, &conn.binding, &d.nonce, now_ms(), lifetime) {
                     NonceCheck::Fresh => {}
                     NonceCheck::Stale => return Err(Verdict::Stale),
-                    NonceCheck::Invalid => {
-                        return Err(fail("nonce not issued to this connection"))
-                    }
+                    NonceCheck::Invalid => return Err(fail("nonce not issued to this connection")),
                 }
                 if d.uri != req.uri {
                     return Err(fail("digest uri is not the request's"));
@@ -337,7 +337,10 @@ pub fn redact_url(url: &str) -> String {
 fn limits(cfg: Option<&AuthConfig>) -> (u32, Duration) {
     let d = AuthConfig::default();
     let c = cfg.unwrap_or(&d);
-    (c.max_failures.max(1), Duration::from_secs(c.backoff_max_secs.max(1)))
+    (
+        c.max_failures.max(1),
+        Duration::from_secs(c.backoff_max_secs.max(1)),
+    )
 }
 
 fn now_ms() -> u64 {

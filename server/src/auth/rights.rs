@@ -119,11 +119,23 @@ mod tests {
         );
         // Announcing gate-1 does not make a SETUP of gate-10 a publish.
         assert_eq!(
-            r(Method::Setup, "live/gate-10/streamid=0", Some("live/gate-1")),
+            r(
+                Method::Setup,
+                "live/gate-10/streamid=0",
+                Some("live/gate-1")
+            ),
             Some((Right::Read, "gate-10".into()))
         );
-        assert_eq!(r(Method::Describe, "other", None), Some((Right::Read, "other".into())));
-        for m in [Method::Options, Method::Play, Method::Teardown, Method::GetParameter] {
+        assert_eq!(
+            r(Method::Describe, "other", None),
+            Some((Right::Read, "other".into()))
+        );
+        for m in [
+            Method::Options,
+            Method::Play,
+            Method::Teardown,
+            Method::GetParameter,
+        ] {
             assert_eq!(r(m, "live/gate-1", None), None);
         }
     }

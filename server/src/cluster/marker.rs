@@ -137,10 +137,7 @@ impl super::Cluster {
     pub fn accept_marker(&self, url: &str, conn: u64) -> Option<Marker> {
         let now = super::now_ms();
         let marker = verify(&self.marker_key, url, now)?;
-        let mut used = self
-            .used_markers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut used = self.used_markers.lock().unwrap_or_else(|p| p.into_inner());
         if used.len() >= USED_MARKERS_MAX {
             used.retain(|_, (_, expiry)| *expiry >= now);
         }
@@ -180,7 +177,10 @@ mod tests {
         );
         let m = verify(KEY, &u, NOW + 1000).unwrap();
         assert_eq!(m.user, "al ice");
-        assert_eq!(strip_marker(&u), "rtsp://127.0.0.2:8554/playback/cam?start=2026-01-01T00:00:00+01:00&end=x");
+        assert_eq!(
+            strip_marker(&u),
+            "rtsp://127.0.0.2:8554/playback/cam?start=2026-01-01T00:00:00+01:00&end=x"
+        );
         let live = redirect_url(KEY, "rtsp://h:1/", "rtsp://a:2/live/demo", "", NOW);
         assert_eq!(strip_marker(&live), "rtsp://h:1/live/demo");
         assert_eq!(verify(KEY, &live, NOW).unwrap().user, "");
@@ -202,10 +202,18 @@ mod tests {
         // A later expiry with the same MAC.
         let value = u.split("vigil_placed=").nth(1).unwrap();
         let (_, rest) = value.split_once('.').unwrap();
-        let later = format!("rtsp://h:1/live/demo?vigil_placed={:x}.{rest}", NOW + 60_000);
+        let later = format!(
+            "rtsp://h:1/live/demo?vigil_placed={:x}.{rest}",
+            NOW + 60_000
+        );
         assert!(verify(KEY, &later, NOW).is_none());
         for junk in ["", ".", "x.y.z", "1.2"] {
-            assert!(verify(KEY, &format!("rtsp://h:1/live/demo?vigil_placed={junk}"), NOW).is_none());
+            assert!(verify(
+                KEY,
+                &format!("rtsp://h:1/live/demo?vigil_placed={junk}"),
+                NOW
+            )
+            .is_none());
         }
     }
 }

@@ -25,9 +25,6 @@ impl Conn {
             }
         }
         let peer = self.peer.ip();
-        self.node
-            .auth
-            .check(&mut self.auth, req, need, peer)
-            .err()
+        self.node.auth.check(&mut self.auth, req, need, peer).err()
     }
 }

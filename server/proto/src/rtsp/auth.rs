@@ -345,7 +345,12 @@ mod tests {
     }
 
     fn ha1_wrong() -> String {
-        ha1(Algorithm::Md5, "Mufasa", "testrealm@host.com", "circle of life")
+        ha1(
+            Algorithm::Md5,
+            "Mufasa",
+            "testrealm@host.com",
+            "circle of life",
+        )
     }
 
     #[test]
@@ -394,14 +399,8 @@ mod tests {
                 password: "p:q".into()
             }
         );
-        assert_eq!(
-            parse_authorization("Bearer x"),
-            Err(AuthError::Scheme)
-        );
-        assert_eq!(
-            parse_authorization("Basic !!!"),
-            Err(AuthError::Malformed)
-        );
+        assert_eq!(parse_authorization("Bearer x"), Err(AuthError::Scheme));
+        assert_eq!(parse_authorization("Basic !!!"), Err(AuthError::Malformed));
         assert_eq!(
             parse_authorization("Digest username=\"a"),
             Err(AuthError::Malformed)
@@ -448,17 +447,38 @@ mod tests {
     fn nonces_are_bound_to_the_connection_and_expire() {
         let key = b"secret";
         let n = make_nonce(key, b"conn-1", 10_000);
-        assert_eq!(check_nonce(key, b"conn-1", &n, 10_500, 1000), NonceCheck::Fresh);
-        assert_eq!(check_nonce(key, b"conn-1", &n, 11_001, 1000), NonceCheck::Stale);
-        assert_eq!(check_nonce(key, b"conn-1", &n, 9_000, 1000), NonceCheck::Stale);
-        assert_eq!(check_nonce(key, b"conn-2", &n, 10_500, 1000), NonceCheck::Invalid);
-        assert_eq!(check_nonce(b"other", b"conn-1", &n, 10_500, 1000), NonceCheck::Invalid);
+        assert_eq!(
+            check_nonce(key, b"conn-1", &n, 10_500, 1000),
+            NonceCheck::Fresh
+        );
+        assert_eq!(
+            check_nonce(key, b"conn-1", &n, 11_001, 1000),
+            NonceCheck::Stale
+        );
+        assert_eq!(
+            check_nonce(key, b"conn-1", &n, 9_000, 1000),
+            NonceCheck::Stale
+        );
+        assert_eq!(
+            check_nonce(key, b"conn-2", &n, 10_500, 1000),
+            NonceCheck::Invalid
+        );
+        assert_eq!(
+            check_nonce(b"other", b"conn-1", &n, 10_500, 1000),
+            NonceCheck::Invalid
+        );
         // Hand-made: a later issue time with the old MAC.
         let (_, mac) = n.split_once('.').unwrap();
         let forged = format!("{:x}.{mac}", 10_400);
-        assert_eq!(check_nonce(key, b"conn-1", &forged, 10_500, 1000), NonceCheck::Invalid);
+        assert_eq!(
+            check_nonce(key, b"conn-1", &forged, 10_500, 1000),
+            NonceCheck::Invalid
+        );
         for junk in ["", ".", "zz.zz", "1", "ffffffffffffffffffff.0"] {
-            assert_eq!(check_nonce(key, b"conn-1", junk, 10_500, 1000), NonceCheck::Invalid);
+            assert_eq!(
+                check_nonce(key, b"conn-1", junk, 10_500, 1000),
+                NonceCheck::Invalid
+            );
         }
     }
 }
