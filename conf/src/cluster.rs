@@ -51,6 +51,9 @@ pub struct ClusterConf {
     pub rpc_listen: Option<SocketAddr>,
     /// How long a node waits for the scheduler's placement before deciding itself.
     pub rpc_timeout_ms: u64,
+    /// How long a placement's estimated load is held against the chosen node before its
+    /// report shows the session (a DESCRIBE that never reaches PLAY lapses after this).
+    pub reservation_ms: u64,
 }
 
 impl Default for ClusterConf {
@@ -73,6 +76,7 @@ impl Default for ClusterConf {
             node_key: None,
             rpc_listen: None,
             rpc_timeout_ms: 300,
+            reservation_ms: 2000,
         }
     }
 }

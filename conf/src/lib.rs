@@ -181,6 +181,11 @@ pub struct Limits {
     pub max_readers_per_path: usize,
     /// Seconds without an RTSP request or RTCP packet before a session is closed.
     pub session_timeout_secs: u32,
+    /// DESCRIBEs per second from one client address (token bucket), and the burst allowed:
+    /// past it, 503 with Retry-After. Keeps one client from steering cluster placement or
+    /// probing cameras at speed.
+    pub describes_per_sec: f64,
+    pub describe_burst: u32,
 }
 
 impl Default for Limits {
@@ -189,6 +194,8 @@ impl Default for Limits {
             max_sessions: 4000,
             max_readers_per_path: 2000,
             session_timeout_secs: 60,
+            describes_per_sec: 20.0,
+            describe_burst: 100,
         }
     }
 }
@@ -254,6 +261,11 @@ impl Config {
         if self.limits.session_timeout_secs == 0 {
             return Err(ConfigError::Invalid(
                 "limits.session_timeout_secs must be at least 1".into(),
+            ));
+        }
+        if !(self.limits.describes_per_sec.is_finite() && self.limits.describes_per_sec > 0.0) {
+            return Err(ConfigError::Invalid(
+                "limits.describes_per_sec must be a positive number".into(),
             ));
         }
         self.storage.validate()?;

@@ -80,6 +80,8 @@ pub struct Counters {
     pub reader_skips: AtomicU64,
     pub sessions_timed_out: AtomicU64,
     pub sessions_rejected: AtomicU64,
+    /// DESCRIBEs refused by the per-address rate limit.
+    pub describes_limited: AtomicU64,
 }
 
 pub struct Node {
@@ -100,6 +102,8 @@ pub struct Node {
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
     /// RTSP users, rights and login state (`[auth]`; reloaded on SIGHUP).
     pub auth: crate::auth::Auth,
+    /// DESCRIBEs per client address (`[limits] describes_per_sec`, `describe_burst`).
+    pub describes: Mutex<crate::auth::RateLimiter>,
 }
 
 impl Node {
@@ -117,6 +121,10 @@ impl Node {
             started: Instant::now(),
             cluster: std::sync::OnceLock::new(),
             auth: crate::auth::Auth::new(config.auth.as_ref()),
+            describes: Mutex::new(crate::auth::RateLimiter::new(
+                config.limits.describes_per_sec,
+                config.limits.describe_burst,
+            )),
             config,
         };
         for cam in &node.config.cameras {

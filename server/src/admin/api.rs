@@ -266,6 +266,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
                 load_net: nv.map_or(0.0, |n| {
                     100.0 * w.net * vigil_cluster::load::net_utilisation(n)
                 }),
+                reserved: c.reserved(&m.id),
                 class: r.map(|r| {
                     vigil_cluster::classify(&r.indicators, &knn.training, knn.k)
                         .name()

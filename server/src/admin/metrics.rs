@@ -39,6 +39,10 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_auth_refusals_total",
         "RTSP requests refused by authentication: challenge (401, no credentials yet), failure (wrong credentials), backoff (address refused after failures), forbidden (403, no right)"
     );
+    describe_counter!(
+        "vigil_describes_limited_total",
+        "DESCRIBEs refused by the per-address rate limit (limits.describes_per_sec)"
+    );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
     describe_counter!(
         "vigil_cache_hits_total",
@@ -83,6 +87,7 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         ("vigil_reader_skips_total", &c.reader_skips),
         ("vigil_sessions_timed_out_total", &c.sessions_timed_out),
         ("vigil_sessions_rejected_total", &c.sessions_rejected),
+        ("vigil_describes_limited_total", &c.describes_limited),
     ] {
         counter!(name).absolute(v.load(Ordering::Relaxed));
     }

@@ -18,6 +18,7 @@ mod marker;
 mod membership;
 mod placement;
 pub mod report;
+mod reservations;
 pub mod rpc;
 mod shell;
 pub mod transport;

@@ -70,6 +70,8 @@ pub(super) struct State {
     pub(super) decisions: VecDeque<DecisionRecord>,
     /// The bindings this node follows (the highest term seen).
     pub(super) bindings: CameraBindings,
+    /// Placements held against the view until they lapse (see `reservations`).
+    pub(super) reservations: Vec<super::reservations::Reservation>,
 }
 
 impl State {
@@ -110,6 +112,8 @@ pub struct Cluster {
     pub(super) rpc: Option<rpc::Rpc>,
     pub rpc_advertise: Option<SocketAddr>,
     pub rpc_timeout: Duration,
+    /// How long a placement's load is held against the chosen node without its report.
+    pub reservation: Duration,
     pub(super) handle: ChitchatHandle,
     pub(super) state: Mutex<State>,
     /// A significant change (a session started or ended): publish the report at once.
@@ -210,6 +214,7 @@ impl Cluster {
             rpc,
             rpc_advertise,
             rpc_timeout: Duration::from_millis(c.rpc_timeout_ms),
+            reservation: Duration::from_millis(c.reservation_ms),
             handle,
             state: Mutex::new(State {
                 members: Vec::new(),
@@ -220,6 +225,7 @@ impl Cluster {
                 rng: rand::rngs::StdRng::from_entropy(),
                 decisions: VecDeque::new(),
                 bindings: CameraBindings::default(),
+                reservations: Vec::new(),
             }),
             changed: Notify::new(),
             marker_key: c.key.as_bytes().into(),
@@ -281,7 +287,8 @@ impl Cluster {
 
     /// The placement view: one entry per reporting node, ordered by id.
     pub fn view(&self) -> ClusterView {
-        let st = self.state();
+        let mut st = self.state();
+        st.expire_reservations(std::time::Instant::now(), self.policy_cfg.sched.weights);
         ClusterView::new(
             st.views.values().map(|(_, v)| v.clone()).collect(),
             self.policy_cfg.sched.weights,

@@ -3,7 +3,7 @@
 
 use super::conn::Conn;
 use crate::auth::{required, Right};
-use vigil_proto::rtsp::{Method, Request, Response};
+use vigil_proto::rtsp::{Method, Request, Response, StatusCode};
 
 impl Conn {
     /// None: the request may proceed. Some: the refusal to answer instead.
@@ -13,6 +13,19 @@ impl Conn {
         let announced = self.announced.as_ref().map(|a| a.path.name.as_str());
         let need: Option<(Right, String)> = required(&req.method, &path, announced);
         if req.method == Method::Describe {
+            let limited = self
+                .node
+                .describes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(self.peer.ip(), std::time::Instant::now());
+            if let Err(wait) = limited {
+                crate::node::Node::bump(&self.node.counters.describes_limited);
+                let mut r = Response::new(StatusCode::SERVICE_UNAVAILABLE);
+                r.reason = "Service Unavailable (too many DESCRIBEs from this address)".into();
+                let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+                return Some(r.header("Retry-After", secs.to_string()));
+            }
             if let Some(cluster) = self.node.cluster.get() {
                 if let Some(marker) = cluster.accept_marker(&req.uri, self.auth.id) {
                     // The node that redirected here placed the request and, with [auth],
