@@ -56,7 +56,8 @@ fn init_tracing() {
 
 /// Run a node until SIGTERM/SIGINT. `config_path`: re-read on SIGHUP (users and rights).
 pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
-    warn_if_open(&config);
+    let token = config.http.token().context("the admin API token")?;
+    warn_if_open(&config, token.is_some());
     let rtsp = tokio::net::TcpListener::bind(config.rtsp.listen)
         .await
         .with_context(|| format!("cannot listen for RTSP on {}", config.rtsp.listen))?;
@@ -154,7 +155,14 @@ fn start_sources(node: &Arc<Node>) {
 }
 
 /// Anything listening beyond loopback without authentication is said loudly at start.
-fn warn_if_open(config: &Config) {
+fn warn_if_open(config: &Config, api_token: bool) {
+    if !api_token && !config.http.listen.ip().is_loopback() {
+        tracing::warn!(
+            listen = %config.http.listen,
+            "the admin API listens beyond loopback without [http] token: it serves only \
+             /api/health until a token is configured"
+        );
+    }
     if config.auth.is_none() && !config.rtsp.listen.ip().is_loopback() {
         tracing::warn!(
             listen = %config.rtsp.listen,

@@ -114,6 +114,9 @@ impl NodeBuilder {
     }
 }
 
+/// The admin API token of every test node (`[http] token`): write routes need it.
+pub const ADMIN_TOKEN: &str = "vigil-test-admin-token";
+
 /// A running `vigil serve` process; killed on drop.
 pub struct Node {
     child: Option<Child>,
@@ -132,7 +135,7 @@ impl Node {
         let (umin, umax) = b.udp.unwrap_or_else(udp_range);
         let dir = tempfile::tempdir().expect("temp dir");
         let config = format!(
-            "[node]\nid = \"test-{rtsp_port}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\n\n{}",
+            "[node]\nid = \"test-{rtsp_port}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n\n{}",
             b.rtsp, b.extra
         );
         let path = dir.path().join("vigil.toml");
@@ -889,6 +892,7 @@ pub fn udp_port_pair() -> (std::net::UdpSocket, std::net::UdpSocket, u16) {
 pub fn ctl(node: &Node, args: &[&str]) -> String {
     let out = run_with_timeout(
         Command::new(vigil_bin())
+            .env("VIGIL_API_TOKEN", ADMIN_TOKEN)
             .arg("ctl")
             .arg("--api")
             .arg(format!("http://{}", node.api))

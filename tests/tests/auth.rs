@@ -660,3 +660,67 @@ fn a_redirect_carries_the_login_and_markers_cannot_be_forged_or_replayed() {
         403
     );
 }
+
+fn http_status(method: &str, url: &str, token: Option<&str>) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut req = match method {
+        "POST" => agent.post(url),
+        "DELETE" => agent.delete(url).force_send_body(),
+        _ => unreachable!("{method}"),
+    };
+    if let Some(t) = token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    req.send_empty().expect("HTTP request").status().as_u16()
+}
+
+/// The admin API's token layer covers every write route (here: POST/DELETE to existing and
+/// unknown paths, answered 405/404 only once the token is right); reads on loopback stay
+/// open; `vigil ctl` takes the token from the node's config file or from the environment.
+#[test]
+fn admin_writes_need_the_bearer_token() {
+    let node = NodeBuilder::new().start();
+    for path in [
+        "/api/paths",
+        "/api/sessions/x/migrate",
+        "/api/cluster/nodes/n/drain",
+    ] {
+        let url = format!("http://{}{path}", node.api);
+        for method in ["POST", "DELETE"] {
+            assert_eq!(http_status(method, &url, None), 401, "{method} {path}");
+            assert_eq!(
+                http_status(method, &url, Some("guess")),
+                401,
+                "{method} {path}"
+            );
+            let ok = http_status(method, &url, Some(vigil_tests::ADMIN_TOKEN));
+            assert!(
+                ok == 404 || ok == 405,
+                "{method} {path} with the token: {ok}"
+            );
+        }
+    }
+    assert!(
+        node.try_api("/api/paths").is_some(),
+        "a loopback read needs no token"
+    );
+    // vigil ctl: the token from --config, or VIGIL_API_TOKEN (the harness's ctl uses it).
+    let cfg = node.dir.path().join("vigil.toml");
+    let out = run_with_timeout(
+        Command::new(vigil_bin())
+            .env_remove("VIGIL_API_TOKEN")
+            .args(["ctl", "--api", &format!("http://{}", node.api), "--config"])
+            .arg(&cfg)
+            .arg("paths"),
+        Duration::from_secs(10),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(vigil_tests::ctl(&node, &["paths"]).contains("PATH"));
+}

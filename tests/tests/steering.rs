@@ -84,7 +84,7 @@ fn a_describe_burst_from_one_address_does_not_steer_placement() {
     let g1: SocketAddr = format!("127.0.0.1:{}", free_udp("127.0.0.1"))
         .parse()
         .unwrap();
-    let n1 = NodeBuilder::new()
+    let _n1 = NodeBuilder::new()
         .extra(&format!(
             "[cluster]\nenabled = true\ngossip_listen = \"{g1}\"\nkey = \"{KEY}\"\npriority = 10\n"
         ))

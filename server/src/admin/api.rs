@@ -20,7 +20,13 @@ struct AppState {
     prometheus: Option<PrometheusHandle>,
 }
 
+/// Every route, behind the admin token layer (`token`): a route added here is covered.
 pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
+    let gate = super::token::Gate {
+        // Checked at start-up (`serve`); an unreadable file here leaves the API read-only.
+        token: node.config.http.token().ok().flatten().map(Into::into),
+        loopback: node.config.http.listen.ip().is_loopback(),
+    };
     Router::new()
         .route("/api/paths", get(paths))
         .route("/api/sessions", get(sessions))
@@ -35,6 +41,10 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/ingest/{camera}", get(ingest))
         .route("/metrics", get(metrics))
         .with_state(AppState { node, prometheus })
+        .layer(axum::middleware::from_fn_with_state(
+            gate,
+            super::token::layer,
+        ))
 }
 
 pub async fn serve(

@@ -3,4 +3,5 @@
 pub mod api;
 pub mod metrics;
 pub mod process;
+pub mod token;
 pub mod views;
