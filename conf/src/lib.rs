@@ -186,6 +186,17 @@ pub struct Limits {
     /// probing cameras at speed.
     pub describes_per_sec: f64,
     pub describe_burst: u32,
+    /// Open RTSP connections on this node; past it new ones are closed at once.
+    pub max_connections: usize,
+    /// Open RTSP connections from one client address.
+    pub max_connections_per_address: usize,
+    /// RTSP sessions from one client address; past it, SETUP gets 503.
+    pub max_sessions_per_address: usize,
+    /// Requests per second on one connection (burst: twice as many); past it, 503.
+    pub requests_per_sec: f64,
+    /// A request (or interleaved frame) must arrive whole within this long after its first
+    /// byte, and a new connection must complete its first request within it (slowloris).
+    pub request_deadline_ms: u64,
 }
 
 impl Default for Limits {
@@ -196,6 +207,11 @@ impl Default for Limits {
             session_timeout_secs: 60,
             describes_per_sec: 20.0,
             describe_burst: 100,
+            max_connections: 10_000,
+            max_connections_per_address: 1000,
+            max_sessions_per_address: 1000,
+            requests_per_sec: 50.0,
+            request_deadline_ms: 10_000,
         }
     }
 }
@@ -263,9 +279,20 @@ impl Config {
                 "limits.session_timeout_secs must be at least 1".into(),
             ));
         }
-        if !(self.limits.describes_per_sec.is_finite() && self.limits.describes_per_sec > 0.0) {
+        let l = &self.limits;
+        for (name, v) in [
+            ("describes_per_sec", l.describes_per_sec),
+            ("requests_per_sec", l.requests_per_sec),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ConfigError::Invalid(format!(
+                    "limits.{name} must be a positive number"
+                )));
+            }
+        }
+        if l.request_deadline_ms < 100 {
             return Err(ConfigError::Invalid(
-                "limits.describes_per_sec must be a positive number".into(),
+                "limits.request_deadline_ms must be at least 100".into(),
             ));
         }
         self.storage.validate()?;

@@ -12,6 +12,7 @@ pub mod client;
 pub mod cluster;
 pub mod ctl;
 pub mod ingest;
+pub mod limits;
 pub mod live;
 pub mod net;
 pub mod node;

@@ -80,8 +80,6 @@ pub struct Counters {
     pub reader_skips: AtomicU64,
     pub sessions_timed_out: AtomicU64,
     pub sessions_rejected: AtomicU64,
-    /// DESCRIBEs refused by the per-address rate limit.
-    pub describes_limited: AtomicU64,
 }
 
 pub struct Node {
@@ -103,7 +101,11 @@ pub struct Node {
     /// RTSP users, rights and login state (`[auth]`; reloaded on SIGHUP).
     pub auth: crate::auth::Auth,
     /// DESCRIBEs per client address (`[limits] describes_per_sec`, `describe_burst`).
-    pub describes: Mutex<crate::auth::RateLimiter>,
+    pub describes: Mutex<crate::limits::RateLimiter>,
+    /// Open RTSP connections, in total and per address.
+    pub connections: Arc<crate::limits::Connections>,
+    /// Refusals by `[limits]`.
+    pub limit_stats: crate::limits::LimitStats,
 }
 
 impl Node {
@@ -121,10 +123,12 @@ impl Node {
             started: Instant::now(),
             cluster: std::sync::OnceLock::new(),
             auth: crate::auth::Auth::new(config.auth.as_ref()),
-            describes: Mutex::new(crate::auth::RateLimiter::new(
+            describes: Mutex::new(crate::limits::RateLimiter::new(
                 config.limits.describes_per_sec,
                 config.limits.describe_burst,
             )),
+            connections: Default::default(),
+            limit_stats: Default::default(),
             config,
         };
         for cam in &node.config.cameras {
@@ -209,6 +213,14 @@ impl Node {
 
     pub fn session_count(&self) -> usize {
         self.sessions_mut().len()
+    }
+
+    /// Sessions whose client is at `ip`.
+    pub fn sessions_from(&self, ip: std::net::IpAddr) -> usize {
+        self.sessions_mut()
+            .values()
+            .filter(|s| s.client.ip() == ip)
+            .count()
     }
 
     pub fn register_session(&self, info: Arc<SessionInfo>) {

@@ -925,6 +925,25 @@ pub fn placed_by_hand(url: &str, key: &str) -> String {
     vigil_server::cluster::signed_redirect_url(key.as_bytes(), &base, url, "", now)
 }
 
+/// A TCP connection to `to` from the loopback address `from` (the attacker's own address).
+pub fn connect_from(from: &str, to: SocketAddr) -> std::net::TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let stream = rt.block_on(async {
+        let s = tokio::net::TcpSocket::new_v4().expect("socket");
+        s.bind(format!("{from}:0").parse().expect("addr"))
+            .expect("bind");
+        s.connect(to).await.expect("connect")
+    });
+    let std = stream.into_std().expect("std stream");
+    std.set_nonblocking(false).expect("blocking");
+    std.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    std
+}
+
 /// A free UDP port on `ip` (bound then released), e.g. for a node's gossip socket.
 pub fn free_udp(ip: &str) -> u16 {
     std::net::UdpSocket::bind((ip, 0))

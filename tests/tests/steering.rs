@@ -7,30 +7,13 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use vigil_proto::rtsp::{parse_frame, Frame, Limits};
-use vigil_tests::{free_udp, poll_until, rfc3339, Node, NodeBuilder, RtspConn, DEMO_CAMERA};
+use vigil_tests::{
+    connect_from, free_udp, poll_until, rfc3339, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
+};
 
 const KEY: &str = "test-cluster-key-steering-0123456789";
 const BURST: usize = 10_000;
 const CONNECTIONS: usize = 10;
-
-/// A TCP connection to `to` from the loopback address `from` (the attacker's own address).
-fn connect_from(from: &str, to: SocketAddr) -> std::net::TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let stream = rt.block_on(async {
-        let s = tokio::net::TcpSocket::new_v4().expect("socket");
-        s.bind(format!("{from}:0").parse().expect("addr"))
-            .expect("bind");
-        s.connect(to).await.expect("connect")
-    });
-    let std = stream.into_std().expect("std stream");
-    std.set_nonblocking(false).expect("blocking");
-    std.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    std
-}
 
 /// Send `n` pipelined DESCRIBEs of `url` and read the `n` answers: their status codes.
 fn pipelined_describes(from: &str, to: SocketAddr, url: &str, n: usize) -> Vec<u16> {
@@ -136,7 +119,17 @@ fn a_describe_burst_from_one_address_does_not_steer_placement() {
         placed <= allowed && placed + limited == BURST,
         "{placed} placed, {limited} limited of {BURST} in {elapsed:?} (allowed {allowed})"
     );
-    assert!(vigil_tests::metric_value(&n2, "vigil_describes_limited_total") >= limited as f64);
+    // Refused by the DESCRIBE limit of the address or the request limit of the connection.
+    let refused = ["describe_rate", "request_rate"]
+        .iter()
+        .map(|l| {
+            vigil_tests::metric_value(&n2, &format!("vigil_limit_refusals_total{{limit=\"{l}\"}}"))
+        })
+        .sum::<f64>();
+    assert!(
+        refused >= limited as f64,
+        "{refused} counted, {limited} seen"
+    );
 
     // A real viewer from another address is placed right away, not refused.
     let mut viewer = RtspConn::connect(n2.rtsp);

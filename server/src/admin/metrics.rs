@@ -40,8 +40,8 @@ pub fn install() -> Option<PrometheusHandle> {
         "RTSP requests refused by authentication: challenge (401, no credentials yet), failure (wrong credentials), backoff (address refused after failures), forbidden (403, no right)"
     );
     describe_counter!(
-        "vigil_describes_limited_total",
-        "DESCRIBEs refused by the per-address rate limit (limits.describes_per_sec)"
+        "vigil_limit_refusals_total",
+        "Refusals by [limits], per limit: connections, connections_per_address, sessions_per_address, describe_rate, request_rate, request_deadline"
     );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
     describe_counter!(
@@ -87,7 +87,6 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         ("vigil_reader_skips_total", &c.reader_skips),
         ("vigil_sessions_timed_out_total", &c.sessions_timed_out),
         ("vigil_sessions_rejected_total", &c.sessions_rejected),
-        ("vigil_describes_limited_total", &c.describes_limited),
     ] {
         counter!(name).absolute(v.load(Ordering::Relaxed));
     }
@@ -101,6 +100,11 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         counter!("vigil_auth_refusals_total", "reason" => reason)
             .absolute(v.load(Ordering::Relaxed));
     }
+    for (limit, v) in node.limit_stats.all() {
+        counter!("vigil_limit_refusals_total", "limit" => limit)
+            .absolute(v.load(Ordering::Relaxed));
+    }
+    gauge!("vigil_rtsp_connections_open").set(node.connections.open_count() as f64);
     gauge!("vigil_sessions").set(node.session_count() as f64);
     for p in node.paths() {
         let labels = [("path", p.name.clone())];

@@ -11,11 +11,9 @@
 //! ANNOUNCE and SETUP; the other methods act only on the connection's own session.
 
 mod failures;
-mod rate;
 mod rights;
 
 pub use failures::Failures;
-pub use rate::RateLimiter;
 pub use rights::{grants, required, Right};
 
 use rand::RngCore;

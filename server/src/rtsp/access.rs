@@ -20,7 +20,7 @@ impl Conn {
                 .unwrap_or_else(|p| p.into_inner())
                 .take(self.peer.ip(), std::time::Instant::now());
             if let Err(wait) = limited {
-                crate::node::Node::bump(&self.node.counters.describes_limited);
+                crate::limits::LimitStats::bump(&self.node.limit_stats.describe_rate);
                 let mut r = Response::new(StatusCode::SERVICE_UNAVAILABLE);
                 r.reason = "Service Unavailable (too many DESCRIBEs from this address)".into();
                 let secs = wait.as_secs_f64().ceil().max(1.0) as u64;

@@ -1,4 +1,5 @@
-//! A token bucket per client address (DESCRIBEs per address). Pure: time is passed in.
+//! Token buckets: one per connection (requests per connection) and one per client address
+//! (DESCRIBEs per address). Pure: time is passed in.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -7,18 +8,60 @@ use std::time::{Duration, Instant};
 /// Addresses tracked at most; past it, full buckets (idle addresses) are dropped first.
 const TRACKED_MAX: usize = 65_536;
 
+/// `per_sec` tokens a second, at most `burst` saved up.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    per_sec: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    pub fn new(per_sec: f64, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            per_sec,
+            burst,
+            tokens: burst,
+            last: now,
+        }
+    }
+
+    /// Take one token: Ok, or Err(how long until the next one).
+    pub fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.per_sec;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else if self.per_sec > 0.0 {
+            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.per_sec))
+        } else {
+            Err(Duration::from_secs(1))
+        }
+    }
+
+    /// Whether it is full at `now` (its owner has been idle).
+    fn full(&self, now: Instant) -> bool {
+        self.tokens + now.saturating_duration_since(self.last).as_secs_f64() * self.per_sec
+            >= self.burst
+    }
+}
+
 #[derive(Debug)]
 pub struct RateLimiter {
     per_sec: f64,
-    burst: f64,
-    buckets: HashMap<IpAddr, (f64, Instant)>,
+    burst: u32,
+    buckets: HashMap<IpAddr, TokenBucket>,
 }
 
 impl RateLimiter {
     pub fn new(per_sec: f64, burst: u32) -> Self {
         Self {
             per_sec,
-            burst: f64::from(burst.max(1)),
+            burst,
             buckets: HashMap::new(),
         }
     }
@@ -26,27 +69,17 @@ impl RateLimiter {
     /// Take one token for `ip`: Ok, or Err(how long until the next one).
     pub fn take(&mut self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
         if self.buckets.len() >= TRACKED_MAX && !self.buckets.contains_key(&ip) {
-            let (per_sec, burst) = (self.per_sec, self.burst);
-            self.buckets.retain(|_, (tokens, last)| {
-                *tokens + now.saturating_duration_since(*last).as_secs_f64() * per_sec < burst
-            });
+            self.buckets.retain(|_, b| !b.full(now));
             if self.buckets.len() >= TRACKED_MAX {
                 // Everyone is busy: refuse newcomers rather than grow.
                 return Err(Duration::from_secs(1));
             }
         }
-        let (tokens, last) = self.buckets.entry(ip).or_insert((self.burst, now));
-        let refill = now.saturating_duration_since(*last).as_secs_f64() * self.per_sec;
-        *tokens = (*tokens + refill).min(self.burst);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else if self.per_sec > 0.0 {
-            Err(Duration::from_secs_f64((1.0 - *tokens) / self.per_sec))
-        } else {
-            Err(Duration::from_secs(1))
-        }
+        let (per_sec, burst) = (self.per_sec, self.burst);
+        self.buckets
+            .entry(ip)
+            .or_insert_with(|| TokenBucket::new(per_sec, burst, now))
+            .take(now)
     }
 }
 
