@@ -156,22 +156,30 @@ fn start_sources(node: &Arc<Node>) {
 
 /// Anything listening beyond loopback without authentication is said loudly at start.
 fn warn_if_open(config: &Config, api_token: bool) {
-    if !api_token && !config.http.listen.ip().is_loopback() {
-        tracing::warn!(
-            listen = %config.http.listen,
-            "the admin API listens beyond loopback without [http] token: it serves only \
-             /api/health until a token is configured"
-        );
+    for w in open_warnings(config, api_token) {
+        tracing::warn!("{w}");
     }
+}
+
+/// The warnings `warn_if_open` logs (pure, for the tests).
+pub fn open_warnings(config: &Config, api_token: bool) -> Vec<String> {
+    let mut out = Vec::new();
     if config.auth.is_none() && !config.rtsp.listen.ip().is_loopback() {
-        tracing::warn!(
-            listen = %config.rtsp.listen,
+        out.push(format!(
             "RTSP IS OPEN TO THE NETWORK WITHOUT [auth]: anyone who can reach {} may watch and \
              play back every camera and publish to any live/<id>. Add users with \
              `vigil user add`, or listen on 127.0.0.1.",
             config.rtsp.listen
-        );
+        ));
     }
+    if !api_token && !config.http.listen.ip().is_loopback() {
+        out.push(format!(
+            "the admin API listens on {} beyond loopback without [http] token: it serves only \
+             /api/health until a token is configured",
+            config.http.listen
+        ));
+    }
+    out
 }
 
 /// SIGHUP: re-read the config file and apply its `[auth]` (users, rights, back-off) without
@@ -210,5 +218,30 @@ async fn wait_for_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_listeners_are_warned_about() {
+        let demo = Config::embedded_default();
+        assert!(
+            open_warnings(&demo, false).is_empty(),
+            "the demo is loopback only"
+        );
+        let open = Config::from_toml(
+            "[rtsp]\nlisten = \"0.0.0.0:8554\"\n[http]\nlisten = \"0.0.0.0:8080\"",
+        )
+        .unwrap();
+        let w = open_warnings(&open, false);
+        assert!(
+            w.len() == 2 && w[0].contains("WITHOUT [auth]") && w[1].contains("token"),
+            "{w:?}"
+        );
+        let closed = Config::from_toml("[rtsp]\nlisten = \"0.0.0.0:8554\"\n[auth]\n").unwrap();
+        assert!(open_warnings(&closed, true).is_empty());
     }
 }

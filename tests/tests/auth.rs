@@ -724,3 +724,35 @@ fn admin_writes_need_the_bearer_token() {
     );
     assert!(vigil_tests::ctl(&node, &["paths"]).contains("PATH"));
 }
+
+/// Basic is refused unless `[auth] basic = true`; then the right password gets in and the
+/// 401 offers it next to Digest.
+#[test]
+fn basic_only_when_configured() {
+    let node = node_with_auth("basic = true\ndigest = [\"MD5\"]", "");
+    let url = node.url("live/demo");
+    let mut c = RtspConn::connect(node.rtsp);
+    let r = c.request("DESCRIBE", &url, &[], None);
+    let offered: Vec<&str> = r.headers.get_all("WWW-Authenticate").collect();
+    assert!(
+        offered.len() == 2
+            && offered[0].contains("algorithm=MD5")
+            && offered[1].starts_with("Basic"),
+        "{offered:?}"
+    );
+    // viewer:guess, then viewer:view-pw.
+    let wrong = c.request(
+        "DESCRIBE",
+        &url,
+        &[("Authorization", "Basic dmlld2VyOmd1ZXNz")],
+        None,
+    );
+    assert_eq!(wrong.status.0, 401);
+    let ok = c.request(
+        "DESCRIBE",
+        &url,
+        &[("Authorization", "Basic dmlld2VyOnZpZXctcHc=")],
+        None,
+    );
+    assert_eq!(ok.status.0, 200, "{}", ok.reason);
+}

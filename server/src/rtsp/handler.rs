@@ -81,7 +81,7 @@ impl Conn {
             }
         }
         if !resp.status.is_success() && resp.status != StatusCode::FOUND {
-            info!(method = req.method.as_str(), uri = %req.uri, status = resp.status.0, reason = %resp.reason, "request refused");
+            info!(method = req.method.as_str(), uri = %crate::auth::redact_url(&req.uri), status = resp.status.0, reason = %resp.reason, "request refused");
         }
         (resp, true)
     }
