@@ -324,6 +324,27 @@ mod tests {
             .any(|c| matches!(c.source(), Source::Pull { .. })));
     }
 
+    /// The commented `[auth]` example parses once uncommented, with its documented defaults.
+    #[test]
+    fn shipped_auth_example_parses() {
+        let start = EXAMPLE.find("# [auth]").expect("an [auth] example");
+        let block: String = EXAMPLE[start..]
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim_start())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::from_toml(&block).unwrap();
+        assert_eq!(c.record_mode(), RecordMode::Listed);
+        let a = c.auth.unwrap();
+        let d = AuthConfig::default();
+        assert_eq!(
+            (a.realm, a.basic, a.digest, a.nonce_lifetime_secs, a.max_failures, a.backoff_max_secs),
+            (d.realm, d.basic, d.digest, d.nonce_lifetime_secs, d.max_failures, d.backoff_max_secs)
+        );
+        assert_eq!(a.users[0].rights.playback, vec!["gate-*".to_string()]);
+    }
+
     #[test]
     fn empty_file_gives_defaults() {
         let c = Config::from_toml("").unwrap();
