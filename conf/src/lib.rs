@@ -339,8 +339,22 @@ mod tests {
         let a = c.auth.unwrap();
         let d = AuthConfig::default();
         assert_eq!(
-            (a.realm, a.basic, a.digest, a.nonce_lifetime_secs, a.max_failures, a.backoff_max_secs),
-            (d.realm, d.basic, d.digest, d.nonce_lifetime_secs, d.max_failures, d.backoff_max_secs)
+            (
+                a.realm,
+                a.basic,
+                a.digest,
+                a.nonce_lifetime_secs,
+                a.max_failures,
+                a.backoff_max_secs
+            ),
+            (
+                d.realm,
+                d.basic,
+                d.digest,
+                d.nonce_lifetime_secs,
+                d.max_failures,
+                d.backoff_max_secs
+            )
         );
         assert_eq!(a.users[0].rights.playback, vec!["gate-*".to_string()]);
     }
