@@ -517,10 +517,9 @@ fn sighup_adds_a_user_without_dropping_sessions_and_unlisted_cameras_are_not_rec
     });
     newbie().assert_plays("user added by SIGHUP", 10, 10);
     // The session from before the reload still receives media.
-    let got = poll_until(Duration::from_secs(10), "media after the reload", || {
+    poll_until(Duration::from_secs(10), "media after the reload", || {
         matches!(playing.receive(), Ok(vigil_tests::Incoming::Data { .. })).then_some(())
     });
-    let _ = got;
     let sessions = node.api_json("/api/sessions");
     assert!(
         sessions.as_array().is_some_and(|s| !s.is_empty()),

@@ -27,7 +27,7 @@ fn pipelined_describes(from: &str, to: SocketAddr, url: &str, n: usize) -> Vec<u
     let mut statuses = Vec::with_capacity(n);
     let mut chunk = [0u8; 65536];
     while statuses.len() < n {
-        match parse_frame(&mut buf, &Limits::default()) {
+        match parse_frame(&buf, &Limits::default()) {
             Ok(Some((Frame::Response(r), used))) => {
                 let _ = buf.split_to(used);
                 statuses.push(r.status.0);
