@@ -73,6 +73,34 @@ fn with_creds(node: &Node, user: &str, pass: &str, path: &str) -> String {
     format!("rtsp://{user}:{pass}@{}/{path}", node.rtsp)
 }
 
+/// DESCRIBE `url` with an `Authorization` header: the status.
+fn status_with(c: &mut RtspConn, url: &str, authorization: &str) -> u16 {
+    c.request("DESCRIBE", url, &[("Authorization", authorization)], None)
+        .status
+        .0
+}
+
+/// DESCRIBE `url` without credentials, then (on a 401) with a Digest answer to its `alg`
+/// challenge for `(user, password, realm)`: the last answer.
+fn login_response(
+    c: &mut RtspConn,
+    url: &str,
+    alg: Algorithm,
+    creds: (&str, &str, &str),
+) -> Response {
+    let r = c.request("DESCRIBE", url, &[], None);
+    if r.status.0 != 401 {
+        return r;
+    }
+    let h = digest(alg, creds, &nonce_of(&r, alg), "DESCRIBE", url, None);
+    c.request("DESCRIBE", url, &[("Authorization", &h)], None)
+}
+
+/// [`login_response`]'s status.
+fn login(c: &mut RtspConn, url: &str, alg: Algorithm, creds: (&str, &str, &str)) -> u16 {
+    login_response(c, url, alg, creds).status.0
+}
+
 /// The nonce of the challenge for `alg` in a 401.
 fn nonce_of(r: &Response, alg: Algorithm) -> String {
     let c = r
@@ -290,34 +318,16 @@ fn replayed_forged_and_stale_digests_are_refused() {
     // SHA-256 with qop: accepted once; the same nonce count again is a replay.
     let nonce = nonce_of(&r, Algorithm::Sha256);
     let good = digest(Algorithm::Sha256, viewer, &nonce, "DESCRIBE", &url, Some(1));
-    assert_eq!(
-        a.request("DESCRIBE", &url, &[("Authorization", &good)], None)
-            .status
-            .0,
-        200
-    );
-    assert_eq!(
-        a.request("DESCRIBE", &url, &[("Authorization", &good)], None)
-            .status
-            .0,
-        401,
-        "nc replay"
-    );
+    assert_eq!(status_with(&mut a, &url, &good), 200);
+    assert_eq!(status_with(&mut a, &url, &good), 401, "nc replay");
     let next = digest(Algorithm::Sha256, viewer, &nonce, "DESCRIBE", &url, Some(2));
-    assert_eq!(
-        a.request("DESCRIBE", &url, &[("Authorization", &next)], None)
-            .status
-            .0,
-        200
-    );
+    assert_eq!(status_with(&mut a, &url, &next), 200);
 
     // The same header on another connection: its nonce belongs to the first.
     let mut b = RtspConn::connect(node.rtsp);
     let replay = digest(Algorithm::Sha256, viewer, &nonce, "DESCRIBE", &url, Some(3));
     assert_eq!(
-        b.request("DESCRIBE", &url, &[("Authorization", &replay)], None)
-            .status
-            .0,
+        status_with(&mut b, &url, &replay),
         401,
         "replayed on another connection"
     );
@@ -388,12 +398,7 @@ fn replayed_forged_and_stale_digests_are_refused() {
     }
     // MD5 in the RFC 2069 form (GStreamer's) with the right password works.
     let ok = digest(Algorithm::Md5, viewer, &nonce_b, "DESCRIBE", &url, None);
-    assert_eq!(
-        b.request("DESCRIBE", &url, &[("Authorization", &ok)], None)
-            .status
-            .0,
-        200
-    );
+    assert_eq!(status_with(&mut b, &url, &ok), 200);
 
     // Stale: the nonce outlives its 1 s; the answer says stale=true (no new password asked).
     let mut c = RtspConn::connect(node.rtsp);
@@ -420,22 +425,8 @@ fn failed_logins_back_off_per_address() {
     let url = node.url("live/demo");
     let mut c = RtspConn::connect(node.rtsp);
     for _ in 0..3 {
-        let r = c.request("DESCRIBE", &url, &[], None);
-        let nonce = nonce_of(&r, Algorithm::Md5);
-        let h = digest(
-            Algorithm::Md5,
-            ("viewer", "guess", REALM),
-            &nonce,
-            "DESCRIBE",
-            &url,
-            None,
-        );
-        assert_eq!(
-            c.request("DESCRIBE", &url, &[("Authorization", &h)], None)
-                .status
-                .0,
-            401
-        );
+        let guess = login(&mut c, &url, Algorithm::Md5, ("viewer", "guess", REALM));
+        assert_eq!(guess, 401);
     }
     // Now even the right password is refused for a while, without being checked.
     let r = c.request("DESCRIBE", &url, &[], None);
@@ -445,24 +436,7 @@ fn failed_logins_back_off_per_address() {
     // After the back-off (1 s for the first), the right password gets in and clears it.
     let mut d = RtspConn::connect(node.rtsp);
     poll_until(Duration::from_secs(10), "the back-off to end", || {
-        let r = d.request("DESCRIBE", &url, &[], None);
-        if r.status.0 != 401 {
-            return None;
-        }
-        let nonce = nonce_of(&r, Algorithm::Md5);
-        let h = digest(
-            Algorithm::Md5,
-            ("viewer", "view-pw", REALM),
-            &nonce,
-            "DESCRIBE",
-            &url,
-            None,
-        );
-        (d.request("DESCRIBE", &url, &[("Authorization", &h)], None)
-            .status
-            .0
-            == 200)
-            .then_some(())
+        (login(&mut d, &url, Algorithm::Md5, ("viewer", "view-pw", REALM)) == 200).then_some(())
     });
 }
 
@@ -472,23 +446,8 @@ fn sighup_adds_a_user_without_dropping_sessions_and_unlisted_cameras_are_not_rec
     // A viewer plays over a raw TCP connection and keeps its session across the reload.
     let mut playing = RtspConn::connect(node.rtsp);
     let url = node.url("live/demo");
-    let r = playing.request("DESCRIBE", &url, &[], None);
-    let nonce = nonce_of(&r, Algorithm::Md5);
-    let h = digest(
-        Algorithm::Md5,
-        ("viewer", "view-pw", REALM),
-        &nonce,
-        "DESCRIBE",
-        &url,
-        None,
-    );
-    assert_eq!(
-        playing
-            .request("DESCRIBE", &url, &[("Authorization", &h)], None)
-            .status
-            .0,
-        200
-    );
+    let viewer = ("viewer", "view-pw", REALM);
+    assert_eq!(login(&mut playing, &url, Algorithm::Md5, viewer), 200);
     playing.play_tcp(&url);
 
     let newbie = || {
@@ -580,17 +539,12 @@ fn a_redirect_carries_the_login_and_markers_cannot_be_forged_or_replayed() {
     // Log in on node 2 until its gossip view knows node 1 holds demo: then 302.
     let location = poll_until(Duration::from_secs(20), "node 2 to redirect demo", || {
         let mut c = RtspConn::connect(n2.rtsp);
-        let r = c.request("DESCRIBE", &url2, &[], None);
-        let nonce = nonce_of(&r, Algorithm::Sha256);
-        let h = digest(
+        let r = login_response(
+            &mut c,
+            &url2,
             Algorithm::Sha256,
             ("viewer", "view-pw", REALM),
-            &nonce,
-            "DESCRIBE",
-            &url2,
-            None,
         );
-        let r = c.request("DESCRIBE", &url2, &[("Authorization", &h)], None);
         (r.status.0 == 302)
             .then(|| r.headers.get("Location").map(str::to_string))
             .flatten()
@@ -642,20 +596,8 @@ fn a_redirect_carries_the_login_and_markers_cannot_be_forged_or_replayed() {
     run.assert_plays("ffmpeg redirected with its login", 50, 50);
     // guard has no right on demo: node 2 answers 403 rather than redirecting.
     let mut g = RtspConn::connect(n2.rtsp);
-    let r = g.request("DESCRIBE", &url2, &[], None);
-    let nonce = nonce_of(&r, Algorithm::Md5);
-    let h = digest(
-        Algorithm::Md5,
-        ("guard", "guard-pw", REALM),
-        &nonce,
-        "DESCRIBE",
-        &url2,
-        None,
-    );
     assert_eq!(
-        g.request("DESCRIBE", &url2, &[("Authorization", &h)], None)
-            .status
-            .0,
+        login(&mut g, &url2, Algorithm::Md5, ("guard", "guard-pw", REALM)),
         403
     );
 }

@@ -111,12 +111,7 @@ pub fn parse_authorization(value: &str) -> Result<Credentials, AuthError> {
         return Err(AuthError::Scheme);
     }
     let params = parse_params(rest)?;
-    let get = |k: &str| {
-        params
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(k))
-            .map(|(_, v)| v.clone())
-    };
+    let get = |k: &str| param(&params, k).map(str::to_string);
     let need = |k: &'static str| get(k).ok_or(AuthError::Missing(k));
     let algorithm = match get("algorithm") {
         None => Algorithm::Md5,
@@ -141,6 +136,14 @@ pub fn parse_authorization(value: &str) -> Result<Credentials, AuthError> {
         nc,
         cnonce,
     }))
+}
+
+/// The value of parameter `name` (names are case-insensitive).
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
 }
 
 /// `name=value` pairs separated by commas; values are tokens or quoted strings with `\`
@@ -264,12 +267,7 @@ pub fn answer_challenge(
         return None;
     }
     let params = parse_params(rest).ok()?;
-    let get = |k: &str| {
-        params
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(k))
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: &str| param(&params, k);
     let realm = get("realm")?;
     let nonce = get("nonce")?;
     let algorithm = Algorithm::parse(get("algorithm").unwrap_or("MD5"))?;
