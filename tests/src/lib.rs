@@ -2,6 +2,8 @@
 //! generated config, wait for them by polling (never by sleeping), run real clients against
 //! them, and clean up on drop.
 
+pub mod fuzz;
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
