@@ -205,8 +205,11 @@ impl Default for Limits {
             max_sessions: 4000,
             max_readers_per_path: 2000,
             session_timeout_secs: 60,
-            describes_per_sec: 20.0,
-            describe_burst: 100,
+            // A recording server or VMS may open a few hundred cameras at once from one
+            // address; a flood beyond that is refused, and what gets through lapses
+            // (`[cluster] reservation_ms`).
+            describes_per_sec: 50.0,
+            describe_burst: 500,
             max_connections: 10_000,
             max_connections_per_address: 1000,
             max_sessions_per_address: 1000,

@@ -92,14 +92,12 @@ pub struct ConnAuth {
 }
 
 impl ConnAuth {
-    /// Grants `need` to this connection: a signed redirect marker from another node, whose
-    /// `user` logged in there.
-    pub fn grant_placed(&mut self, need: (Right, String), user: &str) {
+    /// Grants `need` to this connection: a signed redirect marker from another node, where
+    /// the viewer logged in. Only that right on that camera: the connection does not become
+    /// the user (who may not even exist on this node).
+    pub fn grant_placed(&mut self, need: (Right, String)) {
         if !self.grants.contains(&need) {
             self.grants.push(need);
-        }
-        if self.user.is_none() && !user.is_empty() {
-            self.user = Some(user.to_string());
         }
     }
 

@@ -32,7 +32,8 @@ impl Conn {
                     // checked this right for marker.user: no second login, no second placement.
                     self.placed = true;
                     if let Some(n) = need.clone() {
-                        self.auth.grant_placed(n, &marker.user);
+                        tracing::debug!(user = %marker.user, "placed by another node");
+                        self.auth.grant_placed(n);
                     }
                 }
             }
