@@ -2,6 +2,7 @@
 //! generated config, wait for them by polling (never by sleeping), run real clients against
 //! them, and clean up on drop.
 
+pub mod auth;
 pub mod fuzz;
 
 use std::net::{SocketAddr, TcpListener};

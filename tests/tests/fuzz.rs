@@ -155,31 +155,15 @@ fn write_seed_corpus() {
     for (i, p) in [&single, &fu_start, &fu_end, &stap].iter().enumerate() {
         put("rtp", &format!("packet-{i}"), p);
     }
-    let sr = rtcp::sender_report(
-        &rtcp::SenderReport {
-            ssrc: 7,
-            ntp: 1 << 40,
-            rtp_timestamp: 9000,
-            packet_count: 10,
-            octet_count: 1000,
-        },
-        "vigil",
-    );
-    put("rtcp", "sender-report", &sr);
-    put(
-        "rtcp",
-        "bye",
-        &rtcp::goodbye(
-            &rtcp::SenderReport {
-                ssrc: 7,
-                ntp: 1 << 40,
-                rtp_timestamp: 9000,
-                packet_count: 10,
-                octet_count: 1000,
-            },
-            "vigil",
-        ),
-    );
+    let sr = rtcp::SenderReport {
+        ssrc: 7,
+        ntp: 1 << 40,
+        rtp_timestamp: 9000,
+        packet_count: 10,
+        octet_count: 1000,
+    };
+    put("rtcp", "sender-report", &rtcp::sender_report(&sr, "vigil"));
+    put("rtcp", "bye", &rtcp::goodbye(&sr, "vigil"));
     // Depacketiser streams: codec byte + length-prefixed packets.
     let stream = |codec: u8, packets: &[&Vec<u8>]| {
         let mut s = vec![codec];

@@ -6,6 +6,19 @@ use crate::auth::{required, Right};
 use vigil_proto::rtsp::{Method, Request, Response, StatusCode};
 
 impl Conn {
+    /// The 503 for a request past this connection's `limits.requests_per_sec`, if it is.
+    pub(super) fn over_request_rate(&mut self, req: &Request) -> Option<Response> {
+        let wait = self.requests.take(std::time::Instant::now()).err()?;
+        crate::limits::LimitStats::bump(&self.node.limit_stats.request_rate);
+        let mut resp = Response::new(StatusCode::SERVICE_UNAVAILABLE);
+        resp.reason = "Service Unavailable (too many requests on this connection)".into();
+        resp = resp.header("Retry-After", retry_after(wait));
+        if let Some(cseq) = req.cseq() {
+            resp = resp.header("CSeq", cseq.to_string());
+        }
+        Some(resp)
+    }
+
     /// None: the request may proceed. Some: the refusal to answer instead.
     pub(super) fn gate(&mut self, req: &Request) -> Option<Response> {
         self.placed = false;
@@ -23,8 +36,7 @@ impl Conn {
                 crate::limits::LimitStats::bump(&self.node.limit_stats.describe_rate);
                 let mut r = Response::new(StatusCode::SERVICE_UNAVAILABLE);
                 r.reason = "Service Unavailable (too many DESCRIBEs from this address)".into();
-                let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-                return Some(r.header("Retry-After", secs.to_string()));
+                return Some(r.header("Retry-After", retry_after(wait)));
             }
             if let Some(cluster) = self.node.cluster.get() {
                 if let Some(marker) = cluster.accept_marker(&req.uri, self.auth.id) {
@@ -41,4 +53,9 @@ impl Conn {
         let peer = self.peer.ip();
         self.node.auth.check(&mut self.auth, req, need, peer).err()
     }
+}
+
+/// A `Retry-After` value: whole seconds, at least 1.
+fn retry_after(wait: std::time::Duration) -> String {
+    (wait.as_secs_f64().ceil().max(1.0) as u64).to_string()
 }

@@ -88,7 +88,7 @@ pub struct Conn {
     /// Requests and interleaved frames parsed so far (progress, for the request deadline).
     frames: u64,
     /// Requests allowed on this connection (`limits.requests_per_sec`).
-    requests: crate::limits::TokenBucket,
+    pub(super) requests: crate::limits::TokenBucket,
 }
 
 enum Event {
@@ -309,23 +309,7 @@ impl Conn {
                     self.frames += 1;
                     match frame {
                         Frame::Request(req) => {
-                            if let Err(wait) = self.requests.take(Instant::now()) {
-                                crate::limits::LimitStats::bump(
-                                    &self.node.limit_stats.request_rate,
-                                );
-                                let mut resp = Response::new(
-                                    vigil_proto::rtsp::StatusCode::SERVICE_UNAVAILABLE,
-                                );
-                                resp.reason =
-                                    "Service Unavailable (too many requests on this connection)"
-                                        .into();
-                                resp = resp.header(
-                                    "Retry-After",
-                                    wait.as_secs_f64().ceil().max(1.0).to_string(),
-                                );
-                                if let Some(cseq) = req.cseq() {
-                                    resp = resp.header("CSeq", cseq.to_string());
-                                }
+                            if let Some(resp) = self.over_request_rate(&req) {
                                 self.write_response(&resp).await?;
                                 continue;
                             }
