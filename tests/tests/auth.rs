@@ -414,3 +414,37 @@ fn basic_only_when_configured() {
     );
     assert_eq!(ok.status.0, 200, "{}", ok.reason);
 }
+
+/// The project's own client (used by `vigil bench` and the cluster tests) logs in with the
+/// URL's credentials too, and without them gets the 401.
+#[test]
+fn the_projects_client_logs_in() {
+    use vigil_server::client::{play, ClientTransport, PlayOptions};
+    let node = node_with_auth("", "");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let opts = || {
+            let mut o = PlayOptions::new(ClientTransport::Tcp);
+            o.read_timeout = Duration::from_secs(5);
+            o
+        };
+        let anon = play(&node.url("live/demo"), opts()).await;
+        assert!(
+            anon.as_ref()
+                .err()
+                .is_some_and(|e| e.to_string().contains("401")),
+            "anonymous: {:?}",
+            anon.err()
+        );
+        let mut p = play(&with_creds(&node, "viewer", "view-pw", "live/demo"), opts())
+            .await
+            .expect("play with credentials");
+        for _ in 0..50 {
+            let pkt = tokio::time::timeout(Duration::from_secs(5), p.next_packet()).await;
+            assert!(matches!(pkt, Ok(Ok(Some(_)))), "{pkt:?}");
+        }
+    });
+}
