@@ -51,6 +51,9 @@ pub struct ClusterConf {
     pub rpc_listen: Option<SocketAddr>,
     /// How long a node waits for the scheduler's placement before deciding itself.
     pub rpc_timeout_ms: u64,
+    /// How long a placement's estimated load is held against the chosen node before its
+    /// report shows the session (a DESCRIBE that never reaches PLAY lapses after this).
+    pub reservation_ms: u64,
     /// `[cluster.scheduler]`: §A constants (weights, Load_min/max, LD, T_min/T_max, P_max).
     pub scheduler: vigil_cluster::SchedConfig,
     /// `[cluster.gateway]`: §B constants (λ, α, N, P, T_s, Load_alm/ove, TS_max, PS_max, M).
@@ -127,6 +130,7 @@ impl Default for ClusterConf {
             knn_training_file: None,
             feedback: Default::default(),
             migration: Default::default(),
+            reservation_ms: 2000,
         }
     }
 }

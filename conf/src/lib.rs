@@ -5,13 +5,15 @@
 //! empty file (or no file at all) gives a working single node; unknown keys are rejected so
 //! a typo never silently falls back to a default.
 
+mod auth;
 mod camera;
 mod cluster;
 mod recording;
 
+pub use auth::{AuthConfig, Rights, UserConfig};
 pub use camera::{CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
-pub use recording::{CacheConfig, PlaybackConfig, StorageConfig, StorageEmulation};
+pub use recording::{CacheConfig, PlaybackConfig, RecordMode, StorageConfig, StorageEmulation};
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -48,6 +50,9 @@ pub struct Config {
     /// Clustering (gossip membership, scheduler election, placement by redirect). Off unless
     /// `[cluster] enabled = true`.
     pub cluster: ClusterConf,
+    /// RTSP users and rights. Absent: no authentication (loopback demo use only; a node
+    /// listening beyond loopback without it warns loudly at start).
+    pub auth: Option<AuthConfig>,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -103,15 +108,40 @@ pub enum PublisherConflict {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
-    /// Admin API and `/metrics`. Keep it on loopback unless a firewall protects it.
+    /// Admin API and `/metrics`.
     pub listen: SocketAddr,
+    /// Bearer token of the admin API: required by every write route, and by every route but
+    /// `/api/health` when `listen` is beyond loopback. Empty: read from `token_file`.
+    pub token: String,
+    /// A file holding the token (first line), so it need not sit in the config.
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            token: String::new(),
+            token_file: None,
         }
+    }
+}
+
+impl HttpConfig {
+    /// The configured token (from `token` or `token_file`), if any.
+    pub fn token(&self) -> Result<Option<String>, ConfigError> {
+        if !self.token.is_empty() {
+            return Ok(Some(self.token.clone()));
+        }
+        let Some(path) = &self.token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        Ok((!token.is_empty()).then_some(token))
     }
 }
 
@@ -157,6 +187,22 @@ pub struct Limits {
     pub max_readers_per_path: usize,
     /// Seconds without an RTSP request or RTCP packet before a session is closed.
     pub session_timeout_secs: u32,
+    /// DESCRIBEs per second from one client address (token bucket), and the burst allowed:
+    /// past it, 503 with Retry-After. Keeps one client from steering cluster placement or
+    /// probing cameras at speed.
+    pub describes_per_sec: f64,
+    pub describe_burst: u32,
+    /// Open RTSP connections on this node; past it new ones are closed at once.
+    pub max_connections: usize,
+    /// Open RTSP connections from one client address.
+    pub max_connections_per_address: usize,
+    /// RTSP sessions from one client address; past it, SETUP gets 503.
+    pub max_sessions_per_address: usize,
+    /// Requests per second on one connection (burst: twice as many); past it, 503.
+    pub requests_per_sec: f64,
+    /// A request (or interleaved frame) must arrive whole within this long after its first
+    /// byte, and a new connection must complete its first request within it (slowloris).
+    pub request_deadline_ms: u64,
 }
 
 impl Default for Limits {
@@ -165,6 +211,16 @@ impl Default for Limits {
             max_sessions: 4000,
             max_readers_per_path: 2000,
             session_timeout_secs: 60,
+            // A recording server or VMS may open a few hundred cameras at once from one
+            // address; a flood beyond that is refused, and what gets through lapses
+            // (`[cluster] reservation_ms`).
+            describes_per_sec: 50.0,
+            describe_burst: 500,
+            max_connections: 10_000,
+            max_connections_per_address: 1000,
+            max_sessions_per_address: 1000,
+            requests_per_sec: 50.0,
+            request_deadline_ms: 10_000,
         }
     }
 }
@@ -184,10 +240,25 @@ impl Config {
         Self::from_toml(&text)
     }
 
+    /// Which cameras are recorded: `[storage] record`, else "listed" when `[auth]` is on
+    /// (an unknown publisher must not fill the shared storage) and "all" otherwise.
+    pub fn record_mode(&self) -> RecordMode {
+        self.storage.record.unwrap_or(if self.auth.is_some() {
+            RecordMode::Listed
+        } else {
+            RecordMode::All
+        })
+    }
+
     /// What `vigil serve` runs with no `--config`: defaults plus the demo camera, so a
     /// newcomer's first `ffplay rtsp://127.0.0.1:8554/live/demo` plays at once.
     pub fn embedded_default() -> Config {
         Config {
+            // Open (no [auth]), so loopback only.
+            rtsp: RtspConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 8554)),
+                ..RtspConfig::default()
+            },
             cameras: vec![CameraConfig {
                 id: "demo".into(),
                 source: "demo".into(),
@@ -217,6 +288,22 @@ impl Config {
                 "limits.session_timeout_secs must be at least 1".into(),
             ));
         }
+        let l = &self.limits;
+        for (name, v) in [
+            ("describes_per_sec", l.describes_per_sec),
+            ("requests_per_sec", l.requests_per_sec),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ConfigError::Invalid(format!(
+                    "limits.{name} must be a positive number"
+                )));
+            }
+        }
+        if l.request_deadline_ms < 100 {
+            return Err(ConfigError::Invalid(
+                "limits.request_deadline_ms must be at least 100".into(),
+            ));
+        }
         self.storage.validate()?;
         self.playback.validate()?;
         if self.live.ring_kb < 16 || self.live.ring_gop_max_kb < self.live.ring_kb {
@@ -225,6 +312,9 @@ impl Config {
             ));
         }
         self.cluster.validate()?;
+        if let Some(auth) = &self.auth {
+            auth.validate()?;
+        }
         camera::validate(&self.cameras)
     }
 }
@@ -242,6 +332,41 @@ mod tests {
             .cameras
             .iter()
             .any(|c| matches!(c.source(), Source::Pull { .. })));
+    }
+
+    /// The commented `[auth]` example parses once uncommented, with its documented defaults.
+    #[test]
+    fn shipped_auth_example_parses() {
+        let start = EXAMPLE.find("# [auth]").expect("an [auth] example");
+        let block: String = EXAMPLE[start..]
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim_start())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::from_toml(&block).unwrap();
+        assert_eq!(c.record_mode(), RecordMode::Listed);
+        let a = c.auth.unwrap();
+        let d = AuthConfig::default();
+        assert_eq!(
+            (
+                a.realm,
+                a.basic,
+                a.digest,
+                a.nonce_lifetime_secs,
+                a.max_failures,
+                a.backoff_max_secs
+            ),
+            (
+                d.realm,
+                d.basic,
+                d.digest,
+                d.nonce_lifetime_secs,
+                d.max_failures,
+                d.backoff_max_secs
+            )
+        );
+        assert_eq!(a.users[0].rights.playback, vec!["gate-*".to_string()]);
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct StorageConfig {
     /// Bound on what all cameras queue together, in MiB (the node's memory when the disk
     /// cannot keep up with every camera); past it cameras drop frames the same way.
     pub writer_queue_total_mb: u64,
+    /// Which live cameras are recorded: `all`, or only those `listed` as `[[camera]]`.
+    /// Unset: `listed` when `[auth]` is on, `all` otherwise (see `Config::record_mode`).
+    pub record: Option<RecordMode>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -41,6 +44,13 @@ pub struct StorageEmulation {
     /// Added to every segment read for playback (a cache miss or read-ahead), as the
     /// latency of a loaded IPSAN LUN would be. 0 = none.
     pub read_latency_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordMode {
+    All,
+    Listed,
 }
 
 impl Default for StorageConfig {
@@ -56,6 +66,7 @@ impl Default for StorageConfig {
             writer_threads: 0,
             writer_queue_kb: 4096,
             writer_queue_total_mb: 1024,
+            record: None,
         }
     }
 }

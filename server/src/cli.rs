@@ -30,6 +30,10 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long, global = true)]
         json: bool,
+        /// The node's config file: the admin token is read from its `[http]` (else from
+        /// the VIGIL_API_TOKEN environment variable).
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
         #[command(subcommand)]
         what: crate::ctl::What,
     },
@@ -37,6 +41,11 @@ pub enum Command {
     Cluster {
         #[command(subcommand)]
         what: ClusterCmd,
+    },
+    /// RTSP users in a config file (password hashes, rights per camera pattern).
+    User {
+        #[command(subcommand)]
+        what: crate::user::UserCmd,
     },
     /// Load generators: measure what a node delivers to many viewers and what it costs.
     Bench {
@@ -149,9 +158,16 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { config } => crate::serve::run(config),
-        Command::Ctl { api, json, what } => crate::ctl::run(&api, json, what),
+        Command::Ctl {
+            api,
+            json,
+            config,
+            what,
+        } => crate::ctl::token(config.as_deref())
+            .and_then(|token| crate::ctl::run(&api, token.as_deref(), json, what)),
         Command::Bench { what } => crate::bench::run(what),
         Command::Cluster { what } => cluster(what),
+        Command::User { what } => crate::user::run(what),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,12 +5,14 @@
 //! around it. See ARCHITECTURE.md for the map and the invariants.
 
 pub mod admin;
+pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod ctl;
 pub mod ingest;
+pub mod limits;
 pub mod live;
 pub mod migrate;
 pub mod net;
@@ -19,3 +21,4 @@ pub mod playback;
 pub mod record;
 pub mod rtsp;
 pub mod serve;
+pub mod user;

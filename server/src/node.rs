@@ -150,6 +150,14 @@ pub struct Node {
     pub started: Instant,
     /// The cluster shell, when `[cluster] enabled` (set once at start-up).
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// RTSP users, rights and login state (`[auth]`; reloaded on SIGHUP).
+    pub auth: crate::auth::Auth,
+    /// DESCRIBEs per client address (`[limits] describes_per_sec`, `describe_burst`).
+    pub describes: Mutex<crate::limits::RateLimiter>,
+    /// Open RTSP connections, in total and per address.
+    pub connections: Arc<crate::limits::Connections>,
+    /// Refusals by `[limits]`.
+    pub limit_stats: crate::limits::LimitStats,
 }
 
 impl Node {
@@ -166,6 +174,13 @@ impl Node {
             tasks: TaskTracker::new(),
             started: Instant::now(),
             cluster: std::sync::OnceLock::new(),
+            auth: crate::auth::Auth::new(config.auth.as_ref()),
+            describes: Mutex::new(crate::limits::RateLimiter::new(
+                config.limits.describes_per_sec,
+                config.limits.describe_burst,
+            )),
+            connections: Default::default(),
+            limit_stats: Default::default(),
             config,
         };
         for cam in &node.config.cameras {
@@ -256,6 +271,14 @@ impl Node {
 
     pub fn session_count(&self) -> usize {
         self.sessions_mut().len()
+    }
+
+    /// Sessions whose client is at `ip`.
+    pub fn sessions_from(&self, ip: std::net::IpAddr) -> usize {
+        self.sessions_mut()
+            .values()
+            .filter(|s| s.client.ip() == ip)
+            .count()
     }
 
     pub fn register_session(&self, info: Arc<SessionInfo>) {

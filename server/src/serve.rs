@@ -25,7 +25,7 @@ pub fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, config_path))
 }
 
 /// Every viewer costs a socket (three with UDP); the usual soft limit of 1024 descriptors
@@ -54,8 +54,10 @@ fn init_tracing() {
         .try_init();
 }
 
-/// Run a node until SIGTERM/SIGINT.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+/// Run a node until SIGTERM/SIGINT. `config_path`: re-read on SIGHUP (users and rights).
+pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    let token = config.http.token().context("the admin API token")?;
+    warn_if_open(&config, token.is_some());
     let rtsp = tokio::net::TcpListener::bind(config.rtsp.listen)
         .await
         .with_context(|| format!("cannot listen for RTSP on {}", config.rtsp.listen))?;
@@ -77,6 +79,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     start_sources(&node);
     start_recorders(&node);
+    tokio::spawn(reload_on_sighup(node.clone(), config_path));
     let prometheus = crate::admin::metrics::install();
     let api = tokio::spawn(crate::admin::api::serve(node.clone(), http, prometheus));
     let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), rtsp));
@@ -169,6 +172,58 @@ fn start_sources(node: &Arc<Node>) {
     }
 }
 
+/// Anything listening beyond loopback without authentication is said loudly at start.
+fn warn_if_open(config: &Config, api_token: bool) {
+    for w in open_warnings(config, api_token) {
+        tracing::warn!("{w}");
+    }
+}
+
+/// The warnings `warn_if_open` logs (pure, for the tests).
+pub fn open_warnings(config: &Config, api_token: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if config.auth.is_none() && !config.rtsp.listen.ip().is_loopback() {
+        out.push(format!(
+            "RTSP IS OPEN TO THE NETWORK WITHOUT [auth]: anyone who can reach {} may watch and \
+             play back every camera and publish to any live/<id>. Add users with \
+             `vigil user add`, or listen on 127.0.0.1.",
+            config.rtsp.listen
+        ));
+    }
+    if !api_token && !config.http.listen.ip().is_loopback() {
+        out.push(format!(
+            "the admin API listens on {} beyond loopback without [http] token: it serves only \
+             /api/health until a token is configured",
+            config.http.listen
+        ));
+    }
+    out
+}
+
+/// SIGHUP: re-read the config file and apply its `[auth]` (users, rights, back-off) without
+/// touching running sessions. Other keys need a restart. A file that no longer parses is
+/// reported and the policy in force is kept.
+async fn reload_on_sighup(node: Arc<Node>, config_path: Option<PathBuf>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => return,
+            r = hup.recv() => if r.is_none() { return },
+        }
+        let Some(path) = &config_path else {
+            info!("SIGHUP: no --config file to reload");
+            continue;
+        };
+        match Config::load(path) {
+            Ok(c) => node.auth.reload(c.auth.as_ref()),
+            Err(e) => tracing::error!("SIGHUP: {e}; keeping the users and rights in force"),
+        }
+    }
+}
+
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match signal(SignalKind::terminate()) {
@@ -181,5 +236,30 @@ async fn wait_for_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_listeners_are_warned_about() {
+        let demo = Config::embedded_default();
+        assert!(
+            open_warnings(&demo, false).is_empty(),
+            "the demo is loopback only"
+        );
+        let open = Config::from_toml(
+            "[rtsp]\nlisten = \"0.0.0.0:8554\"\n[http]\nlisten = \"0.0.0.0:8080\"",
+        )
+        .unwrap();
+        let w = open_warnings(&open, false);
+        assert!(
+            w.len() == 2 && w[0].contains("WITHOUT [auth]") && w[1].contains("token"),
+            "{w:?}"
+        );
+        let closed = Config::from_toml("[rtsp]\nlisten = \"0.0.0.0:8554\"\n[auth]\n").unwrap();
+        assert!(open_warnings(&closed, true).is_empty());
     }
 }

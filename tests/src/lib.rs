@@ -2,6 +2,8 @@
 //! generated config, wait for them by polling (never by sleeping), run real clients against
 //! them, and clean up on drop.
 
+pub mod auth;
+pub mod fuzz;
 pub mod secure_cluster;
 
 use std::net::{SocketAddr, TcpListener};
@@ -116,6 +118,9 @@ impl NodeBuilder {
     }
 }
 
+/// The admin API token of every test node (`[http] token`): write routes need it.
+pub const ADMIN_TOKEN: &str = "vigil-test-admin-token";
+
 /// A running `vigil serve` process; killed on drop.
 pub struct Node {
     child: Option<Child>,
@@ -134,7 +139,7 @@ impl Node {
         let (umin, umax) = b.udp.unwrap_or_else(udp_range);
         let dir = tempfile::tempdir().expect("temp dir");
         let config = format!(
-            "[node]\nid = \"test-{rtsp_port}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\n\n{}",
+            "[node]\nid = \"test-{rtsp_port}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n\n{}",
             b.rtsp, b.extra
         );
         let path = dir.path().join("vigil.toml");
@@ -917,6 +922,7 @@ pub fn udp_port_pair() -> (std::net::UdpSocket, std::net::UdpSocket, u16) {
 pub fn ctl(node: &Node, args: &[&str]) -> String {
     let out = run_with_timeout(
         Command::new(vigil_bin())
+            .env("VIGIL_API_TOKEN", ADMIN_TOKEN)
             .arg("ctl")
             .arg("--api")
             .arg(format!("http://{}", node.api))
@@ -930,6 +936,42 @@ pub fn ctl(node: &Node, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `url` (on a node of a cluster with `key`) with a placement marker signed by the key, as
+/// another node's redirect would carry it: the node serves it without placing it (a viewer
+/// placed there by hand). Good for one connection, within the marker's lifetime.
+pub fn placed_by_hand(url: &str, key: &str) -> String {
+    let u = url::Url::parse(url).expect("URL");
+    let base = format!(
+        "rtsp://{}:{}",
+        u.host_str().expect("host"),
+        u.port().expect("port")
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    vigil_server::cluster::signed_redirect_url(key.as_bytes(), &base, url, "", now)
+}
+
+/// A TCP connection to `to` from the loopback address `from` (the attacker's own address).
+pub fn connect_from(from: &str, to: SocketAddr) -> std::net::TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let stream = rt.block_on(async {
+        let s = tokio::net::TcpSocket::new_v4().expect("socket");
+        s.bind(format!("{from}:0").parse().expect("addr"))
+            .expect("bind");
+        s.connect(to).await.expect("connect")
+    });
+    let std = stream.into_std().expect("std stream");
+    std.set_nonblocking(false).expect("blocking");
+    std.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    std
 }
 
 /// A free UDP port on `ip` (bound then released), e.g. for a node's gossip socket.

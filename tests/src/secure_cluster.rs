@@ -27,6 +27,13 @@ pub fn vigil_ok(args: &[&str]) {
     );
 }
 
+/// `url` with a redirect marker signed by the test cluster's key: served by the node it
+/// names without placing again (a marker is good for one connection and 10 s: make one per
+/// client, right before it connects).
+pub fn placed(url: &str) -> String {
+    crate::placed_by_hand(url, CLUSTER_KEY)
+}
+
 pub struct Member {
     pub node: Node,
     /// The node id (`test-<rtsp port>`, known before it starts).

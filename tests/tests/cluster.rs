@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use vigil_tests::ctl;
+use vigil_tests::placed_by_hand;
 use vigil_tests::{alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of};
 use vigil_tests::{
     ffmpeg_decode, ffmpeg_decode_cmd, gst_decode_h264, poll_until, spawn_background, Node,
@@ -186,10 +187,9 @@ fn membership_election_and_redirects() {
         (b - a >= 5000).then_some(a)
     });
     // A viewer on node 3 (placed there by hand with the marker), playing from first_ms.
-    let on3 = format!(
-        "{}?start={}&vigil_placed=1",
-        n3.url("playback/demo"),
-        rfc3339(first_ms)
+    let on3 = placed_by_hand(
+        &format!("{}?start={}", n3.url("playback/demo"), rfc3339(first_ms)),
+        KEY,
     );
     let _viewer = spawn_background(&mut ffmpeg_decode_cmd(
         &on3,
@@ -220,7 +220,7 @@ fn membership_election_and_redirects() {
     let loc = r.headers.get("Location").unwrap().to_string();
     assert!(
         loc.starts_with(&format!("rtsp://{}/playback/demo?start=", n3.rtsp))
-            && loc.ends_with("&vigil_placed=1"),
+            && loc.contains("&vigil_placed="),
         "{loc}"
     );
     let sched = n1.api_json("/api/cluster/scheduler");
@@ -552,10 +552,9 @@ fn ingest_cluster_sessions_gstreamer_redirect_and_overload() {
     assert!(d["node"].is_null(), "{d}");
 
     // A viewer on node 3 (placed there by hand with the marker).
-    let on3 = format!(
-        "{}?start={}&vigil_placed=1",
-        n3.url("playback/demo"),
-        rfc3339(first_ms)
+    let on3 = placed_by_hand(
+        &format!("{}?start={}", n3.url("playback/demo"), rfc3339(first_ms)),
+        KEY,
     );
     let _viewer = spawn_background(&mut ffmpeg_decode_cmd(
         &on3,

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use vigil_server::client::{play, ClientTransport, PlayOptions};
 use vigil_tests::ctl;
+use vigil_tests::placed_by_hand;
 use vigil_tests::{alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of};
 use vigil_tests::{poll_until, Node, NodeBuilder, RtspConn};
 
@@ -115,7 +116,7 @@ fn describe_target(n: &Node, all: &[Node], url: &str) -> usize {
                 .get("Location")
                 .expect("302 with Location")
                 .to_string();
-            assert!(loc.contains("vigil_placed=1"), "{loc}");
+            assert!(loc.contains("vigil_placed="), "{loc}");
             all.iter()
                 .position(|m| loc.starts_with(&format!("rtsp://{}/", m.rtsp)))
                 .unwrap_or_else(|| panic!("302 to an unknown node: {loc}"))
@@ -283,10 +284,13 @@ fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
     // A viewer of demo on node 3.
     let k = 2;
     let id_k = node_id(&nodes[k]);
-    let viewer = Viewer::start(format!(
-        "{}?start={}&vigil_placed=1",
-        nodes[k].url("playback/demo"),
-        rfc3339(first_ms)
+    let viewer = Viewer::start(placed_by_hand(
+        &format!(
+            "{}?start={}",
+            nodes[k].url("playback/demo"),
+            rfc3339(first_ms)
+        ),
+        KEY,
     ));
     for n in &nodes {
         poll_until(

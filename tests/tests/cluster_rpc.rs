@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use vigil_tests::placed_by_hand;
 use vigil_tests::{
     ffmpeg_decode, ffmpeg_decode_cmd, free_port, poll_until, run_with_timeout, spawn_background,
     vigil_bin, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
@@ -231,10 +232,9 @@ fn placement_by_scheduler_over_mutual_tls() {
     });
     // A viewer on node 3 (placed there by hand): the scheduler's similarity policy then
     // places a request for a nearby moment on node 3 (§A.4 step 3).
-    let on3 = format!(
-        "{}?start={}&vigil_placed=1",
-        n3.url("playback/demo"),
-        rfc3339(first_ms)
+    let on3 = placed_by_hand(
+        &format!("{}?start={}", n3.url("playback/demo"), rfc3339(first_ms)),
+        KEY,
     );
     let _viewer = spawn_background(&mut ffmpeg_decode_cmd(
         &on3,

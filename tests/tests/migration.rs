@@ -27,12 +27,12 @@ fn playback_moves_between_three_nodes_own_mode() {
     let c = start_cluster();
     let first = c.recorded_for(14_000);
     let [a, b, cc] = [c.node(0), c.node(1), c.node(2)];
-    let url = format!(
-        "{}?start={}&end={}&vigil_placed=1",
+    let url = secure_cluster::placed(&format!(
+        "{}?start={}&end={}",
         a.url("playback/demo"),
         rfc3339(first),
         rfc3339(first + 12_000)
-    );
+    ));
     let (seen, viewer) = spawn_viewer(url, None);
     let id = playback_session(a);
     poll_until(Duration::from_secs(5), "media from A", || {
@@ -101,12 +101,12 @@ fn ffmpeg_plays_through_moves_own_mode() {
     let c = start_cluster();
     let first = c.recorded_for(14_000);
     let a = c.node(0);
-    let url = format!(
-        "{}?start={}&end={}&vigil_placed=1",
+    let url = secure_cluster::placed(&format!(
+        "{}?start={}&end={}",
         a.url("playback/demo"),
         rfc3339(first),
         rfc3339(first + 12_000)
-    );
+    ));
     let viewer = spawn_ffmpeg_decode(
         &url,
         &["-rtsp_transport", "udp"],
@@ -136,14 +136,15 @@ fn migrate_refusals_are_clear() {
     let c = start_cluster();
     let first = c.recorded_for(6_000);
     let a = c.node(0);
-    let url = format!(
-        "{}?start={}&vigil_placed=1",
+    let url = secure_cluster::placed(&format!(
+        "{}?start={}",
         a.url("playback/demo"),
         rfc3339(first),
-    );
+    ));
     let refuse = |args: &[&str], want: &str| {
         let out = run_with_timeout(
             Command::new(vigil_bin())
+                .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
                 .args(["ctl", "--api", &format!("http://{}", a.api)])
                 .args(args),
             Duration::from_secs(15),
@@ -214,11 +215,11 @@ fn vcr_after_a_move_reaches_the_sending_node_and_teardown_releases_both() {
     let c = start_cluster();
     let first = c.recorded_for(20_000);
     let (a, b) = (c.node(0), c.node(1));
-    let url = format!(
-        "{}?start={}&vigil_placed=1",
+    let url = secure_cluster::placed(&format!(
+        "{}?start={}",
         a.url("playback/demo"),
         rfc3339(first)
-    );
+    ));
     let b_id = c.members[1].id.clone();
     let a_api = format!("http://{}", a.api);
     runtime_mt().block_on(async {
@@ -237,6 +238,7 @@ fn vcr_after_a_move_reaches_the_sending_node_and_teardown_releases_both() {
         let id = playback_session(a);
         let mv = tokio::task::spawn_blocking(move || {
             let out = Command::new(vigil_bin())
+                .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
                 .args(["ctl", "--api", &a_api, "migrate", &id, &b_id])
                 .output()
                 .expect("ctl");
@@ -346,12 +348,12 @@ fn vcr_after_a_move_reaches_the_sending_node_and_teardown_releases_both() {
 fn a_dead_target_leaves_the_session_playing_and_a_dead_sender_gives_it_back() {
     let mut c = start_cluster();
     let first = c.recorded_for(14_000);
-    let url = format!(
-        "{}?start={}&end={}&vigil_placed=1",
+    let url = secure_cluster::placed(&format!(
+        "{}?start={}&end={}",
         c.node(0).url("playback/demo"),
         rfc3339(first),
         rfc3339(first + 12_000)
-    );
+    ));
     let (seen, viewer) = spawn_viewer(url, None);
     let a = c.node(0);
     let id = playback_session(a);
@@ -362,14 +364,16 @@ fn a_dead_target_leaves_the_session_playing_and_a_dead_sender_gives_it_back() {
     c.members[1].node.kill();
     let a = c.node(0);
     let out = run_with_timeout(
-        Command::new(vigil_bin()).args([
-            "ctl",
-            "--api",
-            &format!("http://{}", a.api),
-            "migrate",
-            &id,
-            &c.members[1].id,
-        ]),
+        Command::new(vigil_bin())
+            .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
+            .args([
+                "ctl",
+                "--api",
+                &format!("http://{}", a.api),
+                "migrate",
+                &id,
+                &c.members[1].id,
+            ]),
         Duration::from_secs(15),
     );
     assert!(!out.status.success(), "a move to a dead node succeeded");

@@ -66,12 +66,12 @@ fn gaps(mode: &str) {
     let c = secure_cluster::start(3, "", |_| String::new());
     let first = c.recorded_for(10_000);
     let a = c.node(0);
-    let url = format!(
-        "{}?start={}&end={}&vigil_placed=1",
+    let url = secure_cluster::placed(&format!(
+        "{}?start={}&end={}",
         a.url("playback/demo"),
         rfc3339(first),
         rfc3339(first + 75_000)
-    );
+    ));
     let (seen, viewer) = spawn_viewer(url, None);
     let id = playback_session(a);
     poll_until(Duration::from_secs(5), "media", || {
@@ -163,12 +163,12 @@ fn bench_rem_decision_to_commit() {
     let n2 = c.node(1);
     let viewers: Vec<_> = (0..3)
         .map(|k| {
-            let url = format!(
-                "{}?start={}&end={}&vigil_placed=1",
+            let url = secure_cluster::placed(&format!(
+                "{}?start={}&end={}",
                 n2.url("playback/demo"),
                 rfc3339(first + 1000 * k),
                 rfc3339(first + 20_000)
-            );
+            ));
             spawn_viewer(url, Some(3.0))
         })
         .collect();
@@ -202,12 +202,12 @@ fn bench_drain_200_udp_sessions() {
     let n2: &Node = c.node(1);
     let viewers: Vec<_> = (0..200)
         .map(|k| {
-            let url = format!(
-                "{}?start={}&end={}&vigil_placed=1",
+            let url = secure_cluster::placed(&format!(
+                "{}?start={}&end={}",
                 n2.url("playback/demo"),
                 rfc3339(first + 20 * k),
                 rfc3339(first + 60_000)
-            );
+            ));
             spawn_viewer(url, None)
         })
         .collect();

@@ -92,16 +92,18 @@ fn source_filtering_clients_play_through_moves_in_preserve_mode() {
     let c = secure_cluster::start(3, "", |_| String::new());
     let first = c.recorded_for(14_000);
     let a = c.node(0);
-    let url = format!(
-        "{}?start={}&end={}&vigil_placed=1",
-        a.url("playback/demo"),
-        rfc3339(first),
-        rfc3339(first + 12_000)
-    );
+    let url = || {
+        secure_cluster::placed(&format!(
+            "{}?start={}&end={}",
+            a.url("playback/demo"),
+            rfc3339(first),
+            rfc3339(first + 12_000)
+        ))
+    };
     let mut known = BTreeSet::new();
 
     // The project's client: every datagram from the one source it saw first.
-    let (seen, viewer) = spawn_viewer(url.clone(), None);
+    let (seen, viewer) = spawn_viewer(url(), None);
     let id = next_session(a, &mut known);
     tour(&c, &id);
     viewer.join().expect("viewer");
@@ -117,7 +119,7 @@ fn source_filtering_clients_play_through_moves_in_preserve_mode() {
 
     // ffmpeg with filter_src (a connected socket: it drops any other source).
     let ff = spawn_ffmpeg_decode(
-        &url,
+        &url(),
         &["-rtsp_transport", "udp", "-rtsp_flags", "filter_src"],
         &[],
         Duration::from_secs(40),
@@ -129,7 +131,7 @@ fn source_filtering_clients_play_through_moves_in_preserve_mode() {
         .assert_plays("ffmpeg filter_src through preserve moves", 299, 301);
 
     // GStreamer rtspsrc over UDP (its session drops a new source address or port).
-    let gst_url = url.clone();
+    let gst_url = url();
     let gst =
         std::thread::spawn(move || gst_decode_h264(&gst_url, "udp", 280, Duration::from_secs(40)));
     let id = next_session(a, &mut known);
@@ -139,7 +141,7 @@ fn source_filtering_clients_play_through_moves_in_preserve_mode() {
     assert_eq!(g.frames, 280, "GStreamer frames; output:\n{}", g.output);
 
     // retina over UDP.
-    let r_url = url.clone();
+    let r_url = url();
     let retina = std::thread::spawn(move || retina_udp_frames(&r_url, 280));
     let id = next_session(a, &mut known);
     tour(&c, &id);

@@ -32,12 +32,12 @@ fn rem_moves_streams_off_a_node_pushed_past_sigma_by_scale() {
     let n2 = c.node(1);
     let viewers: Vec<_> = (0..3)
         .map(|k| {
-            let url = format!(
-                "{}?start={}&end={}&vigil_placed=1",
+            let url = secure_cluster::placed(&format!(
+                "{}?start={}&end={}",
                 n2.url("playback/demo"),
                 rfc3339(first + 1000 * k),
                 rfc3339(first + 20_000)
-            );
+            ));
             spawn_viewer(url, Some(3.0))
         })
         .collect();
@@ -106,12 +106,12 @@ fn drain_moves_every_udp_session_off_with_viewers_decoding() {
     let first = c.recorded_for(14_000);
     let n2 = c.node(1);
     let url = |k: i64| {
-        format!(
-            "{}?start={}&end={}&vigil_placed=1",
+        secure_cluster::placed(&format!(
+            "{}?start={}&end={}",
             n2.url("playback/demo"),
             rfc3339(first + 1000 * k),
             rfc3339(first + 1000 * k + 10_000)
-        )
+        ))
     };
     let viewers: Vec<_> = (0..3)
         .map(|k| {

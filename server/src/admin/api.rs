@@ -20,7 +20,13 @@ struct AppState {
     prometheus: Option<PrometheusHandle>,
 }
 
+/// Every route, behind the admin token layer (`token`): a route added here is covered.
 pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
+    let gate = super::token::Gate {
+        // Checked at start-up (`serve`); an unreadable file here leaves the API read-only.
+        token: node.config.http.token().ok().flatten().map(Into::into),
+        loopback: node.config.http.listen.ip().is_loopback(),
+    };
     Router::new()
         .route("/api/paths", get(paths))
         .route("/api/sessions", get(sessions))
@@ -36,6 +42,10 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/metrics", get(metrics))
         .merge(super::migrate_api::router(node.clone()))
         .with_state(AppState { node, prometheus })
+        .layer(axum::middleware::from_fn_with_state(
+            gate,
+            super::token::layer,
+        ))
 }
 
 pub async fn serve(
@@ -79,14 +89,7 @@ fn source_text(source: &Source) -> String {
     match source {
         Source::Push => "push".into(),
         Source::Demo => "demo".into(),
-        Source::Pull { url } => match url::Url::parse(url) {
-            Ok(mut u) => {
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.to_string()
-            }
-            Err(_) => "pull".into(),
-        },
+        Source::Pull { url } => crate::auth::redact_url(url),
     }
 }
 
@@ -280,6 +283,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
                 load_net: nv.map_or(0.0, |n| {
                     100.0 * w.net * vigil_cluster::load::net_utilisation(n)
                 }),
+                reserved: c.reserved(&m.id),
                 class: r.map(|r| {
                     vigil_cluster::classify(&r.indicators, &knn.training, knn.k)
                         .name()

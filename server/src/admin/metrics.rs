@@ -35,6 +35,14 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_sessions_rejected_total",
         "SETUPs refused by a configured limit"
     );
+    describe_counter!(
+        "vigil_auth_refusals_total",
+        "RTSP requests refused by authentication: challenge (401, no credentials yet), failure (wrong credentials), backoff (address refused after failures), forbidden (403, no right)"
+    );
+    describe_counter!(
+        "vigil_limit_refusals_total",
+        "Refusals by [limits], per limit: connections, connections_per_address, sessions_per_address, describe_rate, request_rate, request_deadline"
+    );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
     describe_counter!(
         "vigil_cache_hits_total",
@@ -98,6 +106,21 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
     ] {
         counter!(name).absolute(v.load(Ordering::Relaxed));
     }
+    let a = &node.auth.stats;
+    for (reason, v) in [
+        ("challenge", &a.challenges),
+        ("failure", &a.failures),
+        ("backoff", &a.backoff_refusals),
+        ("forbidden", &a.forbidden),
+    ] {
+        counter!("vigil_auth_refusals_total", "reason" => reason)
+            .absolute(v.load(Ordering::Relaxed));
+    }
+    for (limit, v) in node.limit_stats.all() {
+        counter!("vigil_limit_refusals_total", "limit" => limit)
+            .absolute(v.load(Ordering::Relaxed));
+    }
+    gauge!("vigil_rtsp_connections_open").set(node.connections.open_count() as f64);
     gauge!("vigil_sessions").set(node.session_count() as f64);
     for p in node.paths() {
         let labels = [("path", p.name.clone())];

@@ -113,6 +113,10 @@ pub struct ClusterNodeView {
     pub load_cpu: f64,
     pub load_mem: f64,
     pub load_net: f64,
+    /// Placements this node has made to it that are held against its load until they lapse
+    /// (`[cluster] reservation_ms`) or its report shows them.
+    #[serde(default)]
+    pub reserved: usize,
     /// §C.3 class from the §C.1 indicators.
     pub class: Option<String>,
     pub sessions: u32,

@@ -12,6 +12,7 @@
 //! N concurrent playbacks) and `vigil bench record` (N publishing cameras recorded by the
 //! node) are in [`playback`] and [`record`].
 
+pub mod handshake;
 pub mod playback;
 pub mod record;
 mod report;
@@ -30,6 +31,8 @@ pub enum Bench {
     /// Playback sessions of a recording: first-frame latency (cache hit or miss), or N
     /// concurrent playbacks held for a window (delivered rate, node CPU).
     Playback(playback::PlaybackArgs),
+    /// Connections/s that reach an answered DESCRIBE, with a Digest login or without.
+    Handshake(handshake::HandshakeArgs),
     /// N cameras publishing an H.264 file in a loop, recorded by the node: node CPU and
     /// write MB/s.
     Record(record::RecordArgs),
@@ -70,6 +73,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Live(args) => live(args),
         Bench::Playback(args) => playback::run(args),
         Bench::Record(args) => record::run(args),
+        Bench::Handshake(args) => handshake::run(args),
     }
 }
 

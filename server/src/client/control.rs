@@ -8,6 +8,7 @@ use std::ops::Range;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+use vigil_proto::rtsp::auth::answer_challenge;
 use vigil_proto::rtsp::{parse_frame, Frame, Limits, Method, Request, Response};
 
 /// Receive buffer growth step: a few interleaved packets per read, without a large
@@ -70,6 +71,8 @@ pub(crate) struct Target {
     pub url: String,
     pub host: String,
     pub port: u16,
+    /// User and password from the URL, for a server that answers 401.
+    pub creds: Option<(String, String)>,
 }
 
 impl Target {
@@ -84,12 +87,20 @@ impl Target {
         }
         let host = url.host_str().ok_or_else(|| bad("no host"))?.to_string();
         let port = url.port().unwrap_or(554);
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        let creds = (!url.username().is_empty())
+            .then(|| (decode(url.username()), decode(url.password().unwrap_or(""))));
         let _ = url.set_username("");
         let _ = url.set_password(None);
         Ok(Target {
             url: url.to_string(),
             host,
             port,
+            creds,
         })
     }
 
@@ -110,6 +121,9 @@ pub(crate) struct Control {
     pub rx: BytesMut,
     cseq: u32,
     pub session: Option<String>,
+    creds: Option<(String, String)>,
+    /// Digest nonce count of this connection (qop=auth).
+    nc: u32,
 }
 
 impl Control {
@@ -155,6 +169,8 @@ impl Control {
             rx: BytesMut::with_capacity(READ_CHUNK),
             cseq: 0,
             session: None,
+            creds: target.creds.clone(),
+            nc: 0,
         })
     }
 
@@ -178,10 +194,45 @@ impl Control {
         Ok(())
     }
 
+    /// Send `req` and wait for its answer; a 401 is answered once with the URL's
+    /// credentials (Digest, the first challenge `answer_challenge` can do). A non-2xx answer
+    /// is returned as is; callers decide (a 302 is not an error).
+    pub async fn call(&mut self, req: Request, timeout: Duration) -> Result<Response, ClientError> {
+        let resp = self.call_once(req.clone(), timeout).await?;
+        if resp.status.0 != 401 {
+            return Ok(resp);
+        }
+        let Some((user, pass)) = self.creds.clone() else {
+            return Ok(resp);
+        };
+        self.nc += 1;
+        let cnonce = format!("{:08x}", rand::random::<u32>());
+        let answer = resp.headers.get_all("WWW-Authenticate").find_map(|c| {
+            answer_challenge(
+                c,
+                (&user, &pass),
+                req.method.as_str(),
+                &req.uri,
+                (&cnonce, self.nc),
+            )
+        });
+        let Some(answer) = answer else {
+            return Ok(resp);
+        };
+        self.cseq += 1;
+        let mut again = req;
+        again.headers.set("CSeq", self.cseq.to_string());
+        again.headers.set("Authorization", answer);
+        self.call_once(again, timeout).await
+    }
+
     /// Send `req` and wait for its answer. Interleaved frames met on the way are dropped
     /// (before PLAY there should be none); anything after the answer stays buffered.
-    /// A non-2xx answer is returned as is; callers decide (a 302 is not an error).
-    pub async fn call(&mut self, req: Request, timeout: Duration) -> Result<Response, ClientError> {
+    async fn call_once(
+        &mut self,
+        req: Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
         let cseq = req.cseq();
         let what = format!("{} {}", req.method, req.uri);
         self.send(&req).await?;
@@ -272,7 +323,8 @@ mod tests {
 
     #[test]
     fn urls_lose_credentials_and_join_controls() {
-        let t = Target::parse("rtsp://u:p@127.0.0.1:8554/live/x").unwrap();
+        let t = Target::parse("rtsp://u:p%40ss@127.0.0.1:8554/live/x").unwrap();
+        assert_eq!(t.creds, Some(("u".to_string(), "p@ss".to_string())));
         assert_eq!(t.url, "rtsp://127.0.0.1:8554/live/x");
         assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8554));
         assert_eq!(Target::parse("rtsp://h/x").unwrap().port, 554);

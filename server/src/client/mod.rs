@@ -158,7 +158,11 @@ pub async fn play(url: &str, opts: PlayOptions) -> Result<Player, ClientError> {
                 if redirects > MAX_REDIRECTS {
                     return Err(ClientError::TooManyRedirects(MAX_REDIRECTS));
                 }
+                // The same login for the node redirected to (a vigil node takes the
+                // redirect's marker instead, but another server may ask again).
+                let creds = target.creds.take();
                 target = Target::parse(location)?;
+                target.creds = target.creds.take().or(creds);
             }
             None if resp.status.is_success() => break (ctl, resp),
             None => {

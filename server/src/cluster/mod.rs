@@ -20,6 +20,7 @@ mod placement;
 pub mod rem;
 pub mod report;
 pub mod report_keys;
+mod reservations;
 pub mod rpc;
 mod shell;
 pub mod transport;
@@ -27,7 +28,9 @@ pub mod transport;
 use std::sync::atomic::Ordering;
 
 pub use bindings::CameraBindings;
-pub use marker::{has_marker, redirect_url, strip_marker, with_marker, PLACED_MARKER};
+/// Signing markers outside a running cluster (tests place a viewer on a node by hand).
+pub use marker::redirect_url as signed_redirect_url;
+pub use marker::{strip_marker, Marker, MARKER_TTL, PLACED_MARKER};
 pub use placement::{IngestTarget, Placement};
 pub use shell::{Cluster, DecisionRecord, Member};
 

@@ -233,7 +233,8 @@ impl Cluster {
 
     /// Where a camera should push (`GET /api/ingest/<camera>`, §C's EasyDarwin flow): the
     /// node already holding it live, else the node the `knn-class` policy chooses over this
-    /// node's view (applied to the view at once, so a burst of cameras spreads).
+    /// node's view. A read: it reserves nothing (anyone could otherwise steer placement
+    /// with GETs); the camera's load counts once it publishes and its node reports it.
     pub fn place_ingest(&self, camera: &str) -> Result<IngestTarget, String> {
         if let Some((node, base)) = self.live_holder_any(camera) {
             return Ok(IngestTarget {
@@ -248,6 +249,7 @@ impl Cluster {
             vbr_bps: report::DEFAULT_VBR_BPS,
             kind: RequestKind::Live,
         };
+        // A read: nothing is reserved until the camera actually publishes.
         match self.decide(&req, Policy::KnnClass, "ingest", false, None, "local") {
             (_, Placement::Local, reason) => Ok(IngestTarget {
                 node: self.self_id.clone(),
@@ -290,6 +292,8 @@ impl Cluster {
         exclude: Option<&str>,
     ) -> (Option<String>, Placement, String) {
         let mut st = self.state();
+        let now = std::time::Instant::now();
+        st.expire_reservations(now, self.policy_cfg.sched.weights);
         let mut nodes: Vec<NodeView> = st.views.values().map(|(_, v)| v.clone()).collect();
         for n in &mut nodes {
             if exclude == Some(n.id.as_str()) {
@@ -305,12 +309,27 @@ impl Cluster {
         } = &mut *st;
         let decision = place(&view, req, policy, place_state, &self.policy_cfg, rng);
         let placement = match &decision {
-            Decision::Assign { node, .. } => {
-                if apply(&mut view, &decision).is_ok() {
-                    if let Some(i) = view.index_of(node) {
+            Decision::Assign {
+                node,
+                estimated_load,
+                stream,
+                ..
+            } => {
+                // Ingest answers are reads (`redirects` false): they reserve nothing.
+                let before = view.index_of(node).map(|i| view.load(i));
+                if redirects && apply(&mut view, &decision).is_ok() {
+                    if let (Some(i), Some(before)) = (view.index_of(node), before) {
                         let nv = view.node(i).clone();
                         if let Some(e) = st.views.get_mut(node) {
                             e.1 = nv;
+                            let version = e.0;
+                            st.reserve(super::reservations::Reservation {
+                                node: node.clone(),
+                                version,
+                                expires: now + self.reservation,
+                                delta: estimated_load - before,
+                                stream: stream.clone(),
+                            });
                         }
                     }
                 }

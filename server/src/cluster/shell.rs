@@ -72,6 +72,8 @@ pub(super) struct State {
     pub(super) bindings: CameraBindings,
     /// §A.5 REM in the scheduler: what it ran on, what is moving, what it decided.
     pub(super) rem: super::rem::RemState,
+    /// Placements held against the view until they lapse (see `reservations`).
+    pub(super) reservations: Vec<super::reservations::Reservation>,
 }
 
 impl State {
@@ -112,6 +114,8 @@ pub struct Cluster {
     pub(super) rpc: Option<rpc::Rpc>,
     pub rpc_advertise: Option<SocketAddr>,
     pub rpc_timeout: Duration,
+    /// How long a placement's load is held against the chosen node without its report.
+    pub reservation: Duration,
     pub(super) handle: ChitchatHandle,
     pub(super) state: Mutex<State>,
     /// Members' parsed reports, per version (`membership`).
@@ -123,6 +127,10 @@ pub struct Cluster {
     pub migration: std::sync::OnceLock<Arc<dyn rpc::MigrationService>>,
     /// This node is being drained: it takes no placements and its sessions move off.
     pub draining: std::sync::atomic::AtomicBool,
+    /// The cluster key, which signs redirect markers.
+    pub(super) marker_key: Arc<[u8]>,
+    /// Markers accepted here (by MAC): the connection that used each, and its expiry.
+    pub(super) used_markers: Mutex<std::collections::HashMap<String, (u64, i64)>>,
 }
 
 impl Cluster {
@@ -237,6 +245,7 @@ impl Cluster {
             rpc,
             rpc_advertise,
             rpc_timeout: Duration::from_millis(c.rpc_timeout_ms),
+            reservation: Duration::from_millis(c.reservation_ms),
             handle,
             reports: Default::default(),
             state: Mutex::new(State {
@@ -249,10 +258,13 @@ impl Cluster {
                 decisions: VecDeque::new(),
                 bindings: CameraBindings::default(),
                 rem: Default::default(),
+                reservations: Vec::new(),
             }),
             changed: Notify::new(),
             migration: std::sync::OnceLock::new(),
             draining: Default::default(),
+            marker_key: c.key.as_bytes().into(),
+            used_markers: Mutex::new(Default::default()),
         });
         info!(
             gossip = %c.gossip_listen,
@@ -321,7 +333,8 @@ impl Cluster {
 
     /// The placement view: one entry per reporting node, ordered by id.
     pub fn view(&self) -> ClusterView {
-        let st = self.state();
+        let mut st = self.state();
+        st.expire_reservations(std::time::Instant::now(), self.policy_cfg.sched.weights);
         ClusterView::new(
             st.views.values().map(|(_, v)| v.clone()).collect(),
             self.policy_cfg.sched.weights,

@@ -47,23 +47,47 @@ pub enum What {
 
 mod steer;
 
-fn get(api: &str, path: &str) -> anyhow::Result<String> {
+/// The admin token: from the config file given, else from `VIGIL_API_TOKEN`.
+pub fn token(config: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    if let Some(path) = config {
+        return Ok(vigil_conf::Config::load(path)?.http.token()?);
+    }
+    Ok(std::env::var("VIGIL_API_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty()))
+}
+
+fn get(api: &str, token: Option<&str>, path: &str) -> anyhow::Result<String> {
     let url = format!("{}{path}", api.trim_end_matches('/'));
-    let mut resp = ureq::get(&url)
-        .call()
-        .with_context(|| format!("cannot reach the admin API at {url} (is the node running?)"))?;
+    let mut req = ureq::get(&url);
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut resp = match req.call() {
+        Ok(r) => r,
+        Err(ureq::Error::StatusCode(code @ (401 | 403))) => anyhow::bail!(
+            "the admin API at {url} answered {code}: give its token with --config FILE or \
+             VIGIL_API_TOKEN"
+        ),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("cannot reach the admin API at {url} (is the node running?)")
+            })
+        }
+    };
     Ok(resp.body_mut().read_to_string()?)
 }
 
-pub fn run(api: &str, json: bool, what: What) -> anyhow::Result<()> {
+pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Result<()> {
+    let get = |api: &str, path: &str| get(api, token, path);
     let body = match &what {
         What::Migrate {
             session,
             node,
             mode,
-        } => return steer::migrate(api, json, session, node, mode.as_deref()),
-        What::Drain { node } => return steer::drain(api, json, node),
-        What::Undrain { node } => return steer::undrain(api, json, node),
+        } => return steer::migrate(api, token, json, session, node, mode.as_deref()),
+        What::Drain { node } => return steer::drain(api, token, json, node),
+        What::Undrain { node } => return steer::undrain(api, token, json, node),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,

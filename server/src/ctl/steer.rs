@@ -6,15 +6,22 @@ use anyhow::{bail, Context};
 use std::time::{Duration, Instant};
 
 /// POST `body` (JSON) to the API; 4xx/5xx answers come back as errors with the node's reason.
-fn post(api: &str, path: &str, body: &serde_json::Value) -> anyhow::Result<String> {
+fn post(
+    api: &str,
+    token: Option<&str>,
+    path: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<String> {
     let url = format!("{}{path}", api.trim_end_matches('/'));
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
-    let mut resp = agent
-        .post(&url)
-        .header("Content-Type", "application/json")
+    let mut req = agent.post(&url).header("Content-Type", "application/json");
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut resp = req
         .send(body.to_string())
         .with_context(|| format!("cannot reach the admin API at {url} (is the node running?)"))?;
     let status = resp.status();
@@ -27,13 +34,19 @@ fn post(api: &str, path: &str, body: &serde_json::Value) -> anyhow::Result<Strin
 
 pub fn migrate(
     api: &str,
+    token: Option<&str>,
     json: bool,
     session: &str,
     node: &str,
     mode: Option<&str>,
 ) -> anyhow::Result<()> {
     let body = serde_json::json!({ "to": node, "mode": mode });
-    let text = post(api, &format!("/api/sessions/{session}/migrate"), &body)?;
+    let text = post(
+        api,
+        token,
+        &format!("/api/sessions/{session}/migrate"),
+        &body,
+    )?;
     if json {
         println!("{}", text.trim_end());
         return Ok(());
@@ -62,13 +75,13 @@ fn print_status(s: &DrainStatus) {
     );
 }
 
-pub fn drain(api: &str, json: bool, node: &str) -> anyhow::Result<()> {
+pub fn drain(api: &str, token: Option<&str>, json: bool, node: &str) -> anyhow::Result<()> {
     let path = format!("/api/cluster/nodes/{node}/drain");
-    post(api, &path, &serde_json::json!({}))?;
+    post(api, token, &path, &serde_json::json!({}))?;
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut last = None;
     let status = loop {
-        let text = super::get(api, &path)?;
+        let text = super::get(api, token, &path)?;
         let s: DrainStatus = serde_json::from_str(&text).context("unexpected answer")?;
         if !json && last.as_ref() != Some(&(s.moved, s.failed.len())) {
             print_status(&s);
@@ -91,9 +104,10 @@ pub fn drain(api: &str, json: bool, node: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn undrain(api: &str, json: bool, node: &str) -> anyhow::Result<()> {
+pub fn undrain(api: &str, token: Option<&str>, json: bool, node: &str) -> anyhow::Result<()> {
     let text = post(
         api,
+        token,
         &format!("/api/cluster/nodes/{node}/undrain"),
         &serde_json::json!({}),
     )?;

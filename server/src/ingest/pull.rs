@@ -86,7 +86,9 @@ async fn run(
                 info!("no readers for the grace period: disconnected");
                 return;
             }
-            Err(e) => warn!(%url, "upstream failed: {e:#}; retry in {backoff:?}"),
+            Err(e) => {
+                warn!(url = %crate::auth::redact_url(&url), "upstream failed: {e:#}; retry in {backoff:?}")
+            }
         }
         // A session that got as far as playing was healthy: start the backoff over.
         if connected {

@@ -101,17 +101,16 @@ impl Recordings {
     }
 }
 
-/// Start recording `path` unless recording is off (node-wide or for this camera) or a
-/// recorder already runs for it.
+/// Start recording `path` unless recording is off (node-wide, for this camera, or for
+/// cameras not in the config under `record = "listed"`) or a recorder already runs for it.
 pub fn start(node: &Arc<Node>, path: &Arc<PathEntry>) {
     let Some(library) = &node.library else { return };
     let camera = path.name.strip_prefix("live/").unwrap_or(&path.name);
-    let wanted = node
-        .config
-        .cameras
-        .iter()
-        .find(|c| c.id == camera)
-        .is_none_or(|c| c.record);
+    let listed = node.config.cameras.iter().find(|c| c.id == camera);
+    let wanted = match node.config.record_mode() {
+        vigil_conf::RecordMode::All => listed.is_none_or(|c| c.record),
+        vigil_conf::RecordMode::Listed => listed.is_some_and(|c| c.record),
+    };
     if !wanted
         || path
             .recording

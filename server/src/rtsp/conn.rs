@@ -30,10 +30,28 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
         match accepted {
             Ok((stream, peer)) => {
                 Node::bump(&node.counters.rtsp_connections);
+                let l = &node.config.limits;
+                let slot = match node.connections.open(
+                    peer.ip(),
+                    l.max_connections,
+                    l.max_connections_per_address,
+                ) {
+                    Ok(slot) => slot,
+                    Err(refused) => {
+                        let s = &node.limit_stats;
+                        crate::limits::LimitStats::bump(match refused {
+                            crate::limits::Refused::Total => &s.connections,
+                            crate::limits::Refused::PerAddress => &s.connections_per_address,
+                        });
+                        debug!(%peer, ?refused, "connection refused by a limit");
+                        continue;
+                    }
+                };
                 let node = node.clone();
                 let span = info_span!("rtsp", %peer);
                 node.tasks.clone().spawn(
                     async move {
+                        let _slot = slot;
                         if let Err(e) = connection(node, stream, peer).await {
                             debug!("connection ended: {e}");
                         }
@@ -58,6 +76,10 @@ pub struct Conn {
     pub writer: OwnedWriteHalf,
     pub session: Option<Session>,
     pub announced: Option<super::handler::Announced>,
+    /// What this connection has proven (login, rights granted by a redirect marker).
+    pub auth: crate::auth::ConnAuth,
+    /// The current request carries a valid placement marker: serve it here, do not place.
+    pub placed: bool,
     tcp: InterleavedWriter,
     out: Vec<OutPacket>,
     last_sr: Instant,
@@ -65,6 +87,10 @@ pub struct Conn {
     stalled: bool,
     /// Commands to the session from outside the connection (migration).
     pub commands: Option<tokio::sync::mpsc::Receiver<crate::migrate::SessionCommand>>,
+    /// Requests and interleaved frames parsed so far (progress, for the request deadline).
+    frames: u64,
+    /// Requests allowed on this connection (`limits.requests_per_sec`).
+    pub(super) requests: crate::limits::TokenBucket,
 }
 
 enum Event {
@@ -98,12 +124,24 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
         writer,
         session: None,
         announced: None,
+        auth: node.auth.connection(peer),
+        placed: false,
         tcp: InterleavedWriter::default(),
         out: Vec::with_capacity(PUMP_BATCH),
         last_sr: Instant::now(),
         stalled: false,
         commands: None,
+        frames: 0,
+        requests: {
+            let per_sec = node.config.limits.requests_per_sec;
+            let burst = (per_sec * 2.0).clamp(1.0, f64::from(u32::MAX)) as u32;
+            crate::limits::TokenBucket::new(per_sec, burst, Instant::now())
+        },
     };
+    let deadline = Duration::from_millis(node.config.limits.request_deadline_ms);
+    let opened = Instant::now();
+    // Since when `buf` has held part of a frame without any frame completing (slowloris).
+    let mut partial_since: Option<Instant> = None;
     let limits = Limits::default();
     let mut buf = BytesMut::with_capacity(4096);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -165,11 +203,17 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
             Event::Read(Err(e)) => break Err(e),
             Event::Read(Ok(_)) => {
                 last_input = Instant::now();
+                let before = conn.frames;
                 match conn.process_input(&mut buf, &limits).await {
                     Ok(true) => {}
                     Ok(false) => break Ok(()),
                     Err(e) => break Err(e),
                 }
+                partial_since = match (buf.is_empty(), conn.frames != before) {
+                    (true, _) => None,
+                    (false, true) => Some(Instant::now()),
+                    (false, false) => partial_since.or(Some(Instant::now())),
+                };
             }
             Event::Media => {
                 if let Err(e) = conn.pump_tcp().await {
@@ -177,6 +221,14 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
                 }
             }
             Event::Tick => {
+                // Slowloris: a request trickling in, or a connection that never completes
+                // its first one, is dropped after the request deadline.
+                let trickling = partial_since.is_some_and(|t| t.elapsed() > deadline);
+                if trickling || (conn.frames == 0 && opened.elapsed() > deadline) {
+                    crate::limits::LimitStats::bump(&node.limit_stats.request_deadline);
+                    debug!("no complete request within {deadline:?}: closed");
+                    break Ok(());
+                }
                 // A connection that never set up a session (or sent half a frame) gets the
                 // session timeout too, so idle sockets cannot pile up.
                 let idle = Duration::from_secs(node.config.limits.session_timeout_secs.into());
@@ -275,8 +327,13 @@ impl Conn {
                 Ok(None) => return Ok(true),
                 Ok(Some((frame, consumed))) => {
                     buf.advance(consumed);
+                    self.frames += 1;
                     match frame {
                         Frame::Request(req) => {
+                            if let Some(resp) = self.over_request_rate(&req) {
+                                self.write_response(&resp).await?;
+                                continue;
+                            }
                             let (resp, keep) = self.handle(req).await;
                             self.write_response(&resp).await?;
                             self.after_response().await?;

@@ -47,7 +47,7 @@ pub(super) struct Target {
     pub(super) control: Option<String>,
 }
 
-fn url_path(uri: &str) -> Option<String> {
+pub(super) fn url_path(uri: &str) -> Option<String> {
     let url = url::Url::parse(uri).ok()?;
     if url.scheme() != "rtsp" && url.scheme() != "rtsps" {
         return None;
@@ -67,33 +67,9 @@ impl Conn {
                 s.touch();
             }
         }
-        let mut resp = match req.method {
-            Method::Options => Response::new(StatusCode::OK).header("Public", PUBLIC),
-            Method::Describe if is_playback(&req.uri) => self.describe_playback(&req).await,
-            Method::Describe => self.describe(&req).await,
-            Method::Announce => self.announce(&req),
-            Method::Setup => self.setup(&req).await,
-            Method::Play if self.is_playback_session() => self.play_playback(&req).await,
-            Method::Play => self.play(&req),
-            Method::Pause if self.is_playback_session() => self.pause_playback(&req).await,
-            Method::Pause => self.pause(&req),
-            Method::Record => self.record(&req),
-            Method::Teardown => self.teardown(&req),
-            Method::GetParameter => self.keepalive(&req),
-            Method::SetParameter => {
-                if req.body.is_empty() {
-                    self.keepalive(&req)
-                } else {
-                    fail(
-                        StatusCode::PARAMETER_NOT_UNDERSTOOD,
-                        "no settable parameters",
-                    )
-                }
-            }
-            Method::Redirect | Method::Other(_) => fail(
-                StatusCode::NOT_IMPLEMENTED,
-                format!("method {}", req.method.as_str()),
-            ),
+        let mut resp = match self.gate(&req) {
+            Some(refusal) => refusal,
+            None => self.dispatch(&req).await,
         };
         resp = resp
             .header("CSeq", cseq.to_string())
@@ -105,9 +81,41 @@ impl Conn {
             }
         }
         if !resp.status.is_success() && resp.status != StatusCode::FOUND {
-            info!(method = req.method.as_str(), uri = %req.uri, status = resp.status.0, reason = %resp.reason, "request refused");
+            info!(method = req.method.as_str(), uri = %crate::auth::redact_url(&req.uri), status = resp.status.0, reason = %resp.reason, "request refused");
         }
         (resp, true)
+    }
+
+    /// Run the method (the request has passed the gate).
+    async fn dispatch(&mut self, req: &Request) -> Response {
+        match req.method {
+            Method::Options => Response::new(StatusCode::OK).header("Public", PUBLIC),
+            Method::Describe if is_playback(&req.uri) => self.describe_playback(req).await,
+            Method::Describe => self.describe(req).await,
+            Method::Announce => self.announce(req),
+            Method::Setup => self.setup(req).await,
+            Method::Play if self.is_playback_session() => self.play_playback(req).await,
+            Method::Play => self.play(req),
+            Method::Pause if self.is_playback_session() => self.pause_playback(req).await,
+            Method::Pause => self.pause(req),
+            Method::Record => self.record(req),
+            Method::Teardown => self.teardown(req),
+            Method::GetParameter => self.keepalive(req),
+            Method::SetParameter => {
+                if req.body.is_empty() {
+                    self.keepalive(req)
+                } else {
+                    fail(
+                        StatusCode::PARAMETER_NOT_UNDERSTOOD,
+                        "no settable parameters",
+                    )
+                }
+            }
+            Method::Redirect | Method::Other(_) => fail(
+                StatusCode::NOT_IMPLEMENTED,
+                format!("method {}", req.method.as_str()),
+            ),
+        }
     }
 
     pub(super) fn resolve(&self, uri: &str) -> Result<Target, Response> {
@@ -158,7 +166,7 @@ impl Conn {
     /// (issue 4 §6). A request already redirected once carries the marker and is served here.
     fn live_redirect(&self, req: &Request) -> Option<Response> {
         let cluster = self.node.cluster.get()?;
-        if crate::cluster::has_marker(&req.uri) {
+        if self.placed {
             return None;
         }
         let path = url_path(&req.uri)?;
@@ -170,7 +178,7 @@ impl Conn {
         let (node, base) = cluster
             .live_holder(camera)
             .or_else(|| cluster.bound_holder(camera))?;
-        let location = crate::cluster::redirect_url(&base, &req.uri);
+        let location = cluster.redirect_url(&base, &req.uri, self.auth.user_name());
         info!(camera, node = %node, %location, "live DESCRIBE redirected");
         Some(Response::new(StatusCode::FOUND).header("Location", location))
     }

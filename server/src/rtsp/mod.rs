@@ -1,6 +1,7 @@
 //! The RTSP server: connection I/O loop, method handlers, sessions and their media tasks.
 //! Message parsing and the session state machine live in `vigil_proto::rtsp`.
 
+mod access;
 pub mod conn;
 pub mod handler;
 pub mod playback_methods;

@@ -360,7 +360,7 @@ impl Conn {
         index: &CameraIndex,
     ) -> Option<Response> {
         let cluster = self.node.cluster.get()?;
-        if crate::cluster::has_marker(&req.uri) {
+        if self.placed {
             return None;
         }
         // Expected VBR: the recording's average bitrate.
@@ -379,7 +379,7 @@ impl Conn {
         {
             crate::cluster::Placement::Local => None,
             crate::cluster::Placement::Redirect { node, base } => {
-                let location = crate::cluster::redirect_url(&base, &req.uri);
+                let location = cluster.redirect_url(&base, &req.uri, self.auth.user_name());
                 tracing::info!(camera = %preq.camera, node = %node, %location, "playback DESCRIBE redirected");
                 Some(Response::new(StatusCode::FOUND).header("Location", location))
             }

@@ -81,6 +81,13 @@ impl Conn {
                     Node::bump(&self.node.counters.sessions_rejected);
                     return fail(StatusCode::SERVICE_UNAVAILABLE, "session limit reached");
                 }
+                if self.node.sessions_from(self.peer.ip()) >= limits.max_sessions_per_address {
+                    crate::limits::LimitStats::bump(&self.node.limit_stats.sessions_per_address);
+                    return fail(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "session limit of this address reached",
+                    );
+                }
                 if let (SessionKind::Play, Some(path)) = (plan.kind, &plan.path) {
                     if path.stream.readers.load(Ordering::Acquire) >= limits.max_readers_per_path {
                         Node::bump(&self.node.counters.sessions_rejected);

@@ -5,6 +5,7 @@
 //! them. Peer input is never trusted: every parser returns a typed error quoting (a bounded
 //! slice of) what the peer sent rather than panicking.
 
+pub mod auth;
 mod error;
 mod message;
 mod parse;

@@ -1,0 +1,111 @@
+//! `[auth]` and `[[auth.user]]`: who may watch, play back and publish which cameras.
+//!
+//! Passwords are never stored: each user carries HA1 = H(name:realm:password) for MD5 and
+//! SHA-256 (what Digest verification needs; `vigil user add` writes them). Changing the realm
+//! therefore invalidates every stored hash.
+
+use crate::ConfigError;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The Digest/Basic realm the HA1 hashes were made with.
+    pub realm: String,
+    /// Accept Basic (password in clear on the wire, base64): only for clients that cannot do
+    /// Digest, and only on trusted networks.
+    pub basic: bool,
+    /// Digest algorithms offered, preferred first (`"SHA-256"`, `"MD5"`).
+    pub digest: Vec<String>,
+    /// A nonce is accepted this long after it was issued; older ones get `stale=true` and the
+    /// client retries without asking the user again.
+    pub nonce_lifetime_secs: u64,
+    /// Failed logins from one address before it is refused for a while.
+    pub max_failures: u32,
+    /// Longest refusal after repeated failures (it doubles from 1 s up to this).
+    pub backoff_max_secs: u64,
+    /// What anyone may do without logging in (default: nothing).
+    pub anonymous: Rights,
+    #[serde(rename = "user")]
+    pub users: Vec<UserConfig>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            realm: "vigil".into(),
+            basic: false,
+            digest: vec!["SHA-256".into(), "MD5".into()],
+            nonce_lifetime_secs: 60,
+            max_failures: 5,
+            backoff_max_secs: 60,
+            anonymous: Rights::default(),
+            users: Vec::new(),
+        }
+    }
+}
+
+/// Camera-id patterns per right; `*` matches any run of characters (`"gate-*"`, `"*"`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Rights {
+    /// Watch live: DESCRIBE/SETUP/PLAY on `live/<camera>`.
+    pub read: Vec<String>,
+    /// Play recordings: `playback/<camera>`.
+    pub playback: Vec<String>,
+    /// Publish: ANNOUNCE/RECORD to `live/<camera>`.
+    pub publish: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// Hex MD5("name:realm:password").
+    pub ha1_md5: String,
+    /// Hex SHA-256("name:realm:password").
+    pub ha1_sha256: String,
+    #[serde(flatten)]
+    pub rights: Rights,
+}
+
+impl AuthConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.realm.is_empty() || self.realm.contains(['"', '\\']) {
+            return bad("auth.realm must be non-empty without quotes or backslashes".into());
+        }
+        if self.digest.is_empty() && !self.basic {
+            return bad("auth: offer at least one of digest or basic".into());
+        }
+        for d in &self.digest {
+            if d != "SHA-256" && d != "MD5" {
+                return bad(format!("auth.digest: {d:?} is not \"SHA-256\" or \"MD5\""));
+            }
+        }
+        if self.nonce_lifetime_secs == 0 {
+            return bad("auth.nonce_lifetime_secs must be at least 1".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for u in &self.users {
+            if u.name.is_empty() || u.name.contains([':', '"', '\\']) || u.name.len() > 64 {
+                return bad(format!(
+                    "auth.user {:?}: 1-64 characters, no ':', '\"' or '\\'",
+                    u.name
+                ));
+            }
+            if !seen.insert(u.name.as_str()) {
+                return bad(format!("auth.user {:?} is listed twice", u.name));
+            }
+            let hex =
+                |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+            if !hex(&u.ha1_md5, 32) || !hex(&u.ha1_sha256, 64) {
+                return bad(format!(
+                    "auth.user {:?}: ha1_md5/ha1_sha256 must be hex hashes (use `vigil user add`)",
+                    u.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! Bearer-token gate of the admin API, as one layer over the whole router: every route a
+//! later change adds is covered without naming it.
+//!
+//! * Write routes (any method but GET/HEAD) always need the token; with none configured
+//!   they are refused (403) — a node without a token is read-only.
+//! * Reads need it too when the API listens beyond loopback (without a token configured,
+//!   such a node serves only `/api/health`).
+//! * `/api/health` is always open (load balancers, process supervisors).
+
+use axum::extract::{Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use vigil_proto::rtsp::auth::constant_time_eq;
+
+/// What the gate needs to know.
+#[derive(Clone)]
+pub struct Gate {
+    pub token: Option<Arc<str>>,
+    /// The API listens on a loopback address only.
+    pub loopback: bool,
+}
+
+/// Whether a request may pass: None, or the refusal. Pure, for the tests.
+pub fn judge(
+    gate: &Gate,
+    method: &Method,
+    path: &str,
+    authorization: Option<&str>,
+) -> Option<(StatusCode, &'static str)> {
+    if path == "/api/health" {
+        return None;
+    }
+    let write = !(method == Method::GET || method == Method::HEAD);
+    if !write && gate.loopback {
+        return None;
+    }
+    let Some(token) = &gate.token else {
+        return Some((
+            StatusCode::FORBIDDEN,
+            "this route needs the admin token: set [http] token or token_file\n",
+        ));
+    };
+    let presented = authorization
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    match presented {
+        Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => None,
+        _ => Some((
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong admin token (Authorization: Bearer …)\n",
+        )),
+    }
+}
+
+pub async fn layer(State(gate): State<Gate>, req: Request, next: Next) -> Response {
+    let auth = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match judge(&gate, req.method(), req.uri().path(), auth) {
+        None => next.run(req).await,
+        Some((status, why)) => {
+            let mut r = (status, why).into_response();
+            if status == StatusCode::UNAUTHORIZED {
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer realm=\"vigil admin\""),
+                );
+            }
+            r
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_always_need_the_token_reads_beyond_loopback() {
+        let with = |loopback| Gate {
+            token: Some("s3cret".into()),
+            loopback,
+        };
+        let none = Gate {
+            token: None,
+            loopback: true,
+        };
+        let post = Method::POST;
+        let get = Method::GET;
+        // Loopback: reads open, writes need the token.
+        assert_eq!(judge(&with(true), &get, "/api/paths", None), None);
+        assert_eq!(
+            judge(&with(true), &post, "/api/sessions/x/migrate", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            judge(&with(true), &post, "/api/x", Some("Bearer s3cret")),
+            None
+        );
+        assert_eq!(
+            judge(&with(true), &Method::DELETE, "/api/x", Some("Bearer wrong")).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        // No token configured: read-only.
+        assert_eq!(
+            judge(&none, &post, "/api/x", Some("Bearer ")).map(|r| r.0),
+            Some(StatusCode::FORBIDDEN)
+        );
+        // Beyond loopback: reads too, but never health.
+        assert_eq!(
+            judge(&with(false), &get, "/metrics", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            judge(&with(false), &get, "/metrics", Some("Bearer s3cret")),
+            None
+        );
+        assert_eq!(judge(&with(false), &get, "/api/health", None), None);
+        let open = Gate {
+            token: None,
+            loopback: false,
+        };
+        assert_eq!(
+            judge(&open, &get, "/api/paths", None).map(|r| r.0),
+            Some(StatusCode::FORBIDDEN)
+        );
+        assert_eq!(judge(&open, &get, "/api/health", None), None);
+    }
+}

@@ -1,0 +1,348 @@
+//! Who may watch, play back and publish what on this node's RTSP port.
+//!
+//! The protocol (parsing, challenges, Digest verification, nonces) is `vigil_proto::rtsp::auth`;
+//! this module is the node's policy around it: the users and rights of the config (replaced
+//! on SIGHUP without touching running sessions), the node's nonce key, failed attempts per
+//! client address and their back-off, and what one connection has proven.
+//!
+//! A connection that has logged in keeps its user: later requests without `Authorization`
+//! are that user's (the TCP connection is the credential, as a session cookie would be);
+//! requests that carry one are verified again. Rights are checked on every DESCRIBE,
+//! ANNOUNCE and SETUP; the other methods act only on the connection's own session.
+
+mod failures;
+mod rights;
+
+pub use failures::Failures;
+pub use rights::{grants, required, Right};
+
+use rand::RngCore;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+use tracing::{info, warn};
+use vigil_conf::{AuthConfig, UserConfig};
+use vigil_proto::rtsp::auth::{
+    basic_challenge, check_nonce, constant_time_eq, digest_challenge, ha1, make_nonce,
+    parse_authorization, Algorithm, Credentials, NonceCheck,
+};
+use vigil_proto::rtsp::{Request, Response, StatusCode};
+
+/// The `[auth]` section in force.
+struct Policy {
+    cfg: AuthConfig,
+    algorithms: Vec<Algorithm>,
+    users: HashMap<String, UserConfig>,
+}
+
+impl Policy {
+    fn new(cfg: &AuthConfig) -> Self {
+        Self {
+            algorithms: cfg
+                .digest
+                .iter()
+                .filter_map(|a| Algorithm::parse(a))
+                .collect(),
+            users: cfg
+                .users
+                .iter()
+                .map(|u| (u.name.clone(), u.clone()))
+                .collect(),
+            cfg: cfg.clone(),
+        }
+    }
+}
+
+/// Refusals, exported to `/metrics`.
+#[derive(Debug, Default)]
+pub struct AuthStats {
+    /// 401 answers to requests without (valid) credentials.
+    pub challenges: AtomicU64,
+    /// Wrong credentials: bad password, unknown user, wrong realm, foreign or replayed nonce.
+    pub failures: AtomicU64,
+    /// Requests refused because their address is backing off after failures.
+    pub backoff_refusals: AtomicU64,
+    /// Logged-in users asking for a camera their rights do not cover (403).
+    pub forbidden: AtomicU64,
+}
+
+pub struct Auth {
+    policy: RwLock<Option<Arc<Policy>>>,
+    /// Key of this node's nonces (random per process: a restart invalidates them, and
+    /// clients simply get a fresh challenge).
+    nonce_key: [u8; 32],
+    failures: Mutex<Failures>,
+    next_conn: AtomicU64,
+    pub stats: AuthStats,
+}
+
+/// What one connection has proven.
+pub struct ConnAuth {
+    /// Unique per connection in this process (nonce binding, marker replay rule).
+    pub id: u64,
+    binding: Vec<u8>,
+    /// The user this connection logged in as.
+    pub user: Option<String>,
+    /// Rights granted by a redirect marker from another node (the viewer logged in there).
+    grants: Vec<(Right, String)>,
+    /// Highest nonce count seen per nonce (qop=auth): a lower or equal one is a replay.
+    nonce_counts: HashMap<String, u32>,
+}
+
+impl ConnAuth {
+    /// Grants `need` to this connection: a signed redirect marker from another node, where
+    /// the viewer logged in. Only that right on that camera: the connection does not become
+    /// the user (who may not even exist on this node).
+    pub fn grant_placed(&mut self, need: (Right, String)) {
+        if !self.grants.contains(&need) {
+            self.grants.push(need);
+        }
+    }
+
+    /// The user name to carry in a redirect ("" if none).
+    pub fn user_name(&self) -> &str {
+        self.user.as_deref().unwrap_or("")
+    }
+}
+
+enum Verdict {
+    /// The nonce is ours but old: a new challenge with `stale=true`, not a failure.
+    Stale,
+    Failed(String),
+}
+
+const NONCE_COUNTS_KEPT: usize = 64;
+
+impl Auth {
+    pub fn new(cfg: Option<&AuthConfig>) -> Self {
+        let mut nonce_key = [0u8; 32];
+        rand::thread_rng().fill_bytes(&mut nonce_key);
+        let (max, backoff) = limits(cfg);
+        Self {
+            policy: RwLock::new(cfg.map(|c| Arc::new(Policy::new(c)))),
+            nonce_key,
+            failures: Mutex::new(Failures::new(max, backoff)),
+            next_conn: AtomicU64::new(1),
+            stats: AuthStats::default(),
+        }
+    }
+
+    /// Replace users and rights (SIGHUP). Sessions already set up are not affected; the next
+    /// DESCRIBE/ANNOUNCE/SETUP is judged by the new policy.
+    pub fn reload(&self, cfg: Option<&AuthConfig>) {
+        let (max, backoff) = limits(cfg);
+        self.failures().set_limits(max, backoff);
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) =
+            cfg.map(|c| Arc::new(Policy::new(c)));
+        info!(
+            users = cfg.map_or(0, |c| c.users.len()),
+            enabled = cfg.is_some(),
+            "authentication reloaded"
+        );
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.policy().is_some()
+    }
+
+    fn policy(&self) -> Option<Arc<Policy>> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, Failures> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// State for a new connection from `peer`.
+    pub fn connection(&self, peer: SocketAddr) -> ConnAuth {
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        ConnAuth {
+            id,
+            binding: format!("{id}/{peer}").into_bytes(),
+            user: None,
+            grants: Vec::new(),
+            nonce_counts: HashMap::new(),
+        }
+    }
+
+    /// Whether `req` may go on. `need`: the right and camera it requires
+    /// ([`required`]). Err: the answer to send instead (401 with challenges, 403, or 503
+    /// while the address backs off).
+    pub fn check(
+        &self,
+        conn: &mut ConnAuth,
+        req: &Request,
+        need: Option<(Right, String)>,
+        peer: IpAddr,
+    ) -> Result<(), Response> {
+        let Some(policy) = self.policy() else {
+            return Ok(());
+        };
+        let Some((right, camera)) = need else {
+            return Ok(());
+        };
+        if conn.grants.iter().any(|(r, c)| *r == right && *c == camera)
+            || grants(&policy.cfg.anonymous, right, &camera)
+        {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if let Some(wait) = self.failures().blocked(peer, now) {
+            self.stats.backoff_refusals.fetch_add(1, Ordering::Relaxed);
+            let mut r = Response::new(StatusCode::SERVICE_UNAVAILABLE);
+            r.reason = "Service Unavailable (too many failed logins from this address)".into();
+            return Err(r.header("Retry-After", wait.as_secs().max(1).to_string()));
+        }
+        let user = match req.headers.get("Authorization") {
+            None => match &conn.user {
+                Some(u) if policy.users.contains_key(u) => u.clone(),
+                _ => return Err(self.challenge(&policy, conn, false)),
+            },
+            Some(header) => match self.verify(&policy, conn, req, header) {
+                Ok(u) => u,
+                Err(Verdict::Stale) => return Err(self.challenge(&policy, conn, true)),
+                Err(Verdict::Failed(why)) => {
+                    self.failures().failed(peer, now);
+                    self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                    warn!(%peer, reason = %why, "RTSP login failed");
+                    return Err(self.challenge(&policy, conn, false));
+                }
+            },
+        };
+        self.failures().succeeded(peer);
+        let allowed = policy
+            .users
+            .get(&user)
+            .is_some_and(|u| grants(&u.rights, right, &camera));
+        conn.user = Some(user);
+        if allowed {
+            return Ok(());
+        }
+        self.stats.forbidden.fetch_add(1, Ordering::Relaxed);
+        let mut r = Response::new(StatusCode::FORBIDDEN);
+        r.reason = format!("Forbidden (no {} right on {camera})", right.name());
+        Err(r)
+    }
+
+    /// 401 with a Digest challenge per offered algorithm (preferred first: ffmpeg takes the
+    /// last one it can do) and Basic when enabled.
+    fn challenge(&self, policy: &Policy, conn: &ConnAuth, stale: bool) -> Response {
+        self.stats.challenges.fetch_add(1, Ordering::Relaxed);
+        let nonce = make_nonce(&self.nonce_key, &conn.binding, now_ms());
+        let mut r = Response::new(StatusCode::UNAUTHORIZED);
+        for alg in &policy.algorithms {
+            r = r.header(
+                "WWW-Authenticate",
+                digest_challenge(&policy.cfg.realm, &nonce, *alg, stale),
+            );
+        }
+        if policy.cfg.basic {
+            r = r.header("WWW-Authenticate", basic_challenge(&policy.cfg.realm));
+        }
+        r
+    }
+
+    fn verify(
+        &self,
+        policy: &Policy,
+        conn: &mut ConnAuth,
+        req: &Request,
+        header: &str,
+    ) -> Result<String, Verdict> {
+        let fail = |why: &str| Verdict::Failed(why.to_string());
+        let realm = &policy.cfg.realm;
+        match parse_authorization(header).map_err(|e| Verdict::Failed(e.to_string()))? {
+            Credentials::Basic { user, password } => {
+                if !policy.cfg.basic {
+                    return Err(fail("Basic is not enabled"));
+                }
+                let u = policy
+                    .users
+                    .get(&user)
+                    .ok_or_else(|| fail("unknown user"))?;
+                let h = ha1(Algorithm::Sha256, &user, realm, &password);
+                if !constant_time_eq(h.as_bytes(), u.ha1_sha256.to_ascii_lowercase().as_bytes()) {
+                    return Err(Verdict::Failed(format!("wrong password for {user}")));
+                }
+                Ok(user)
+            }
+            Credentials::Digest(d) => {
+                if d.realm != *realm {
+                    return Err(fail("wrong realm"));
+                }
+                if !policy.algorithms.contains(&d.algorithm) {
+                    return Err(fail("digest algorithm not offered"));
+                }
+                let lifetime = policy.cfg.nonce_lifetime_secs.saturating_mul(1000);
+                match check_nonce(&self.nonce_key, &conn.binding, &d.nonce, now_ms(), lifetime) {
+                    NonceCheck::Fresh => {}
+                    NonceCheck::Stale => return Err(Verdict::Stale),
+                    NonceCheck::Invalid => return Err(fail("nonce not issued to this connection")),
+                }
+                if d.uri != req.uri {
+                    return Err(fail("digest uri is not the request's"));
+                }
+                let u = policy
+                    .users
+                    .get(&d.username)
+                    .ok_or_else(|| fail("unknown user"))?;
+                let stored = match d.algorithm {
+                    Algorithm::Md5 => &u.ha1_md5,
+                    Algorithm::Sha256 => &u.ha1_sha256,
+                };
+                if !d.verify(&stored.to_ascii_lowercase(), req.method.as_str()) {
+                    return Err(Verdict::Failed(format!(
+                        "wrong digest response for {}",
+                        d.username
+                    )));
+                }
+                if let Some(nc) = d.nc {
+                    if conn.nonce_counts.len() >= NONCE_COUNTS_KEPT
+                        && !conn.nonce_counts.contains_key(&d.nonce)
+                    {
+                        conn.nonce_counts.clear();
+                    }
+                    let last = conn.nonce_counts.entry(d.nonce.clone()).or_insert(0);
+                    if nc <= *last {
+                        return Err(fail("nonce count replayed"));
+                    }
+                    *last = nc;
+                }
+                Ok(d.username)
+            }
+        }
+    }
+}
+
+/// A URL without its user and password, for logs and API answers (a pulled camera's URL
+/// carries its credentials).
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => "<unparsable URL>".into(),
+    }
+}
+
+fn limits(cfg: Option<&AuthConfig>) -> (u32, Duration) {
+    let d = AuthConfig::default();
+    let c = cfg.unwrap_or(&d);
+    (
+        c.max_failures.max(1),
+        Duration::from_secs(c.backoff_max_secs.max(1)),
+    )
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

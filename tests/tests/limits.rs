@@ -1,0 +1,158 @@
+//! `[limits]` against clients that take too much: connections in total and per address,
+//! sessions per address, requests per connection, and slowloris (a request that never
+//! completes). Each refusal is seen by the client and counted in `/metrics`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use vigil_tests::{
+    connect_from, metric_value, poll_until, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
+};
+
+fn refusals(node: &Node, limit: &str) -> f64 {
+    metric_value(
+        node,
+        &format!("vigil_limit_refusals_total{{limit=\"{limit}\"}}"),
+    )
+}
+
+/// Whether the server closed `s` (EOF or reset) within a few seconds.
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut b = [0u8; 512];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => {
+                return matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                )
+            }
+        }
+    }
+}
+
+/// OPTIONS on a raw stream: whether it was answered 200.
+fn options_ok(s: &mut TcpStream, url: &str) -> bool {
+    if s.write_all(format!("OPTIONS {url} RTSP/1.0\r\nCSeq: 1\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut b = [0u8; 512];
+    matches!(s.read(&mut b), Ok(n) if n > 0 && b[..n].starts_with(b"RTSP/1.0 200"))
+}
+
+#[test]
+fn connections_in_total_and_per_address() {
+    let node = NodeBuilder::new()
+        .extra("[limits]\nmax_connections = 5\nmax_connections_per_address = 3")
+        .start();
+    let url = node.url("live/x");
+    let mut a: Vec<TcpStream> = (0..3)
+        .map(|_| connect_from("127.0.0.5", node.rtsp))
+        .collect();
+    for s in &mut a {
+        assert!(options_ok(s, &url));
+    }
+    let mut fourth = connect_from("127.0.0.5", node.rtsp);
+    assert!(
+        closed_by_server(&mut fourth),
+        "a 4th connection from one address was kept"
+    );
+    let mut b: Vec<TcpStream> = (0..2)
+        .map(|_| connect_from("127.0.0.6", node.rtsp))
+        .collect();
+    for s in &mut b {
+        assert!(options_ok(s, &url));
+    }
+    let mut sixth = connect_from("127.0.0.7", node.rtsp);
+    assert!(closed_by_server(&mut sixth), "a 6th connection was kept");
+    assert!(refusals(&node, "connections_per_address") >= 1.0);
+    assert!(refusals(&node, "connections") >= 1.0);
+    // A closed connection gives its place back.
+    drop(a.pop());
+    poll_until(Duration::from_secs(5), "the place to come back", || {
+        let mut s = connect_from("127.0.0.5", node.rtsp);
+        options_ok(&mut s, &url).then_some(())
+    });
+}
+
+#[test]
+fn sessions_per_address_and_requests_per_connection() {
+    let node = NodeBuilder::new()
+        .extra("[limits]\nmax_sessions_per_address = 1\nrequests_per_sec = 5")
+        .extra(DEMO_CAMERA)
+        .start();
+    node.wait_live("live/demo");
+    let url = node.url("live/demo");
+    let mut first = RtspConn::connect(node.rtsp);
+    first.play_tcp(&url);
+    let mut second = RtspConn::connect(node.rtsp);
+    let d = second.request("DESCRIBE", &url, &[], None);
+    assert_eq!(d.status.0, 200);
+    let s = second.request(
+        "SETUP",
+        &format!("{url}/trackID=0"),
+        &[("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")],
+        None,
+    );
+    assert_eq!(s.status.0, 503, "{}", s.reason);
+    assert!(s.reason.contains("address"), "{}", s.reason);
+    assert!(refusals(&node, "sessions_per_address") >= 1.0);
+
+    // 40 pipelined OPTIONS: the burst (10) is answered, most of the rest is refused.
+    let mut c = connect_from("127.0.0.5", node.rtsp);
+    let burst: String = (1..=40)
+        .map(|i| format!("OPTIONS {url} RTSP/1.0\r\nCSeq: {i}\r\n\r\n"))
+        .collect();
+    c.write_all(burst.as_bytes()).expect("send");
+    let mut text = String::new();
+    let mut b = [0u8; 8192];
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    while text.matches("CSeq: ").count() < 40 {
+        let n = c.read(&mut b).expect("read answers");
+        assert!(n > 0, "closed");
+        text.push_str(&String::from_utf8_lossy(&b[..n]));
+    }
+    let ok = text.matches("RTSP/1.0 200").count();
+    let refused = text.matches("RTSP/1.0 503").count();
+    assert!(
+        (10..40).contains(&ok) && ok + refused == 40,
+        "{ok} answered, {refused} refused"
+    );
+    assert!(text.contains("too many requests on this connection"));
+    assert!(refusals(&node, "request_rate") >= refused as f64);
+}
+
+#[test]
+fn slowloris_connections_are_dropped_at_the_request_deadline() {
+    let node = NodeBuilder::new()
+        .extra("[limits]\nrequest_deadline_ms = 500")
+        .start();
+    // Half a request, never finished; and a connection that sends nothing.
+    let mut half = TcpStream::connect(node.rtsp).expect("connect");
+    half.write_all(b"DESCRIBE rtsp://127.0.0.1/live/x RTSP/1.0\r\nCSeq: 1\r\n")
+        .expect("send");
+    let mut silent = TcpStream::connect(node.rtsp).expect("connect");
+    assert!(closed_by_server(&mut half), "a trickling request was kept");
+    assert!(
+        closed_by_server(&mut silent),
+        "a silent connection was kept"
+    );
+    assert!(refusals(&node, "request_deadline") >= 2.0);
+    // A normal client is unaffected.
+    let mut ok = RtspConn::connect(node.rtsp);
+    assert_eq!(
+        ok.request("OPTIONS", &node.url("live/x"), &[], None)
+            .status
+            .0,
+        200
+    );
+}
