@@ -14,6 +14,17 @@ use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
 
 pub const CLUSTER_KEY: &str = "test-cluster-key-0123456789";
 
+/// `[cluster]` keys that make REM act on three 0.6 Mb/s demo playbacks at Scale 3: load is
+/// 100 · N (network only), N = Σ k·VBR / 10 Mb/s; a stream read from storage (k = 2; T_max
+/// 0.5 s keeps every stream a storage reader) is ≈ 12 at 1×, ≈ 37 at 3×, so three of them
+/// at 1× stay under Load_min (p = 0) and at 3× pass Load_max (p = 1).
+pub const REM_KEYS: &str = "bandwidth_bps = 10e6\n[cluster.scheduler]\nload_min = 50.0\n\
+    load_max = 60.0\np_max = 1.0\nt_min_ms = 100\nt_max_ms = 500\n\
+    weights = { cpu = 0.0, mem = 0.0, net = 1.0 }";
+
+/// With [`REM_KEYS`]: Scale 3 sends every frame (not keyframes only).
+pub const REM_EXTRA: &str = "[playback]\nkeyframes_only_above_scale = 4.0\n";
+
 /// `vigil ARGS`, bounded; panics with its stderr unless it succeeds.
 pub fn vigil_ok(args: &[&str]) {
     let out = run_with_timeout(

@@ -50,9 +50,11 @@ fn admin_writes_need_the_bearer_token() {
                 401,
                 "{method} {path}"
             );
+            // With the token the request reaches the route, which refuses it for its own
+            // reasons (no such route or method, no JSON body, the cluster is off).
             let ok = http_status(method, &url, Some(vigil_tests::ADMIN_TOKEN));
             assert!(
-                ok == 404 || ok == 405,
+                [400, 404, 405, 415].contains(&ok),
                 "{method} {path} with the token: {ok}"
             );
         }

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use vigil_tests::placed_by_hand;
 use vigil_tests::{
-    ffmpeg_decode, ffmpeg_decode_cmd, free_port, poll_until, run_with_timeout, spawn_background,
-    vigil_bin, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
+    ffmpeg_decode, ffmpeg_decode_cmd, poll_until, run_with_timeout, spawn_background, vigil_bin,
+    Node, RtspConn,
 };
-use vigil_tests::{free_udp, nodes_view, rfc3339, scheduler_of};
+use vigil_tests::{nodes_view, rfc3339, scheduler_of};
 
-const KEY: &str = "test-cluster-key-0123456789";
+use vigil_tests::secure_cluster::{vigil_ok, CLUSTER_KEY as KEY};
 
 fn vigil(args: &[&str]) -> std::process::Output {
     run_with_timeout(
@@ -25,37 +25,11 @@ fn vigil(args: &[&str]) -> std::process::Output {
     )
 }
 
-fn vigil_ok(args: &[&str]) {
-    let out = vigil(args);
-    assert!(
-        out.status.success(),
-        "vigil {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn alive_with_rpc(n: &Node) -> Option<usize> {
-    let v = nodes_view(n)?;
-    Some(
-        v["nodes"]
-            .as_array()?
-            .iter()
-            .filter(|x| x["alive"] == true && x["rtsp"].is_string())
-            .count(),
-    )
-}
-
 fn decisions(n: &Node) -> Vec<serde_json::Value> {
     n.api_json("/api/cluster/scheduler")["decisions"]
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-struct Member {
-    node: Node,
-    id: String,
-    rpc: SocketAddr,
 }
 
 /// `vigil cluster place` against `addr` with an optional client identity.
@@ -90,74 +64,22 @@ fn place(
 
 #[test]
 fn placement_by_scheduler_over_mutual_tls() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("rec");
-    let ca = tmp.path().join("ca");
-    let certs = tmp.path().join("certs");
+    // Three members on 127.0.0.1..3 with certificates from the cluster CA; node 1 is the
+    // scheduler and records the demo camera to the shared root.
+    let mut c = vigil_tests::secure_cluster::start(3, "", |_| String::new());
     let s = |p: &Path| p.display().to_string();
-    vigil_ok(&["cluster", "ca", "--out", &s(&ca)]);
-
-    // Three members on 127.0.0.1..3; node ids are test-<rtsp port>, known before start.
-    let mut members: Vec<Member> = Vec::new();
-    let mut seed: Option<SocketAddr> = None;
-    for i in 0..3 {
-        let ip = format!("127.0.0.{}", i + 1);
-        let port = free_port(&ip);
-        let id = format!("test-{port}");
-        vigil_ok(&[
-            "cluster",
-            "cert",
-            "--ca",
-            &s(&ca),
-            "--node",
-            &id,
-            "--out",
-            &s(&certs),
-        ]);
-        let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().unwrap();
-        let rpc: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().unwrap();
-        let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
-        let mut extra = format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{KEY}\"\n\
-             priority = {}\nrpc_listen = \"{rpc}\"\nca_cert = \"{}\"\nnode_cert = \"{}\"\nnode_key = \"{}\"\n\n\
-             [storage]\nroot = \"{}\"\nsegment_secs = 1.0\n",
-            10 * (i + 1),
-            s(&ca.join("ca.pem")),
-            s(&certs.join(format!("{id}.pem"))),
-            s(&certs.join(format!("{id}.key"))),
-            s(&root),
-        );
-        if i == 0 {
-            extra.push_str(DEMO_CAMERA);
-        }
-        let node = NodeBuilder::new()
-            .ip(&ip)
-            .rtsp_port(port)
-            .extra(&extra)
-            .start();
-        seed.get_or_insert(gossip);
-        members.push(Member { node, id, rpc });
-    }
+    let (tmp, ca, certs) = (c.tmp.path().to_path_buf(), c.ca.clone(), c.certs.clone());
+    let members = &mut c.members;
     let (id1, id2, id3) = (
         members[0].id.clone(),
         members[1].id.clone(),
         members[2].id.clone(),
     );
-    for m in &members {
-        poll_until(Duration::from_secs(15), "membership to converge", || {
-            (alive_with_rpc(&m.node)? == 3).then_some(())
-        });
-    }
-    for m in &members {
-        poll_until(Duration::from_secs(10), "node 1 elected by all", || {
-            (scheduler_of(&m.node)? == id1).then_some(())
-        });
-    }
     let [n1, n2, n3] = [&members[0].node, &members[1].node, &members[2].node];
 
     // Refused peers: a client certificate from another CA, and none; a certificate from the
     // cluster CA is accepted (the control).
-    let rogue_ca = tmp.path().join("rogue-ca");
+    let rogue_ca = tmp.join("rogue-ca");
     vigil_ok(&["cluster", "ca", "--out", &s(&rogue_ca)]);
     vigil_ok(&[
         "cluster",

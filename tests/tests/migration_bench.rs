@@ -153,12 +153,9 @@ fn bench_handoff_gap_preserve() {
 #[test]
 #[ignore]
 fn bench_rem_decision_to_commit() {
-    let c = secure_cluster::start(
-        3,
-        "bandwidth_bps = 10e6\n[cluster.scheduler]\nload_min = 50.0\nload_max = 60.0\np_max = 1.0\n\
-         t_min_ms = 100\nt_max_ms = 500\nweights = { cpu = 0.0, mem = 0.0, net = 1.0 }",
-        |_| "[playback]\nkeyframes_only_above_scale = 4.0\n".into(),
-    );
+    let c = secure_cluster::start(3, secure_cluster::REM_KEYS, |_| {
+        secure_cluster::REM_EXTRA.into()
+    });
     let first = c.recorded_for(20_000);
     let n2 = c.node(1);
     let viewers: Vec<_> = (0..3)

@@ -19,15 +19,10 @@ fn hosted(n: &Node) -> usize {
 /// one continuous stream.
 #[test]
 fn rem_moves_streams_off_a_node_pushed_past_sigma_by_scale() {
-    // Load = 100 · N (network only), N = Σ k·VBR / 10 Mb/s: a 0.6 Mb/s demo stream read from
-    // storage (k = 2, T_max 0.5 s keeps every stream a storage reader) is ≈ 12 at 1×, ≈ 37
-    // at 3×; three of them at 1× stay under Load_min (p = 0), at 3× pass Load_max (p = 1).
-    let c = secure_cluster::start(
-        3,
-        "bandwidth_bps = 10e6\n[cluster.scheduler]\nload_min = 50.0\nload_max = 60.0\np_max = 1.0\n\
-         t_min_ms = 100\nt_max_ms = 500\nweights = { cpu = 0.0, mem = 0.0, net = 1.0 }",
-        |_| "[playback]\nkeyframes_only_above_scale = 4.0\n".into(),
-    );
+    // Thresholds under which three playbacks are light at 1× and overloaded at 3× (REM_KEYS).
+    let c = secure_cluster::start(3, secure_cluster::REM_KEYS, |_| {
+        secure_cluster::REM_EXTRA.into()
+    });
     let first = c.recorded_for(20_000);
     let n2 = c.node(1);
     let viewers: Vec<_> = (0..3)
