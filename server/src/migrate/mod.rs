@@ -92,18 +92,22 @@ pub async fn move_anywhere(
         .cluster
         .get()
         .ok_or_else(|| format!("no session {id} on this node"))?;
-    // The node listing the session in its report (not as a hosted copy).
-    let owner = cluster
-        .members()
-        .into_iter()
-        .filter(|m| m.alive && m.id != cluster.self_id)
-        .find(|m| {
-            m.report
-                .as_ref()
-                .is_some_and(|r| r.session_list.iter().any(|s| s.id == id && !s.hosted))
-        })
-        .map(|m| m.id)
-        .ok_or_else(|| format!("no session {id} in the cluster"))?;
+    // The node holding the session's RTSP connection: the one a copy hosted here names,
+    // else the one whose report lists it as its own.
+    let owner = match node.session(id).and_then(|s| s.steered_by()) {
+        Some(by) => by,
+        None => cluster
+            .members()
+            .into_iter()
+            .filter(|m| m.alive && m.id != cluster.self_id)
+            .find(|m| {
+                m.report
+                    .as_ref()
+                    .is_some_and(|r| r.session_list.iter().any(|s| s.id == id && !s.hosted))
+            })
+            .map(|m| m.id)
+            .ok_or_else(|| format!("no session {id} in the cluster"))?,
+    };
     let call = MigrationCall::MoveOut {
         session: id.to_string(),
         to: to.to_string(),
@@ -157,8 +161,9 @@ impl crate::cluster::rpc::MigrationService for Service {
                 MigrationCall::Stop { session } => host.stop(&session).await,
                 MigrationCall::Status { session } => host.status(&session),
                 MigrationCall::Release { session } => host.release(&session),
+                // A session hosted here (steered elsewhere) is moved through its owner.
                 MigrationCall::MoveOut { session, to, mode } => {
-                    match move_local(&node, &session, &to, mode).await {
+                    match move_anywhere(&node, &session, &to, mode).await {
                         Ok(m) => MigrationReply::Moved(m),
                         Err(e) => MigrationReply::Failed(e),
                     }
