@@ -1001,6 +1001,22 @@ pub fn nodes_view(n: &Node) -> Option<serde_json::Value> {
     serde_json::from_str(&n.try_api("/api/cluster/nodes")?).ok()
 }
 
+/// Waits until `n` lists a first recorded range of the demo camera at least `ms` long (the
+/// recording of the shared root a playback test plays); returns its first time.
+pub fn demo_recorded_for(n: &Node, ms: i64) -> i64 {
+    poll_until(
+        Duration::from_millis(ms as u64 + 20_000),
+        &format!("{} s of demo recording", ms / 1000),
+        || {
+            let v: serde_json::Value =
+                serde_json::from_str(&n.try_api("/api/recordings/demo")?).ok()?;
+            let r = &v["ranges"][0];
+            let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
+            (b - a >= ms).then_some(a)
+        },
+    )
+}
+
 /// The node id `n` reports in `/api/node`.
 pub fn node_id(n: &Node) -> String {
     n.api_json("/api/node")["id"]

@@ -168,18 +168,7 @@ impl SecureCluster {
 
     /// Waits until the demo recording on the shared root spans `ms`; its first time.
     pub fn recorded_for(&self, ms: i64) -> i64 {
-        let n1 = self.node(0);
-        poll_until(
-            Duration::from_secs(ms as u64 / 1000 + 20),
-            "the demo recording",
-            || {
-                let v: serde_json::Value =
-                    serde_json::from_str(&n1.try_api("/api/recordings/demo")?).ok()?;
-                let r = &v["ranges"][0];
-                let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
-                (b - a >= ms).then_some(a)
-            },
-        )
+        crate::demo_recorded_for(self.node(0), ms)
     }
 }
 

@@ -179,13 +179,7 @@ fn membership_election_and_redirects() {
     assert_eq!(r.status.0, 404, "{}", r.reason);
 
     // Playback: wait for a few seconds of recording on the shared root.
-    let first_ms = poll_until(Duration::from_secs(20), "5 s of recording", || {
-        let v: serde_json::Value =
-            serde_json::from_str(&n1.try_api("/api/recordings/demo")?).ok()?;
-        let r = &v["ranges"][0];
-        let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
-        (b - a >= 5000).then_some(a)
-    });
+    let first_ms = vigil_tests::demo_recorded_for(n1, 5000);
     // A viewer on node 3 (placed there by hand with the marker), playing from first_ms.
     let on3 = placed_by_hand(
         &format!("{}?start={}", n3.url("playback/demo"), rfc3339(first_ms)),
@@ -526,13 +520,7 @@ fn ingest_cluster_sessions_gstreamer_redirect_and_overload() {
     assert!(body.contains("overloaded"), "{body}");
 
     // A few seconds of recording on the shared root.
-    let first_ms = poll_until(Duration::from_secs(20), "5 s of recording", || {
-        let v: serde_json::Value =
-            serde_json::from_str(&n1.try_api("/api/recordings/demo")?).ok()?;
-        let r = &v["ranges"][0];
-        let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
-        (b - a >= 5000).then_some(a)
-    });
+    let first_ms = vigil_tests::demo_recorded_for(n1, 5000);
 
     // Overload: node 2 refuses a playback DESCRIBE with 503 and the reason (no redirect).
     let url_at = |n: &Node| {

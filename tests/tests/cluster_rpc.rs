@@ -145,13 +145,7 @@ fn placement_by_scheduler_over_mutual_tls() {
     assert!(!wrong_name.status.success(), "server name is verified");
 
     // A recording to play (node 1 records the demo camera to the shared root).
-    let first_ms = poll_until(Duration::from_secs(20), "5 s of recording", || {
-        let v: serde_json::Value =
-            serde_json::from_str(&n1.try_api("/api/recordings/demo")?).ok()?;
-        let r = &v["ranges"][0];
-        let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
-        (b - a >= 5000).then_some(a)
-    });
+    let first_ms = vigil_tests::demo_recorded_for(n1, 5000);
     // A viewer on node 3 (placed there by hand): the scheduler's similarity policy then
     // places a request for a nearby moment on node 3 (§A.4 step 3).
     let on3 = placed_by_hand(

@@ -114,13 +114,7 @@ fn kill_9_of_a_node_leaves_other_viewers_whole_and_requests_served() {
         ))
         .extra(&storage)
         .start();
-    let first_ms = poll_until(Duration::from_secs(30), "8 s of recording", || {
-        let v: serde_json::Value =
-            serde_json::from_str(&n2.try_api("/api/recordings/demo")?).ok()?;
-        let r = &v["ranges"][0];
-        let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
-        (b - a >= 8000).then_some(a)
-    });
+    let first_ms = vigil_tests::demo_recorded_for(&n2, 8000);
     poll_until(
         Duration::from_secs(20),
         "both nodes alive in node 2's view",

@@ -82,13 +82,7 @@ fn a_describe_burst_from_one_address_does_not_steer_placement() {
         ))
         .extra(&storage)
         .start();
-    let first_ms = poll_until(Duration::from_secs(30), "3 s of recording", || {
-        let v: serde_json::Value =
-            serde_json::from_str(&n2.try_api("/api/recordings/demo")?).ok()?;
-        let r = &v["ranges"][0];
-        let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
-        (b - a >= 3000).then_some(a)
-    });
+    let first_ms = vigil_tests::demo_recorded_for(&n2, 3000);
     poll_until(
         Duration::from_secs(20),
         "both nodes in node 2's view",
