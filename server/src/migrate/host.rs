@@ -321,16 +321,7 @@ impl Host {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .map(|p| WireStopped {
-                tracks: p
-                    .identities
-                    .iter()
-                    .zip(&h.outs)
-                    .map(|((identity, seq), _)| WireTrack {
-                        identity: identity.clone(),
-                        seq: *seq,
-                        enabled: true,
-                    })
-                    .collect(),
+                tracks: p.tracks.clone(),
                 resume: Some(cursor_to_wire(&p.cursor)),
                 anchor: p.anchor,
                 last_sent_us: None,

@@ -108,7 +108,8 @@ pub struct Anchor {
 /// take it back from that point if the sending node dies.
 #[derive(Clone, Debug)]
 pub struct Progress {
-    pub identities: Vec<(RtpIdentity, u16)>,
+    /// Per track: identity, input sequence counter, set up or not (as a handoff carries it).
+    pub tracks: Vec<crate::migrate::wire::WireTrack>,
     pub cursor: Cursor,
     pub anchor: Option<Anchor>,
 }
@@ -302,7 +303,7 @@ pub async fn run(
             cursor.frame += 1;
             if let Some(p) = &params.progress {
                 *p.lock().unwrap_or_else(|e| e.into_inner()) = Some(Progress {
-                    identities: tracks.iter().map(|t| (t.identity.clone(), t.seq)).collect(),
+                    tracks: crate::migrate::host::to_wire(&tracks),
                     cursor: cursor.clone(),
                     anchor: first_time.map(|t0| Anchor {
                         wall_us: wall_of(started),
