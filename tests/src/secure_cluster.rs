@@ -314,3 +314,40 @@ pub fn assert_one_stream(seen: &[Seen], what: &str) -> Vec<f64> {
     }
     gaps
 }
+
+/// A viewer thread of [`spawn_viewer`]: what it saw, and the thread.
+pub type Viewer = (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>);
+
+/// The REM scenario (with [`REM_KEYS`]): three playbacks on node 2, one second apart, each
+/// going to Scale 3 after its 25th packet.
+pub fn rem_scenario() -> (SecureCluster, Vec<Viewer>) {
+    let c = start(3, REM_KEYS, |_| REM_EXTRA.into());
+    let first = c.recorded_for(20_000);
+    let n2 = c.node(1);
+    let viewers = (0..3)
+        .map(|k| {
+            let url = placed(&format!(
+                "{}?start={}&end={}",
+                n2.url("playback/demo"),
+                crate::rfc3339(first + 1000 * k),
+                crate::rfc3339(first + 20_000)
+            ));
+            spawn_viewer(url, Some(3.0))
+        })
+        .collect();
+    (c, viewers)
+}
+
+/// The scheduler's (node 1's) REM records that moved a session, once there are `n`.
+pub fn rem_moves(c: &SecureCluster, n: usize) -> Vec<serde_json::Value> {
+    poll_until(Duration::from_secs(20), "REM moves", || {
+        let v = c.node(0).api_json("/api/cluster/scheduler");
+        let done: Vec<serde_json::Value> = v["migrations"]
+            .as_array()?
+            .iter()
+            .filter(|m| m["result"].as_str().is_some_and(|r| r.starts_with("moved")))
+            .cloned()
+            .collect();
+        (done.len() >= n).then_some(done)
+    })
+}

@@ -153,32 +153,11 @@ fn bench_handoff_gap_preserve() {
 #[test]
 #[ignore]
 fn bench_rem_decision_to_commit() {
-    let c = secure_cluster::start(3, secure_cluster::REM_KEYS, |_| {
-        secure_cluster::REM_EXTRA.into()
-    });
-    let first = c.recorded_for(20_000);
-    let n2 = c.node(1);
-    let viewers: Vec<_> = (0..3)
-        .map(|k| {
-            let url = secure_cluster::placed(&format!(
-                "{}?start={}&end={}",
-                n2.url("playback/demo"),
-                rfc3339(first + 1000 * k),
-                rfc3339(first + 20_000)
-            ));
-            spawn_viewer(url, Some(3.0))
-        })
+    let (c, viewers) = secure_cluster::rem_scenario();
+    let took: Vec<f64> = secure_cluster::rem_moves(&c, 2)
+        .iter()
+        .filter_map(|m| m["took_ms"].as_f64())
         .collect();
-    let took = poll_until(Duration::from_secs(20), "two REM moves", || {
-        let v = c.node(0).api_json("/api/cluster/scheduler");
-        let t: Vec<f64> = v["migrations"]
-            .as_array()?
-            .iter()
-            .filter(|m| m["result"].as_str().is_some_and(|r| r.starts_with("moved")))
-            .filter_map(|m| m["took_ms"].as_f64())
-            .collect();
-        (t.len() >= 2).then_some(t)
-    });
     println!("\n### REM: decision → move committed (ms): {took:?}");
     println!("{}", ctl(c.node(0), &["scheduler"]));
     for (_, h) in viewers {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use vigil_tests::secure_cluster::{self, assert_one_stream, playback_session, spawn_viewer};
+use vigil_tests::secure_cluster::{self, assert_one_stream, playback_session};
 use vigil_tests::{ctl, poll_until, rfc3339, spawn_ffmpeg_decode, Node, NodeBuilder, DEMO_CAMERA};
 
 /// Sessions of `n` hosted for another node.
@@ -20,32 +20,9 @@ fn hosted(n: &Node) -> usize {
 #[test]
 fn rem_moves_streams_off_a_node_pushed_past_sigma_by_scale() {
     // Thresholds under which three playbacks are light at 1× and overloaded at 3× (REM_KEYS).
-    let c = secure_cluster::start(3, secure_cluster::REM_KEYS, |_| {
-        secure_cluster::REM_EXTRA.into()
-    });
-    let first = c.recorded_for(20_000);
+    let (c, viewers) = secure_cluster::rem_scenario();
     let n2 = c.node(1);
-    let viewers: Vec<_> = (0..3)
-        .map(|k| {
-            let url = secure_cluster::placed(&format!(
-                "{}?start={}&end={}",
-                n2.url("playback/demo"),
-                rfc3339(first + 1000 * k),
-                rfc3339(first + 20_000)
-            ));
-            spawn_viewer(url, Some(3.0))
-        })
-        .collect();
-    let moved = poll_until(Duration::from_secs(20), "two REM moves", || {
-        let v = c.node(0).api_json("/api/cluster/scheduler");
-        let done: Vec<serde_json::Value> = v["migrations"]
-            .as_array()?
-            .iter()
-            .filter(|m| m["result"].as_str().is_some_and(|r| r.starts_with("moved")))
-            .cloned()
-            .collect();
-        (done.len() >= 2).then_some(done)
-    });
+    let moved = secure_cluster::rem_moves(&c, 2);
     for m in &moved {
         assert_eq!(m["node"], c.members[1].id.as_str(), "{m}");
         assert!(m["load"].as_f64() > m["sigma"].as_f64(), "{m}");
