@@ -1017,6 +1017,34 @@ pub fn demo_recorded_for(n: &Node, ms: i64) -> i64 {
     )
 }
 
+/// Two nodes on 127.0.0.1 and 127.0.0.2 in one gossip cluster (no certificates), node 1 the
+/// scheduler recording the demo camera to a shared root (1 s segments); `keys` go into both
+/// `[cluster]` tables. The root lives as long as the returned directory.
+pub fn two_node_cluster(key: &str, keys: &str) -> (tempfile::TempDir, Node, Node) {
+    let root = tempfile::tempdir().expect("shared root");
+    let storage = format!(
+        "[storage]\nroot = \"{}\"\nsegment_secs = 1.0",
+        root.path().display()
+    );
+    let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
+    let n1 = NodeBuilder::new()
+        .extra(&format!(
+            "[cluster]\nenabled = true\ngossip_listen = \"{g1}\"\nkey = \"{key}\"\npriority = 10\n{keys}\n"
+        ))
+        .extra(&storage)
+        .extra(DEMO_CAMERA)
+        .start();
+    let g2 = format!("127.0.0.2:{}", free_udp("127.0.0.2"));
+    let n2 = NodeBuilder::new()
+        .ip("127.0.0.2")
+        .extra(&format!(
+            "[cluster]\nenabled = true\ngossip_listen = \"{g2}\"\nseeds = [\"{g1}\"]\nkey = \"{key}\"\npriority = 20\n{keys}\n"
+        ))
+        .extra(&storage)
+        .start();
+    (root, n1, n2)
+}
+
 /// The node id `n` reports in `/api/node`.
 pub fn node_id(n: &Node) -> String {
     n.api_json("/api/node")["id"]

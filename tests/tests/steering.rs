@@ -7,9 +7,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use vigil_proto::rtsp::{parse_frame, Frame, Limits};
-use vigil_tests::{
-    connect_from, free_udp, poll_until, rfc3339, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
-};
+use vigil_tests::{connect_from, poll_until, rfc3339, Node, RtspConn};
 
 const KEY: &str = "test-cluster-key-steering-0123456789";
 const BURST: usize = 10_000;
@@ -59,29 +57,7 @@ fn reserved(n: &Node) -> Vec<u64> {
 
 #[test]
 fn a_describe_burst_from_one_address_does_not_steer_placement() {
-    let root = tempfile::tempdir().expect("shared root");
-    let storage = format!(
-        "[storage]\nroot = \"{}\"\nsegment_secs = 1.0",
-        root.path().display()
-    );
-    let g1: SocketAddr = format!("127.0.0.1:{}", free_udp("127.0.0.1"))
-        .parse()
-        .unwrap();
-    let _n1 = NodeBuilder::new()
-        .extra(&format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{g1}\"\nkey = \"{KEY}\"\npriority = 10\n"
-        ))
-        .extra(&storage)
-        .extra(DEMO_CAMERA)
-        .start();
-    let g2 = format!("127.0.0.2:{}", free_udp("127.0.0.2"));
-    let n2 = NodeBuilder::new()
-        .ip("127.0.0.2")
-        .extra(&format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{g2}\"\nseeds = [\"{g1}\"]\nkey = \"{KEY}\"\npriority = 20\n"
-        ))
-        .extra(&storage)
-        .start();
+    let (_root, _n1, n2) = vigil_tests::two_node_cluster(KEY, "");
     let first_ms = vigil_tests::demo_recorded_for(&n2, 3000);
     poll_until(
         Duration::from_secs(20),
