@@ -230,11 +230,7 @@ impl Node {
             return (p.source == Source::Push).then(|| p.clone());
         }
         let id = name.strip_prefix("live/")?;
-        if id.is_empty()
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+        if !vigil_conf::is_valid_camera_id(id) {
             return None;
         }
         let entry = Arc::new(PathEntry {

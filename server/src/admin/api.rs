@@ -371,14 +371,10 @@ pub fn ingest_view(
     camera: &str,
 ) -> Result<super::views::IngestView, (StatusCode, String)> {
     use super::views::IngestView;
-    if camera.is_empty()
-        || !camera
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
+    if !vigil_conf::is_valid_camera_id(camera) {
         return Err((
             StatusCode::BAD_REQUEST,
-            format!("camera id {camera:?}: use letters, digits, '-', '_' and '.'\n"),
+            format!("{}\n", vigil_conf::camera_id_error(camera)),
         ));
     }
     let url = |base: &str| format!("{}/live/{camera}", base.trim_end_matches('/'));
