@@ -224,7 +224,7 @@ struct NodeInfo {
     rtsp_listen: String,
     uptime_secs: f64,
     sessions: usize,
-    process: Option<super::process::ProcessStats>,
+    process: Option<crate::procfs::ProcessStats>,
 }
 
 async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
@@ -234,7 +234,7 @@ async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
         rtsp_listen: n.config.rtsp.listen.to_string(),
         uptime_secs: n.started.elapsed().as_secs_f64(),
         sessions: n.session_count(),
-        process: super::process::current(),
+        process: crate::procfs::current(),
     })
 }
 

@@ -3,6 +3,5 @@
 pub mod api;
 pub mod metrics;
 pub mod migrate_api;
-pub mod process;
 pub mod token;
 pub mod views;

@@ -17,8 +17,8 @@ pub mod playback;
 pub mod record;
 mod report;
 
-use crate::admin::process::{self, ProcessStats};
 use crate::client::{play, ClientTransport, PlayOptions, Stats};
+use crate::procfs::{self as process, ProcessStats};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use report::{NodeWindow, ReaderOutcome};
@@ -138,29 +138,16 @@ impl NodeProbe {
     /// (process stats, packets in, when) — blocking; run off the async workers.
     fn sample(&self) -> Option<(ProcessStats, Option<u64>, Instant)> {
         let packets = self.packets_in();
-        let stats = process::read(self.pid)?;
+        let stats = process::process(self.pid)?;
         Some((stats, packets, Instant::now()))
     }
 }
 
-/// CPU seconds the whole machine (all cores) has spent busy, and in softirq, from
-/// /proc/stat. Loopback traffic's receive processing runs in softirq context, which Linux
-/// may charge to no process, so the per-process figures alone can flatter the node.
+/// CPU seconds the whole machine (all cores) has spent busy, and in softirq. Loopback
+/// traffic's receive processing runs in softirq context, which Linux may charge to no
+/// process, so the per-process figures alone can flatter the node.
 fn machine_ticks() -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()?
-        .strip_prefix("cpu ")?
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let total: u64 = fields.iter().take(8).sum();
-    let idle = fields.get(3)? + fields.get(4)?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(((total - idle) as f64 / hz, *fields.get(6)? as f64 / hz))
+    crate::procfs::CpuTimes::read().map(|c| c.seconds())
 }
 
 fn get(api: &str, path: &str) -> anyhow::Result<String> {
@@ -238,7 +225,7 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             while Instant::now() + Duration::from_millis(500) < end {
                 tick.tick().await;
-                if let Some(s) = process::read(probe.pid) {
+                if let Some(s) = process::process(probe.pid) {
                     rss_max = rss_max.max(s.rss_bytes);
                 }
             }

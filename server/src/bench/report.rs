@@ -1,8 +1,8 @@
 //! Aggregation of the viewers' counters and the node samples into the printed report.
 
 use super::LiveArgs;
-use crate::admin::process::ProcessStats;
 use crate::client::{ClientTransport, Stats};
+use crate::procfs::ProcessStats;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -143,10 +143,7 @@ impl Sampler {
 
     /// θ_cpu = 1 − Δidle/Δtotal over all CPUs since the previous sample (§C.1).
     pub fn sample(&mut self) -> f64 {
-        if let Some((idle, total)) = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|t| parse_cpu(&t))
-        {
+        if let Some(crate::procfs::CpuTimes { idle, total, .. }) = crate::procfs::CpuTimes::read() {
             if let Some((i0, t0)) = self.last {
                 let dt = total.saturating_sub(t0);
                 if dt > 0 {
@@ -157,45 +154,6 @@ impl Sampler {
         }
         self.cpu
     }
-}
-
-/// (idle + iowait, total) jiffies of the aggregate `cpu` line.
-pub fn parse_cpu(stat: &str) -> Option<(u64, u64)> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    if v.len() < 4 {
-        return None;
-    }
-    let idle = v[3] + v.get(4).copied().unwrap_or(0);
-    Some((idle, v.iter().sum()))
-}
-
-/// θ_mem = (MemTotal − MemAvailable)/MemTotal (§C.1).
-pub fn parse_mem(meminfo: &str) -> Option<f64> {
-    let field = |name: &str| {
-        meminfo
-            .lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<f64>()
-            .ok()
-    };
-    let total = field("MemTotal:")?;
-    let avail = field("MemAvailable:")?;
-    (total > 0.0).then(|| ((total - avail) / total).clamp(0.0, 1.0))
-}
-
-fn mem_utilisation() -> f64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| parse_mem(&t))
-        .unwrap_or(0.0)
 }
 
 /// The streams a node serves, for the load model and similarity. Per camera, the stream
@@ -298,7 +256,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
         .collect();
     let cpu = sampler.cpu;
-    let mem = mem_utilisation();
+    let mem = crate::procfs::mem_utilisation();
     Report {
         rtsp: cluster.rtsp_base.clone(),
         api: cluster.api.clone(),
@@ -379,20 +337,5 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
             live_count = live_now;
             last_draining = draining;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn proc_parsers() {
-        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
-        assert_eq!(parse_cpu(stat), Some((850, 1000)));
-        let mem = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    250 kB\n";
-        assert_eq!(parse_mem(mem), Some(0.75));
-        assert_eq!(parse_mem("MemTotal: 0 kB\n"), None);
-        assert_eq!(parse_cpu("intr 1 2"), None);
     }
 }
