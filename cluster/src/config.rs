@@ -169,4 +169,6 @@ pub struct ClusterConfig {
     pub gateway: GatewayConfig,
     pub knn: KnnConfig,
     pub feedback: FeedbackConfig,
+    /// Live edges (issue 11 §3).
+    pub edge: crate::edge::EdgeConfig,
 }

@@ -68,6 +68,8 @@ pub struct ClusterConf {
     pub feedback: vigil_cluster::FeedbackConfig,
     /// `[cluster.migration]`: session handoff between nodes and REM.
     pub migration: MigrationConf,
+    /// `[cluster.edge]`: live viewers of a loaded holder served by nodes relaying from it.
+    pub edge: vigil_cluster::EdgeConfig,
 }
 
 /// `[cluster.migration]`: moving running playback sessions between nodes (issue 7).
@@ -130,6 +132,7 @@ impl Default for ClusterConf {
             knn_training_file: None,
             feedback: Default::default(),
             migration: Default::default(),
+            edge: Default::default(),
             reservation_ms: 2000,
         }
     }

@@ -100,7 +100,10 @@ pub fn path_views(node: &Node) -> Vec<PathView> {
             let s = &p.stream;
             PathView {
                 path: p.name.clone(),
-                source: source_text(&p.source),
+                source: match p.relay_from() {
+                    Some(holder) => format!("relay from {holder}"),
+                    None => source_text(&p.source),
+                },
                 live: s.is_live(),
                 codecs: s
                     .info()
@@ -293,6 +296,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
                 streams: nv.map_or(0, |n| n.streams.len()),
                 cache_bytes: r.map_or(0, |r| r.cache_bytes),
                 live: r.map(|r| r.live.clone()).unwrap_or_default(),
+                edges: r.map(|r| r.edges.clone()).unwrap_or_default(),
                 priority: r.map(|r| r.priority),
                 report_age_ms: r.map(|r| now - r.at_ms),
                 id: m.id,

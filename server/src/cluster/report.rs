@@ -49,8 +49,12 @@ pub struct Report {
     #[serde(default)]
     pub cached: BTreeMap<String, Vec<(i64, i64)>>,
     pub cache_bytes: u64,
-    /// Live cameras this node holds (live paths with a producer).
+    /// Live cameras this node holds (live paths with a producer of this node's own).
     pub live: Vec<String>,
+    /// Live cameras this node relays from their holder (an edge, issue 11 §3): never
+    /// a source for another edge.
+    #[serde(default)]
+    pub edges: Vec<String>,
     /// The §C.5 period the node reports on (s).
     pub period_s: u32,
     pub at_ms: i64,
@@ -249,12 +253,15 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         }
         None => (BTreeMap::new(), 0),
     };
-    let live = node
-        .paths()
-        .iter()
-        .filter(|p| p.stream.is_live())
-        .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
-        .collect();
+    let paths = node.paths();
+    let cameras = |relayed: bool| {
+        paths
+            .iter()
+            .filter(|p| p.stream.is_live() && p.relay_from().is_some() == relayed)
+            .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    let (live, edges) = (cameras(false), cameras(true));
     let cpu = sampler.cpu;
     let mem = crate::procfs::mem_utilisation();
     Report {
@@ -279,6 +286,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         cached,
         cache_bytes,
         live,
+        edges,
         period_s,
         at_ms: now_ms(),
         draining: cluster.draining.load(Ordering::Relaxed),

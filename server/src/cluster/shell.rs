@@ -152,6 +152,7 @@ impl Cluster {
             gateway: c.gateway,
             knn: c.knn.clone(),
             feedback: c.feedback,
+            edge: c.edge,
         };
         if let Some(path) = &c.knn_training_file {
             #[derive(serde::Deserialize)]
