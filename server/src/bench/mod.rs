@@ -54,6 +54,10 @@ pub struct LiveArgs {
     /// The node's admin API, for its pid (CPU, RSS) and ingest counters.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub api: String,
+    /// The admin APIs of the cluster's other nodes: the table adds each one's CPU over the
+    /// window, and how many viewers each node served (the scheduler may redirect them).
+    #[arg(long = "cluster-api")]
+    pub cluster_api: Vec<String>,
     /// Viewers started per second; 0 starts them all at once.
     #[arg(long, default_value_t = 200.0)]
     pub ramp_per_sec: f64,
@@ -204,16 +208,60 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
             tokio::time::sleep_until(at.into()).await;
             match play(&url, opts).await {
                 Ok(player) => {
+                    // The node serving it: where its SETUP went (after any redirect).
+                    let node = player
+                        .tracks()
+                        .first()
+                        .and_then(|t| url::Url::parse(&t.url).ok())
+                        .map(|u| {
+                            format!(
+                                "{}:{}",
+                                u.host_str().unwrap_or("?"),
+                                u.port().unwrap_or(554)
+                            )
+                        })
+                        .unwrap_or_default();
                     let stats: Stats = player
                         .collect_stats(tokio::time::sleep_until(end.into()), Some(mark))
                         .await;
-                    ReaderOutcome::Played(Box::new(stats))
+                    ReaderOutcome::Played(Box::new(stats), node)
                 }
                 Err(e) => ReaderOutcome::Failed(e.to_string()),
             }
         }));
     }
 
+    // The cluster's other nodes: their CPU over the same window.
+    let others = {
+        let (apis, url) = (args.cluster_api.clone(), args.url.clone());
+        blocking(move || {
+            apis.iter()
+                .map(|api| NodeProbe::connect(api, &url).map(|p| (api.clone(), p.pid)))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .await
+        .transpose()?
+        .unwrap_or_default()
+    };
+    let cluster_cpu = tokio::spawn(async move {
+        tokio::time::sleep_until(mark.into()).await;
+        let first: Vec<_> = others
+            .iter()
+            .map(|(_, pid)| process::process(*pid))
+            .collect();
+        tokio::time::sleep_until(end.into()).await;
+        let secs = end.duration_since(mark).as_secs_f64();
+        others
+            .iter()
+            .zip(first)
+            .map(|((api, pid), a)| {
+                let cpu = a
+                    .zip(process::process(*pid))
+                    .map(|(a, b)| (b.cpu_seconds - a.cpu_seconds) / secs * 100.0);
+                (api.clone(), cpu)
+            })
+            .collect::<Vec<_>>()
+    });
     let monitor = probe.clone().map(|probe| {
         tokio::spawn(async move {
             tokio::time::sleep_until(mark.into()).await;
@@ -251,5 +299,7 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
         Some(m) => m.await.ok().flatten(),
         None => None,
     };
-    Ok(report::Report::new(args, outcomes, node, mark, end))
+    let mut report = report::Report::new(args, outcomes, node, mark, end);
+    report.cluster_cpu = cluster_cpu.await.unwrap_or_default();
+    Ok(report)
 }
