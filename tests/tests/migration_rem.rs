@@ -39,7 +39,10 @@ fn rem_moves_streams_off_a_node_pushed_past_sigma_by_scale() {
             },
         );
         let p = m["p"].as_f64().expect("p");
-        assert!(p > 0.0 && (p - expected).abs() < 1e-9, "p {p} vs {expected}: {m}");
+        assert!(
+            p > 0.0 && (p - expected).abs() < 1e-9,
+            "p {p} vs {expected}: {m}"
+        );
         assert_ne!(m["to"], c.members[1].id.as_str(), "{m}");
         assert!(m["reason"].as_str().unwrap().contains("REM"), "{m}");
     }

@@ -188,7 +188,8 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
                 store.clone(),
                 camera.clone(),
                 stream_header(&info),
-            ),
+            )
+            .with_write_latency(Duration::from_millis(storage.emulate.write_latency_ms)),
             limit,
         );
         let mut queue = CameraQueue {
