@@ -3,7 +3,8 @@
 //! went to the killed node (least connections) is served by the survivor within 3 s.
 //!
 //! Two nodes and one viewer, not the 200 sessions over 3 nodes of issue 10 §5 (the machine
-//! has two cores shared with other builds); partitions and slow storage are not covered here.
+//! has two cores shared with other builds). The gossip partition is in `cluster_pull.rs`,
+//! slow storage in `slow_storage.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
