@@ -21,4 +21,5 @@ pub mod playback;
 pub mod record;
 pub mod rtsp;
 pub mod serve;
+pub mod sim;
 pub mod user;
