@@ -32,6 +32,7 @@ fn tiny_run_writes_a_complete_consistent_report() {
         "sessions.csv",
         "summary.csv",
         "response_mean.png",
+        "first_hit_ratio.png",
         "response_p95.png",
         "variance.png",
         "hit_ratio.png",

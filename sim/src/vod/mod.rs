@@ -358,6 +358,7 @@ impl<'a> VodSim<'a> {
             let st = &mut self.m.steps[s];
             st.requests += 1;
             st.responses.push(response as f64 / MS as f64);
+            st.first_hits += u64::from(hit);
         }
         self.rows.push(row);
         self.sessions.push(Session {
@@ -480,48 +481,20 @@ impl<'a> VodSim<'a> {
         }
     }
 
-    /// Stream's weight in its node's N and moved bytes (§A.1: storage-read streams twice).
-    fn contribution(&self, sid: u32) -> (f64, f64) {
-        let s = &self.sessions[sid as usize];
-        let vbr = self.sc.workload.bitrate_mbps * 1e6 * s.scale;
-        let k = if s.hit { 1.0 } else { 2.0 };
-        (vbr * k, vbr * k)
-    }
-
     fn attach(&mut self, sid: u32, n: usize) {
-        let (net, moved) = self.contribution(sid);
         let node = &mut self.nodes[n];
         node.sessions.push(sid);
-        node.net_bps += net;
-        node.moved_bps += moved;
         node.dirty = true;
         self.sessions[sid as usize].node = n as u32;
     }
 
     fn detach(&mut self, sid: u32) {
-        let (net, moved) = self.contribution(sid);
         let n = self.sessions[sid as usize].node as usize;
         let node = &mut self.nodes[n];
         if let Some(i) = node.sessions.iter().position(|&x| x == sid) {
             node.sessions.swap_remove(i);
         }
-        node.net_bps = (node.net_bps - net).max(0.0);
-        node.moved_bps = (node.moved_bps - moved).max(0.0);
         node.dirty = true;
-    }
-
-    /// Changes a session's rate-affecting state with its node's sums kept exact.
-    fn update(&mut self, sid: u32, f: impl FnOnce(&mut Session)) {
-        let n = self.sessions[sid as usize].node as usize;
-        let before = self.contribution(sid);
-        f(&mut self.sessions[sid as usize]);
-        let after = self.contribution(sid);
-        let node = &mut self.nodes[n];
-        node.net_bps = (node.net_bps + after.0 - before.0).max(0.0);
-        node.moved_bps = (node.moved_bps + after.1 - before.1).max(0.0);
-        if before != after {
-            node.dirty = true;
-        }
     }
 
     fn on_need(&mut self, sid: u32, seg: u32) {
@@ -534,11 +507,9 @@ impl<'a> VodSim<'a> {
         let (hit, avail) = self.fetch(n, cam, seg, true);
         self.read_ahead(n, cam, seg);
         let now = self.q.now();
-        self.update(sid, |s| {
-            s.hit = hit;
-            s.seg = seg;
-        });
         let s = &mut self.sessions[sid as usize];
+        s.hit = hit;
+        s.seg = seg;
         if hit {
             s.seg_at = now;
             let next = now + (self.seg_us as f64 / s.scale) as Micros;
@@ -609,11 +580,11 @@ impl<'a> VodSim<'a> {
                 0.0
             }
         };
-        self.update(sid, |s| {
-            s.scale = scale;
-            s.gen += 1;
-        });
+        let n = self.sessions[sid as usize].node as usize;
+        self.nodes[n].dirty = true;
         let s = &mut self.sessions[sid as usize];
+        s.scale = scale;
+        s.gen += 1;
         self.rows[s.row].scale = scale;
         if s.playing {
             // Keep the position within the segment; the rest plays at the new speed.
@@ -658,17 +629,13 @@ impl<'a> VodSim<'a> {
         self.q.after(secs(think), Ev::Request { client });
     }
 
-    /// What node i would report now (the server's `cluster::report::build`).
-    fn node_view(&self, i: usize) -> NodeView {
-        let node = &self.nodes[i];
-        let nc = &self.sc.nodes;
-        let mut v = NodeView::new(node.id.clone(), nc.bord_mbps * 1e6);
+    /// Node i's streams as its report lists them (the server's `cluster::report::streams`):
+    /// a playback counts as cache-served when another stream of the same camera plays at
+    /// most T_max ahead of it on this node (it reads what that one loaded), else as read
+    /// from storage (§A.1 counts it twice). Also refreshes the node's N and C inputs.
+    fn refresh(&mut self, i: usize) -> Vec<Stream> {
         let vbr = self.sc.workload.bitrate_mbps * 1e6;
-        v.cpu = (nc.cpu_per_gbps * node.moved_bps / 1e9).min(1.0);
-        v.mem = ((nc.ram_base_mb * 1024.0 * 1024.0 + node.cache.bytes() as f64)
-            / (nc.ram_mb * 1024.0 * 1024.0))
-            .min(1.0);
-        v.streams = node
+        let mut out: Vec<Stream> = self.nodes[i]
             .sessions
             .iter()
             .map(|&sid| {
@@ -677,15 +644,42 @@ impl<'a> VodSim<'a> {
                     camera: self.cameras[s.cam as usize].clone(),
                     position_ms: self.position(sid),
                     vbr_bps: vbr * s.scale,
-                    source: if s.hit {
-                        StreamSource::Cache
-                    } else {
-                        StreamSource::Storage
-                    },
+                    source: StreamSource::Storage,
                     session: Some(sid.to_string()),
                 }
             })
             .collect();
+        out.sort_by(|a, b| {
+            a.camera
+                .cmp(&b.camera)
+                .then(b.position_ms.cmp(&a.position_ms))
+        });
+        let t_max = self.cfg.sched.t_max_ms;
+        for k in 1..out.len() {
+            if out[k].camera == out[k - 1].camera
+                && out[k - 1].position_ms - out[k].position_ms <= t_max
+            {
+                out[k].source = StreamSource::Cache;
+            }
+        }
+        let net: f64 = out
+            .iter()
+            .map(|s| s.vbr_bps * vigil_cluster::load::stream_factor(s.source))
+            .sum();
+        self.nodes[i].net_bps = net;
+        self.nodes[i].moved_bps = net;
+        out
+    }
+
+    /// What node i would report now (the server's `cluster::report::build`).
+    fn node_view(&mut self, i: usize) -> NodeView {
+        let streams = self.refresh(i);
+        let node = &self.nodes[i];
+        let nc = &self.sc.nodes;
+        let mut v = NodeView::new(node.id.clone(), nc.bord_mbps * 1e6);
+        v.cpu = self.cpu(i);
+        v.mem = self.mem(i);
+        v.streams = streams;
         let mut cached = node.cache.resident(CACHE_GAP_MS);
         for ranges in cached.values_mut() {
             let n = ranges.len();
@@ -711,6 +705,18 @@ impl<'a> VodSim<'a> {
             links: f64::from(v.sessions) / f64::from(v.max_sessions.max(1)),
         };
         v
+    }
+
+    /// C of §A.1: CPU grows with the bytes the node moves.
+    fn cpu(&self, i: usize) -> f64 {
+        (self.sc.nodes.cpu_per_gbps * self.nodes[i].moved_bps / 1e9).min(1.0)
+    }
+
+    /// M of §A.1: the process and OS, plus the playback cache.
+    fn mem(&self, i: usize) -> f64 {
+        let nc = &self.sc.nodes;
+        let mib = 1024.0 * 1024.0;
+        ((nc.ram_base_mb * mib + self.nodes[i].cache.bytes() as f64) / (nc.ram_mb * mib)).min(1.0)
     }
 
     /// Reports of the nodes that changed reach the scheduler; REM runs on each (§A.5).
@@ -780,6 +786,7 @@ impl<'a> VodSim<'a> {
         let (hit, _) = self.fetch(to as u32, cam, seg, false);
         self.sessions[sid as usize].hit = hit;
         self.attach(sid, to);
+        self.refresh(to);
         let row = self.sessions[sid as usize].row;
         self.rows[row].migrations += 1;
         if let Some(s) = self.measuring() {
@@ -793,16 +800,12 @@ impl<'a> VodSim<'a> {
             return;
         };
         let w = self.cfg.sched.weights;
+        let bord = self.sc.nodes.bord_mbps * 1e6;
         let loads: Vec<f64> = (0..self.nodes.len())
             .map(|i| {
-                let node = &self.nodes[i];
-                let nc = &self.sc.nodes;
-                let bord = nc.bord_mbps * 1e6;
-                let cpu = (nc.cpu_per_gbps * node.moved_bps / 1e9).min(1.0);
-                let mem = ((nc.ram_base_mb * 1024.0 * 1024.0 + node.cache.bytes() as f64)
-                    / (nc.ram_mb * 1024.0 * 1024.0))
-                    .min(1.0);
-                100.0 * (w.cpu * cpu + w.mem * mem + w.net * node.net_bps / bord)
+                self.refresh(i);
+                let net = self.nodes[i].net_bps / bord;
+                100.0 * (w.cpu * self.cpu(i) + w.mem * self.mem(i) + w.net * net)
             })
             .collect();
         let st = &mut self.m.steps[s];
