@@ -15,6 +15,7 @@
 pub mod cache;
 pub mod dist;
 pub mod engine;
+pub mod feedback;
 pub mod planner;
 pub mod report;
 pub mod scenario;
@@ -34,7 +35,8 @@ pub fn simulate(sc: &Scenario, command: &str) -> Result<Report, SimError> {
     match sc.kind {
         Kind::Vod => Ok(vod::vod_report(sc, vod::run_vod(sc), command)),
         Kind::Planner => Ok(planner::run(sc, command)),
-        Kind::Gateway | Kind::Feedback => Err(SimError::NotSimulated {
+        Kind::Feedback => Ok(feedback::run(sc, command)),
+        Kind::Gateway => Err(SimError::NotSimulated {
             name: sc.name.clone(),
             kind: sc.kind,
         }),

@@ -148,9 +148,19 @@ pub struct Nodes {
     /// Service time of one RTSP request on an idle node (ms); it grows as 1/(1 − ρ).
     #[serde(default = "d_request_ms")]
     pub request_ms: f64,
-    /// Load report period (ms); a node also reports at once on a VCR change (§A.5).
+    /// `vod`: a node's changes reach the scheduler within this (ms); REM runs on them.
     #[serde(default = "d_report_ms")]
     pub report_ms: u64,
+    /// Relative capacity per node (link and CPU), heterogeneous nodes; empty = all 1.
+    #[serde(default)]
+    pub capacity: Vec<f64>,
+}
+
+impl Nodes {
+    /// Node i's relative capacity (1 when not given).
+    pub fn capacity_of(&self, i: usize) -> f64 {
+        self.capacity.get(i).copied().unwrap_or(1.0)
+    }
 }
 
 fn d_ram() -> f64 {
@@ -237,6 +247,17 @@ pub struct Ramp {
     pub steps: Vec<u32>,
     pub step_secs: f64,
     pub settle_secs: f64,
+    /// New clients of a step arrive spread uniformly over this long (0 = all at once, a
+    /// burst); default the settle time, at most 30 s.
+    #[serde(default)]
+    pub spread_secs: Option<f64>,
+}
+
+impl Ramp {
+    pub fn spread(&self) -> f64 {
+        self.spread_secs
+            .unwrap_or_else(|| self.settle_secs.clamp(1.0, 30.0))
+    }
 }
 
 /// §D.2: Poisson arrivals, each rate run for `duration_min`.
@@ -424,6 +445,18 @@ impl Scenario {
         if !nonneg(n.cpu_per_gbps) || !nonneg(n.request_ms) {
             return Err(self.bad("nodes.cpu_per_gbps", "cpu_per_gbps and request_ms ≥ 0"));
         }
+        if !n.capacity.is_empty()
+            && (n.capacity.len() != n.count || !n.capacity.iter().all(|&c| pos(c)))
+        {
+            return Err(self.bad(
+                "nodes.capacity",
+                format!(
+                    "{} values > 0, one per node ({} given)",
+                    n.count,
+                    n.capacity.len()
+                ),
+            ));
+        }
         if n.report_ms == 0 {
             return Err(self.bad("nodes.report_ms", "must be > 0"));
         }
@@ -497,6 +530,11 @@ impl Scenario {
                 };
                 if r.steps.is_empty() || r.steps.contains(&0) {
                     return Err(self.bad("ramp.steps", "one or more levels, each ≥ 1"));
+                }
+                if r.spread_secs
+                    .is_some_and(|x| !nonneg(x) || x >= r.step_secs)
+                {
+                    return Err(self.bad("ramp.spread_secs", "must be in [0, step_secs)"));
                 }
                 if !pos(r.step_secs) || !nonneg(r.settle_secs) || r.settle_secs >= r.step_secs {
                     return Err(self.bad(

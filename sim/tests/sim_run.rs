@@ -119,3 +119,22 @@ fn planner_sweep_runs_and_gateway_says_it_is_not_simulated() {
     let e = simulate(&builtin("seed-gateway").expect("gw"), "x").expect_err("not simulated");
     assert!(e.to_string().contains("no model of Gateway"), "{e}");
 }
+
+#[test]
+fn feedback_run_reports_both_arms_and_report_traffic() {
+    let mut sc = builtin("seed-feedback").expect("builtin");
+    let r = sc.ramp.as_mut().expect("ramp");
+    r.steps = vec![40, 80];
+    r.step_secs = 30.0;
+    r.settle_secs = 10.0;
+    let rep = simulate(&sc, "x").expect("feedback");
+    let t = &rep.tables[0];
+    assert_eq!(t.rows.len(), 4);
+    for row in &t.rows {
+        let requests: u64 = row[2].parse().expect("requests");
+        let reports: u64 = row[9].parse().expect("reports");
+        assert!(requests > 0 && reports > 0, "{row:?}");
+    }
+    assert!(rep.sessions.iter().any(|s| s.policy == "knn-class"));
+    assert!(rep.plots.iter().any(|p| p.file.starts_with("node_load_")));
+}

@@ -31,7 +31,7 @@ use crate::engine::{secs, Micros, Queue, MS, SEC};
 use crate::report::SessionRow;
 use crate::scenario::{Arm, Scenario};
 
-pub use metrics::{vod_report, ArmResult, StepFigures};
+pub use metrics::{quantile, vod_report, ArmResult, StepFigures, TRACE_NODES};
 
 /// Recordings start here (ms since the epoch): 2026-01-01T00:00:00Z.
 const EPOCH_MS: i64 = 1_767_225_600_000;
@@ -246,7 +246,7 @@ impl<'a> VodSim<'a> {
         self.step = step;
         let target = r.steps[step];
         // New clients arrive spread over the settle time (or 30 s), never all at once.
-        let spread = secs(r.settle_secs.min(30.0).max(1.0));
+        let spread = secs(r.spread());
         while (self.clients.len() as u32) < target {
             let id = self.clients.len() as u64;
             let mut rng = StdRng::seed_from_u64(
@@ -255,7 +255,12 @@ impl<'a> VodSim<'a> {
                     .wrapping_mul(0x2545_f491_4f6c_dd1d)
                     .wrapping_add(id),
             );
-            let at = self.q.now() + rng.gen_range(0..spread);
+            let at = self.q.now()
+                + if spread > 0 {
+                    rng.gen_range(0..spread)
+                } else {
+                    0
+                };
             self.clients.push(Client { rng });
             self.q.at(at, Ev::Request { client: id as u32 });
         }
@@ -407,14 +412,14 @@ impl<'a> VodSim<'a> {
 
     fn utilisation(&self, n: usize) -> f64 {
         let node = &self.nodes[n];
-        let bord = self.sc.nodes.bord_mbps * 1e6;
-        let cpu = self.sc.nodes.cpu_per_gbps * node.moved_bps / 1e9;
+        let bord = self.bord(n);
+        let cpu = self.cpu(n);
         cpu.max(node.net_bps / bord)
     }
 
     /// The first keyframe (1 s of video) over what is left of the node's link.
     fn gop_send(&self, n: usize) -> Micros {
-        let bord = self.sc.nodes.bord_mbps * 1e6;
+        let bord = self.bord(n);
         let free = (1.0 - self.nodes[n].net_bps / bord).max(0.02);
         let bits = self.sc.workload.bitrate_mbps * 1e6;
         secs(bits / (bord * free))
@@ -676,7 +681,7 @@ impl<'a> VodSim<'a> {
         let streams = self.refresh(i);
         let node = &self.nodes[i];
         let nc = &self.sc.nodes;
-        let mut v = NodeView::new(node.id.clone(), nc.bord_mbps * 1e6);
+        let mut v = NodeView::new(node.id.clone(), self.bord(i));
         v.cpu = self.cpu(i);
         v.mem = self.mem(i);
         v.streams = streams;
@@ -697,7 +702,7 @@ impl<'a> VodSim<'a> {
         } else {
             nc.max_sessions
         };
-        let bord = nc.bord_mbps * 1e6;
+        let bord = self.bord(i);
         v.indicators = Indicators {
             cpu: v.cpu,
             mem: v.mem,
@@ -707,9 +712,15 @@ impl<'a> VodSim<'a> {
         v
     }
 
-    /// C of §A.1: CPU grows with the bytes the node moves.
+    /// Bord of node i (§A.1; heterogeneous with `nodes.capacity`).
+    fn bord(&self, i: usize) -> f64 {
+        self.sc.nodes.bord_mbps * 1e6 * self.sc.nodes.capacity_of(i)
+    }
+
+    /// C of §A.1: CPU grows with the bytes the node moves (less on a bigger node).
     fn cpu(&self, i: usize) -> f64 {
-        (self.sc.nodes.cpu_per_gbps * self.nodes[i].moved_bps / 1e9).min(1.0)
+        let c = self.sc.nodes.cpu_per_gbps * self.nodes[i].moved_bps / 1e9;
+        (c / self.sc.nodes.capacity_of(i)).min(1.0)
     }
 
     /// M of §A.1: the process and OS, plus the playback cache.
@@ -800,11 +811,10 @@ impl<'a> VodSim<'a> {
             return;
         };
         let w = self.cfg.sched.weights;
-        let bord = self.sc.nodes.bord_mbps * 1e6;
         let loads: Vec<f64> = (0..self.nodes.len())
             .map(|i| {
                 self.refresh(i);
-                let net = self.nodes[i].net_bps / bord;
+                let net = self.nodes[i].net_bps / self.bord(i);
                 100.0 * (w.cpu * self.cpu(i) + w.mem * self.mem(i) + w.net * net)
             })
             .collect();
