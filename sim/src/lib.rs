@@ -16,6 +16,7 @@ pub mod cache;
 pub mod dist;
 pub mod engine;
 pub mod feedback;
+pub mod gateway;
 pub mod planner;
 pub mod report;
 pub mod scenario;
@@ -36,9 +37,12 @@ pub fn simulate(sc: &Scenario, command: &str) -> Result<Report, SimError> {
         Kind::Vod => Ok(vod::vod_report(sc, vod::run_vod(sc), command)),
         Kind::Planner => Ok(planner::run(sc, command)),
         Kind::Feedback => Ok(feedback::run(sc, command)),
-        Kind::Gateway => Err(SimError::NotSimulated {
-            name: sc.name.clone(),
-            kind: sc.kind,
-        }),
+        Kind::Gateway => match &sc.gateway {
+            Some(g) => Ok(gateway::run(sc, g, command)),
+            None => Err(SimError::NotSimulated {
+                name: sc.name.clone(),
+                kind: sc.kind,
+            }),
+        },
     }
 }

@@ -311,6 +311,9 @@ pub struct Scenario {
     pub ramp: Option<Ramp>,
     #[serde(default)]
     pub sweep: Option<Sweep>,
+    /// §B: tours and serving costs of a gateway scenario.
+    #[serde(default)]
+    pub gateway: Option<crate::gateway::GatewaySpec>,
     /// The policy layer's constants (ALGORITHMS.md figures unless overridden here).
     #[serde(default)]
     pub cluster: ClusterConfig,
@@ -546,6 +549,47 @@ impl Scenario {
                     ));
                 }
             }
+            Kind::Planner => {}
+        }
+        if self.kind == Kind::Gateway {
+            let Some(g) = &self.gateway else {
+                return Err(self.bad("gateway", "a gateway scenario needs [gateway]"));
+            };
+            if g.tours_per_node.len() != n.count {
+                return Err(self.bad(
+                    "gateway.tours_per_node",
+                    format!("one value per node ({} nodes)", n.count),
+                ));
+            }
+            let per_node = w.cameras / n.count;
+            if let Some(t) = g
+                .tours_per_node
+                .iter()
+                .find(|&&t| t as usize * g.cameras_per_tour as usize > per_node)
+            {
+                return Err(self.bad(
+                    "gateway.tours_per_node",
+                    format!(
+                        "{t} tours × {} cameras exceed the {per_node} cameras of a gateway",
+                        g.cameras_per_tour
+                    ),
+                ));
+            }
+            if g.cameras_per_tour == 0
+                || !pos(g.switch_secs)
+                || !nonneg(g.cpu_per_camera)
+                || !nonneg(g.cpu_per_viewer)
+                || !nonneg(g.start_ms)
+                || !nonneg(g.wake_ms)
+            {
+                return Err(self.bad(
+                    "gateway",
+                    "cameras_per_tour ≥ 1, switch_secs > 0, costs ≥ 0",
+                ));
+            }
+        }
+        match self.kind {
+            Kind::Vod | Kind::Feedback | Kind::Gateway => {}
             Kind::Planner => {
                 let Some(s) = &self.sweep else {
                     return Err(self.bad("sweep", "a planner scenario needs [sweep]"));
