@@ -38,6 +38,10 @@ pub struct GatewaySpec {
     pub cpu_per_viewer: f64,
     pub start_ms: f64,
     pub wake_ms: f64,
+    /// §B.2 X_l, the memory bandwidth one stream (an awake camera or a viewer) takes, MB/s.
+    /// Unset: its bitrate (relay without transcoding, as vigil does).
+    #[serde(default)]
+    pub x_mbytes_per_stream: Option<f64>,
 }
 
 enum Ev {
@@ -144,7 +148,10 @@ impl<'a> Sim<'a> {
     /// §B.2 GL of gateway k.
     fn gl(&self, k: usize) -> f64 {
         let cfg = &self.sc.cluster.gateway;
-        let bytes = self.sc.workload.bitrate_mbps * 1e6 / 8.0;
+        let bytes = self
+            .g
+            .x_mbytes_per_stream
+            .map_or(self.sc.workload.bitrate_mbps * 1e6 / 8.0, |x| x * 1e6);
         let (mut total, mut awake, mut x) = (0u32, 0u32, Vec::new());
         for c in self.cams.iter().filter(|c| c.node == k) {
             total += 1;

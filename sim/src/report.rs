@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+use image::{ColorType, ImageEncoder};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -243,9 +245,32 @@ fn draw(p: &Plot, path: &Path) -> Result<(), String> {
         x1 = x0 + 1.0;
     }
     let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
-    let root = BitMapBackend::new(path, (720, 420)).into_drawing_area();
+    let mut rgb = vec![0u8; (W * H * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (W, H)).into_drawing_area();
+        chart(p, &root, (x0, x1, y1))?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    let file = std::fs::File::create(path).map_err(|e| e.to_string())?;
+    let enc = PngEncoder::new_with_quality(
+        std::io::BufWriter::new(file),
+        CompressionType::Best,
+        FilterType::Adaptive,
+    );
+    enc.write_image(&rgb, W, H, ColorType::Rgb8)
+        .map_err(|e| e.to_string())
+}
+
+const W: u32 = 720;
+const H: u32 = 420;
+
+fn chart(
+    p: &Plot,
+    root: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    (x0, x1, y1): (f64, f64, f64),
+) -> Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption(&p.title, (FONT, 20))
         .margin(12)
         .x_label_area_size(40)
@@ -284,7 +309,6 @@ fn draw(p: &Plot, path: &Path) -> Result<(), String> {
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
         .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())?;
     Ok(())
 }
 

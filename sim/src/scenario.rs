@@ -341,6 +341,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../scenarios/seed-feedback.toml"),
     ),
     (
+        "seed-feedback-burst",
+        include_str!("../scenarios/seed-feedback-burst.toml"),
+    ),
+    (
         "seed-planner",
         include_str!("../scenarios/seed-planner.toml"),
     ),
