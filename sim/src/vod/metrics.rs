@@ -273,7 +273,7 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
             format!("{:.0} s", r.simulated.as_secs_f64()),
             format!("{:.2} s", r.wall.as_secs_f64()),
             r.events.to_string(),
-            format!("{:.2}", r.speed()),
+            format!("{:.4}", r.speed()),
         ]);
     }
     let mut plots = vec![
