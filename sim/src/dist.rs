@@ -2,7 +2,8 @@
 //! choice, the VCR mix. Sampling is `rand_distr`'s; this module fixes the parameterisation
 //! (means in seconds, 0-based ranks) and is what the distribution tests check.
 
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Zipf};
 
 use crate::scenario::{Choice, Vcr};
@@ -55,6 +56,26 @@ impl Picker {
             Picker::Uniform(n) => rng.gen_range(0..*n),
             Picker::Zipf(z, n) => ((z.sample(rng) as usize).max(1) - 1).min(n - 1),
         }
+    }
+}
+
+/// Client `id`'s own random stream: what it asks for, for how long, and when, is the same
+/// whatever the policy under test decides (every arm sees the same workload).
+pub fn client_rng(seed: u64, id: u64) -> StdRng {
+    StdRng::seed_from_u64(seed.wrapping_mul(0x2545_f491_4f6c_dd1d).wrapping_add(id))
+}
+
+/// The policies' own stream (KNN's class draw, REM's coin, the roulette wheel).
+pub fn policy_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15)
+}
+
+/// A uniform offset in [0, spread) (µs), 0 for a burst.
+pub fn offset(spread: i64, rng: &mut impl Rng) -> i64 {
+    if spread > 0 {
+        rng.gen_range(0..spread)
+    } else {
+        0
     }
 }
 
@@ -208,8 +229,8 @@ mod tests {
         let mut c = [0f64; 4];
         for _ in 0..n {
             match vcr_choice(&mix, &mut r) {
-                Some(s) if s == 2.0 => c[0] += 1.0,
-                Some(s) if s == 3.0 => c[1] += 1.0,
+                Some(2.0) => c[0] += 1.0,
+                Some(3.0) => c[1] += 1.0,
                 Some(_) => c[2] += 1.0,
                 None => c[3] += 1.0,
             }

@@ -12,15 +12,15 @@
 //! size of each report (`NodeView`) times the reports sent.
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use vigil_cluster::{
     apply, load_variance, load_weight, place, ClusterView, Decision, FeedbackPeriod, Indicators,
     NodeView, PlaceState, Request, RequestKind, Stream, StreamSource,
 };
 
-use crate::dist::{ExpMean, Picker};
+use crate::dist::{client_rng, offset, policy_rng, ExpMean, Picker};
 use crate::engine::{secs, Micros, Queue, MS, SEC};
-use crate::report::{Plot, Report, Series, SessionRow, Table};
+use crate::report::{Plot, Report, Series, SessionRow, Speed, Table};
 use crate::scenario::{Arm, Scenario};
 use crate::vod::quantile;
 
@@ -84,7 +84,7 @@ impl<'a> Sim<'a> {
             next_report: vec![0; n],
             view: ClusterView::new(Vec::new(), cfg.sched.weights),
             state: PlaceState::default(),
-            rng: StdRng::seed_from_u64(sc.seed ^ 0x9e37_79b9_7f4a_7c15),
+            rng: policy_rng(sc.seed),
             clients: Vec::new(),
             think: Vec::new(),
             active: 0,
@@ -148,18 +148,14 @@ impl<'a> Sim<'a> {
     }
 
     fn step_of(&self) -> Option<usize> {
-        let r = self.sc.ramp.as_ref()?;
-        let step_us = secs(r.step_secs);
-        let now = self.q.now();
-        let i = (now / step_us) as usize;
-        (i < r.steps.len() && now - i as i64 * step_us >= secs(r.settle_secs)).then_some(i)
+        self.sc.ramp.as_ref()?.measured_step(self.q.now())
     }
 
     fn run(&mut self) -> u64 {
         let Some(r) = self.sc.ramp.clone() else {
             return 0;
         };
-        let end = secs(r.step_secs) * r.steps.len() as i64;
+        let end = r.end_us();
         self.q.at(0, Ev::Step(0));
         self.q.at(SEC, Ev::Tick);
         for i in 0..self.sessions.len() {
@@ -175,18 +171,8 @@ impl<'a> Sim<'a> {
                     let spread = secs(r.spread());
                     while (self.clients.len() as u32) < target {
                         let id = self.clients.len() as u64;
-                        let mut rng = StdRng::seed_from_u64(
-                            self.sc
-                                .seed
-                                .wrapping_mul(0x2545_f491_4f6c_dd1d)
-                                .wrapping_add(id),
-                        );
-                        let at = self.q.now()
-                            + if spread > 0 {
-                                rng.gen_range(0..spread)
-                            } else {
-                                0
-                            };
+                        let mut rng = client_rng(self.sc.seed, id);
+                        let at = self.q.now() + offset(spread, &mut rng);
                         self.clients.push(rng);
                         self.think.push(0.0);
                         self.q.at(at, Ev::Request(id as u32));
@@ -301,8 +287,7 @@ impl<'a> Sim<'a> {
                 .sc
                 .ramp
                 .as_ref()
-                .and_then(|r| r.steps.get((now / secs(r.step_secs)) as usize))
-                .map_or(String::new(), |s| s.to_string()),
+                .map_or(String::new(), |r| r.label_at(now)),
             session: self.rows.len() as u64,
             client: u64::from(client),
             camera: req.camera.clone(),
@@ -378,19 +363,7 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
         .to_vec(),
         rows: Vec::new(),
     };
-    let mut speed = Table {
-        title: "Simulator speed".into(),
-        columns: [
-            "policy",
-            "simulated",
-            "wall",
-            "events",
-            "simulated h / wall s",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: Vec::new(),
-    };
+    let mut speed = Vec::new();
     let mut per_arm = Vec::new();
     let mut sessions = Vec::new();
     let mut trace_plot = None;
@@ -403,13 +376,12 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
         let mut sim = Sim::new(sc, arm);
         let events = sim.run();
         let wall = wall.elapsed().as_secs_f64();
-        speed.rows.push(vec![
-            arm.to_string(),
-            format!("{simulated:.0} s"),
-            format!("{wall:.2} s"),
-            events.to_string(),
-            format!("{:.1}", simulated / 3600.0 / wall.max(1e-9)),
-        ]);
+        speed.push(Speed {
+            arm: arm.to_string(),
+            simulated_s: simulated,
+            wall_s: wall,
+            events,
+        });
         let mut figs = Vec::new();
         for (a, level) in sim.acc.iter().zip(&levels) {
             let mut r = a.responses.clone();
@@ -468,11 +440,6 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
     ];
     plots.extend(trace_plot);
     Report {
-        title: format!("{}: {}", sc.name, sc.description),
-        scenario: sc.name.clone(),
-        mode: "simulation".into(),
-        seed: sc.seed,
-        command: command.into(),
         notes: vec![
             ("Paper".into(), sc.paper.clone()),
             ("Scaling".into(), sc.scaling.clone()),
@@ -485,8 +452,9 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
                 "Not done: no real-process run (`vigil lab`) to compare with yet.".into(),
             ),
         ],
-        tables: vec![table, speed],
+        tables: vec![table, Table::speed(&speed)],
         plots,
         sessions,
+        ..Report::simulation(sc, command)
     }
 }

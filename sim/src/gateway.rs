@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;
-use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use vigil_cluster::gateway::{
     awake_share, camera_to_move, cameras_to_sleep, gateway_load, is_overloaded, r_membw, roulette,
@@ -126,13 +125,22 @@ impl<'a> Sim<'a> {
             cams,
             tours,
             brown: vec![Brown::new(alpha); n],
-            rng: StdRng::seed_from_u64(sc.seed ^ 0x9e37_79b9_7f4a_7c15),
+            rng: crate::dist::policy_rng(sc.seed),
             starts: vec![Vec::new(); sc.ramp.as_ref().map_or(0, |r| r.steps.len())],
             rows: Vec::new(),
             trace: Vec::new(),
             moves: Vec::new(),
             slept: 0,
         }
+    }
+
+    /// What gateway k knows of its cameras' use (§B.1, §B.5 inputs).
+    fn usage(&self, k: usize) -> Vec<CameraUsage> {
+        self.cams
+            .iter()
+            .filter(|c| c.node == k)
+            .map(|c| c.usage.clone())
+            .collect()
     }
 
     fn r_cpu(&self, k: usize) -> f64 {
@@ -165,18 +173,14 @@ impl<'a> Sim<'a> {
     }
 
     fn step_of(&self) -> Option<usize> {
-        let r = self.sc.ramp.as_ref()?;
-        let now = self.q.now();
-        let i = (now / secs(r.step_secs)) as usize;
-        (i < r.steps.len() && now - i as i64 * secs(r.step_secs) >= secs(r.settle_secs))
-            .then_some(i)
+        self.sc.ramp.as_ref()?.measured_step(self.q.now())
     }
 
     fn run(&mut self) -> u64 {
         let Some(r) = self.sc.ramp.clone() else {
             return 0;
         };
-        let end = secs(r.step_secs) * r.steps.len() as i64;
+        let end = r.end_us();
         // Tours start one by one over each step, up to its level.
         let mut started = 0usize;
         for (i, &level) in r.steps.iter().enumerate() {
@@ -240,8 +244,7 @@ impl<'a> Sim<'a> {
                 .sc
                 .ramp
                 .as_ref()
-                .and_then(|r| r.steps.get((now / secs(r.step_secs)) as usize))
-                .map_or(String::new(), |s| s.to_string()),
+                .map_or(String::new(), |r| r.label_at(now)),
             session: self.rows.len() as u64,
             client: t as u64,
             camera: cam.usage.camera.clone(),
@@ -281,12 +284,7 @@ impl<'a> Sim<'a> {
         let now_ms = self.q.now() / MS;
         for k in 0..n {
             // §B.1 sleep.
-            let usage: Vec<CameraUsage> = self
-                .cams
-                .iter()
-                .filter(|c| c.node == k)
-                .map(|c| c.usage.clone())
-                .collect();
+            let usage = self.usage(k);
             for name in cameras_to_sleep(&usage, now_ms, &cfg) {
                 if let Some(c) = self.cams.iter_mut().find(|c| c.usage.camera == name) {
                     c.asleep = true;
@@ -296,20 +294,15 @@ impl<'a> Sim<'a> {
             }
         }
         let gls: Vec<f64> = (0..n).map(|k| self.gl(k)).collect();
-        for k in 0..n {
-            self.brown[k].update(gls[k]);
+        for (b, gl) in self.brown.iter_mut().zip(gls) {
+            b.update(gl);
         }
         for k in 0..n {
             if !is_overloaded(self.gl(k), &self.brown[k], &cfg) {
                 continue;
             }
             // §B.5: the idle camera to move; §B.4: where.
-            let usage: Vec<CameraUsage> = self
-                .cams
-                .iter()
-                .filter(|c| c.node == k)
-                .map(|c| c.usage.clone())
-                .collect();
+            let usage = self.usage(k);
             let Some(pick) = camera_to_move(&usage, now_ms, cfg.recent_m).map(|u| u.camera.clone())
             else {
                 continue;
@@ -445,14 +438,10 @@ pub fn run(sc: &Scenario, g: &GatewaySpec, command: &str) -> Report {
         "Not done: no real-process run (`vigil lab`) to compare with yet.".into(),
     ));
     Report {
-        title: format!("{}: {}", sc.name, sc.description),
-        scenario: sc.name.clone(),
-        mode: "simulation".into(),
-        seed: sc.seed,
-        command: command.into(),
         notes,
         tables: vec![table, moves_table],
         plots,
         sessions,
+        ..Report::simulation(sc, command)
     }
 }

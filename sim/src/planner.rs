@@ -18,7 +18,7 @@ use vigil_cluster::{
 
 use crate::dist::{poisson_gaps, zipf_pmf, ExpMean, Picker};
 use crate::engine::{secs, Queue, SEC};
-use crate::report::{Plot, Report, Series, SessionRow, Table};
+use crate::report::{Plot, Report, Series, SessionRow, Speed, Table};
 use crate::scenario::{Arm, Choice, Layout, Scenario};
 
 /// Replica counts per video: ≥ 1 each, the rest in proportion to popularity (largest
@@ -239,25 +239,12 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
         ]);
     }
     let events: u64 = outs.iter().map(|o| o.events).sum();
-    let speed = Table {
-        title: "Simulator speed".into(),
-        columns: [
-            "policy",
-            "simulated",
-            "wall",
-            "events",
-            "simulated h / wall s",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![vec![
-            "no-planner".into(),
-            format!("{sim_h:.0} h"),
-            format!("{wall:.2} s"),
-            events.to_string(),
-            format!("{:.0}", sim_h / wall.max(1e-9)),
-        ]],
-    };
+    let speed = Table::speed(&[Speed {
+        arm: "no-planner".into(),
+        simulated_s: sim_h * 3600.0,
+        wall_s: wall,
+        events,
+    }]);
     let plot = Plot {
         file: "acceptance".into(),
         title: "Acceptance rate without the planner".into(),
@@ -302,15 +289,11 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
         format!("{sim_h:.0} simulated hours in {wall:.2} s of wall time."),
     ));
     Report {
-        title: format!("{}: {}", sc.name, sc.description),
-        scenario: sc.name.clone(),
-        mode: "simulation".into(),
-        seed: sc.seed,
-        command: command.into(),
         notes,
         tables: vec![t, speed],
         plots: vec![plot],
         sessions: rows,
+        ..Report::simulation(sc, command)
     }
 }
 

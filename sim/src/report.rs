@@ -121,7 +121,57 @@ impl Table {
     }
 }
 
+/// One run of the "Simulator speed" table.
+pub struct Speed {
+    pub arm: String,
+    pub simulated_s: f64,
+    pub wall_s: f64,
+    pub events: u64,
+}
+
+impl Table {
+    /// Simulated time against wall time per run: the simulator's throughput.
+    pub fn speed(runs: &[Speed]) -> Table {
+        Table {
+            title: "Simulator speed".into(),
+            columns: [
+                "policy",
+                "simulated",
+                "wall",
+                "events",
+                "simulated h / wall s",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: runs
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.arm.clone(),
+                        format!("{:.0} s", r.simulated_s),
+                        format!("{:.2} s", r.wall_s),
+                        r.events.to_string(),
+                        format!("{:.4}", r.simulated_s / 3600.0 / r.wall_s.max(1e-9)),
+                    ]
+                })
+                .collect(),
+        }
+    }
+}
+
 impl Report {
+    /// A simulation's report of `sc`: its title, scenario, seed and command filled in.
+    pub fn simulation(sc: &crate::scenario::Scenario, command: &str) -> Report {
+        Report {
+            title: format!("{}: {}", sc.name, sc.description),
+            scenario: sc.name.clone(),
+            mode: "simulation".into(),
+            seed: sc.seed,
+            command: command.into(),
+            ..Report::default()
+        }
+    }
+
     /// The Markdown of `report.md`.
     pub fn markdown(&self) -> String {
         let mut s = format!("# {}\n\n", self.title);

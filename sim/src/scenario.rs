@@ -254,6 +254,30 @@ pub struct Ramp {
 }
 
 impl Ramp {
+    /// The end of the last step (virtual µs).
+    pub fn end_us(&self) -> i64 {
+        crate::engine::secs(self.step_secs) * self.steps.len() as i64
+    }
+
+    /// The step running at `now_us` (virtual µs since the start).
+    pub fn step_at(&self, now_us: i64) -> Option<usize> {
+        let i = (now_us / crate::engine::secs(self.step_secs).max(1)) as usize;
+        (i < self.steps.len()).then_some(i)
+    }
+
+    /// The step whose measured window (after its settle time) contains `now_us`.
+    pub fn measured_step(&self, now_us: i64) -> Option<usize> {
+        let i = self.step_at(now_us)?;
+        let into = now_us - i as i64 * crate::engine::secs(self.step_secs);
+        (into >= crate::engine::secs(self.settle_secs)).then_some(i)
+    }
+
+    /// The level of the step running at `now_us`, as the sessions' CSV names it.
+    pub fn label_at(&self, now_us: i64) -> String {
+        self.step_at(now_us)
+            .map_or(String::new(), |i| self.steps[i].to_string())
+    }
+
     pub fn spread(&self) -> f64 {
         self.spread_secs
             .unwrap_or_else(|| self.settle_secs.clamp(1.0, 30.0))
@@ -417,12 +441,12 @@ impl Scenario {
             let arm: Arm = p
                 .parse()
                 .map_err(|e| self.bad("policies", format!("{p:?}: {e}")))?;
-            let fits = match (self.kind, arm) {
-                (Kind::Vod | Kind::Feedback, Arm::Place { .. }) => true,
-                (Kind::Gateway, Arm::Manual | Arm::Balanced) => true,
-                (Kind::Planner, Arm::NoPlanner | Arm::Planner) => true,
-                _ => false,
-            };
+            let fits = matches!(
+                (self.kind, arm),
+                (Kind::Vod | Kind::Feedback, Arm::Place { .. })
+                    | (Kind::Gateway, Arm::Manual | Arm::Balanced)
+                    | (Kind::Planner, Arm::NoPlanner | Arm::Planner)
+            );
             if !fits {
                 return Err(self.bad(
                     "policies",
@@ -694,7 +718,7 @@ mod tests {
     }
 
     fn err(r: Result<Scenario, ScenarioError>) -> String {
-        r.err().expect("should be refused").to_string()
+        r.expect_err("should be refused").to_string()
     }
 
     #[test]

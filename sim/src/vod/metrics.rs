@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::report::{Plot, Report, Series, SessionRow, Table};
+use crate::report::{Plot, Report, Series, SessionRow, Speed, Table};
 use crate::scenario::{Arm, Scenario};
 
 /// Node load traces are kept for clusters up to this size (one line per node).
@@ -254,28 +254,16 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
             }
         }
     }
-    let mut speed = Table {
-        title: "Simulator speed".into(),
-        columns: [
-            "policy",
-            "simulated",
-            "wall",
-            "events",
-            "simulated h / wall s",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: Vec::new(),
-    };
-    for r in &res {
-        speed.rows.push(vec![
-            r.arm.to_string(),
-            format!("{:.0} s", r.simulated.as_secs_f64()),
-            format!("{:.2} s", r.wall.as_secs_f64()),
-            r.events.to_string(),
-            format!("{:.4}", r.speed()),
-        ]);
-    }
+    let speed = Table::speed(
+        &res.iter()
+            .map(|r| Speed {
+                arm: r.arm.to_string(),
+                simulated_s: r.simulated.as_secs_f64(),
+                wall_s: r.wall.as_secs_f64(),
+                events: r.events,
+            })
+            .collect::<Vec<_>>(),
+    );
     let mut plots = vec![
         plot("response_mean", "Mean response time", "ms", &res, |s| {
             s.mean_ms
@@ -362,15 +350,11 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
         sessions.extend(r.rows);
     }
     Report {
-        title: format!("{}: {}", sc.name, sc.description),
-        scenario: sc.name.clone(),
-        mode: "simulation".into(),
-        seed: sc.seed,
-        command: command.into(),
         notes,
         tables: vec![figures, versus, speed],
         plots,
         sessions,
+        ..Report::simulation(sc, command)
     }
 }
 

@@ -19,14 +19,14 @@ mod metrics;
 use std::collections::HashMap;
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use vigil_cluster::{
     apply, apply_migration, place, quadratic_mean, rem_probability, rem_step, ClusterConfig,
     ClusterView, Decision, Indicators, NodeView, PlaceState, Request, Stream, StreamSource,
 };
 
 use crate::cache::SimCache;
-use crate::dist::{vcr_choice, ExpMean, Picker};
+use crate::dist::{client_rng, offset, policy_rng, vcr_choice, ExpMean, Picker};
 use crate::engine::{secs, Micros, Queue, MS, SEC};
 use crate::report::SessionRow;
 use crate::scenario::{Arm, Scenario};
@@ -150,7 +150,7 @@ impl<'a> VodSim<'a> {
             cameras,
             view: ClusterView::new(Vec::new(), sc.cluster.sched.weights),
             place_state: PlaceState::default(),
-            policy_rng: StdRng::seed_from_u64(sc.seed ^ 0x9e37_79b9_7f4a_7c15),
+            policy_rng: policy_rng(sc.seed),
             inflight: HashMap::new(),
             storage_free_at: 0,
             picker: Picker::new(w.choice, w.cameras * w.recordings_per_camera),
@@ -176,7 +176,7 @@ impl<'a> VodSim<'a> {
         let Some(r) = self.sc.ramp.clone() else {
             return 0;
         };
-        let end = secs(r.step_secs) * r.steps.len() as i64;
+        let end = r.end_us();
         self.q.at(0, Ev::Step { step: 0 });
         self.q.at(SAMPLE, Ev::Sample);
         self.q.at(self.sc.nodes.report_ms as i64 * MS, Ev::Gossip);
@@ -232,11 +232,7 @@ impl<'a> VodSim<'a> {
     }
 
     fn measuring(&self) -> Option<usize> {
-        let r = self.sc.ramp.as_ref()?;
-        let step_us = secs(r.step_secs);
-        let now = self.q.now();
-        let step = (now / step_us) as usize;
-        (step < r.steps.len() && now - step as i64 * step_us >= secs(r.settle_secs)).then_some(step)
+        self.sc.ramp.as_ref()?.measured_step(self.q.now())
     }
 
     fn on_step(&mut self, step: usize) {
@@ -249,18 +245,8 @@ impl<'a> VodSim<'a> {
         let spread = secs(r.spread());
         while (self.clients.len() as u32) < target {
             let id = self.clients.len() as u64;
-            let mut rng = StdRng::seed_from_u64(
-                self.sc
-                    .seed
-                    .wrapping_mul(0x2545_f491_4f6c_dd1d)
-                    .wrapping_add(id),
-            );
-            let at = self.q.now()
-                + if spread > 0 {
-                    rng.gen_range(0..spread)
-                } else {
-                    0
-                };
+            let mut rng = client_rng(self.sc.seed, id);
+            let at = self.q.now() + offset(spread, &mut rng);
             self.clients.push(Client { rng });
             self.q.at(at, Ev::Request { client: id as u32 });
         }
@@ -516,17 +502,7 @@ impl<'a> VodSim<'a> {
         s.hit = hit;
         s.seg = seg;
         if hit {
-            s.seg_at = now;
-            let next = now + (self.seg_us as f64 / s.scale) as Micros;
-            let gen = s.gen;
-            self.q.at(
-                next,
-                Ev::Need {
-                    session: sid,
-                    gen,
-                    seg: seg + 1,
-                },
-            );
+            self.play(sid, seg, now);
         } else {
             s.playing = false;
             s.stall_from = now;
@@ -549,6 +525,14 @@ impl<'a> VodSim<'a> {
         s.seg_at = now;
         let stalled = (now - s.stall_from) as f64 / MS as f64;
         self.rows[s.row].stall_ms += stalled;
+        self.play(sid, seg, now);
+    }
+
+    /// Segment `seg` starts playing at `now`: the next one is needed a segment later at the
+    /// session's speed.
+    fn play(&mut self, sid: u32, seg: u32, now: Micros) {
+        let s = &mut self.sessions[sid as usize];
+        s.seg_at = now;
         let next = now + (self.seg_us as f64 / s.scale) as Micros;
         let gen = s.gen;
         self.q.at(
