@@ -53,8 +53,8 @@ pub enum Command {
         what: crate::bench::Bench,
     },
     /// Run a scenario of the papers' experiments as a discrete-event simulation on the
-    /// scheduling code (seed-vod, seed-planner, scale-20, scale-100, scale-1000, or a
-    /// scenario file): writes a report folder (report.md, sessions.csv, PNG plots).
+    /// scheduling code (seed-vod, seed-gateway, seed-feedback, seed-feedback-burst,
+    /// seed-planner, scale-20, scale-100, scale-1000, or a scenario file): writes a report folder (report.md, sessions.csv, PNG plots).
     Sim {
         /// A built-in scenario name or a path to a scenario TOML file.
         scenario: String,
