@@ -59,6 +59,7 @@ pub struct SessionRow {
     pub policy: String,
     /// The ramp step, sweep rate or phase the request fell in.
     pub step: String,
+    /// The session's id within its arm (u64::MAX for a rejected request in `vod`).
     pub session: u64,
     pub client: u64,
     pub camera: String,
