@@ -59,6 +59,63 @@ impl Picker {
     }
 }
 
+/// One playback request of a closed-loop client, as drawn from its own stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ask {
+    /// Recording index in `0..cameras × recordings_per_camera` (camera = index / recordings).
+    pub recording: usize,
+    /// Wall time the session lasts (s).
+    pub length_s: f64,
+    /// The VCR speed it switches to, and when after its start (s).
+    pub vcr: Option<(f64, f64)>,
+    /// Pause before the client's next request (s).
+    pub think_s: f64,
+    /// The node the client connects to first (round-robin DNS, a random pick).
+    pub entry: usize,
+}
+
+/// The §A workload's draws: every client asks through this, in this order, so a simulated
+/// run and a real one (`vigil lab`) of one seed see the same requests.
+#[derive(Debug, Clone)]
+pub struct Asker {
+    picker: Picker,
+    lengths: ExpMean,
+    thinks: ExpMean,
+    vcr_after: ExpMean,
+    vcr: Vec<Vcr>,
+    nodes: usize,
+}
+
+impl Asker {
+    pub fn new(w: &crate::scenario::Workload, nodes: usize) -> Self {
+        Self {
+            picker: Picker::new(w.choice, w.cameras * w.recordings_per_camera),
+            lengths: ExpMean::new(w.session_mean_secs),
+            thinks: ExpMean::new(w.think_mean_secs),
+            vcr_after: ExpMean::new(w.vcr_after_mean_secs),
+            vcr: w.vcr.clone(),
+            nodes: nodes.max(1),
+        }
+    }
+
+    /// The client's next request (a fixed sequence of draws from its own stream).
+    pub fn ask(&self, rng: &mut impl Rng) -> Ask {
+        let recording = self.picker.sample(rng);
+        let length_s = self.lengths.sample(rng);
+        let vcr = vcr_choice(&self.vcr, rng);
+        let vcr_at = self.vcr_after.sample(rng);
+        let think_s = self.thinks.sample(rng);
+        let entry = rng.gen_range(0..self.nodes);
+        Ask {
+            recording,
+            length_s,
+            vcr: vcr.map(|v| (v, vcr_at)),
+            think_s,
+            entry,
+        }
+    }
+}
+
 /// Client `id`'s own random stream: what it asks for, for how long, and when, is the same
 /// whatever the policy under test decides (every arm sees the same workload).
 pub fn client_rng(seed: u64, id: u64) -> StdRng {

@@ -2,15 +2,21 @@
 //! simulator that runs them in virtual time on the unchanged `vigil-cluster` policies, and
 //! the report folder both this simulator and a real-process runner write.
 //!
-//! For a runner on real processes (`vigil lab`): [`scenario`] gives the parsed, validated
-//! scenario (nodes, storage emulation, workload, ramp or sweep, compared arms) and
-//! [`report`] the folder format (`Report::write`: Markdown table, per-session CSV, PNG
-//! plots); [`dist`] draws the same seeded workload (Zipf/uniform choice, exponential
-//! lengths, Poisson gaps, VCR mix).
+//! For a runner on real processes (`vigil lab`), the pieces to reuse:
+//! - [`scenario::load`] → a validated [`scenario::Scenario`]: `nodes` (count, Bord, cache,
+//!   capacity), `storage` (the `[storage.emulate]` latency to set on each node), `workload`,
+//!   `ramp` (levels, step length, settle time, arrival spread) or `sweep`, and
+//!   [`scenario::Scenario::arms`] (each a `vigil_cluster::Policy` and whether REM runs).
+//! - [`dist::client_rng`] per client and [`dist::Asker::ask`]: the same seeded requests,
+//!   lengths, VCR changes, pauses and entry nodes the simulator uses, so a lab run and a
+//!   simulated run of a seed see the same workload.
+//! - [`report::Report`] with `mode = "lab"`: one [`report::SessionRow`] per request (the
+//!   CSV), [`report::Table`]s, [`report::Plot`]s, then [`report::Report::write`]; a
+//!   calibration note can put both runs' ratios side by side.
 //!
 //! Pure and deterministic: a scenario and its seed give the same report, byte for byte
-//! except the wall-clock speed figures. No I/O except `Report::write`; never call it inside
-//! a tokio runtime (see [`cache`]).
+//! except the wall-clock speed figures. No I/O except `Report::write`. Never run [`simulate`]
+//! inside a tokio runtime (see [`cache`]).
 
 pub mod cache;
 pub mod dist;

@@ -154,3 +154,22 @@ fn gateway_run_compares_manual_and_balanced() {
     let a = simulate(&sc, "x").expect("again");
     assert_eq!(a.sessions, rep.sessions);
 }
+
+/// The point of §A.4, checked on the tiny run: sending a request where its camera already
+/// plays finds its first segment in that node's cache more often than least-load does, and
+/// so reads storage less.
+#[test]
+fn similarity_finds_the_first_segment_cached_more_often_than_least_load() {
+    let sc = tiny();
+    let rep = simulate(&sc, "x").expect("simulated");
+    let share = |policy: &str| {
+        let rows: Vec<_> = rep
+            .sessions
+            .iter()
+            .filter(|r| r.policy == policy && !r.rejected)
+            .collect();
+        rows.iter().filter(|r| r.first_hit).count() as f64 / rows.len().max(1) as f64
+    };
+    let (ll, sim) = (share("least-load"), share("similarity"));
+    assert!(sim > ll, "similarity {sim:.3} vs least-load {ll:.3}");
+}

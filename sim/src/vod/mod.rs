@@ -19,14 +19,13 @@ mod metrics;
 use std::collections::HashMap;
 
 use rand::rngs::StdRng;
-use rand::Rng;
 use vigil_cluster::{
     apply, apply_migration, place, quadratic_mean, rem_probability, rem_step, ClusterConfig,
     ClusterView, Decision, Indicators, NodeView, PlaceState, Request, Stream, StreamSource,
 };
 
 use crate::cache::SimCache;
-use crate::dist::{client_rng, offset, policy_rng, vcr_choice, ExpMean, Picker};
+use crate::dist::{client_rng, offset, policy_rng, Ask, Asker};
 use crate::engine::{secs, Micros, Queue, MS, SEC};
 use crate::report::SessionRow;
 use crate::scenario::{Arm, Scenario};
@@ -108,10 +107,7 @@ pub struct VodSim<'a> {
     /// (node, camera, segment) → completion time of the read in flight.
     inflight: HashMap<(u32, u32, u32), Micros>,
     storage_free_at: Micros,
-    picker: Picker,
-    lengths: ExpMean,
-    thinks: ExpMean,
-    vcr_after: ExpMean,
+    asker: Asker,
     seg_us: Micros,
     seg_ms: i64,
     segs: u32,
@@ -153,10 +149,7 @@ impl<'a> VodSim<'a> {
             policy_rng: policy_rng(sc.seed),
             inflight: HashMap::new(),
             storage_free_at: 0,
-            picker: Picker::new(w.choice, w.cameras * w.recordings_per_camera),
-            lengths: ExpMean::new(w.session_mean_secs),
-            thinks: ExpMean::new(w.think_mean_secs),
-            vcr_after: ExpMean::new(w.vcr_after_mean_secs),
+            asker: Asker::new(w, n.count),
             seg_us: secs(w.segment_secs),
             seg_ms,
             segs: ((w.recording_secs * 1000.0) / seg_ms as f64).ceil() as u32,
@@ -269,13 +262,13 @@ impl<'a> VodSim<'a> {
         let w = &self.sc.workload;
         // A fixed set of draws per request from the client's own stream: every arm sees the
         // same requests, lengths, VCR changes and pauses.
-        let c = &mut self.clients[client as usize].rng;
-        let pick = self.picker.sample(c);
-        let length = self.lengths.sample(c);
-        let vcr = vcr_choice(&w.vcr, c);
-        let vcr_at = self.vcr_after.sample(c);
-        let think = self.thinks.sample(c);
-        let entry = c.gen_range(0..self.nodes.len());
+        let Ask {
+            recording: pick,
+            length_s: length,
+            vcr,
+            think_s: think,
+            entry,
+        } = self.asker.ask(&mut self.clients[client as usize].rng);
         let cam = (pick / w.recordings_per_camera) as u32;
         let rec = pick % w.recordings_per_camera;
         let rec_span = (w.recording_secs * 1000.0).round() as i64 + 3_600_000;
@@ -377,7 +370,7 @@ impl<'a> VodSim<'a> {
                 seg: 1,
             },
         );
-        if let Some(scale) = vcr {
+        if let Some((scale, vcr_at)) = vcr {
             self.q.at(
                 first + secs(vcr_at),
                 Ev::Vcr {
