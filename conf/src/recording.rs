@@ -156,6 +156,42 @@ impl StorageConfig {
     }
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExportConfig {
+    /// Longest range one export may cover; a longer request gets 400. Bounds how long one
+    /// request keeps the storage busy and how large the faststart `moov` grows (it holds
+    /// every sample's size: about 12 bytes per frame, 3 MB for a day of 25 fps video).
+    pub max_range_secs: f64,
+    /// Segments read ahead of the one being sent (each is in memory while it waits).
+    pub read_ahead: usize,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        Self {
+            max_range_secs: 86_400.0,
+            read_ahead: 2,
+        }
+    }
+}
+
+impl ExportConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !(1.0..=7.0 * 86_400.0).contains(&self.max_range_secs) {
+            return Err(ConfigError::Invalid(
+                "export.max_range_secs must be between 1 and 604800".into(),
+            ));
+        }
+        if !(1..=16).contains(&self.read_ahead) {
+            return Err(ConfigError::Invalid(
+                "export.read_ahead must be between 1 and 16".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl PlaybackConfig {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if !(0.0..=86_400.0).contains(&self.start_tolerance_secs) {

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod ctl;
+pub mod export;
 pub mod ingest;
 pub mod limits;
 pub mod live;

@@ -280,7 +280,7 @@ fn a_fragment_points_at_its_media() {
 }
 
 #[test]
-fn a_faststart_moov_points_past_itself_with_gaps_as_empty_edits() {
+fn a_faststart_moov_points_past_itself_and_carries_its_edits() {
     let video = samples(6, 1000);
     let audio = vec![
         Sample {

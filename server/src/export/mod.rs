@@ -1,0 +1,139 @@
+//! Evidence export: `GET /api/export/<camera>?start=<RFC 3339>&end=<RFC 3339>[&download=1]`
+//! answers an MP4 of that range of the recording, starting on the keyframe at or before
+//! `start`: a fragmented MP4 streamed as segments are read, or with `download=1` a plain MP4
+//! with `moov` first (faststart) and a Content-Length, made in two passes over the range.
+//!
+//! Gaps between recordings stay in the timeline at their wall-clock length, every frame at
+//! its recorded time: in the fragmented file the next fragment's decode time jumps over the
+//! gap; in the plain file the last frame before the gap lasts until the next recording (a
+//! mid-file empty edit would say it better, but ffmpeg mis-reads those). Frame rates are
+//! never changed to fill or hide a gap.
+//!
+//! Who may export: the route is a read of the admin API, so the token layer applies — open
+//! on a loopback API, the admin token beyond loopback. RTSP `[auth]` rights are not
+//! consulted (the token is all or nothing).
+
+pub mod mux;
+pub mod plan;
+pub mod timeline;
+pub mod tracks;
+
+use crate::node::Node;
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use plan::ExportError;
+use std::collections::HashMap;
+use std::sync::Arc;
+use vigil_proto::rtsp::UtcTime;
+use vigil_storage::StorageError;
+
+/// Chunks queued between the reading task and the HTTP connection: frames, each a shared
+/// slice of a segment in memory, so this bounds nothing but bookkeeping.
+const QUEUE: usize = 64;
+
+/// The route's handler: the MP4, or the refusal as text with its status.
+pub async fn export(node: Arc<Node>, camera: String, query: HashMap<String, String>) -> Response {
+    match prepare(&node, &camera, &query).await {
+        Ok(r) => r,
+        Err(e) => (
+            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            format!("{e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+fn known(node: &Node, camera: &str) -> bool {
+    node.config.cameras.iter().any(|c| c.id == camera)
+        || node.path(&format!("live/{camera}")).is_some()
+}
+
+async fn prepare(
+    node: &Arc<Node>,
+    camera: &str,
+    query: &HashMap<String, String>,
+) -> Result<Response, ExportError> {
+    let Some(library) = node.library.clone() else {
+        return Err(ExportError::UnknownCamera(format!(
+            "{camera} (recording is disabled on this node)"
+        )));
+    };
+    let max_ms = (node.config.export.max_range_secs * 1000.0) as i64;
+    let index = match library.index(camera).await {
+        Ok(i) => Some(i),
+        Err(crate::playback::library::LibraryError::Storage(
+            StorageError::UnknownCamera(_) | StorageError::InvalidCamera(_),
+        )) => None,
+        Err(e) => return Err(ExportError::Unexportable(e.to_string())),
+    };
+    if index.is_none() && !known(node, camera) {
+        return Err(ExportError::UnknownCamera(camera.to_string()));
+    }
+    let (start, end) = plan::range(
+        query.get("start").map(String::as_str),
+        query.get("end").map(String::as_str),
+        max_ms,
+    )?;
+    let index = index.unwrap_or_default();
+    let segments = plan::segments(camera, &index, start, end, crate::admin::api::GAP_MS)?;
+    let first = library
+        .segment_once(&segments[0])
+        .await
+        .map_err(|e| ExportError::Unexportable(e.to_string()))?;
+    let from = first.0.keyframe_at_or_before(start);
+    let t0_ms = first.0.frames.get(from).map_or(start, |f| f.time_ms);
+    let tracks = Arc::new(tracks::Tracks::of(&first.0, from)?);
+    drop(first);
+    let estimate: u64 = segments.iter().map(|s| s.bytes).sum();
+    let src = mux::Source {
+        library,
+        segments,
+        read_ahead: node.config.export.read_ahead,
+        tracks,
+        from,
+        t0_ms,
+        end_ms: end,
+    };
+    let download = query
+        .get("download")
+        .is_some_and(|v| v == "1" || v == "true");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<mux::Chunk>(QUEUE);
+    let mut length = None;
+    if download {
+        let layout = mux::layout(&src).await?;
+        length = Some(layout.content_length());
+        tokio::spawn(mux::faststart(src, layout, tx));
+    } else {
+        tokio::spawn(mux::fragmented(src, tx));
+    }
+    tracing::info!(camera, start = %rfc3339(t0_ms), end = %rfc3339(end), download, "export");
+    let body = Body::from_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("video/mp4"));
+    let name = format!(
+        "attachment; filename=\"{camera}-{}.mp4\"",
+        UtcTime { unix_millis: t0_ms }.to_clock_string()
+    );
+    if let Ok(v) = HeaderValue::from_str(&name) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&rfc3339(t0_ms)) {
+        h.insert("x-vigil-export-start", v);
+    }
+    match length {
+        Some(n) => {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        None => {
+            // The recording's bytes in the range: a progress estimate for clients.
+            h.insert("x-vigil-estimated-length", HeaderValue::from(estimate));
+        }
+    }
+    Ok(resp)
+}
+
+fn rfc3339(ms: i64) -> String {
+    UtcTime { unix_millis: ms }.to_rfc3339()
+}
