@@ -58,10 +58,8 @@ pub fn export(api: &str, token: Option<&str>, r: &Request) -> anyhow::Result<()>
         .map(str::to_string);
     let bar = ProgressBar::new(total.unwrap_or(0));
     bar.set_style(
-        ProgressStyle::with_template(
-            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-        )
-        .context("progress template")?,
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .context("progress template")?,
     );
     let mut file = std::io::BufWriter::new(
         std::fs::File::create(r.output)

@@ -357,8 +357,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 ]);
             }
         }
-        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. }
-        | What::Export { .. } => {}
+        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } | What::Export { .. } => {}
     }
     println!("{table}");
     Ok(())
