@@ -161,7 +161,7 @@ impl StorageConfig {
 pub struct ExportConfig {
     /// Longest range one export may cover; a longer request gets 400. Bounds how long one
     /// request keeps the storage busy and how large the faststart `moov` grows (it holds
-    /// every sample's size: about 12 bytes per frame, 3 MB for a day of 25 fps video).
+    /// every sample: about 20 bytes per frame in memory, 43 MB for a day of 25 fps video).
     pub max_range_secs: f64,
     /// Segments read ahead of the one being sent (each is in memory while it waits).
     pub read_ahead: usize,

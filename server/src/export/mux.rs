@@ -91,6 +91,22 @@ impl Cuts {
     }
 }
 
+impl Cuts {
+    /// [`Cuts::next`], a read error ending the response (sent as the body's error).
+    async fn next_or_abort(
+        &mut self,
+        tx: &mpsc::Sender<Chunk>,
+    ) -> Option<(Arc<CachedSegment>, Cut)> {
+        match self.next().await? {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let _ = tx.send(Err(io_err(e))).await;
+                None
+            }
+        }
+    }
+}
+
 fn io_err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
@@ -120,14 +136,7 @@ pub async fn fragmented(src: Source, tx: mpsc::Sender<Chunk>) {
     }
     let mut cuts = Cuts::new(&src);
     let mut seq = 0u32;
-    while let Some(next) = cuts.next().await {
-        let (seg, cut) = match next {
-            Ok(v) => v,
-            Err(e) => {
-                let _ = tx.send(Err(io_err(e))).await;
-                return;
-            }
-        };
+    while let Some((seg, cut)) = cuts.next_or_abort(&tx).await {
         let Some(head) = fragment_of(&mut seq, &cut) else {
             continue;
         };
@@ -276,14 +285,7 @@ pub async fn faststart(src: Source, layout: Layout, tx: mpsc::Sender<Chunk>) {
     }
     let mut next_sample = vec![0usize; layout.sizes.len()];
     let mut cuts = Cuts::new(&src);
-    while let Some(next) = cuts.next().await {
-        let (seg, cut) = match next {
-            Ok(v) => v,
-            Err(e) => {
-                let _ = tx.send(Err(io_err(e))).await;
-                return;
-            }
-        };
+    while let Some((seg, cut)) = cuts.next_or_abort(&tx).await {
         for (t, placed) in cut.tracks.iter().enumerate() {
             for p in placed {
                 let expected = layout.sizes[t].get(next_sample[t]).copied();

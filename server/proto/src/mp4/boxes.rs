@@ -79,6 +79,18 @@ impl BoxWriter {
         self.buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
     }
 
+    /// An `mdat` header for `payload` bytes (64-bit size when it needs one).
+    pub fn mdat_header(&mut self, payload: u64) {
+        if payload + 8 > u64::from(u32::MAX) {
+            self.u32(1);
+            self.bytes(b"mdat");
+            self.u64(payload + 16);
+        } else {
+            self.u32((payload + 8) as u32);
+            self.bytes(b"mdat");
+        }
+    }
+
     /// The unity transformation matrix of `mvhd` and `tkhd`.
     pub fn matrix(&mut self) {
         for v in [0x0001_0000u32, 0, 0, 0, 0x0001_0000, 0, 0, 0, 0x4000_0000] {

@@ -72,13 +72,6 @@ pub fn fragment_header(sequence: u32, trafs: &[Traf]) -> Vec<u8> {
         w.patch_u32(at, data as u32);
         data += t.samples.iter().map(|s| u64::from(s.size)).sum::<u64>();
     }
-    if large {
-        w.u32(1);
-        w.bytes(b"mdat");
-        w.u64(payload + 16);
-    } else {
-        w.u32((payload + 8) as u32);
-        w.bytes(b"mdat");
-    }
+    w.mdat_header(payload);
     w.into_vec()
 }

@@ -76,14 +76,7 @@ pub fn faststart_header(tracks: &[TrackSpec], tables: &[TrackTable], mdat_len: u
     let mut w = BoxWriter::new();
     ftyp(&mut w);
     moov(&mut w, tracks, Some((tables, base, co64)));
-    if large {
-        w.u32(1);
-        w.bytes(b"mdat");
-        w.u64(mdat_len + 16);
-    } else {
-        w.u32((mdat_len + 8) as u32);
-        w.bytes(b"mdat");
-    }
+    w.mdat_header(mdat_len);
     w.into_vec()
 }
 
