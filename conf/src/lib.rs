@@ -14,7 +14,8 @@ pub use auth::{AuthConfig, Rights, UserConfig};
 pub use camera::{CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
 pub use recording::{
-    CacheConfig, ExportConfig, PlaybackConfig, RecordMode, StorageConfig, StorageEmulation,
+    CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode, StorageConfig,
+    StorageEmulation,
 };
 
 use serde::Deserialize;
@@ -51,6 +52,8 @@ pub struct Config {
     pub playback: PlaybackConfig,
     /// Evidence export to MP4 (`GET /api/export/<camera>`).
     pub export: ExportConfig,
+    /// HLS (fMP4) of live cameras and recordings at `/hls/…` on the HTTP server.
+    pub hls: HlsConfig,
     /// Clustering (gossip membership, scheduler election, placement by redirect). Off unless
     /// `[cluster] enabled = true`.
     pub cluster: ClusterConf,
@@ -311,6 +314,7 @@ impl Config {
         self.storage.validate()?;
         self.playback.validate()?;
         self.export.validate()?;
+        self.hls.validate()?;
         if self.live.ring_kb < 16 || self.live.ring_gop_max_kb < self.live.ring_kb {
             return Err(ConfigError::Invalid(
                 "live.ring_kb must be at least 16 and live.ring_gop_max_kb at least ring_kb".into(),

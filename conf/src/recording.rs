@@ -192,6 +192,49 @@ impl ExportConfig {
     }
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HlsConfig {
+    /// Live segments are cut at the first keyframe after this long (a 1 s GOP gives 1 s
+    /// segments: a player 3 segments behind the live edge is about 3 s late).
+    pub segment_secs: f64,
+    /// Live segments kept in memory and listed (per camera being watched over HLS).
+    pub live_segments: usize,
+    /// A camera's live HLS stops this long after its last request.
+    pub idle_secs: f64,
+}
+
+impl Default for HlsConfig {
+    fn default() -> Self {
+        Self {
+            segment_secs: 1.0,
+            live_segments: 6,
+            idle_secs: 30.0,
+        }
+    }
+}
+
+impl HlsConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.2..=30.0).contains(&self.segment_secs) {
+            return Err(ConfigError::Invalid(
+                "hls.segment_secs must be between 0.2 and 30".into(),
+            ));
+        }
+        if !(3..=100).contains(&self.live_segments) {
+            return Err(ConfigError::Invalid(
+                "hls.live_segments must be between 3 and 100".into(),
+            ));
+        }
+        if !(1.0..=3600.0).contains(&self.idle_secs) {
+            return Err(ConfigError::Invalid(
+                "hls.idle_secs must be between 1 and 3600".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl PlaybackConfig {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if !(0.0..=86_400.0).contains(&self.start_tolerance_secs) {

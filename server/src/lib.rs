@@ -12,6 +12,7 @@ pub mod client;
 pub mod cluster;
 pub mod ctl;
 pub mod export;
+pub mod hls;
 pub mod ingest;
 pub mod limits;
 pub mod live;

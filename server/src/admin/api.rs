@@ -40,6 +40,8 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/cluster/sessions", get(cluster_sessions))
         .route("/api/ingest/{camera}", get(ingest))
         .route("/api/export/{camera}", get(export))
+        .route("/hls/live/{camera}/{file}", get(hls_live))
+        .route("/hls/playback/{camera}/{file}", get(hls_playback))
         .route("/metrics", get(metrics))
         .merge(super::migrate_api::router(node.clone()))
         .with_state(AppState { node, prometheus })
@@ -423,6 +425,21 @@ async fn export(
     axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
 ) -> axum::response::Response {
     crate::export::export(st.node.clone(), camera, query).await
+}
+
+async fn hls_live(
+    State(st): State<AppState>,
+    axum::extract::Path((camera, file)): axum::extract::Path<(String, String)>,
+) -> axum::response::Response {
+    crate::hls::live_route(st.node.clone(), camera, file).await
+}
+
+async fn hls_playback(
+    State(st): State<AppState>,
+    axum::extract::Path((camera, file)): axum::extract::Path<(String, String)>,
+    axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
+) -> axum::response::Response {
+    crate::hls::playback_route(st.node.clone(), camera, file, query).await
 }
 
 async fn ingest(

@@ -172,6 +172,24 @@ pub fn fragment_of(seq: &mut u32, cut: &Cut) -> Option<Vec<u8>> {
     Some(mp4::fragment_header(*seq, &trafs))
 }
 
+/// A whole fragment (`moof`, `mdat` and the media) in one buffer: an HLS segment, written
+/// once and shared by every viewer.
+pub fn fragment_bytes(seq: &mut u32, seg: &vigil_storage::Segment, cut: &Cut) -> Option<Bytes> {
+    let head = fragment_of(seq, cut)?;
+    let media: usize = cut
+        .tracks
+        .iter()
+        .flatten()
+        .map(|p| p.sample.size as usize)
+        .sum();
+    let mut out = Vec::with_capacity(head.len() + media);
+    out.extend_from_slice(&head);
+    for p in cut.tracks.iter().flatten() {
+        out.extend_from_slice(&seg.frames[p.frame].data);
+    }
+    Some(out.into())
+}
+
 /// One track's sample table as the first pass builds it.
 ///
 /// A gap between recordings is kept at its wall-clock length by the duration of the last
