@@ -91,3 +91,106 @@ fn recorded_hls_plays_from_a_moment() {
         404
     );
 }
+
+/// CPU time (user + system) of a process so far, seconds.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The node's CPU share (1.0 = one core) over `window`.
+fn node_cpu(pid: u32, window: Duration) -> f64 {
+    let c0 = cpu_secs(pid);
+    std::thread::sleep(window);
+    (cpu_secs(pid) - c0) / window.as_secs_f64()
+}
+
+/// Live HLS latency (when each new segment is listed, against its first frame's wall time
+/// in `EXT-X-PROGRAM-DATE-TIME`) and the node's CPU with N HLS viewers against N RTSP
+/// viewers (ffmpeg `-c copy` to null). Figures: docs/BENCHMARKS.md.
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn hls_latency_and_cost_per_viewer() {
+    let viewers: usize = std::env::var("HLS_BENCH_VIEWERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let node = NodeBuilder::new().extra(DEMO_CAMERA).start();
+    node.wait_live("live/demo");
+    let pid = node.pid().expect("pid");
+    // Latency of the live edge.
+    let mut seen = std::collections::BTreeMap::new();
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < until {
+        let text = http_get(&node, "/hls/live/demo/index.m3u8").text();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut pdt = None;
+        for l in text.lines() {
+            if let Some(t) = l.strip_prefix("#EXT-X-PROGRAM-DATE-TIME:") {
+                pdt = vigil_proto::rtsp::UtcTime::parse_rfc3339(t)
+                    .ok()
+                    .map(|t| t.unix_millis);
+            } else if l.starts_with("seg-") {
+                if let Some(p) = pdt.take() {
+                    seen.entry(l.to_string()).or_insert(now - p);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The first playlist lists segments made before it was asked for: skip them.
+    let ages: Vec<i64> = seen.values().copied().skip(6).collect();
+    let mean = ages.iter().sum::<i64>() as f64 / ages.len().max(1) as f64;
+    println!(
+        "live edge: a segment is listed {mean:.0} ms after its first frame (mean of {}, min {:?}, max {:?})",
+        ages.len(),
+        ages.iter().min(),
+        ages.iter().max()
+    );
+    let window = Duration::from_secs(10);
+    let idle = node_cpu(pid, window);
+    let run = |args: &[String]| -> Vec<Background> {
+        (0..viewers)
+            .map(|_| {
+                spawn_background(
+                    std::process::Command::new("ffmpeg")
+                        .args(["-hide_banner", "-nostdin", "-v", "error"])
+                        .args(args)
+                        .args(["-c", "copy", "-t", "60", "-f", "null", "-"]),
+                )
+            })
+            .collect()
+    };
+    let rtsp_url = node.url("live/demo");
+    let rtsp = run(&[
+        "-rtsp_transport".into(),
+        "tcp".into(),
+        "-i".into(),
+        rtsp_url,
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    let with_rtsp = node_cpu(pid, window);
+    drop(rtsp);
+    let hls = run(&["-i".into(), hls_url(&node, "/hls/live/demo/index.m3u8")]);
+    std::thread::sleep(Duration::from_secs(5));
+    let with_hls = node_cpu(pid, window);
+    drop(hls);
+    println!("| viewers | node CPU (1.0 = a core) | per viewer |");
+    println!("|---|---|---|");
+    println!("| none | {idle:.3} | |");
+    println!(
+        "| {viewers} RTSP (TCP) | {with_rtsp:.3} | {:.4} |",
+        (with_rtsp - idle) / viewers as f64
+    );
+    println!(
+        "| {viewers} HLS | {with_hls:.3} | {:.4} |",
+        (with_hls - idle) / viewers as f64
+    );
+}

@@ -18,6 +18,8 @@ use vigil_storage::{Frame, Segment, SegmentMeta, StreamHeader};
 
 pub struct LiveSegment {
     pub seq: u64,
+    /// Wall-clock time of its first frame (UTC ms).
+    pub start_ms: i64,
     pub duration: f64,
     pub data: Bytes,
 }
@@ -134,6 +136,7 @@ impl Segmenter<'_> {
         self.live.update(|s| {
             s.segments.push_back(LiveSegment {
                 seq,
+                start_ms: first_ms,
                 duration: (until_ms - first_ms).max(1) as f64 / 1000.0,
                 data,
             });

@@ -98,6 +98,7 @@ pub async fn live_route(node: Arc<Node>, camera: String, file: String) -> Respon
                                 uri: format!("seg-{}.m4s", x.seq),
                                 duration: x.duration,
                                 discontinuity: false,
+                                start_ms: Some(x.start_ms),
                             })
                             .collect();
                         let text =

@@ -86,6 +86,7 @@ pub async fn serve(
                         uri: format!("seg-{}.m4s{q}", s.start_ms),
                         duration: (s.end_ms.min(end) - from_ms).max(1) as f64 / 1000.0,
                         discontinuity: prev_end.is_some_and(|p| p != s.start_ms),
+                        start_ms: Some(from_ms),
                     };
                     prev_end = Some(s.end_ms);
                     e

@@ -10,6 +10,9 @@ pub struct Entry {
     pub duration: f64,
     /// The segment follows a gap in the recording (a new timestamp line for the player).
     pub discontinuity: bool,
+    /// Wall-clock time of its first frame (UTC ms): `EXT-X-PROGRAM-DATE-TIME`, which
+    /// players use to show the time of day and which measures the live latency.
+    pub start_ms: Option<i64>,
 }
 
 /// What kind of playlist: a live window, or a recording (growing while the camera records,
@@ -43,6 +46,10 @@ pub fn render(kind: Kind, init_uri: &str, media_sequence: u64, entries: &[Entry]
         if e.discontinuity {
             s.push_str("#EXT-X-DISCONTINUITY\n");
         }
+        if let Some(ms) = e.start_ms {
+            let t = vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339();
+            let _ = writeln!(s, "#EXT-X-PROGRAM-DATE-TIME:{t}");
+        }
         let _ = writeln!(s, "#EXTINF:{:.3},\n{}", e.duration, e.uri);
     }
     if kind == Kind::Vod {
@@ -62,11 +69,13 @@ mod tests {
                 uri: "seg-4.m4s".into(),
                 duration: 1.0,
                 discontinuity: false,
+                start_ms: None,
             },
             Entry {
                 uri: "seg-5.m4s".into(),
                 duration: 2.04,
                 discontinuity: true,
+                start_ms: Some(1_000),
             },
         ];
         let live = render(Kind::Live, "init.mp4", 4, &entries);
@@ -74,7 +83,8 @@ mod tests {
             live,
             "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:3\n#EXT-X-MEDIA-SEQUENCE:4\n\
              #EXT-X-INDEPENDENT-SEGMENTS\n#EXT-X-MAP:URI=\"init.mp4\"\n#EXTINF:1.000,\nseg-4.m4s\n\
-             #EXT-X-DISCONTINUITY\n#EXTINF:2.040,\nseg-5.m4s\n"
+             #EXT-X-DISCONTINUITY\n#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:00:01Z\n\
+             #EXTINF:2.040,\nseg-5.m4s\n"
         );
         let vod = render(Kind::Vod, "init.mp4?start=x", 0, &entries);
         assert!(vod.contains("#EXT-X-PLAYLIST-TYPE:VOD\n"));
