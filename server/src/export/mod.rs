@@ -19,6 +19,7 @@ pub mod timeline;
 pub mod tracks;
 
 use crate::node::Node;
+use crate::playback::library::{CachedSegment, Library, LibraryError};
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +27,7 @@ use plan::ExportError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use vigil_proto::rtsp::UtcTime;
-use vigil_storage::StorageError;
+use vigil_storage::{CameraIndex, SegmentMeta, StorageError};
 
 /// Chunks queued between the reading task and the HTTP connection: frames, each a shared
 /// slice of a segment in memory, so this bounds nothing but bookkeeping.
@@ -44,6 +45,66 @@ pub async fn export(node: Arc<Node>, camera: String, query: HashMap<String, Stri
     }
 }
 
+/// The recordings of a node that records, or the refusal.
+pub fn library_of(node: &Node, camera: &str) -> Result<Library, ExportError> {
+    node.library.clone().ok_or_else(|| {
+        ExportError::UnknownCamera(format!("{camera} (recording is disabled on this node)"))
+    })
+}
+
+/// The camera's index; a camera neither recorded nor configured nor live here is unknown
+/// (404), one known but never recorded has an empty index.
+pub async fn index_of(
+    node: &Node,
+    library: &Library,
+    camera: &str,
+) -> Result<CameraIndex, ExportError> {
+    match library.index(camera).await {
+        Ok(i) => Ok(i),
+        Err(LibraryError::Storage(
+            StorageError::UnknownCamera(_) | StorageError::InvalidCamera(_),
+        )) if known(node, camera) => Ok(CameraIndex::default()),
+        Err(LibraryError::Storage(
+            StorageError::UnknownCamera(_) | StorageError::InvalidCamera(_),
+        )) => Err(ExportError::UnknownCamera(camera.to_string())),
+        Err(e) => Err(ExportError::Unexportable(e.to_string())),
+    }
+}
+
+/// Where a presentation from `start` begins.
+pub struct Opening {
+    pub first: Arc<CachedSegment>,
+    /// The keyframe at or before `start` in the first segment, and its wall-clock time:
+    /// time 0 of the file.
+    pub from: usize,
+    pub t0_ms: i64,
+    pub tracks: tracks::Tracks,
+}
+
+/// Reads the first segment (through the cache, or once past it) and finds the start.
+pub async fn open(
+    library: &Library,
+    first: &SegmentMeta,
+    start: i64,
+    cached: bool,
+) -> Result<Opening, ExportError> {
+    let seg = if cached {
+        library.segment(first).await
+    } else {
+        library.segment_once(first).await
+    }
+    .map_err(|e| ExportError::Unexportable(e.to_string()))?;
+    let from = seg.0.keyframe_at_or_before(start);
+    let t0_ms = seg.0.frames.get(from).map_or(start, |f| f.time_ms);
+    let tracks = tracks::Tracks::of(&seg.0, from)?;
+    Ok(Opening {
+        first: seg,
+        from,
+        t0_ms,
+        tracks,
+    })
+}
+
 fn known(node: &Node, camera: &str) -> bool {
     node.config.cameras.iter().any(|c| c.id == camera)
         || node.path(&format!("live/{camera}")).is_some()
@@ -54,37 +115,22 @@ async fn prepare(
     camera: &str,
     query: &HashMap<String, String>,
 ) -> Result<Response, ExportError> {
-    let Some(library) = node.library.clone() else {
-        return Err(ExportError::UnknownCamera(format!(
-            "{camera} (recording is disabled on this node)"
-        )));
-    };
+    let library = library_of(node, camera)?;
     let max_ms = (node.config.export.max_range_secs * 1000.0) as i64;
-    let index = match library.index(camera).await {
-        Ok(i) => Some(i),
-        Err(crate::playback::library::LibraryError::Storage(
-            StorageError::UnknownCamera(_) | StorageError::InvalidCamera(_),
-        )) => None,
-        Err(e) => return Err(ExportError::Unexportable(e.to_string())),
-    };
-    if index.is_none() && !known(node, camera) {
-        return Err(ExportError::UnknownCamera(camera.to_string()));
-    }
+    let index = index_of(node, &library, camera).await?;
     let (start, end) = plan::range(
         query.get("start").map(String::as_str),
         query.get("end").map(String::as_str),
         max_ms,
     )?;
-    let index = index.unwrap_or_default();
     let segments = plan::segments(camera, &index, start, end, crate::admin::api::GAP_MS)?;
-    let first = library
-        .segment_once(&segments[0])
-        .await
-        .map_err(|e| ExportError::Unexportable(e.to_string()))?;
-    let from = first.0.keyframe_at_or_before(start);
-    let t0_ms = first.0.frames.get(from).map_or(start, |f| f.time_ms);
-    let tracks = Arc::new(tracks::Tracks::of(&first.0, from)?);
-    drop(first);
+    let Opening {
+        from,
+        t0_ms,
+        tracks,
+        ..
+    } = open(&library, &segments[0], start, false).await?;
+    let tracks = Arc::new(tracks);
     let estimate: u64 = segments.iter().map(|s| s.bytes).sum();
     let src = mux::Source {
         library,

@@ -9,7 +9,7 @@ use super::{answer, playlist, MP4, PLAYLIST};
 use crate::export::mux::fragment_bytes;
 use crate::export::plan::{self, ExportError};
 use crate::export::timeline::Timeline;
-use crate::export::tracks::Tracks;
+use crate::export::Opening;
 use crate::node::Node;
 use axum::response::Response;
 use std::collections::HashMap;
@@ -37,11 +37,7 @@ pub async fn serve(
     file: &str,
     query: &HashMap<String, String>,
 ) -> Result<Response, ExportError> {
-    let Some(library) = node.library.clone() else {
-        return Err(ExportError::UnknownCamera(format!(
-            "{camera} (recording is disabled on this node)"
-        )));
-    };
+    let library = crate::export::library_of(node, camera)?;
     let start = time(query, "start")?
         .ok_or_else(|| ExportError::BadRequest("start= is required".into()))?;
     let end_given = time(query, "end")?;
@@ -50,18 +46,14 @@ pub async fn serve(
     if end <= start {
         return Err(ExportError::BadRequest("end must be after start".into()));
     }
-    let index = library
-        .index(camera)
-        .await
-        .map_err(|_| ExportError::UnknownCamera(camera.to_string()))?;
+    let index = crate::export::index_of(node, &library, camera).await?;
     let segments = plan::segments(camera, &index, start, end, crate::admin::api::GAP_MS)?;
-    let first = library
-        .segment(&segments[0])
-        .await
-        .map_err(|e| ExportError::Unexportable(e.to_string()))?;
-    let from = first.0.keyframe_at_or_before(start);
-    let t0 = first.0.frames.get(from).map_or(start, |f| f.time_ms);
-    let tracks = Tracks::of(&first.0, from)?;
+    let Opening {
+        first,
+        from,
+        t0_ms: t0,
+        tracks,
+    } = crate::export::open(&library, &segments[0], start, true).await?;
     // Every URI carries the query: it names the presentation (its time 0 and end).
     let q = format!(
         "?start={}{}",
