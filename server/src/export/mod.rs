@@ -146,12 +146,32 @@ async fn prepare(
         .is_some_and(|v| v == "1" || v == "true");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<mux::Chunk>(QUEUE);
     let mut length = None;
+    // The node's shutdown cuts an export short (as an error, so the client sees a
+    // truncated transfer): the HTTP server's graceful shutdown waits for open responses.
+    let shutdown = node.shutdown.clone();
+    let abort = tx.clone();
+    let cut_short = async move {
+        shutdown.cancelled().await;
+        let _ = abort
+            .send(Err(std::io::Error::other("the node is shutting down")))
+            .await;
+    };
     if download {
         let layout = mux::layout(&src).await?;
         length = Some(layout.content_length());
-        tokio::spawn(mux::faststart(src, layout, tx));
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = mux::faststart(src, layout, tx) => {}
+                _ = cut_short => {}
+            }
+        });
     } else {
-        tokio::spawn(mux::fragmented(src, tx));
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = mux::fragmented(src, tx) => {}
+                _ = cut_short => {}
+            }
+        });
     }
     tracing::info!(camera, start = %rfc3339(t0_ms), end = %rfc3339(end), download, "export");
     let body = Body::from_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
