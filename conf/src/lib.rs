@@ -13,7 +13,10 @@ mod recording;
 pub use auth::{AuthConfig, Rights, UserConfig};
 pub use camera::{camera_id_error, is_valid_camera_id, CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
-pub use recording::{CacheConfig, PlaybackConfig, RecordMode, StorageConfig, StorageEmulation};
+pub use recording::{
+    CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode, StorageConfig,
+    StorageEmulation,
+};
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -47,6 +50,10 @@ pub struct Config {
     pub storage: StorageConfig,
     pub cache: CacheConfig,
     pub playback: PlaybackConfig,
+    /// Evidence export to MP4 (`GET /api/export/<camera>`).
+    pub export: ExportConfig,
+    /// HLS (fMP4) of live cameras and recordings at `/hls/…` on the HTTP server.
+    pub hls: HlsConfig,
     /// Clustering (gossip membership, scheduler election, placement by redirect). Off unless
     /// `[cluster] enabled = true`.
     pub cluster: ClusterConf,
@@ -306,6 +313,8 @@ impl Config {
         }
         self.storage.validate()?;
         self.playback.validate()?;
+        self.export.validate()?;
+        self.hls.validate()?;
         if self.live.ring_kb < 16 || self.live.ring_gop_max_kb < self.live.ring_kb {
             return Err(ConfigError::Invalid(
                 "live.ring_kb must be at least 16 and live.ring_gop_max_kb at least ring_kb".into(),

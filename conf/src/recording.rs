@@ -160,6 +160,85 @@ impl StorageConfig {
     }
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExportConfig {
+    /// Longest range one export may cover; a longer request gets 400. Bounds how long one
+    /// request keeps the storage busy and how large the faststart `moov` grows (it holds
+    /// every sample: about 20 bytes per frame in memory, 43 MB for a day of 25 fps video).
+    pub max_range_secs: f64,
+    /// Segments read ahead of the one being sent (each is in memory while it waits).
+    pub read_ahead: usize,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        Self {
+            max_range_secs: 86_400.0,
+            read_ahead: 2,
+        }
+    }
+}
+
+impl ExportConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !(1.0..=7.0 * 86_400.0).contains(&self.max_range_secs) {
+            return Err(ConfigError::Invalid(
+                "export.max_range_secs must be between 1 and 604800".into(),
+            ));
+        }
+        if !(1..=16).contains(&self.read_ahead) {
+            return Err(ConfigError::Invalid(
+                "export.read_ahead must be between 1 and 16".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HlsConfig {
+    /// Live segments are cut at the first keyframe after this long (a 1 s GOP gives 1 s
+    /// segments: a player 3 segments behind the live edge is about 3 s late).
+    pub segment_secs: f64,
+    /// Live segments kept in memory and listed (per camera being watched over HLS).
+    pub live_segments: usize,
+    /// A camera's live HLS stops this long after its last request.
+    pub idle_secs: f64,
+}
+
+impl Default for HlsConfig {
+    fn default() -> Self {
+        Self {
+            segment_secs: 1.0,
+            live_segments: 6,
+            idle_secs: 30.0,
+        }
+    }
+}
+
+impl HlsConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.2..=30.0).contains(&self.segment_secs) {
+            return Err(ConfigError::Invalid(
+                "hls.segment_secs must be between 0.2 and 30".into(),
+            ));
+        }
+        if !(3..=100).contains(&self.live_segments) {
+            return Err(ConfigError::Invalid(
+                "hls.live_segments must be between 3 and 100".into(),
+            ));
+        }
+        if !(1.0..=3600.0).contains(&self.idle_secs) {
+            return Err(ConfigError::Invalid(
+                "hls.idle_secs must be between 1 and 3600".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl PlaybackConfig {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if !(0.0..=86_400.0).contains(&self.start_tolerance_secs) {

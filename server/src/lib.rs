@@ -11,6 +11,8 @@ pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod ctl;
+pub mod export;
+pub mod hls;
 pub mod ingest;
 pub mod limits;
 pub mod live;

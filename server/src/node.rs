@@ -199,6 +199,8 @@ pub struct Node {
     pub connections: Arc<crate::limits::Connections>,
     /// Refusals by `[limits]`.
     pub limit_stats: crate::limits::LimitStats,
+    /// Cameras being watched over live HLS.
+    pub hls: crate::hls::Registry,
 }
 
 impl Node {
@@ -222,6 +224,7 @@ impl Node {
             )),
             connections: Default::default(),
             limit_stats: Default::default(),
+            hls: Default::default(),
             config,
         };
         for cam in &node.config.cameras {

@@ -3,6 +3,7 @@
 //! them, and clean up on drop.
 
 pub mod auth;
+pub mod export;
 pub mod fuzz;
 pub mod secure_cluster;
 

@@ -8,6 +8,7 @@
 
 pub mod codec;
 pub mod depacketize;
+pub mod mp4;
 pub mod rtcp;
 pub mod rtp;
 pub mod rtsp;

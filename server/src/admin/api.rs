@@ -39,6 +39,9 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/api/cluster/scheduler", get(cluster_scheduler))
         .route("/api/cluster/sessions", get(cluster_sessions))
         .route("/api/ingest/{camera}", get(ingest))
+        .route("/api/export/{camera}", get(export))
+        .route("/hls/live/{camera}/{file}", get(hls_live))
+        .route("/hls/playback/{camera}/{file}", get(hls_playback))
         .route("/metrics", get(metrics))
         .merge(super::migrate_api::router(node.clone()))
         .with_state(AppState { node, prometheus })
@@ -162,7 +165,7 @@ async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
 }
 
 /// Gaps shorter than this are jitter between segments, not missing video.
-const GAP_MS: i64 = 1500;
+pub const GAP_MS: i64 = 1500;
 
 async fn recording_status(State(st): State<AppState>) -> Json<Vec<crate::record::RecordStatus>> {
     Json(st.node.recordings.all())
@@ -414,6 +417,29 @@ pub fn ingest_view(
             format!("no node can take camera {camera}: {reason}\n"),
         )),
     }
+}
+
+async fn export(
+    State(st): State<AppState>,
+    axum::extract::Path(camera): axum::extract::Path<String>,
+    axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
+) -> axum::response::Response {
+    crate::export::export(st.node.clone(), camera, query).await
+}
+
+async fn hls_live(
+    State(st): State<AppState>,
+    axum::extract::Path((camera, file)): axum::extract::Path<(String, String)>,
+) -> axum::response::Response {
+    crate::hls::live_route(st.node.clone(), camera, file).await
+}
+
+async fn hls_playback(
+    State(st): State<AppState>,
+    axum::extract::Path((camera, file)): axum::extract::Path<(String, String)>,
+    axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
+) -> axum::response::Response {
+    crate::hls::playback_route(st.node.clone(), camera, file, query).await
 }
 
 async fn ingest(

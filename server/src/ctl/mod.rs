@@ -43,8 +43,24 @@ pub enum What {
     Drain { node: String },
     /// Let a drained node take placements again.
     Undrain { node: String },
+    /// Save a recorded range as an MP4 file (plain, moov first; starts on the keyframe at
+    /// or before --start).
+    Export {
+        camera: String,
+        /// RFC 3339, e.g. 2026-11-29T08:00:00Z
+        #[arg(long)]
+        start: String,
+        #[arg(long)]
+        end: String,
+        #[arg(short = 'o', long)]
+        output: std::path::PathBuf,
+        /// A fragmented MP4 streamed as it is read (no first pass over the range).
+        #[arg(long)]
+        fragmented: bool,
+    },
 }
 
+mod export;
 mod steer;
 
 /// The admin token: from the config file given, else from `VIGIL_API_TOKEN`.
@@ -88,6 +104,22 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         } => return steer::migrate(api, token, json, session, node, mode.as_deref()),
         What::Drain { node } => return steer::drain(api, token, json, node),
         What::Undrain { node } => return steer::undrain(api, token, json, node),
+        What::Export {
+            camera,
+            start,
+            end,
+            output,
+            fragmented,
+        } => {
+            let r = export::Request {
+                camera,
+                start,
+                end,
+                output,
+                fragmented: *fragmented,
+            };
+            return export::export(api, token, &r);
+        }
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -325,7 +357,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 ]);
             }
         }
-        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } => {}
+        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } | What::Export { .. } => {}
     }
     println!("{table}");
     Ok(())

@@ -106,6 +106,22 @@ impl Library {
             .map_err(LibraryError::Shared)
     }
 
+    /// One segment for a one-off sequential read (an export): from the cache when resident,
+    /// else straight from storage without inserting it, so an hour's export does not evict
+    /// the segments viewers are playing.
+    pub async fn segment_once(
+        &self,
+        meta: &SegmentMeta,
+    ) -> Result<Arc<CachedSegment>, LibraryError> {
+        if let Some(hit) = self.cache.get(&Self::key(meta)) {
+            return Ok(hit);
+        }
+        self.loader(meta)()
+            .await
+            .map(Arc::new)
+            .map_err(LibraryError::from)
+    }
+
     /// Start loading the segments after `meta` that a playing session will need next.
     pub fn read_ahead(&self, index: &CameraIndex, meta: &SegmentMeta) {
         let mut cur = meta.clone();

@@ -114,11 +114,12 @@ pub fn requested(range: Option<&Range>, origin_ms: i64) -> Result<Requested, Str
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    fn index(ranges: &[(i64, i64)]) -> CameraIndex {
+    /// An index of segments `(start, end)`.
+    pub(crate) fn index(ranges: &[(i64, i64)]) -> CameraIndex {
         ranges
             .iter()
             .map(|&(start_ms, end_ms)| SegmentMeta {

@@ -198,7 +198,7 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
             lane: &lane,
             dropping: false,
         };
-        let ended = consume(&node, &stream, &info, &mut queue).await;
+        let ended = consume(&node.shutdown, &stream, &info, &mut queue).await;
         let (done, finished) = tokio::sync::oneshot::channel();
         lane.push_always(WriterMsg::Finish(done));
         let _ = finished.await;
@@ -222,7 +222,15 @@ struct CameraQueue<'a> {
     dropping: bool,
 }
 
-impl CameraQueue<'_> {
+/// Where a hub consumer's frames go: a camera's writer lane, or a live HLS segmenter.
+pub trait FrameSink {
+    /// One depacketised frame; `video` for frames of a video track.
+    fn push(&mut self, frame: Frame, video: bool);
+    /// `frames` were lost before reaching the sink (the consumer fell out of the ring).
+    fn dropped(&self, frames: u64, why: &str);
+}
+
+impl FrameSink for CameraQueue<'_> {
     /// Queues one frame; `video` frames after a drop wait for the next keyframe.
     fn push(&mut self, frame: Frame, video: bool) {
         if video && self.dropping && frame.keyframe {
@@ -251,13 +259,13 @@ impl CameraQueue<'_> {
 }
 
 #[derive(PartialEq, Eq)]
-enum Consumed {
+pub enum Consumed {
     /// The publisher finished or a new producer with another description attached.
     StreamEnded,
     Shutdown,
 }
 
-fn stream_header(info: &StreamInfo) -> StreamHeader {
+pub fn stream_header(info: &StreamInfo) -> StreamHeader {
     StreamHeader {
         sdp: info.sdp.render("0.0.0.0", 0, "npt=now-"),
         tracks: info
@@ -306,11 +314,13 @@ fn wall_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-async fn consume(
-    node: &Node,
+/// Reads the hub as frames (depacketised, stamped with wall-clock and extended media time)
+/// into `sink` until the stream ends or `stop` is cancelled.
+pub async fn consume(
+    stop: &tokio_util::sync::CancellationToken,
     stream: &Stream,
     info: &Arc<StreamInfo>,
-    queue: &mut CameraQueue<'_>,
+    queue: &mut impl FrameSink,
 ) -> Consumed {
     let has_video = info.has_video();
     let mut depacketizers: Vec<Option<Depacketizer>> = info
@@ -350,7 +360,7 @@ async fn consume(
                     return Consumed::StreamEnded;
                 }
                 tokio::select! {
-                    _ = node.shutdown.cancelled() => return Consumed::Shutdown,
+                    _ = stop.cancelled() => return Consumed::Shutdown,
                     _ = stream.wait_beyond(cursor) => {}
                 }
                 continue;

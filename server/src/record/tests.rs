@@ -2,6 +2,7 @@
 
 use super::pool::WriterPool;
 use super::writer::{CameraWriter, WriterMsg};
+use super::FrameSink;
 use super::Recordings;
 use crate::playback::library::Library;
 use std::sync::{Arc, Condvar, Mutex};
