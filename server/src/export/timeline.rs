@@ -4,7 +4,11 @@
 //! Time 0 is the keyframe the export starts on. Within one recording a track's times follow
 //! its media timestamps exactly (the RTP clock); where they stop agreeing with wall time by
 //! more than a second (a new recording after a gap, a restarted camera) the track starts a
-//! new run at the frame's wall-clock offset. A gap therefore stays a gap: nothing is
+//! new run at the frame's wall-clock offset, rounded to the track's frame grid (whole
+//! sample durations after the last sample: at most half a frame, 20 ms at 25 fps, off wall
+//! time). The rounding matters: an off-grid jump makes ffmpeg guess a frame rate of 250 from
+//! the timestamps' common divisor and fall back to the average rate, which the gap lowers, so
+//! it writes frames on colliding timestamps. A gap therefore stays a gap: nothing is
 //! stretched, the next sample simply starts later (a `tfdt` jump in a fragmented file; in a
 //! plain one the last frame before the gap lasts until the next recording, see
 //! `mux::TableBuilder`).
@@ -113,27 +117,36 @@ impl Timeline {
         let t0 = self.t0_ms;
         let c = &mut self.clocks[t];
         let ts = c.timescale;
-        // Presentation times, each frame mapped through its track's current run.
-        let pts: Vec<i64> = idx
-            .iter()
-            .map(|&i| {
-                let f = &seg.frames[i];
-                let wall = (f.time_ms - t0).saturating_mul(ts) / 1000;
-                let media = c
-                    .run
-                    .map(|r| r.base + (f.media_ts.wrapping_sub(r.origin) as i64));
-                match media {
-                    Some(m) if (m - wall).abs() <= ts => m,
-                    _ => {
-                        c.run = Some(Run {
-                            base: wall,
-                            origin: f.media_ts,
-                        });
-                        wall
-                    }
+        // Presentation times, each frame mapped through its track's current run. A gap (the
+        // media line disagrees with wall time, or it jumps ahead) starts a new run on the
+        // earlier run's grid.
+        let gap = (4 * i64::from(c.nominal)).max(ts);
+        let mut latest = c.last_dts;
+        let mut pts: Vec<i64> = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let f = &seg.frames[i];
+            let wall = (f.time_ms - t0).saturating_mul(ts) / 1000;
+            let media = c
+                .run
+                .map(|r| r.base + (f.media_ts.wrapping_sub(r.origin) as i64));
+            let p = match media {
+                Some(m) if (m - wall).abs() <= ts && latest.is_none_or(|l| m - l <= gap) => m,
+                _ => {
+                    let target = media.filter(|m| (m - wall).abs() <= ts).unwrap_or(wall);
+                    let base = match (c.run, latest) {
+                        (Some(_), Some(last)) => on_grid(last, target, c.nominal),
+                        _ => target,
+                    };
+                    c.run = Some(Run {
+                        base,
+                        origin: f.media_ts,
+                    });
+                    base
                 }
-            })
-            .collect();
+            };
+            latest = Some(latest.map_or(p, |l| l.max(p)));
+            pts.push(p);
+        }
         let mut sorted = pts.clone();
         sorted.sort_unstable();
         let mut dts = Vec::with_capacity(sorted.len());
@@ -172,6 +185,13 @@ impl Timeline {
             })
             .collect()
     }
+}
+
+/// The time a whole number of `nominal` samples (at least one) after `last` nearest `wall`.
+fn on_grid(last: i64, wall: i64, nominal: u32) -> i64 {
+    let n = i64::from(nominal.max(1));
+    let k = ((wall - last) as f64 / n as f64).round().max(1.0) as i64;
+    last + k * n
 }
 
 fn is_video(seg: &Segment, track: u8) -> bool {
@@ -308,7 +328,7 @@ mod tests {
         assert_eq!(
             c2.tracks[0][0].dts,
             10_200 * 90,
-            "the gap is kept in wall time"
+            "the gap is kept in wall time (10.2 s is on the 40 ms grid)"
         );
         assert!(!continues(
             last.dts,
@@ -321,5 +341,35 @@ mod tests {
         let third = seg((5..8).map(|i| v(t0 + 10_200, 777, i, i == 5)).collect());
         let c3 = tl.cut(&third, 0);
         assert_eq!(c3.tracks[0][0].dts, 10_200 * 90 + 5 * 3600);
+    }
+
+    #[test]
+    fn a_gap_off_the_frame_grid_is_rounded_to_it() {
+        // 4.004 s after the first recording's start (as a camera restart gives), with a new
+        // media line: the next run starts on the 40 ms grid, 4 ms from wall time.
+        let t0 = 50_000;
+        let first = seg((0..5).map(|i| v(t0, 0, i, i == 0)).collect());
+        let second = seg((0..5).map(|i| v(t0 + 4_004, 777, i, i == 0)).collect());
+        let mut tl = Timeline::new(t0, t0 + 60_000, vec![Some(0), None], &[90_000, 8_000]);
+        tl.cut(&first, 0);
+        let c2 = tl.cut(&second, 0);
+        let d = c2.tracks[0][0].dts;
+        assert_eq!(d % 3600, 0, "{d} is on the 3600-tick grid");
+        assert!(
+            (d - 4_004 * 90).abs() <= 1800,
+            "{d} within half a frame of wall time"
+        );
+        assert!(c2.tracks[0].windows(2).all(|w| w[1].dts - w[0].dts == 3600));
+        // The same when the media line follows wall time across the gap (a source whose RTP
+        // clock is the wall clock): the media jump is off the grid too.
+        let mut tl = Timeline::new(t0, t0 + 60_000, vec![Some(0), None], &[90_000, 8_000]);
+        tl.cut(&first, 0);
+        let third = seg((0..5)
+            .map(|i| v(t0 + 4_004, 4_004 * 90, i, i == 0))
+            .collect());
+        let c3 = tl.cut(&third, 0);
+        let d = c3.tracks[0][0].dts;
+        assert_eq!(d % 3600, 0, "{d} is on the 3600-tick grid");
+        assert!((d - 4_004 * 90).abs() <= 1800, "{d}");
     }
 }
