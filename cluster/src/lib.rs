@@ -15,12 +15,14 @@ pub mod gateway;
 pub mod knn;
 pub mod load;
 pub mod place;
+pub mod planner;
 pub mod rem;
 pub mod similarity;
 pub mod view;
 
 pub use config::{
-    ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, SchedConfig,
+    ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, PlannerConfig, Replicas,
+    SchedConfig,
 };
 pub use election::{elect, next_term, Candidate};
 pub use feedback::{next_period, period_delta, FeedbackPeriod};

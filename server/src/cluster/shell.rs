@@ -152,6 +152,7 @@ impl Cluster {
             gateway: c.gateway,
             knn: c.knn.clone(),
             feedback: c.feedback,
+            planner: c.planner,
         };
         if let Some(path) = &c.knn_training_file {
             #[derive(serde::Deserialize)]
