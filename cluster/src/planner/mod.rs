@@ -15,6 +15,7 @@
 //! greedy plan, which is also what a timeout returns ([`greedy`]).
 
 mod feasible;
+pub mod from_view;
 pub mod greedy;
 mod milp;
 pub mod predict;

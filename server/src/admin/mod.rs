@@ -3,6 +3,7 @@
 pub mod api;
 pub mod metrics;
 pub mod migrate_api;
+pub mod plan_api;
 pub mod process;
 pub mod token;
 pub mod views;

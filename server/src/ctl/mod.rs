@@ -43,8 +43,11 @@ pub enum What {
     Drain { node: String },
     /// Let a drained node take placements again.
     Undrain { node: String },
+    /// The scheduler's last migration plan (§D.2): prediction, objective, solve time, moves.
+    Plan,
 }
 
+mod plan;
 mod steer;
 
 /// The admin token: from the config file given, else from `VIGIL_API_TOKEN`.
@@ -88,6 +91,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         } => return steer::migrate(api, token, json, session, node, mode.as_deref()),
         What::Drain { node } => return steer::drain(api, token, json, node),
         What::Undrain { node } => return steer::undrain(api, token, json, node),
+        What::Plan => return plan::show(api, token, json),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -325,7 +329,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 ]);
             }
         }
-        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } => {}
+        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } | What::Plan => {}
     }
     println!("{table}");
     Ok(())
