@@ -81,7 +81,7 @@ pub struct GatewayConfig {
     pub load_ove: f64,
     /// §B.1 TS_max = μ·RST_max (ms): idle time after which a camera sleeps.
     pub ts_max_ms: i64,
-    /// §B.1 PS_max: largest share of a node's cameras that may sleep.
+    /// §B.1 PS_max: largest share of a node's cameras that may sleep (0: none sleeps).
     pub ps_max: f64,
     /// §B.5 M: how many most-recently-finished idle cameras are considered.
     pub recent_m: usize,

@@ -28,6 +28,9 @@ pub struct PathEntry {
     pub last_demand: Mutex<Instant>,
     /// A recorder task runs for this path.
     pub recording: std::sync::atomic::AtomicBool,
+    /// §B.1: an always-on pull camera disconnected for want of use (`ingest::sleep`); the
+    /// next DESCRIBE wakes it. Changed under the `puller` lock.
+    pub asleep: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -198,6 +201,7 @@ impl Node {
                 puller: Mutex::new(None),
                 last_demand: Mutex::new(Instant::now()),
                 recording: Default::default(),
+                asleep: Default::default(),
             };
             node.paths_mut().insert(name, Arc::new(entry));
         }
@@ -250,6 +254,7 @@ impl Node {
             puller: Mutex::new(None),
             last_demand: Mutex::new(Instant::now()),
             recording: Default::default(),
+            asleep: Default::default(),
         });
         paths.insert(name.to_string(), entry.clone());
         Some(entry)

@@ -42,6 +42,7 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/metrics", get(metrics))
         .merge(super::migrate_api::router(node.clone()))
         .merge(super::plan_api::router(node.clone()))
+        .merge(super::cameras_api::router(node.clone()))
         .with_state(AppState { node, prometheus })
         .layer(axum::middleware::from_fn_with_state(
             gate,

@@ -1,6 +1,7 @@
 //! Admin HTTP API (JSON) and Prometheus `/metrics`, and the views `vigil ctl` prints.
 
 pub mod api;
+pub mod cameras_api;
 pub mod metrics;
 pub mod migrate_api;
 pub mod plan_api;

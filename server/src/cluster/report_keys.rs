@@ -209,6 +209,7 @@ pub(crate) mod tests {
                 .collect(),
             cache_bytes: 1,
             live: (0..live).map(|i| format!("live-camera-{i}")).collect(),
+            asleep: Vec::new(),
             period_s: 1,
             at_ms: 2,
             draining: false,

@@ -45,8 +45,12 @@ pub enum What {
     Undrain { node: String },
     /// The scheduler's last migration plan (§D.2): prediction, objective, solve time, moves.
     Plan,
+    /// Cameras: the node holding each, live or asleep, viewers, bitrate, recording, and
+    /// where it is bound and why.
+    Cameras,
 }
 
+mod cameras;
 mod plan;
 mod steer;
 
@@ -92,6 +96,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         What::Drain { node } => return steer::drain(api, token, json, node),
         What::Undrain { node } => return steer::undrain(api, token, json, node),
         What::Plan => return plan::show(api, token, json),
+        What::Cameras => return cameras::show(api, token, json),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -329,7 +334,11 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 ]);
             }
         }
-        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } | What::Plan => {}
+        What::Migrate { .. }
+        | What::Drain { .. }
+        | What::Undrain { .. }
+        | What::Plan
+        | What::Cameras => {}
     }
     println!("{table}");
     Ok(())

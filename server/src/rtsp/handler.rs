@@ -9,7 +9,7 @@ use crate::live::stream::StreamInfo;
 use crate::node::{Node, PathEntry, Publisher};
 use rand::Rng;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use vigil_conf::{PublisherConflict, Source};
@@ -194,11 +194,8 @@ impl Conn {
         let stream = target.path.stream.clone();
         if !stream.is_live() {
             if let Source::Pull { .. } = target.path.source {
-                crate::ingest::pull::ensure_running(&self.node, &target.path);
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while !stream.is_live() && Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                crate::ingest::pull::wake(&self.node, &target.path);
+                stream.wait_live(Duration::from_secs(10)).await;
             }
         }
         let Some(info) = stream.info().filter(|_| stream.is_live()) else {
