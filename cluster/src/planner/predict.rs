@@ -88,11 +88,7 @@ pub fn predict(
     }
     let rate_per_s = f64::from(arrivals) / (window_ms as f64 / 1000.0);
     let mean = rate_per_s * horizon_ms as f64 / 1000.0;
-    let total = match Poisson::new(mean) {
-        Ok(p) if (0.0..1.0).contains(&quantile) && quantile > 0.0 => p.inverse_cdf(quantile),
-        _ => mean.round() as u64,
-    }
-    .min(u64::from(u32::MAX)) as u32;
+    let total = poisson_quantile(mean, quantile).min(u64::from(u32::MAX)) as u32;
     let mut ranked: Vec<(&String, u32)> = counts
         .iter()
         .filter(|(_, n)| **n > 0)
@@ -130,6 +126,37 @@ pub fn predict(
             .map(|((c, _), n)| ((*c).clone(), n))
             .collect(),
     }
+}
+
+/// The smallest k with P(X ≤ k) ≥ q for X ~ Poisson(mean). The search is written here
+/// over statrs' CDF because statrs 0.18's `inverse_cdf` panics when the answer is 0 (its
+/// bisection starts at a lower bound whose CDF already exceeds q), which a quiet camera's
+/// small mean hits; 0.19 fixes it but needs a newer Rust than the workspace's.
+pub fn poisson_quantile(mean: f64, q: f64) -> u64 {
+    let Ok(p) = Poisson::new(mean) else {
+        return 0;
+    };
+    if !(q > 0.0 && q < 1.0) {
+        return mean.round().max(0.0) as u64;
+    }
+    if p.cdf(0) >= q {
+        return 0;
+    }
+    // cdf(lo) < q ≤ cdf(hi).
+    let (mut lo, mut hi) = (0u64, (mean.ceil() as u64).max(1));
+    while p.cdf(hi) < q {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if p.cdf(mid) >= q {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }
 
 /// −slope of ln(count) on ln(rank) by least squares; 0 with fewer than two ranks. Written

@@ -233,6 +233,13 @@ fn prediction_by_hand() {
     // Quantile 0.9 of Poisson(5) = 8 (P(X ≤ 7) = 0.867, P(X ≤ 8) = 0.932).
     assert_eq!(predict(&counts, 20_000, 20_000, 0.9, 3.0).total, 8);
     assert_eq!(predict(&BTreeMap::new(), 20_000, 20_000, 0.5, 3.0).total, 0);
+    // One arrival in 60 s, the next 10 s: Poisson(1/6), P(X = 0) = 0.846 ≥ 0.5 → 0 (the case
+    // statrs' own inverse CDF panics on).
+    let one = BTreeMap::from([("a".to_string(), 1)]);
+    assert_eq!(predict(&one, 60_000, 10_000, 0.5, 3.0).total, 0);
+    assert_eq!(predict(&one, 60_000, 10_000, 0.9, 3.0).total, 1);
+    // Large means: Poisson(10 000) median 10 000.
+    assert_eq!(predict::poisson_quantile(10_000.0, 0.5), 10_000);
 }
 
 #[test]

@@ -127,12 +127,26 @@ impl Cluster {
         };
         let cluster = self.clone();
         tokio::spawn(async move {
-            let (view, inst, prediction) = job;
-            let plan = tokio::task::spawn_blocking(move || planner::plan(&inst, &cfg)).await;
+            let (view, holders, counts) = job;
+            // Prediction and planning off the runtime and outside the state lock: a panic
+            // here ends this plan, not the membership loop.
+            let planned = tokio::task::spawn_blocking(move || {
+                let prediction = planner::predict(
+                    &counts,
+                    cfg.window_ms,
+                    cfg.horizon(),
+                    cfg.quantile,
+                    cfg.zipf_max_s,
+                );
+                let inst = from_view::instance(&view, &holders, &prediction.requests, &cfg);
+                (view, planner::plan(&inst, &cfg), prediction)
+            })
+            .await;
             let moves = {
                 let mut st = cluster.state();
                 st.planner.running = false;
-                let Ok(plan) = plan else {
+                let Ok((view, plan, prediction)) = planned else {
+                    tracing::warn!("the migration planner failed; it plans again next period");
                     return;
                 };
                 cluster.record_plan(&mut st, &view, plan, prediction, &cfg, now)
@@ -161,13 +175,18 @@ impl Cluster {
         });
     }
 
-    /// The view, the instance and the prediction the plan is made from.
+    /// What the plan is made from: the view, the live cameras' holders and the window's
+    /// arrivals per content.
     fn planner_job(
         &self,
         st: &State,
         cfg: &PlannerConfig,
         now: i64,
-    ) -> (ClusterView, planner::Instance, Prediction) {
+    ) -> (
+        ClusterView,
+        BTreeMap<String, Vec<String>>,
+        BTreeMap<String, u32>,
+    ) {
         let view = ClusterView::new(
             st.views.values().map(|(_, v)| v.clone()).collect(),
             self.policy_cfg.sched.weights,
@@ -183,16 +202,7 @@ impl Cluster {
         for (cam, node) in &st.bindings.cameras {
             holders.entry(cam.clone()).or_default().push(node.clone());
         }
-        let counts = st.planner.log.counts(now, cfg.window_ms);
-        let prediction = planner::predict(
-            &counts,
-            cfg.window_ms,
-            cfg.horizon(),
-            cfg.quantile,
-            cfg.zipf_max_s,
-        );
-        let inst = from_view::instance(&view, &holders, &prediction.requests, cfg);
-        (view, inst, prediction)
+        (view, holders, st.planner.log.counts(now, cfg.window_ms))
     }
 
     /// Keeps the plan, picks the sessions of its moves and marks them in flight. The moves
