@@ -240,4 +240,6 @@ pub struct ClusterConfig {
     pub knn: KnnConfig,
     pub feedback: FeedbackConfig,
     pub planner: PlannerConfig,
+    /// Live edges (issue 11 §3).
+    pub edge: crate::edge::EdgeConfig,
 }

@@ -9,6 +9,7 @@
 //! `shared/ALGORITHMS.md`.
 
 pub mod config;
+pub mod edge;
 pub mod election;
 pub mod feedback;
 pub mod gateway;
@@ -24,6 +25,7 @@ pub use config::{
     ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, PlannerConfig, Replicas,
     SchedConfig,
 };
+pub use edge::{place_live, EdgeConfig, LiveRequest};
 pub use election::{elect, next_term, Candidate};
 pub use feedback::{next_period, period_delta, FeedbackPeriod};
 pub use knn::{classify, default_training_set, load_weight, NodeClass, TrainingSample};

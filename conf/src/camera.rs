@@ -60,20 +60,26 @@ impl CameraConfig {
     }
 }
 
+/// The one rule for a camera id, wherever one arrives (config, a publisher's ANNOUNCE, a
+/// playback URL, the ingest API). The id names a directory on the shared storage root, so
+/// the storage crate's rule for path components is the rule.
+pub fn is_valid_camera_id(id: &str) -> bool {
+    vigil_storage::is_valid_id(id)
+}
+
+/// What to tell whoever sent an id that [`is_valid_camera_id`] refuses.
+pub fn camera_id_error(id: &str) -> String {
+    format!(
+        "camera id {id:?}: use up to 128 letters, digits, '-', '_' and '.', not starting with '.'"
+    )
+}
+
 /// Camera ids are well-formed and unique; pull sources are rtsp:// URLs.
 pub(crate) fn validate(cameras: &[CameraConfig]) -> Result<(), ConfigError> {
     let mut seen = std::collections::HashSet::new();
     for cam in cameras {
-        if cam.id.is_empty()
-            || !cam
-                .id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(ConfigError::Invalid(format!(
-                "camera id {:?}: use letters, digits, '-', '_' and '.'",
-                cam.id
-            )));
+        if !is_valid_camera_id(&cam.id) {
+            return Err(ConfigError::Invalid(camera_id_error(&cam.id)));
         }
         if !seen.insert(cam.id.as_str()) {
             return Err(ConfigError::Invalid(format!(

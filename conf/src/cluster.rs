@@ -71,6 +71,8 @@ pub struct ClusterConf {
     /// `[cluster.planner]`: §D.2 min-migration planner (period, Δt, quantile, cap, solver
     /// time limit and gap).
     pub planner: vigil_cluster::PlannerConfig,
+    /// `[cluster.edge]`: live viewers of a loaded holder served by nodes relaying from it.
+    pub edge: vigil_cluster::EdgeConfig,
 }
 
 /// `[cluster.migration]`: moving running playback sessions between nodes (issue 7).
@@ -134,6 +136,7 @@ impl Default for ClusterConf {
             feedback: Default::default(),
             migration: Default::default(),
             planner: Default::default(),
+            edge: Default::default(),
             reservation_ms: 2000,
         }
     }

@@ -11,7 +11,7 @@ mod cluster;
 mod recording;
 
 pub use auth::{AuthConfig, Rights, UserConfig};
-pub use camera::{CameraConfig, PullTransport, Source};
+pub use camera::{camera_id_error, is_valid_camera_id, CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
 pub use recording::{CacheConfig, PlaybackConfig, RecordMode, StorageConfig, StorageEmulation};
 
@@ -387,8 +387,11 @@ mod tests {
     #[test]
     fn typos_and_bad_values_are_rejected() {
         assert!(Config::from_toml("[rtsp]\nlisen = \"0.0.0.0:1\"").is_err());
-        let e = Config::from_toml("[[camera]]\nid = \"a b\"").unwrap_err();
-        assert!(e.to_string().contains("a b"), "{e}");
+        for bad in ["a b", "..", ".hidden", "a/b", ""] {
+            let e = Config::from_toml(&format!("[[camera]]\nid = \"{bad}\"")).unwrap_err();
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+        }
+        assert!(is_valid_camera_id("gate-1.north_2"));
         let e = Config::from_toml("[[camera]]\nid = \"a\"\nsource = \"http://x\"").unwrap_err();
         assert!(e.to_string().contains("rtsp://"), "{e}");
         let e = Config::from_toml("[[camera]]\nid = \"a\"\n[[camera]]\nid = \"a\"\n").unwrap_err();

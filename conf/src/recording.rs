@@ -44,6 +44,10 @@ pub struct StorageEmulation {
     /// Added to every segment read for playback (a cache miss or read-ahead), as the
     /// latency of a loaded IPSAN LUN would be. 0 = none.
     pub read_latency_ms: u64,
+    /// Added to every frame the recorder writes (on the writer pool's thread), as a slow
+    /// or failing LUN would: recording falls behind and drops visibly; live viewing must
+    /// not notice. 0 = none.
+    pub write_latency_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

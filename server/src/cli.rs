@@ -131,6 +131,7 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
                         camera,
                         time_ms: time_ms.unwrap_or_else(crate::cluster::now_ms),
                         vbr_bps: crate::cluster::report::DEFAULT_VBR_BPS,
+                        live: false,
                     },
                 };
                 let resp =

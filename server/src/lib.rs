@@ -18,6 +18,7 @@ pub mod migrate;
 pub mod net;
 pub mod node;
 pub mod playback;
+pub mod procfs;
 pub mod record;
 pub mod rtsp;
 pub mod serve;

@@ -31,6 +31,9 @@ pub struct PathEntry {
     /// §B.1: an always-on pull camera disconnected for want of use (`ingest::sleep`); the
     /// next DESCRIBE wakes it. Changed under the `puller` lock.
     pub asleep: std::sync::atomic::AtomicBool,
+    /// Cluster edge: the node this path relays the camera from (issue 11 §3). A relayed
+    /// path is neither recorded here (the holder records) nor published to.
+    pub relay_from: Mutex<Option<String>>,
 }
 
 #[derive(Clone)]
@@ -42,6 +45,45 @@ pub struct Publisher {
 impl PathEntry {
     pub fn publisher(&self) -> MutexGuard<'_, Option<Publisher>> {
         self.publisher.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The holder this path relays from, when this node is an edge for it.
+    pub fn relay_from(&self) -> Option<String> {
+        self.relay_from
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn set_relay_from(&self, holder: Option<String>) {
+        *self.relay_from.lock().unwrap_or_else(|p| p.into_inner()) = holder;
+    }
+
+    /// Live here from a source of this node's own (not relayed from another node).
+    pub fn is_held_live(&self) -> bool {
+        self.stream.is_live() && self.relay_from().is_none()
+    }
+
+    fn new(
+        name: &str,
+        stream: Arc<Stream>,
+        source: Source,
+        configured: bool,
+        on_demand: bool,
+    ) -> Self {
+        PathEntry {
+            stream,
+            name: name.to_string(),
+            source,
+            configured,
+            on_demand,
+            publisher: Mutex::new(None),
+            puller: Mutex::new(None),
+            last_demand: Mutex::new(Instant::now()),
+            recording: Default::default(),
+            relay_from: Mutex::new(None),
+            asleep: Default::default(),
+        }
     }
 }
 
@@ -188,21 +230,11 @@ impl Node {
         };
         for cam in &node.config.cameras {
             let name = format!("live/{}", cam.id);
-            let entry = PathEntry {
-                stream: Arc::new(Stream::new(
-                    name.clone(),
-                    RingLimits::from_config(&node.config.live),
-                )),
-                name: name.clone(),
-                source: cam.source(),
-                configured: true,
-                on_demand: cam.on_demand,
-                publisher: Mutex::new(None),
-                puller: Mutex::new(None),
-                last_demand: Mutex::new(Instant::now()),
-                recording: Default::default(),
-                asleep: Default::default(),
-            };
+            let stream = Arc::new(Stream::new(
+                name.clone(),
+                RingLimits::from_config(&node.config.live),
+            ));
+            let entry = PathEntry::new(&name, stream, cam.source(), true, cam.on_demand);
             node.paths_mut().insert(name, Arc::new(entry));
         }
         Arc::new(node)
@@ -231,31 +263,39 @@ impl Node {
     pub fn path_for_publish(&self, name: &str) -> Option<Arc<PathEntry>> {
         let mut paths = self.paths_mut();
         if let Some(p) = paths.get(name) {
-            return (p.source == Source::Push).then(|| p.clone());
+            return (p.source == Source::Push && p.relay_from().is_none()).then(|| p.clone());
         }
+        self.new_dynamic_path(&mut paths, name)
+    }
+
+    /// The path an edge relays `name` into: the configured one, or a new unlisted one.
+    /// None when the camera is held here (a publisher or a running pull of this node's).
+    pub fn path_for_relay(&self, name: &str) -> Option<Arc<PathEntry>> {
+        let mut paths = self.paths_mut();
+        if let Some(p) = paths.get(name) {
+            let own_source = p.publisher().is_some()
+                || (p.puller.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+                    && p.relay_from().is_none())
+                || p.source == Source::Demo;
+            return (!own_source).then(|| p.clone());
+        }
+        self.new_dynamic_path(&mut paths, name)
+    }
+
+    fn new_dynamic_path(
+        &self,
+        paths: &mut HashMap<String, Arc<PathEntry>>,
+        name: &str,
+    ) -> Option<Arc<PathEntry>> {
         let id = name.strip_prefix("live/")?;
-        if id.is_empty()
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+        if !vigil_conf::is_valid_camera_id(id) {
             return None;
         }
-        let entry = Arc::new(PathEntry {
-            stream: Arc::new(Stream::new(
-                name,
-                RingLimits::from_config(&self.config.live),
-            )),
-            name: name.to_string(),
-            source: Source::Push,
-            configured: false,
-            on_demand: false,
-            publisher: Mutex::new(None),
-            puller: Mutex::new(None),
-            last_demand: Mutex::new(Instant::now()),
-            recording: Default::default(),
-            asleep: Default::default(),
-        });
+        let stream = Arc::new(Stream::new(
+            name,
+            RingLimits::from_config(&self.config.live),
+        ));
+        let entry = Arc::new(PathEntry::new(name, stream, Source::Push, false, false));
         paths.insert(name.to_string(), entry.clone());
         Some(entry)
     }
@@ -267,6 +307,7 @@ impl Node {
         if let Some(p) = paths.get(name) {
             if !p.configured
                 && p.publisher().is_none()
+                && p.relay_from().is_none()
                 && p.stream.readers.load(Ordering::Acquire) == 0
             {
                 paths.remove(name);

@@ -83,18 +83,22 @@ impl<T> IoContext<T> for io::Result<T> {
     }
 }
 
-/// Checks an id (camera or node) that becomes a path component: non-empty, at most 128
-/// characters of `[A-Za-z0-9._-]`, and not `.`/`..`, so it can never escape the root.
-pub(crate) fn validate_id(id: &str) -> Result<(), StorageError> {
-    let ok = !id.is_empty()
+/// Whether an id (camera or node) may become a path component: non-empty, at most 128
+/// characters of `[A-Za-z0-9._-]`, not starting with '.' (so never `.`/`..`): it can never
+/// escape the root. The one rule for camera ids: config, publishers, playback URLs and the
+/// API all check ids with it (through `vigil_conf::is_valid_camera_id`).
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
         && id.len() <= 128
-        && id != "."
-        && id != ".."
         && !id.starts_with('.')
         && id
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok {
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// [`is_valid_id`] as a typed error.
+pub(crate) fn validate_id(id: &str) -> Result<(), StorageError> {
+    if is_valid_id(id) {
         Ok(())
     } else {
         Err(StorageError::InvalidCamera(id.to_string()))

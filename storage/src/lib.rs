@@ -42,7 +42,7 @@ mod lease;
 mod recorder;
 mod store;
 
-pub use error::{is_disk_full, StorageError};
+pub use error::{is_disk_full, is_valid_id, StorageError};
 pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use recorder::Recorder;

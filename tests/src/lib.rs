@@ -952,15 +952,6 @@ pub fn placed_by_hand(url: &str, key: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_millis() as i64;
-    // A marker is good for one connection, and two made in the same millisecond for one path
-    // are the same marker: every call gets a later expiry than the one before.
-    static LAST: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let prev = LAST.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
-    let now = if prev >= now {
-        LAST.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
-    } else {
-        now
-    };
     vigil_server::cluster::signed_redirect_url(key.as_bytes(), &base, url, "", now)
 }
 

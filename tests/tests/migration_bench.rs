@@ -38,16 +38,9 @@ fn row(name: &str, v: &mut [f64]) {
     );
 }
 
-/// CPU seconds (user + system) of a process, from /proc/<pid>/stat.
+/// CPU seconds (user + system) of a process.
 fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name.
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+    vigil_server::procfs::process(pid).map_or(0.0, |s| s.cpu_seconds)
 }
 
 /// Lost (never seen) and duplicated sequence numbers of one stream.

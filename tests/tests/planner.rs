@@ -7,8 +7,9 @@ use vigil_tests::secure_cluster::{self, assert_one_stream, placed, spawn_viewer}
 use vigil_tests::{ctl, poll_until, rfc3339, spawn_ffmpeg_decode};
 
 /// Cap 5 streams per node; Δt and the predicted period 30 s, planning every 500 ms; REM off
-/// so that only the planner moves sessions.
-const PLANNER_KEYS: &str = "[cluster.migration]\nrem = false\n\
+/// so that only the planner moves sessions; live edges off, so that a live camera's viewers
+/// can only be served by its holder.
+const PLANNER_KEYS: &str = "[cluster.migration]\nrem = false\n[cluster.edge]\nenabled = false\n\
     [cluster.planner]\nperiod_ms = 500\nwindow_ms = 30000\nhorizon_ms = 30000\nnode_cap = 5\n";
 
 /// Node 1 holds the demo camera live and plays three recordings of it; two live viewers

@@ -16,14 +16,16 @@ pub fn content_of(camera: &str, source: StreamSource) -> String {
     }
 }
 
-/// `holders`: camera → nodes holding it live (they alone serve its live requests). A live
-/// camera nobody holds yet is served by nobody: its requests stay unmet (binding and waking
-/// it are §B's business, not a session move's).
+/// `holders`: camera → nodes holding it live (they alone serve its live requests unless
+/// `live_edges`: with live edges (issue 11 §3) any alive node can relay a held camera). A
+/// live camera nobody holds yet is served by nobody: its requests stay unmet (binding and
+/// waking it are §B's business, not a session move's).
 pub fn instance(
     view: &ClusterView,
     holders: &BTreeMap<CameraId, Vec<NodeId>>,
     requests: &BTreeMap<String, u32>,
     cfg: &PlannerConfig,
+    live_edges: bool,
 ) -> Instance {
     let alive: Vec<usize> = (0..view.len()).filter(|&i| view.node(i).alive).collect();
     let pos = |i: usize| alive.iter().position(|&a| a == i);
@@ -71,7 +73,11 @@ pub fn instance(
                     .collect();
                 s.sort_unstable();
                 s.dedup();
-                s
+                if live_edges && !s.is_empty() {
+                    all.clone()
+                } else {
+                    s
+                }
             } else {
                 match cfg.replicas {
                     Replicas::Shared => all.clone(),
@@ -157,7 +163,12 @@ mod tests {
             node_cap: 2,
             ..PlannerConfig::default()
         };
-        let inst = instance(&view, &holders, &req, &cfg);
+        // With live edges any node can relay gate: nothing needs to move.
+        let edges = instance(&view, &holders, &req, &cfg, true);
+        let gate = edges.contents.iter().find(|c| c.id == "live/gate").unwrap();
+        assert_eq!(gate.servers, vec![0, 1]);
+        assert_eq!(super::super::plan(&edges, &cfg).moved, 0);
+        let inst = instance(&view, &holders, &req, &cfg, false);
         assert_eq!(inst.nodes.len(), 2);
         assert!(inst.nodes.iter().all(|n| n.cap == 2));
         let c = |id: &str| inst.contents.iter().find(|c| c.id == id).unwrap();
@@ -192,7 +203,7 @@ mod tests {
             replicas: Replicas::Resident,
             ..PlannerConfig::default()
         };
-        let inst = instance(&view, &BTreeMap::new(), &req, &cfg);
+        let inst = instance(&view, &BTreeMap::new(), &req, &cfg, false);
         let c = |id: &str| inst.contents.iter().find(|c| c.id == id).unwrap();
         assert_eq!(c("playback/yard").servers, vec![0]);
         assert_eq!(c("playback/door").servers, vec![1]);

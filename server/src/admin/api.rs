@@ -102,7 +102,10 @@ pub fn path_views(node: &Node) -> Vec<PathView> {
             let s = &p.stream;
             PathView {
                 path: p.name.clone(),
-                source: source_text(&p.source),
+                source: match p.relay_from() {
+                    Some(holder) => format!("relay from {holder}"),
+                    None => source_text(&p.source),
+                },
                 live: s.is_live(),
                 codecs: s
                     .info()
@@ -226,7 +229,7 @@ struct NodeInfo {
     rtsp_listen: String,
     uptime_secs: f64,
     sessions: usize,
-    process: Option<super::process::ProcessStats>,
+    process: Option<crate::procfs::ProcessStats>,
 }
 
 async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
@@ -236,7 +239,7 @@ async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
         rtsp_listen: n.config.rtsp.listen.to_string(),
         uptime_secs: n.started.elapsed().as_secs_f64(),
         sessions: n.session_count(),
-        process: super::process::current(),
+        process: crate::procfs::current(),
     })
 }
 
@@ -295,6 +298,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
                 streams: nv.map_or(0, |n| n.streams.len()),
                 cache_bytes: r.map_or(0, |r| r.cache_bytes),
                 live: r.map(|r| r.live.clone()).unwrap_or_default(),
+                edges: r.map(|r| r.edges.clone()).unwrap_or_default(),
                 priority: r.map(|r| r.priority),
                 report_age_ms: r.map(|r| now - r.at_ms),
                 id: m.id,
@@ -373,14 +377,10 @@ pub fn ingest_view(
     camera: &str,
 ) -> Result<super::views::IngestView, (StatusCode, String)> {
     use super::views::IngestView;
-    if camera.is_empty()
-        || !camera
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
+    if !vigil_conf::is_valid_camera_id(camera) {
         return Err((
             StatusCode::BAD_REQUEST,
-            format!("camera id {camera:?}: use letters, digits, '-', '_' and '.'\n"),
+            format!("{}\n", vigil_conf::camera_id_error(camera)),
         ));
     }
     let url = |base: &str| format!("{}/live/{camera}", base.trim_end_matches('/'));

@@ -5,6 +5,5 @@ pub mod cameras_api;
 pub mod metrics;
 pub mod migrate_api;
 pub mod plan_api;
-pub mod process;
 pub mod token;
 pub mod views;

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PathView {
     pub path: String,
-    /// "push", "demo" or the pull URL with credentials removed.
+    /// "push", "demo", the pull URL with credentials removed, or "relay from <node>" on a
+    /// cluster edge.
     pub source: String,
     pub live: bool,
     pub codecs: Vec<String>,
@@ -123,6 +124,9 @@ pub struct ClusterNodeView {
     pub streams: usize,
     pub cache_bytes: u64,
     pub live: Vec<String>,
+    /// Cameras it relays from their holder (a live edge).
+    #[serde(default)]
+    pub edges: Vec<String>,
     pub priority: Option<u32>,
     pub report_age_ms: Option<i64>,
     /// Being drained: it takes no placement.

@@ -17,8 +17,8 @@ pub mod playback;
 pub mod record;
 mod report;
 
-use crate::admin::process::{self, ProcessStats};
 use crate::client::{play, ClientTransport, PlayOptions, Stats};
+use crate::procfs::{self as process, ProcessStats};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use report::{NodeWindow, ReaderOutcome};
@@ -54,6 +54,10 @@ pub struct LiveArgs {
     /// The node's admin API, for its pid (CPU, RSS) and ingest counters.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub api: String,
+    /// The admin APIs of the cluster's other nodes: the table adds each one's CPU over the
+    /// window, and how many viewers each node served (the scheduler may redirect them).
+    #[arg(long = "cluster-api")]
+    pub cluster_api: Vec<String>,
     /// Viewers started per second; 0 starts them all at once.
     #[arg(long, default_value_t = 200.0)]
     pub ramp_per_sec: f64,
@@ -138,29 +142,16 @@ impl NodeProbe {
     /// (process stats, packets in, when) — blocking; run off the async workers.
     fn sample(&self) -> Option<(ProcessStats, Option<u64>, Instant)> {
         let packets = self.packets_in();
-        let stats = process::read(self.pid)?;
+        let stats = process::process(self.pid)?;
         Some((stats, packets, Instant::now()))
     }
 }
 
-/// CPU seconds the whole machine (all cores) has spent busy, and in softirq, from
-/// /proc/stat. Loopback traffic's receive processing runs in softirq context, which Linux
-/// may charge to no process, so the per-process figures alone can flatter the node.
+/// CPU seconds the whole machine (all cores) has spent busy, and in softirq. Loopback
+/// traffic's receive processing runs in softirq context, which Linux may charge to no
+/// process, so the per-process figures alone can flatter the node.
 fn machine_ticks() -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()?
-        .strip_prefix("cpu ")?
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let total: u64 = fields.iter().take(8).sum();
-    let idle = fields.get(3)? + fields.get(4)?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(((total - idle) as f64 / hz, *fields.get(6)? as f64 / hz))
+    crate::procfs::CpuTimes::read().map(|c| c.seconds())
 }
 
 fn get(api: &str, path: &str) -> anyhow::Result<String> {
@@ -217,16 +208,60 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
             tokio::time::sleep_until(at.into()).await;
             match play(&url, opts).await {
                 Ok(player) => {
+                    // The node serving it: where its SETUP went (after any redirect).
+                    let node = player
+                        .tracks()
+                        .first()
+                        .and_then(|t| url::Url::parse(&t.url).ok())
+                        .map(|u| {
+                            format!(
+                                "{}:{}",
+                                u.host_str().unwrap_or("?"),
+                                u.port().unwrap_or(554)
+                            )
+                        })
+                        .unwrap_or_default();
                     let stats: Stats = player
                         .collect_stats(tokio::time::sleep_until(end.into()), Some(mark))
                         .await;
-                    ReaderOutcome::Played(Box::new(stats))
+                    ReaderOutcome::Played(Box::new(stats), node)
                 }
                 Err(e) => ReaderOutcome::Failed(e.to_string()),
             }
         }));
     }
 
+    // The cluster's other nodes: their CPU over the same window.
+    let others = {
+        let (apis, url) = (args.cluster_api.clone(), args.url.clone());
+        blocking(move || {
+            apis.iter()
+                .map(|api| NodeProbe::connect(api, &url).map(|p| (api.clone(), p.pid)))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .await
+        .transpose()?
+        .unwrap_or_default()
+    };
+    let cluster_cpu = tokio::spawn(async move {
+        tokio::time::sleep_until(mark.into()).await;
+        let first: Vec<_> = others
+            .iter()
+            .map(|(_, pid)| process::process(*pid))
+            .collect();
+        tokio::time::sleep_until(end.into()).await;
+        let secs = end.duration_since(mark).as_secs_f64();
+        others
+            .iter()
+            .zip(first)
+            .map(|((api, pid), a)| {
+                let cpu = a
+                    .zip(process::process(*pid))
+                    .map(|(a, b)| (b.cpu_seconds - a.cpu_seconds) / secs * 100.0);
+                (api.clone(), cpu)
+            })
+            .collect::<Vec<_>>()
+    });
     let monitor = probe.clone().map(|probe| {
         tokio::spawn(async move {
             tokio::time::sleep_until(mark.into()).await;
@@ -238,7 +273,7 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             while Instant::now() + Duration::from_millis(500) < end {
                 tick.tick().await;
-                if let Some(s) = process::read(probe.pid) {
+                if let Some(s) = process::process(probe.pid) {
                     rss_max = rss_max.max(s.rss_bytes);
                 }
             }
@@ -264,5 +299,7 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
         Some(m) => m.await.ok().flatten(),
         None => None,
     };
-    Ok(report::Report::new(args, outcomes, node, mark, end))
+    let mut report = report::Report::new(args, outcomes, node, mark, end);
+    report.cluster_cpu = cluster_cpu.await.unwrap_or_default();
+    Ok(report)
 }

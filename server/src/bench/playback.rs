@@ -14,8 +14,8 @@
 //! warm-up; reported: the delivered rate per session and in total, loss, and the node's CPU.
 
 use super::{blocking, get, machine_ticks};
-use crate::admin::process;
 use crate::client::{play, ClientTransport, PlayOptions, PlayRequest, Stats};
+use crate::procfs as process;
 use anyhow::Context;
 use clap::Args;
 use std::time::{Duration, Instant};
@@ -273,11 +273,11 @@ async fn hold(args: &PlaybackArgs, secs: u64) -> anyhow::Result<serde_json::Valu
         .map(|p| tokio::spawn(p.collect_stats(tokio::time::sleep_until(end.into()), Some(mark))))
         .collect();
     tokio::time::sleep_until(mark.into()).await;
-    let node_first = pid.and_then(process::read);
+    let node_first = pid.and_then(process::process);
     let bench_first = process::current();
     let machine_first = machine_ticks();
     tokio::time::sleep_until(end.into()).await;
-    let node_last = pid.and_then(process::read);
+    let node_last = pid.and_then(process::process);
     let bench_last = process::current();
     let machine_last = machine_ticks();
     let mut stats: Vec<Stats> = Vec::new();

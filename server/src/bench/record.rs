@@ -9,8 +9,8 @@
 //! cost more than the node being measured.
 
 use super::{blocking, get, machine_ticks};
-use crate::admin::process;
 use crate::client::{Clip, Publisher};
+use crate::procfs as process;
 use anyhow::Context;
 use clap::Args;
 use std::sync::Arc;
@@ -68,14 +68,6 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         print_report(&report);
     }
     Ok(())
-}
-
-/// /proc/<pid>/io `wchar` (bytes passed to write(2) and friends).
-fn wchar(pid: u32) -> Option<u64> {
-    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
-    io.lines()
-        .find_map(|l| l.strip_prefix("wchar:"))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// (sum of bytes_written, cameras recording, cameras in error, errors, frames dropped,
@@ -150,23 +142,23 @@ async fn record(args: &RecordArgs, clip: Arc<Clip>) -> anyhow::Result<serde_json
     }
     tokio::time::sleep_until(mark.into()).await;
     let rec_first = recording_totals(&api, &camera_prefix).await;
-    let node_first = process::read(pid);
-    let wchar_first = wchar(pid);
+    let node_first = process::process(pid);
+    let wchar_first = process::written_bytes(pid);
     let bench_first = process::current();
     let machine_first = machine_ticks();
     let mut rss_max = node_first.map_or(0, |s| s.rss_bytes);
     let mut threads_max = node_first.map_or(0, |s| s.threads);
     while Instant::now() + Duration::from_millis(1200) < end {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Some(s) = process::read(pid) {
+        if let Some(s) = process::process(pid) {
             rss_max = rss_max.max(s.rss_bytes);
             threads_max = threads_max.max(s.threads);
         }
     }
     tokio::time::sleep_until(end.into()).await;
     let rec_last = recording_totals(&api, &camera_prefix).await;
-    let node_last = process::read(pid);
-    let wchar_last = wchar(pid);
+    let node_last = process::process(pid);
+    let wchar_last = process::written_bytes(pid);
     let bench_last = process::current();
     let machine_last = machine_ticks();
     let mut failures: std::collections::BTreeMap<String, usize> = Default::default();

@@ -1,15 +1,16 @@
 //! Aggregation of the viewers' counters and the node samples into the printed report.
 
 use super::LiveArgs;
-use crate::admin::process::ProcessStats;
 use crate::client::{ClientTransport, Stats};
+use crate::procfs::ProcessStats;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 pub enum ReaderOutcome {
-    Played(Box<Stats>),
+    /// With the node that served it (`host:port` of its SETUP).
+    Played(Box<Stats>, String),
     Failed(String),
 }
 
@@ -80,6 +81,10 @@ pub struct Report {
     jumped: usize,
     stopped_early: BTreeMap<String, usize>,
     node: Option<NodeWindow>,
+    /// Viewers per serving node (`host:port`).
+    served_by: BTreeMap<String, usize>,
+    /// The cluster's other nodes (`--cluster-api`): CPU over the window, % of one core.
+    pub cluster_cpu: Vec<(String, Option<f64>)>,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
@@ -125,6 +130,8 @@ impl Report {
             jumped: 0,
             stopped_early: BTreeMap::new(),
             node,
+            served_by: BTreeMap::new(),
+            cluster_cpu: Vec::new(),
         };
         let ingest = r.node.as_ref().and_then(|n| {
             // Scale the node's sampling interval to the readers' window.
@@ -136,7 +143,10 @@ impl Report {
                     *r.failures.entry(e).or_default() += 1;
                     continue;
                 }
-                ReaderOutcome::Played(s) => s,
+                ReaderOutcome::Played(s, node) => {
+                    *r.served_by.entry(node).or_default() += 1;
+                    s
+                }
             };
             r.connected += 1;
             r.total_packets += s.packets();
@@ -254,6 +264,14 @@ impl Report {
             opt(n.map(|n| n.cpu_pct), " %", 1),
         );
         row("node CPU per reader", opt(self.per_reader_cpu(), " %", 4));
+        for (api, cpu) in &self.cluster_cpu {
+            row(&format!("node {api} CPU"), opt(*cpu, " %", 1));
+        }
+        if self.served_by.len() > 1 {
+            for (node, n) in &self.served_by {
+                row(&format!("viewers served by {node}"), n.to_string());
+            }
+        }
         row(
             "node RSS max",
             opt(n.map(|n| n.rss_max_bytes as f64 / 1048576.0), " MiB", 1),
@@ -309,6 +327,8 @@ impl Report {
             "machine_busy_pct": n.and_then(|n| n.machine_busy_pct),
             "softirq_pct": n.and_then(|n| n.softirq_pct),
             "stopped_early": self.stopped_early,
+            "served_by": self.served_by,
+            "cluster_cpu_pct": self.cluster_cpu.iter().map(|(api, c)| json!({"api": api, "cpu_pct": c})).collect::<Vec<_>>(),
         })
     }
 }

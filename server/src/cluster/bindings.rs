@@ -136,7 +136,8 @@ pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Cluster) {
             if !path.on_demand {
                 crate::ingest::pull::ensure_running(node, &path);
             }
-        } else {
+        } else if path.relay_from().is_none() {
+            // (A relay of this node as an edge uses the same slot and ends by itself.)
             crate::ingest::pull::stop(&path);
         }
     }

@@ -1,8 +1,8 @@
 //! The placement marker on redirect URLs: a redirected request carries it so the target
 //! serves it without placing it again, and without asking the viewer to log in again.
 //!
-//! `vigil_placed=<expiry ms, hex>.<HMAC-SHA256(cluster key, path | expiry | user), 16 bytes
-//! hex>.<user, percent-encoded>`: only a holder of the cluster key can make one, it names
+//! `vigil_placed=<expiry ms, hex>.<nonce, hex>.<HMAC-SHA256(cluster key, path | user |
+//! expiry | nonce), 16 bytes hex>.<user, percent-encoded>`: only a holder of the cluster key can make one, it names
 //! the one path it was issued for, and it is good for [`MARKER_TTL`]. The target accepts a
 //! marker on one connection only (see `Cluster::accept_marker`), so a marker copied out of a
 //! redirect cannot be replayed by someone else. A hand-made or replayed marker is ignored:
@@ -31,7 +31,9 @@ pub struct Marker {
     pub mac: String,
 }
 
-fn mac_hex(key: &[u8], path: &str, expiry_ms: i64, user: &str) -> String {
+/// The random part makes every marker unique: two redirects of one path and user in the same
+/// millisecond (a crowd arriving) must not share a marker, which only one connection may use.
+fn mac_hex(key: &[u8], path: &str, expiry_ms: i64, nonce: u64, user: &str) -> String {
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
         return String::new();
     };
@@ -40,6 +42,7 @@ fn mac_hex(key: &[u8], path: &str, expiry_ms: i64, user: &str) -> String {
         mac.update(part);
     }
     mac.update(&expiry_ms.to_be_bytes());
+    mac.update(&nonce.to_be_bytes());
     mac.finalize().into_bytes()[..16]
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -54,9 +57,10 @@ fn url_path(url: &str) -> Option<String> {
 
 /// The marker value for `path`, valid until `expiry_ms`.
 fn marker_value(key: &[u8], path: &str, expiry_ms: i64, user: &str) -> String {
+    let nonce: u64 = rand::random();
     format!(
-        "{expiry_ms:x}.{}.{}",
-        mac_hex(key, path, expiry_ms, user),
+        "{expiry_ms:x}.{nonce:x}.{}.{}",
+        mac_hex(key, path, expiry_ms, nonce, user),
         utf8_percent_encode(user, NON_ALPHANUMERIC)
     )
 }
@@ -85,12 +89,13 @@ pub fn verify(key: &[u8], url: &str, now_ms: i64) -> Option<Marker> {
         .query_pairs()
         .find(|(k, _)| k == PLACED_MARKER)
         .map(|(_, v)| v.into_owned())?;
-    let mut parts = value.splitn(3, '.');
+    let mut parts = value.splitn(4, '.');
     let expiry_ms = i64::from_str_radix(parts.next()?, 16).ok()?;
+    let nonce = u64::from_str_radix(parts.next()?, 16).ok()?;
     let mac = parts.next()?.to_string();
     let user = parts.next()?.to_string();
     let path = url_path(url)?;
-    let expected = mac_hex(key, &path, expiry_ms, &user);
+    let expected = mac_hex(key, &path, expiry_ms, nonce, &user);
     let ok = vigil_proto::rtsp::auth::constant_time_eq(expected.as_bytes(), mac.as_bytes());
     // Not yet expired, and not issued further ahead than a marker can be.
     let in_window = now_ms <= expiry_ms && expiry_ms - now_ms <= 2 * MARKER_TTL.as_millis() as i64;
@@ -190,6 +195,16 @@ mod tests {
     }
 
     #[test]
+    fn markers_made_in_one_millisecond_are_distinct() {
+        // A crowd: each viewer's redirect is its own marker (one connection may use each).
+        let a = redirect_url(KEY, "rtsp://h:1", "rtsp://a:2/live/demo", "", NOW);
+        let b = redirect_url(KEY, "rtsp://h:1", "rtsp://a:2/live/demo", "", NOW);
+        assert_ne!(a, b);
+        let (ma, mb) = (verify(KEY, &a, NOW).unwrap(), verify(KEY, &b, NOW).unwrap());
+        assert_ne!(ma.mac, mb.mac);
+    }
+
+    #[test]
     fn hand_made_expired_moved_or_foreign_markers_are_refused() {
         let u = redirect_url(KEY, "rtsp://h:1", "rtsp://a:2/live/demo", "bob", NOW);
         assert!(verify(KEY, "rtsp://h:1/live/demo?vigil_placed=1", NOW).is_none());
@@ -207,7 +222,12 @@ mod tests {
             NOW + 60_000
         );
         assert!(verify(KEY, &later, NOW).is_none());
-        for junk in ["", ".", "x.y.z", "1.2"] {
+        // Another nonce with the same MAC.
+        let (expiry, rest) = value.split_once('.').unwrap();
+        let (_, mac_user) = rest.split_once('.').unwrap();
+        let other = format!("rtsp://h:1/live/demo?vigil_placed={expiry}.1234.{mac_user}");
+        assert!(verify(KEY, &other, NOW).is_none());
+        for junk in ["", ".", "x.y.z", "1.2", "1.2.3"] {
             assert!(verify(
                 KEY,
                 &format!("rtsp://h:1/live/demo?vigil_placed={junk}"),

@@ -13,6 +13,7 @@
 //! decision records the path taken.
 
 mod bindings;
+mod edge;
 mod election;
 mod marker;
 mod membership;

@@ -21,6 +21,13 @@ pub struct IngestTarget {
     pub reason: String,
 }
 
+/// What decides a placement: a policy over the view, or (a live viewer) the live-edge rule
+/// given the camera's holder and the nodes relaying it.
+pub(super) enum How {
+    Policy(Policy),
+    Live { holder: String, edges: Vec<String> },
+}
+
 /// Where a DESCRIBE is served.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Placement {
@@ -69,7 +76,7 @@ impl Cluster {
 
     /// Asks the elected scheduler to place `req`. Ok(None): decide here (QUIC is off, or this
     /// node is the scheduler); Err: the call failed or timed out.
-    async fn ask_scheduler(&self, req: &Request) -> anyhow::Result<Option<Placement>> {
+    pub(super) async fn ask_scheduler(&self, req: &Request) -> anyhow::Result<Option<Placement>> {
         let Some(rpc) = &self.rpc else {
             return Ok(None);
         };
@@ -95,6 +102,7 @@ impl Cluster {
                 camera: req.camera.clone(),
                 time_ms: req.time_ms,
                 vbr_bps: req.vbr_bps,
+                live: req.kind == RequestKind::Live,
             },
         };
         let resp = tokio::time::timeout(self.rpc_timeout, rpc.call(&sched, addr, &call))
@@ -124,7 +132,10 @@ impl Cluster {
             &mut st,
             DecisionRecord {
                 at_ms: now_ms(),
-                kind: "playback",
+                kind: match req.kind {
+                    RequestKind::Live => "live",
+                    RequestKind::Playback => "playback",
+                },
                 camera: req.camera.clone(),
                 time_ms: req.time_ms,
                 node: d.node.clone(),
@@ -146,16 +157,28 @@ impl Cluster {
                     camera: request.camera,
                     time_ms: request.time_ms,
                     vbr_bps: request.vbr_bps,
-                    kind: RequestKind::Playback,
+                    kind: if request.live {
+                        RequestKind::Live
+                    } else {
+                        RequestKind::Playback
+                    },
                 };
-                let (node, _, reason) = self.decide(
-                    &req,
-                    self.policy,
-                    "playback",
-                    true,
-                    Some(&request.from),
-                    "scheduler",
-                );
+                let (node, reason) = if request.live {
+                    match self.decide_live_for(&req, &request.from) {
+                        Ok(decided) => decided,
+                        Err(e) => return rpc::RpcResponse::Error(e),
+                    }
+                } else {
+                    let (node, _, reason) = self.decide(
+                        &req,
+                        self.policy,
+                        "playback",
+                        true,
+                        Some(&request.from),
+                        "scheduler",
+                    );
+                    (node, reason)
+                };
                 let st = self.state();
                 let base = node.as_ref().and_then(|n| self.base_of(&st, n));
                 rpc::RpcResponse::Decision(rpc::WireDecision {
@@ -187,7 +210,8 @@ impl Cluster {
             kind: RequestKind::Playback,
         };
         let me = self.self_id.clone();
-        match self.decide_excluding(&req, self.policy, "drain", false, None, "local", Some(&me)) {
+        let how = How::Policy(self.policy);
+        match self.decide_excluding(&req, how, "drain", false, None, "local", Some(&me)) {
             (Some(n), _, _) if n != me => Ok(n),
             (_, _, reason) => Err(format!("no node can take it: {reason}")),
         }
@@ -276,15 +300,23 @@ impl Cluster {
         asked_by: Option<&str>,
         via: &'static str,
     ) -> (Option<String>, Placement, String) {
-        self.decide_excluding(req, policy, kind, redirects, asked_by, via, None)
+        self.decide_excluding(
+            req,
+            How::Policy(policy),
+            kind,
+            redirects,
+            asked_by,
+            via,
+            None,
+        )
     }
 
     /// [`Cluster::decide`] with one node left out (the node being drained).
     #[allow(clippy::too_many_arguments)]
-    fn decide_excluding(
+    pub(super) fn decide_excluding(
         &self,
         req: &Request,
-        policy: Policy,
+        how: How,
         kind: &'static str,
         redirects: bool,
         asked_by: Option<&str>,
@@ -301,13 +333,32 @@ impl Cluster {
             }
         }
         let mut view = ClusterView::new(nodes, self.policy_cfg.sched.weights);
-        if policy == Policy::KnnClass {
-            view.classify_nodes(&self.policy_cfg.knn);
-        }
-        let State {
-            place_state, rng, ..
-        } = &mut *st;
-        let decision = place(&view, req, policy, place_state, &self.policy_cfg, rng);
+        let decision = match how {
+            How::Policy(policy) => {
+                if policy == Policy::KnnClass {
+                    view.classify_nodes(&self.policy_cfg.knn);
+                }
+                let State {
+                    place_state, rng, ..
+                } = &mut *st;
+                place(&view, req, policy, place_state, &self.policy_cfg, rng)
+            }
+            How::Live { holder, edges } => {
+                let live = vigil_cluster::edge::LiveRequest {
+                    camera: &req.camera,
+                    holder: &holder,
+                    edges: &edges,
+                    vbr_bps: req.vbr_bps,
+                    now_ms: req.time_ms,
+                };
+                vigil_cluster::place_live(
+                    &view,
+                    &live,
+                    &self.policy_cfg.edge,
+                    &self.policy_cfg.sched,
+                )
+            }
+        };
         let placement = match &decision {
             Decision::Assign {
                 node,

@@ -126,6 +126,7 @@ impl Cluster {
             self.planner_job(&st, &cfg, now)
         };
         let cluster = self.clone();
+        let live_edges = self.policy_cfg.edge.enabled;
         tokio::spawn(async move {
             let (view, holders, counts) = job;
             // Prediction and planning off the runtime and outside the state lock: a panic
@@ -138,7 +139,8 @@ impl Cluster {
                     cfg.quantile,
                     cfg.zipf_max_s,
                 );
-                let inst = from_view::instance(&view, &holders, &prediction.requests, &cfg);
+                let inst =
+                    from_view::instance(&view, &holders, &prediction.requests, &cfg, live_edges);
                 (view, planner::plan(&inst, &cfg), prediction)
             })
             .await;

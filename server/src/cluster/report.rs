@@ -49,11 +49,15 @@ pub struct Report {
     #[serde(default)]
     pub cached: BTreeMap<String, Vec<(i64, i64)>>,
     pub cache_bytes: u64,
-    /// Live cameras this node holds (live paths with a producer).
+    /// Live cameras this node holds (live paths with a producer of this node's own).
     pub live: Vec<String>,
     /// Pull cameras this node holds asleep (§B.1).
     #[serde(default)]
     pub asleep: Vec<String>,
+    /// Live cameras this node relays from their holder (an edge, issue 11 §3): never
+    /// a source for another edge.
+    #[serde(default)]
+    pub edges: Vec<String>,
     /// The §C.5 period the node reports on (s).
     pub period_s: u32,
     pub at_ms: i64,
@@ -146,10 +150,7 @@ impl Sampler {
 
     /// θ_cpu = 1 − Δidle/Δtotal over all CPUs since the previous sample (§C.1).
     pub fn sample(&mut self) -> f64 {
-        if let Some((idle, total)) = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|t| parse_cpu(&t))
-        {
+        if let Some(crate::procfs::CpuTimes { idle, total, .. }) = crate::procfs::CpuTimes::read() {
             if let Some((i0, t0)) = self.last {
                 let dt = total.saturating_sub(t0);
                 if dt > 0 {
@@ -160,45 +161,6 @@ impl Sampler {
         }
         self.cpu
     }
-}
-
-/// (idle + iowait, total) jiffies of the aggregate `cpu` line.
-pub fn parse_cpu(stat: &str) -> Option<(u64, u64)> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    if v.len() < 4 {
-        return None;
-    }
-    let idle = v[3] + v.get(4).copied().unwrap_or(0);
-    Some((idle, v.iter().sum()))
-}
-
-/// θ_mem = (MemTotal − MemAvailable)/MemTotal (§C.1).
-pub fn parse_mem(meminfo: &str) -> Option<f64> {
-    let field = |name: &str| {
-        meminfo
-            .lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<f64>()
-            .ok()
-    };
-    let total = field("MemTotal:")?;
-    let avail = field("MemAvailable:")?;
-    (total > 0.0).then(|| ((total - avail) / total).clamp(0.0, 1.0))
-}
-
-fn mem_utilisation() -> f64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| parse_mem(&t))
-        .unwrap_or(0.0)
 }
 
 /// The streams a node serves, for the load model and similarity. Per camera, the stream
@@ -294,20 +256,22 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         }
         None => (BTreeMap::new(), 0),
     };
-    let live = node
-        .paths()
-        .iter()
-        .filter(|p| p.stream.is_live())
-        .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
-        .collect();
-    let asleep = node
-        .paths()
+    let paths = node.paths();
+    let cameras = |relayed: bool| {
+        paths
+            .iter()
+            .filter(|p| p.stream.is_live() && p.relay_from().is_some() == relayed)
+            .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    let (live, edges) = (cameras(false), cameras(true));
+    let asleep = paths
         .iter()
         .filter(|p| p.asleep.load(Ordering::Acquire))
         .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
         .collect();
     let cpu = sampler.cpu;
-    let mem = mem_utilisation();
+    let mem = crate::procfs::mem_utilisation();
     Report {
         rtsp: cluster.rtsp_base.clone(),
         api: cluster.api.clone(),
@@ -331,6 +295,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         cache_bytes,
         live,
         asleep,
+        edges,
         period_s,
         at_ms: now_ms(),
         draining: cluster.draining.load(Ordering::Relaxed),
@@ -397,20 +362,5 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
             live_count = live_now;
             last_draining = draining;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn proc_parsers() {
-        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
-        assert_eq!(parse_cpu(stat), Some((850, 1000)));
-        let mem = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    250 kB\n";
-        assert_eq!(parse_mem(mem), Some(0.75));
-        assert_eq!(parse_mem("MemTotal: 0 kB\n"), None);
-        assert_eq!(parse_cpu("intr 1 2"), None);
     }
 }

@@ -4,7 +4,7 @@
 //! datagram (64 KiB, compressed), per round; a single value that does not fit is never sent,
 //! and holds back every newer key of that node behind it. One JSON report grew past that at
 //! ~800 playback sessions, and peers kept the node's last small report (issue 13). So the
-//! bulky lists (streams, resident cache ranges, live cameras) go in chunks of
+//! bulky lists (streams, resident cache ranges, live and relayed cameras) go in chunks of
 //! [`CHUNK_BYTES`] under their own keys, and the `report` key holds the rest of the report
 //! plus a manifest: every chunk key with the chitchat version it had when the report was
 //! published. The `report` key is set last, so it has the highest version and a peer that
@@ -36,7 +36,7 @@ pub const CHUNK_BYTES: usize = 16 * 1024;
 /// The `report` key's value.
 #[derive(Serialize, Deserialize)]
 struct Head {
-    /// The report with `streams`, `cached` and `live` empty.
+    /// The report with `streams`, `cached`, `live` and `edges` empty.
     report: Report,
     /// Chunk keys in order, each with the version it was published at.
     chunks: Vec<(String, u64)>,
@@ -83,6 +83,7 @@ pub fn split(mut r: Report) -> Split {
         std::mem::take(&mut r.cached).into_iter().collect();
     pack("cached", &cached, &mut chunks);
     pack("live", &std::mem::take(&mut r.live), &mut chunks);
+    pack("edges", &std::mem::take(&mut r.edges), &mut chunks);
     Split { chunks, head: r }
 }
 
@@ -166,6 +167,9 @@ pub fn assemble(head: &str, chunks: &[String]) -> Option<Report> {
             "live" => r
                 .live
                 .extend(serde_json::from_str::<Vec<String>>(text).ok()?),
+            "edges" => r
+                .edges
+                .extend(serde_json::from_str::<Vec<String>>(text).ok()?),
             _ => return None,
         }
     }
@@ -210,6 +214,7 @@ pub(crate) mod tests {
             cache_bytes: 1,
             live: (0..live).map(|i| format!("live-camera-{i}")).collect(),
             asleep: Vec::new(),
+            edges: (0..live / 2).map(|i| format!("relayed-{i}")).collect(),
             period_s: 1,
             at_ms: 2,
             draining: false,

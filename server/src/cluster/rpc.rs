@@ -45,6 +45,9 @@ pub struct PlaceRequest {
     pub camera: String,
     pub time_ms: i64,
     pub vbr_bps: f64,
+    /// A live viewer (holder or edge, issue 11 §3) rather than a playback.
+    #[serde(default)]
+    pub live: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -155,6 +155,7 @@ impl Cluster {
             knn: c.knn.clone(),
             feedback: c.feedback,
             planner: c.planner,
+            edge: c.edge,
         };
         if let Some(path) = &c.knn_training_file {
             #[derive(serde::Deserialize)]

@@ -95,7 +95,7 @@ pub fn stop(path: &PathEntry) {
     }
 }
 
-enum Ended {
+pub(super) enum Ended {
     Cancelled,
     Idle,
 }
@@ -111,9 +111,13 @@ async fn run(
     let min = Duration::from_millis(live.reconnect_min_ms);
     let max = Duration::from_millis(live.reconnect_max_ms).max(min);
     let mut backoff = min;
+    let idle_after = path
+        .on_demand
+        .then(|| Duration::from_millis(node.config.live.on_demand_grace_ms));
     loop {
         let mut connected = false;
-        match pull_once(&node, &path, &url, transport, &cancel, &mut connected).await {
+        let attempt = pull_once(&path, &url, transport, idle_after, &cancel, &mut connected);
+        match attempt.await {
             Ok(Ended::Cancelled) => return,
             Ok(Ended::Idle) => {
                 info!("no readers for the grace period: disconnected");
@@ -132,16 +136,15 @@ async fn run(
             _ = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(max);
-        if path.on_demand && idle_for(&node, &path) {
+        if idle_after.is_some_and(|grace| idle_for(&path, grace)) {
             *path.puller.lock().unwrap_or_else(|p| p.into_inner()) = None;
             return;
         }
     }
 }
 
-/// On-demand path with no reader and no DESCRIBE for the grace period.
-fn idle_for(node: &Node, path: &PathEntry) -> bool {
-    let grace = Duration::from_millis(node.config.live.on_demand_grace_ms);
+/// A path with no reader and no DESCRIBE for `grace`.
+pub(super) fn idle_for(path: &PathEntry, grace: Duration) -> bool {
     path.stream.readers.load(Ordering::Acquire) == 0
         && path
             .last_demand
@@ -166,11 +169,13 @@ fn split_credentials(url: &str) -> anyhow::Result<(url::Url, Option<Credentials>
     Ok((url, creds))
 }
 
-async fn pull_once(
-    node: &Arc<Node>,
+/// One upstream session: connect, then feed the path's hub until the upstream fails, the
+/// task is cancelled, or (with `idle_after`) nobody reads the path for that long.
+pub(super) async fn pull_once(
     path: &Arc<PathEntry>,
     url: &str,
     transport: PullTransport,
+    idle_after: Option<Duration>,
     cancel: &CancellationToken,
     connected: &mut bool,
 ) -> anyhow::Result<Ended> {
@@ -204,7 +209,7 @@ async fn pull_once(
         _ = cancel.cancelled() => return Ok(Ended::Cancelled),
         r = tokio::time::timeout(Duration::from_secs(10), connect) => r??,
     };
-    info!(%url, tracks = sdp.media.len(), "upstream connected");
+    info!(url = %crate::cluster::strip_marker(url.as_str()), tracks = sdp.media.len(), "upstream connected");
     *connected = true;
     let mut producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
     let mut idle_check = tokio::time::interval(Duration::from_secs(1));
@@ -218,9 +223,9 @@ async fn pull_once(
                 return Ok(Ended::Cancelled);
             }
             _ = idle_check.tick() => {
-                if path.on_demand {
+                if let Some(grace) = idle_after {
                     let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
-                    if idle_for(node, path) {
+                    if idle_for(path, grace) {
                         *puller = None;
                         producer.finish();
                         return Ok(Ended::Idle);

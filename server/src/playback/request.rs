@@ -33,13 +33,8 @@ pub fn parse(path: &str, raw_query: Option<&str>) -> Result<Option<PlaybackReque
     };
     // A SETUP URL carries a track suffix: playback/<camera>/trackID=N.
     let camera = rest.split('/').next().unwrap_or("");
-    if camera.is_empty()
-        || !camera
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        || camera.starts_with('.')
-    {
-        return Err(bad(format!("bad camera id {camera:?}")));
+    if !vigil_conf::is_valid_camera_id(camera) {
+        return Err(bad(vigil_conf::camera_id_error(camera)));
     }
     let mut start = None;
     let mut end = None;

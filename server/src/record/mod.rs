@@ -174,8 +174,9 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
     node.recordings.update(&camera, |_| {});
     let stream = path.stream.clone();
     loop {
-        // Wait for a producer; an unlisted push path that was released ends its recorder.
-        while !stream.is_live() {
+        // Wait for a producer of this node's own (a relayed camera is recorded by its
+        // holder); an unlisted push path that was released ends its recorder.
+        while !stream.is_live() || path.relay_from().is_some() {
             if !node
                 .path(&path.name)
                 .is_some_and(|p| Arc::ptr_eq(&p, &path))
@@ -195,7 +196,8 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
                 store.clone(),
                 camera.clone(),
                 stream_header(&info),
-            ),
+            )
+            .with_write_latency(Duration::from_millis(storage.emulate.write_latency_ms)),
             limit,
         );
         let mut queue = CameraQueue {

@@ -24,6 +24,8 @@ pub struct CameraWriter {
     pub header: StreamHeader,
     recorder: Option<vigil_storage::Recorder>,
     next_attempt: Instant,
+    /// `[storage.emulate] write_latency_ms`: a slow LUN, for experiments and fault tests.
+    write_latency: Duration,
 }
 
 impl CameraWriter {
@@ -40,7 +42,14 @@ impl CameraWriter {
             header,
             recorder: None,
             next_attempt: Instant::now(),
+            write_latency: Duration::ZERO,
         }
+    }
+
+    /// Every frame write takes `latency` longer (storage emulation).
+    pub fn with_write_latency(mut self, latency: Duration) -> CameraWriter {
+        self.write_latency = latency;
+        self
     }
 
     fn frame(&mut self, frame: Frame) {
@@ -74,6 +83,10 @@ impl CameraWriter {
         let Some(r) = self.recorder.as_mut() else {
             return;
         };
+        if !self.write_latency.is_zero() {
+            // The emulated slow write: this pool thread is the one a slow LUN would block.
+            std::thread::sleep(self.write_latency);
+        }
         match r.write(frame) {
             Ok(Some(seg)) => recordings.update(camera, |s| {
                 s.segments_written += 1;

@@ -3,6 +3,7 @@
 use super::conn::Conn;
 use super::session::{Media, Session, TrackTransport};
 use super::udp_session::{UdpPlay, UdpRecord, UdpTrack};
+use crate::cluster::Placement;
 use crate::ingest::Producer;
 use crate::live::reader::Reader;
 use crate::live::stream::StreamInfo;
@@ -162,16 +163,48 @@ impl Conn {
         }
     }
 
-    /// Cluster: a live camera this node does not hold live but another node does → 302 to it
-    /// (issue 4 §6). A request already redirected once carries the marker and is served here.
-    fn live_redirect(&self, req: &Request) -> Option<Response> {
-        let cluster = self.node.cluster.get()?;
-        if self.placed {
-            return None;
-        }
+    /// Cluster: where a live DESCRIBE is served. With live edges (issue 11 §3) the scheduler
+    /// picks the holder or an edge: a 302 there, a 503 when no node can take the viewer, or
+    /// None to serve it here (as an edge relaying from the holder when this node does not
+    /// hold the camera). A request already placed by another node carries the marker and is
+    /// served here. Without edges, a camera held elsewhere → 302 to its holder (issue 4 §6).
+    async fn live_placement(&mut self, req: &Request) -> Option<Response> {
+        let cluster = self.node.cluster.get()?.clone();
         let path = url_path(&req.uri)?;
         let camera = path.strip_prefix("live/")?;
-        if self.node.path(&path).is_some_and(|p| p.stream.is_live()) {
+        if !cluster.policy_cfg.edge.enabled {
+            return self.live_redirect(&cluster, req, &path, camera);
+        }
+        if !self.placed {
+            match cluster.place_live(camera).await? {
+                Placement::Local => {}
+                Placement::Redirect { node, base } => {
+                    let location = cluster.redirect_url(&base, &req.uri, self.auth.user_name());
+                    info!(camera, node = %node, %location, "live DESCRIBE placed on another node");
+                    return Some(Response::new(StatusCode::FOUND).header("Location", location));
+                }
+                Placement::Reject(reason) => {
+                    return Some(fail(StatusCode::SERVICE_UNAVAILABLE, reason))
+                }
+            }
+        }
+        if !self.node.path(&path).is_some_and(|p| p.is_held_live()) {
+            if let Some(holder) = cluster.live_holder_of(camera) {
+                crate::ingest::relay::ensure(&self.node, &cluster, camera, &holder);
+            }
+        }
+        None
+    }
+
+    /// Issue 4 §6: a live camera this node does not hold live but another node does → 302.
+    fn live_redirect(
+        &self,
+        cluster: &crate::cluster::Cluster,
+        req: &Request,
+        path: &str,
+        camera: &str,
+    ) -> Option<Response> {
+        if self.placed || self.node.path(path).is_some_and(|p| p.stream.is_live()) {
             return None;
         }
         // The node holding it live, else (a pull camera) the node the scheduler bound it to.
@@ -184,7 +217,7 @@ impl Conn {
     }
 
     async fn describe(&mut self, req: &Request) -> Response {
-        if let Some(r) = self.live_redirect(req) {
+        if let Some(r) = self.live_placement(req).await {
             return r;
         }
         let target = match self.resolve(&req.uri) {
@@ -193,8 +226,11 @@ impl Conn {
         };
         let stream = target.path.stream.clone();
         if !stream.is_live() {
-            if let Source::Pull { .. } = target.path.source {
-                crate::ingest::pull::wake(&self.node, &target.path);
+            let relayed = target.path.relay_from().is_some();
+            if relayed || matches!(target.path.source, Source::Pull { .. }) {
+                if !relayed {
+                    crate::ingest::pull::wake(&self.node, &target.path);
+                }
                 stream.wait_live(Duration::from_secs(10)).await;
             }
         }

@@ -1,0 +1,121 @@
+//! Live edges (issue 11 §3): this node relays a camera that another node holds, so that
+//! one camera's viewers can spread over several nodes.
+//!
+//! The relay is a pull (the same retina session as a pulled camera) from the holder's
+//! `live/<camera>`, one per edge however many viewers, into the local hub, whose GOP cache
+//! gives each new viewer a keyframe at once. It authenticates with a placement marker
+//! signed by the cluster key (made fresh for every connection, so a reconnect never reuses
+//! one), which the holder serves without placing it again: chains stay one hop deep
+//! because an edge only ever pulls from the holder the gossip names, and a node reports
+//! relayed cameras as `edges`, never as `live`. The relay ends when nobody has watched it
+//! for `[cluster.edge] idle_ms`, when the camera has no holder any more, or when this node
+//! becomes the holder (a re-binding).
+
+use super::pull::{pull_once, Ended};
+use crate::cluster::Cluster;
+use crate::node::{Node, PathEntry};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, info_span, warn, Instrument};
+use vigil_conf::PullTransport;
+
+/// Makes this node an edge for `camera` held by `holder`: the path to serve viewers from,
+/// with its relay running. None when the camera is held here after all.
+pub fn ensure(
+    node: &Arc<Node>,
+    cluster: &Arc<Cluster>,
+    camera: &str,
+    holder: &str,
+) -> Option<Arc<PathEntry>> {
+    let name = format!("live/{camera}");
+    let path = node.path_for_relay(&name)?;
+    *path.last_demand.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+    if puller.is_some() {
+        return Some(path.clone());
+    }
+    // Before the first packet: the recorder must never take the relayed stream for one of
+    // this node's cameras.
+    path.set_relay_from(Some(holder.to_string()));
+    let cancel = node.shutdown.child_token();
+    *puller = Some(cancel.clone());
+    drop(puller);
+    let span = info_span!("relay", camera = %camera);
+    node.tasks.spawn(
+        run(
+            node.clone(),
+            cluster.clone(),
+            path.clone(),
+            camera.to_string(),
+            cancel,
+        )
+        .instrument(span),
+    );
+    Some(path)
+}
+
+async fn run(
+    node: Arc<Node>,
+    cluster: Arc<Cluster>,
+    path: Arc<PathEntry>,
+    camera: String,
+    cancel: CancellationToken,
+) {
+    let idle = Duration::from_millis(cluster.policy_cfg.edge.idle_ms);
+    let live = &node.config.live;
+    let min = Duration::from_millis(live.reconnect_min_ms);
+    let max = Duration::from_millis(live.reconnect_max_ms).max(min);
+    let mut backoff = min;
+    // An idle end is the only one where the session gave up the path's puller slot (under
+    // its lock, so a new viewer's `ensure` starts a new relay instead of joining this one).
+    let mut gave_up_slot = false;
+    loop {
+        // The holder as the gossip names it now: it may have died and the camera moved.
+        let Some((holder, url)) = cluster.relay_source(&camera) else {
+            info!("the camera has no holder to relay from any more");
+            break;
+        };
+        path.set_relay_from(Some(holder.clone()));
+        info!(%holder, "relaying from the holder");
+        let mut connected = false;
+        let attempt = pull_once(
+            &path,
+            &url,
+            PullTransport::Tcp,
+            Some(idle),
+            &cancel,
+            &mut connected,
+        );
+        match attempt.await {
+            Ok(Ended::Cancelled) => break,
+            Ok(Ended::Idle) => {
+                info!("no viewer for {idle:?}: relay released");
+                gave_up_slot = true;
+                break;
+            }
+            Err(e) => warn!(%holder, "relay upstream failed: {e:#}; retry in {backoff:?}"),
+        }
+        if connected {
+            backoff = min;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(max);
+        if super::pull::idle_for(&path, idle) {
+            break;
+        }
+    }
+    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+    if gave_up_slot && puller.is_some() {
+        // A new relay took the path over since: it is not this task's to clean up.
+        return;
+    }
+    *puller = None;
+    path.set_relay_from(None);
+    drop(puller);
+    node.release_path(&path.name);
+    crate::cluster::notify_change(&node);
+}

@@ -1,0 +1,172 @@
+//! Everything vigil reads from Linux's /proc, in one place: the machine's CPU times and
+//! memory (the §C.1 indicators a node gossips, and `vigil bench`'s whole-machine figures)
+//! and one process's CPU time, memory, threads and bytes written (`/api/node`, benches).
+//! The parsers are pure functions over the file's text, unit-tested without /proc.
+
+use serde::{Deserialize, Serialize};
+
+/// Clock ticks per second, the unit of /proc's CPU times.
+fn ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+}
+
+/// The aggregate `cpu` line of /proc/stat, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// idle + iowait.
+    pub idle: u64,
+    /// user nice system idle iowait irq softirq steal.
+    pub total: u64,
+    pub softirq: u64,
+}
+
+impl CpuTimes {
+    pub fn parse(stat: &str) -> Option<CpuTimes> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if v.len() < 4 {
+            return None;
+        }
+        Some(CpuTimes {
+            idle: v[3] + v.get(4).copied().unwrap_or(0),
+            total: v.iter().sum(),
+            softirq: v.get(6).copied().unwrap_or(0),
+        })
+    }
+
+    pub fn read() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// (busy, softirq) CPU seconds over all cores.
+    pub fn seconds(&self) -> (f64, f64) {
+        let hz = ticks_per_sec();
+        (
+            self.total.saturating_sub(self.idle) as f64 / hz,
+            self.softirq as f64 / hz,
+        )
+    }
+}
+
+/// θ_mem = (MemTotal − MemAvailable)/MemTotal (§C.1), from /proc/meminfo's text.
+pub fn parse_mem_utilisation(meminfo: &str) -> Option<f64> {
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<f64>()
+            .ok()
+    };
+    let total = field("MemTotal:")?;
+    let avail = field("MemAvailable:")?;
+    (total > 0.0).then(|| ((total - avail) / total).clamp(0.0, 1.0))
+}
+
+/// The machine's memory utilisation now (0 when /proc is unreadable).
+pub fn mem_utilisation() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_mem_utilisation(&t))
+        .unwrap_or(0.0)
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct ProcessStats {
+    pub pid: u32,
+    /// User + system CPU time consumed so far.
+    pub cpu_seconds: f64,
+    /// Resident set size.
+    pub rss_bytes: u64,
+    /// OS threads of the process.
+    pub threads: u64,
+}
+
+/// (utime + stime ticks, threads) from /proc/<pid>/stat's text.
+fn parse_pid_stat(stat: &str) -> Option<(f64, u64)> {
+    // The command name (field 2) may contain spaces; fields resume after its ')'.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is index 0, so utime (field 14) is index 11, stime index 12.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // num_threads (field 20) is index 17.
+    let threads: u64 = fields.get(17).and_then(|t| t.parse().ok()).unwrap_or(0);
+    Some((utime + stime, threads))
+}
+
+/// The value of a `Name: value` line (first word) in /proc/<pid>/status or io.
+fn field(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Stats of process `pid` (None if it is gone or /proc is unreadable).
+pub fn process(pid: u32) -> Option<ProcessStats> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (ticks, threads) = parse_pid_stat(&stat)?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kb = field(&status, "VmRSS:").unwrap_or(0);
+    Some(ProcessStats {
+        pid,
+        cpu_seconds: ticks / ticks_per_sec(),
+        rss_bytes: rss_kb * 1024,
+        threads,
+    })
+}
+
+/// This process's stats.
+pub fn current() -> Option<ProcessStats> {
+    process(std::process::id())
+}
+
+/// /proc/<pid>/io `wchar`: bytes passed to write(2) and friends.
+pub fn written_bytes(pid: u32) -> Option<u64> {
+    field(
+        &std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?,
+        "wchar:",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_parsers() {
+        let stat = "cpu  100 0 50 800 50 0 7 0 0 0\ncpu0 1 2 3 4\n";
+        let c = CpuTimes::parse(stat).unwrap();
+        assert_eq!((c.idle, c.total, c.softirq), (850, 1007, 7));
+        let mem = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    250 kB\n";
+        assert_eq!(parse_mem_utilisation(mem), Some(0.75));
+        assert_eq!(parse_mem_utilisation("MemTotal: 0 kB\n"), None);
+        assert_eq!(CpuTimes::parse("intr 1 2"), None);
+    }
+
+    #[test]
+    fn process_stat_with_spaces_in_the_name() {
+        let stat = "42 (a b) S 1 2 3 4 5 6 7 8 9 10 30 12 0 0 20 0 5 0 100";
+        assert_eq!(parse_pid_stat(stat), Some((42.0, 5)));
+        assert_eq!(parse_pid_stat("42 (x"), None);
+        assert_eq!(field("wchar: 123\nrchar: 4\n", "wchar:"), Some(123));
+    }
+
+    #[test]
+    fn reads_own_process() {
+        let s = current().unwrap();
+        assert_eq!(s.pid, std::process::id());
+        assert!(s.rss_bytes > 0);
+        assert!(s.threads >= 1);
+        assert!(s.cpu_seconds >= 0.0);
+        assert!(CpuTimes::read().is_some());
+    }
+}
