@@ -1,4 +1,4 @@
-//! The `vigil` command line: `serve`, `ctl`, `bench`, `cluster`.
+//! The `vigil` command line: `serve`, `ctl`, `bench`, `cluster`, `sim`.
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -51,6 +51,19 @@ pub enum Command {
     Bench {
         #[command(subcommand)]
         what: crate::bench::Bench,
+    },
+    /// Run a scenario of the papers' experiments as a discrete-event simulation on the
+    /// scheduling code (seed-vod, seed-gateway, seed-feedback, seed-feedback-burst,
+    /// seed-planner, scale-20, scale-100, scale-1000, or a scenario file): writes a report folder (report.md, sessions.csv, PNG plots).
+    Sim {
+        /// A built-in scenario name or a path to a scenario TOML file.
+        scenario: String,
+        /// Report folder (default: a new folder under ./reports).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seed of the workload and the policies' draws (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
     },
 }
 
@@ -169,6 +182,11 @@ pub fn main() -> ExitCode {
         Command::Bench { what } => crate::bench::run(what),
         Command::Cluster { what } => cluster(what),
         Command::User { what } => crate::user::run(what),
+        Command::Sim {
+            scenario,
+            out,
+            seed,
+        } => crate::sim::run(&scenario, out, seed),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -22,4 +22,5 @@ pub mod procfs;
 pub mod record;
 pub mod rtsp;
 pub mod serve;
+pub mod sim;
 pub mod user;

@@ -81,6 +81,7 @@ pub struct NodeBuilder {
     rtsp: String,
     extra: String,
     udp: Option<(u16, u16)>,
+    env: Vec<(String, String)>,
 }
 
 impl NodeBuilder {
@@ -111,6 +112,11 @@ impl NodeBuilder {
     }
     pub fn udp_ports(mut self, min: u16, max: u16) -> Self {
         self.udp = Some((min, max));
+        self
+    }
+    /// An environment variable of the node process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
         self
     }
     pub fn start(self) -> Node {
@@ -149,6 +155,7 @@ impl Node {
             .args(["serve", "--config"])
             .arg(&path)
             .env("VIGIL_LOG", "info,vigil_server=debug")
+            .envs(b.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup log"))
             .stderr(log)

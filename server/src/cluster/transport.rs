@@ -5,10 +5,18 @@
 //! tag, a timestamp outside ±[`WINDOW_MS`] or a malformed payload is dropped and counted, so a
 //! process without the key can neither join nor inject state. (Replays of a captured datagram
 //! within the window are possible; chitchat's versioned state makes them harmless no-ops.)
+//!
+//! Fault injection for tests and drills: when the node was started with
+//! `VIGIL_FAULT_GOSSIP_PARTITION=<file>`, every datagram in and out is dropped while that
+//! file exists — the node is cut off from the gossip (its QUIC calls still work), as a
+//! network partition would do. Only whoever starts the process can set it; nothing on the
+//! network can turn it on.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -36,6 +44,50 @@ pub struct GossipStats {
     pub datagrams_received: AtomicU64,
     /// Datagrams dropped for a missing or wrong tag, a stale timestamp or a bad payload.
     pub rejected: AtomicU64,
+    /// Datagrams dropped by the partition fault injection (see the module's doc).
+    pub partitioned: AtomicU64,
+}
+
+/// The environment variable naming the partition fault file.
+pub const PARTITION_ENV: &str = "VIGIL_FAULT_GOSSIP_PARTITION";
+
+/// The partition fault: whether its file exists, looked up at most every 100 ms.
+struct Partition {
+    file: Option<PathBuf>,
+    checked: Option<Instant>,
+    on: bool,
+}
+
+impl Partition {
+    fn from_env() -> Partition {
+        let file = std::env::var_os(PARTITION_ENV).map(PathBuf::from);
+        if let Some(f) = &file {
+            tracing::warn!(file = %f.display(), "gossip partition fault injection armed");
+        }
+        Partition {
+            file,
+            checked: None,
+            on: false,
+        }
+    }
+
+    fn active(&mut self) -> bool {
+        let Some(file) = &self.file else {
+            return false;
+        };
+        if self
+            .checked
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
+        {
+            let on = file.exists();
+            if on != self.on {
+                tracing::warn!(partitioned = on, "gossip partition fault");
+            }
+            self.on = on;
+            self.checked = Some(Instant::now());
+        }
+        self.on
+    }
 }
 
 /// The transport: opens [`AuthSocket`]s that share the key and the counters.
@@ -64,6 +116,7 @@ impl Transport for AuthTransport {
             key: self.key.clone(),
             stats: self.stats.clone(),
             buf: vec![0; MAX_DATAGRAM].into_boxed_slice(),
+            partition: Partition::from_env(),
         }))
     }
 }
@@ -73,6 +126,7 @@ pub struct AuthSocket {
     key: Arc<[u8]>,
     stats: Arc<GossipStats>,
     buf: Box<[u8]>,
+    partition: Partition,
 }
 
 fn now_ms() -> i64 {
@@ -118,6 +172,10 @@ pub fn open<'a>(key: &[u8], now_ms: i64, datagram: &'a [u8]) -> Option<&'a [u8]>
 #[async_trait]
 impl Socket for AuthSocket {
     async fn send(&mut self, to: SocketAddr, msg: ChitchatMessage) -> anyhow::Result<()> {
+        if self.partition.active() {
+            self.stats.partitioned.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         let payload = msg.serialize_to_vec();
         let datagram = seal(&self.key, now_ms(), &payload);
         if datagram.len() > MAX_DATAGRAM {
@@ -152,6 +210,10 @@ impl Socket for AuthSocket {
                 }
                 Err(e) => return Err(e).context("gossip socket failed"),
             };
+            if self.partition.active() {
+                self.stats.partitioned.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             self.stats
                 .bytes_received
                 .fetch_add(n as u64, Ordering::Relaxed);

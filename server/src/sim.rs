@@ -1,0 +1,53 @@
+//! `vigil sim`: a scenario run in virtual time by `vigil-sim`, its report folder written.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+/// A folder name under `./reports` that does not exist yet.
+fn default_out(scenario: &str, seed: u64) -> PathBuf {
+    let stem = Path::new(scenario)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("scenario")
+        .to_string();
+    let base = PathBuf::from("reports").join(format!("{stem}-sim-seed{seed}"));
+    let mut dir = base.clone();
+    let mut n = 2;
+    while dir.exists() {
+        dir = PathBuf::from(format!("{}-{n}", base.display()));
+        n += 1;
+    }
+    dir
+}
+
+pub fn run(scenario: &str, out: Option<PathBuf>, seed: Option<u64>) -> anyhow::Result<()> {
+    let mut sc = vigil_sim::scenario::load(scenario)?;
+    if let Some(seed) = seed {
+        sc.seed = seed;
+    }
+    let out = out.unwrap_or_else(|| default_out(scenario, sc.seed));
+    let command = format!(
+        "vigil sim {scenario} --seed {} --out {}",
+        sc.seed,
+        out.display()
+    );
+    eprintln!(
+        "vigil sim: {} ({} arms: {}), seed {}",
+        sc.name,
+        sc.policies.len(),
+        sc.policies.join(", "),
+        sc.seed
+    );
+    // The simulator drives the playback cache synchronously: it must not run inside a
+    // tokio runtime, and this thread has none.
+    let report = vigil_sim::simulate(&sc, &command)?;
+    let written = report
+        .write(&out)
+        .with_context(|| format!("writing the report to {}", out.display()))?;
+    if let Some(t) = report.tables.iter().find(|t| t.title == "Simulator speed") {
+        eprint!("{}", t.markdown());
+    }
+    println!("{}", written.dir.join("report.md").display());
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! A node's playback cache in the simulator: the real `vigil-cache` `SegmentCache` (same
+//! byte budget, same LRU order and eviction), driven synchronously.
+//!
+//! The simulator owns time, so it also owns single flight (a miss waits for the read in
+//! flight in *virtual* time) and read-ahead; the cache only sees what a node's cache sees at
+//! the instant a read completes (an insert) and when a session asks for a segment (a
+//! lookup that refreshes recency). Inserts go through `get_or_load` with a loader that is
+//! already done: outside a tokio runtime the cache runs the load inline, so one poll
+//! completes it. The simulator must therefore never run inside a tokio runtime.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use vigil_cache::{SegmentCache, SegmentKey, Weighted};
+
+/// A segment as the cache weighs it.
+pub struct Seg {
+    bytes: usize,
+    end_ms: i64,
+}
+
+impl Weighted for Seg {
+    fn weight(&self) -> usize {
+        self.bytes
+    }
+    fn end_ms(&self) -> i64 {
+        self.end_ms
+    }
+}
+
+pub struct SimCache {
+    inner: SegmentCache<Seg>,
+}
+
+/// Polls a future that cannot wait once. `None` if it would have waited, which only happens
+/// inside a tokio runtime (the cache then spawns the load instead of running it inline).
+fn ready<F: Future>(f: F) -> Option<F::Output> {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
+}
+
+impl SimCache {
+    pub fn new(budget_bytes: usize) -> Self {
+        Self {
+            inner: SegmentCache::new(budget_bytes),
+        }
+    }
+
+    /// A session asks for a segment: resident → true (and most recently used).
+    pub fn get(&self, camera: &str, start_ms: i64) -> bool {
+        self.inner.get(&SegmentKey::new(camera, start_ms)).is_some()
+    }
+
+    /// Resident, without touching recency (read-ahead's probe).
+    pub fn contains(&self, camera: &str, start_ms: i64) -> bool {
+        self.inner.contains(&SegmentKey::new(camera, start_ms))
+    }
+
+    /// A storage read completed: the segment enters the cache (evicting by LRU to fit).
+    pub fn insert(&self, camera: &str, start_ms: i64, end_ms: i64, bytes: usize) {
+        let key = SegmentKey::new(camera, start_ms);
+        let fut = self.inner.get_or_load(
+            key,
+            move || async move { Ok::<_, ()>(Seg { bytes, end_ms }) },
+        );
+        if ready(fut).is_none() {
+            // Only inside a tokio runtime, which the simulator never enters (see above).
+            debug_assert!(false, "the simulator's cache ran inside a tokio runtime");
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.inner.stats().bytes as usize
+    }
+
+    pub fn evictions(&self) -> u64 {
+        self.inner.stats().evictions
+    }
+
+    /// Resident ranges per camera, as the node's report carries them.
+    pub fn resident(&self, max_gap_ms: i64) -> BTreeMap<String, Vec<(i64, i64)>> {
+        self.inner.resident(max_gap_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_budget_and_lru_order_are_the_real_caches() {
+        // Budget of 3 segments of 100 bytes.
+        let c = SimCache::new(300);
+        for s in 0..3 {
+            c.insert("a", s * 4000, s * 4000 + 4000, 100);
+        }
+        assert_eq!(c.bytes(), 300);
+        // Touch segment 0: segment 1 is now the least recently used.
+        assert!(c.get("a", 0));
+        c.insert("a", 12_000, 16_000, 100);
+        assert_eq!(c.bytes(), 300);
+        assert_eq!(c.evictions(), 1);
+        assert!(c.contains("a", 0));
+        assert!(!c.contains("a", 4000));
+        assert!(!c.get("a", 4000));
+        assert_eq!(
+            c.resident(1500).get("a").cloned(),
+            Some(vec![(0, 4000), (8000, 16_000)])
+        );
+    }
+}

@@ -1,0 +1,784 @@
+//! Scenario definitions: what a run sets up (nodes, storage, clients, the load over time)
+//! and which policies it compares on the same seeded workload.
+//!
+//! One TOML format serves the simulator (`vigil sim`) and the real-process runner
+//! (`vigil lab`, later): a scenario says what the papers' experiments do, not how a runner
+//! carries it out. The four seeds' scenarios ship embedded ([`builtin`]); a file given by
+//! path replaces them ([`load`]). Every number is validated before a run starts, with an
+//! error naming the field, so a typo fails in milliseconds rather than after an hour's run.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use vigil_cluster::{ClusterConfig, Policy};
+
+/// A bad scenario: which one, which field, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("unknown scenario {0:?}: built in are {list}", list = BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))]
+    Unknown(String),
+    #[error("reading scenario file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("scenario {name}: {source}")]
+    Parse {
+        name: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error("scenario {name}: {field}: {why}")]
+    Invalid {
+        name: String,
+        field: &'static str,
+        why: String,
+    },
+}
+
+/// Which experiment a scenario is (which driver runs it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// §A: playback placement and REM under a ramp of concurrent playbacks.
+    Vod,
+    /// §B: live patrol groups on gateways, manual binding vs the balanced gateway.
+    Gateway,
+    /// §C: live requests, least connections vs KNN classes with the feedback period.
+    Feedback,
+    /// §D.2: admission of Poisson arrivals on capped nodes holding replicas.
+    Planner,
+}
+
+/// A compared policy: a placement policy, optionally with §A.5 REM, or one of the
+/// non-placement arms of §B–§D. Written as in the scenario file: `least-load`,
+/// `similarity+rem`, `manual`, `balanced`, `no-planner`, `planner`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Arm {
+    Place {
+        policy: Policy,
+        rem: bool,
+    },
+    /// §B: cameras stay on the gateway they were bound to.
+    Manual,
+    /// §B: sleep, Brown forecast and roulette migration.
+    Balanced,
+    /// §D.2 without / with the migration planner.
+    NoPlanner,
+    Planner,
+}
+
+impl fmt::Display for Arm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arm::Place { policy, rem: false } => write!(f, "{policy}"),
+            Arm::Place { policy, rem: true } => write!(f, "{policy}+rem"),
+            Arm::Manual => f.write_str("manual"),
+            Arm::Balanced => f.write_str("balanced"),
+            Arm::NoPlanner => f.write_str("no-planner"),
+            Arm::Planner => f.write_str("planner"),
+        }
+    }
+}
+
+impl FromStr for Arm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "manual" => return Ok(Arm::Manual),
+            "balanced" => return Ok(Arm::Balanced),
+            "no-planner" => return Ok(Arm::NoPlanner),
+            "planner" => return Ok(Arm::Planner),
+            _ => {}
+        }
+        let (name, rem) = match s.strip_suffix("+rem") {
+            Some(n) => (n, true),
+            None => (s, false),
+        };
+        let policy = Policy::from_str(name).map_err(|e| e.to_string())?;
+        Ok(Arm::Place { policy, rem })
+    }
+}
+
+/// How a client picks what to play (§A: uniform; §D: Zipf).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", deny_unknown_fields)]
+pub enum Choice {
+    Uniform,
+    /// Rank k (1-based) with probability ∝ 1/k^s.
+    Zipf {
+        s: f64,
+    },
+}
+
+/// One VCR speed and the share of sessions that switch to it after they start (§A).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vcr {
+    pub scale: f64,
+    pub share: f64,
+}
+
+/// The serving nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nodes {
+    pub count: usize,
+    /// Bord: each node's network bandwidth (§A.1).
+    pub bord_mbps: f64,
+    /// Memory of a node; M = (base + cache bytes) / RAM (§A.1).
+    #[serde(default = "d_ram")]
+    pub ram_mb: f64,
+    /// Memory in use before any cache (process, OS).
+    #[serde(default = "d_ram_base")]
+    pub ram_base_mb: f64,
+    /// Playback cache budget (the node's `[cache] budget_mb`).
+    #[serde(default = "d_cache")]
+    pub cache_mb: f64,
+    /// Segments read ahead of each playing session (`[cache] read_ahead_segments`).
+    #[serde(default = "d_read_ahead")]
+    pub read_ahead_segments: u32,
+    /// Concurrent sessions a node accepts; 0 = no limit (§D.2's cap).
+    #[serde(default)]
+    pub max_sessions: u32,
+    /// CPU utilisation per Gb/s a node sends (C of §A.1 grows with the bytes moved).
+    #[serde(default = "d_cpu_per_gbps")]
+    pub cpu_per_gbps: f64,
+    /// Service time of one RTSP request on an idle node (ms); it grows as 1/(1 − ρ).
+    #[serde(default = "d_request_ms")]
+    pub request_ms: f64,
+    /// `vod`: a node's changes reach the scheduler within this (ms); REM runs on them.
+    #[serde(default = "d_report_ms")]
+    pub report_ms: u64,
+    /// Relative capacity per node (link and CPU), heterogeneous nodes; empty = all 1.
+    #[serde(default)]
+    pub capacity: Vec<f64>,
+}
+
+impl Nodes {
+    /// Node i's relative capacity (1 when not given).
+    pub fn capacity_of(&self, i: usize) -> f64 {
+        self.capacity.get(i).copied().unwrap_or(1.0)
+    }
+}
+
+fn d_ram() -> f64 {
+    2048.0
+}
+fn d_ram_base() -> f64 {
+    512.0
+}
+fn d_cache() -> f64 {
+    512.0
+}
+fn d_read_ahead() -> u32 {
+    2
+}
+fn d_cpu_per_gbps() -> f64 {
+    0.3
+}
+fn d_request_ms() -> f64 {
+    1.0
+}
+fn d_report_ms() -> u64 {
+    1000
+}
+
+/// The shared storage (IPSAN LUN): a FIFO of reads at `bandwidth_mbps` after a fixed
+/// `latency_ms` — the `[storage.emulate]` knob of the real node, said in every report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Storage {
+    pub latency_ms: f64,
+    pub bandwidth_mbps: f64,
+}
+
+/// What clients ask for and how they behave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub cameras: usize,
+    #[serde(default = "d_one")]
+    pub recordings_per_camera: usize,
+    /// Length of each recording.
+    pub recording_secs: f64,
+    #[serde(default = "d_segment")]
+    pub segment_secs: f64,
+    pub bitrate_mbps: f64,
+    pub choice: Choice,
+    /// Mean of the exponential session length (wall time).
+    pub session_mean_secs: f64,
+    /// Mean of the exponential pause between a client's sessions (closed-loop clients).
+    #[serde(default = "d_think")]
+    pub think_mean_secs: f64,
+    /// Speeds sessions switch to after they start; the rest stay at 1×.
+    #[serde(default)]
+    pub vcr: Vec<Vcr>,
+    /// Mean of the exponential delay from a session's start to its VCR change.
+    #[serde(default = "d_vcr_after")]
+    pub vcr_after_mean_secs: f64,
+    /// Round trip client ↔ node and node ↔ node (ms).
+    #[serde(default = "d_rtt")]
+    pub rtt_ms: f64,
+}
+
+fn d_one() -> usize {
+    1
+}
+fn d_segment() -> f64 {
+    4.0
+}
+fn d_think() -> f64 {
+    2.0
+}
+fn d_vcr_after() -> f64 {
+    20.0
+}
+fn d_rtt() -> f64 {
+    0.5
+}
+
+/// §A: a ramp of concurrent clients, each level held for `step_secs`; figures are taken
+/// over the part of each step after `settle_secs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ramp {
+    pub steps: Vec<u32>,
+    pub step_secs: f64,
+    pub settle_secs: f64,
+    /// New clients of a step arrive spread uniformly over this long (0 = all at once, a
+    /// burst); default the settle time, at most 30 s.
+    #[serde(default)]
+    pub spread_secs: Option<f64>,
+}
+
+impl Ramp {
+    /// The end of the last step (virtual µs).
+    pub fn end_us(&self) -> i64 {
+        crate::engine::secs(self.step_secs) * self.steps.len() as i64
+    }
+
+    /// The step running at `now_us` (virtual µs since the start).
+    pub fn step_at(&self, now_us: i64) -> Option<usize> {
+        let i = (now_us / crate::engine::secs(self.step_secs).max(1)) as usize;
+        (i < self.steps.len()).then_some(i)
+    }
+
+    /// The step whose measured window (after its settle time) contains `now_us`.
+    pub fn measured_step(&self, now_us: i64) -> Option<usize> {
+        let i = self.step_at(now_us)?;
+        let into = now_us - i as i64 * crate::engine::secs(self.step_secs);
+        (into >= crate::engine::secs(self.settle_secs)).then_some(i)
+    }
+
+    /// The level of the step running at `now_us`, as the sessions' CSV names it.
+    pub fn label_at(&self, now_us: i64) -> String {
+        self.step_at(now_us)
+            .map_or(String::new(), |i| self.steps[i].to_string())
+    }
+
+    pub fn spread(&self) -> f64 {
+        self.spread_secs
+            .unwrap_or_else(|| self.settle_secs.clamp(1.0, 30.0))
+    }
+}
+
+/// §D.2: Poisson arrivals, each rate run for `duration_min`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub lambdas_per_min: Vec<f64>,
+    pub duration_min: f64,
+    /// Replicas of videos per node (r_ij of §D.2).
+    pub replicas_per_node: usize,
+    /// "matched" (replica counts follow popularity) and/or "mismatched" (uniform).
+    pub layouts: Vec<Layout>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    Matched,
+    Mismatched,
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layout::Matched => "matched",
+            Layout::Mismatched => "mismatched",
+        })
+    }
+}
+
+/// A scenario as written in its TOML file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    pub kind: Kind,
+    pub description: String,
+    /// What the paper ran and reported, for the report's header.
+    pub paper: String,
+    /// How this scenario maps the paper's testbed onto the runner (written in the report).
+    pub scaling: String,
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    /// The compared arms, all on the same seeded workload.
+    pub policies: Vec<String>,
+    pub nodes: Nodes,
+    #[serde(default = "d_storage")]
+    pub storage: Storage,
+    pub workload: Workload,
+    #[serde(default)]
+    pub ramp: Option<Ramp>,
+    #[serde(default)]
+    pub sweep: Option<Sweep>,
+    /// §B: tours and serving costs of a gateway scenario.
+    #[serde(default)]
+    pub gateway: Option<crate::gateway::GatewaySpec>,
+    /// The policy layer's constants (ALGORITHMS.md figures unless overridden here).
+    #[serde(default)]
+    pub cluster: ClusterConfig,
+}
+
+fn d_seed() -> u64 {
+    1
+}
+fn d_storage() -> Storage {
+    Storage {
+        latency_ms: 10.0,
+        bandwidth_mbps: 4000.0,
+    }
+}
+
+/// The embedded scenarios, by name.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("seed-vod", include_str!("../scenarios/seed-vod.toml")),
+    (
+        "seed-gateway",
+        include_str!("../scenarios/seed-gateway.toml"),
+    ),
+    (
+        "seed-feedback",
+        include_str!("../scenarios/seed-feedback.toml"),
+    ),
+    (
+        "seed-feedback-burst",
+        include_str!("../scenarios/seed-feedback-burst.toml"),
+    ),
+    (
+        "seed-planner",
+        include_str!("../scenarios/seed-planner.toml"),
+    ),
+    ("scale-20", include_str!("../scenarios/scale-20.toml")),
+    ("scale-100", include_str!("../scenarios/scale-100.toml")),
+    ("scale-1000", include_str!("../scenarios/scale-1000.toml")),
+];
+
+/// A built-in scenario by name.
+pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
+    let (_, text) = BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| ScenarioError::Unknown(name.to_string()))?;
+    parse(name, text)
+}
+
+/// A built-in name, or a path to a scenario file (anything with a `/` or ending `.toml`).
+pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: name_or_path.to_string(),
+            source,
+        })?;
+        parse(name_or_path, &text)
+    } else {
+        builtin(name_or_path)
+    }
+}
+
+/// Parses and validates; `origin` names the scenario in errors.
+pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+        name: origin.to_string(),
+        source: Box::new(e),
+    })?;
+    s.validate()?;
+    Ok(s)
+}
+
+impl Scenario {
+    fn bad(&self, field: &'static str, why: impl Into<String>) -> ScenarioError {
+        ScenarioError::Invalid {
+            name: self.name.clone(),
+            field,
+            why: why.into(),
+        }
+    }
+
+    /// The compared arms, parsed (validated by [`Scenario::validate`]).
+    pub fn arms(&self) -> Vec<Arm> {
+        self.policies
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    /// Checks every number a run depends on; the first problem is returned.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        let pos = |v: f64| v.is_finite() && v > 0.0;
+        let nonneg = |v: f64| v.is_finite() && v >= 0.0;
+        if self.name.trim().is_empty() {
+            return Err(self.bad("name", "must not be empty"));
+        }
+        if self.policies.is_empty() {
+            return Err(self.bad("policies", "at least one policy to run"));
+        }
+        for p in &self.policies {
+            let arm: Arm = p
+                .parse()
+                .map_err(|e| self.bad("policies", format!("{p:?}: {e}")))?;
+            let fits = matches!(
+                (self.kind, arm),
+                (Kind::Vod | Kind::Feedback, Arm::Place { .. })
+                    | (Kind::Gateway, Arm::Manual | Arm::Balanced)
+                    | (Kind::Planner, Arm::NoPlanner | Arm::Planner)
+            );
+            if !fits {
+                return Err(self.bad(
+                    "policies",
+                    format!("{p:?} is not an arm of a {:?} scenario", self.kind),
+                ));
+            }
+        }
+        let n = &self.nodes;
+        if n.count == 0 {
+            return Err(self.bad("nodes.count", "at least one node"));
+        }
+        if !pos(n.bord_mbps) {
+            return Err(self.bad("nodes.bord_mbps", format!("{} is not > 0", n.bord_mbps)));
+        }
+        if !pos(n.ram_mb) || !nonneg(n.ram_base_mb) || n.ram_base_mb >= n.ram_mb {
+            return Err(self.bad(
+                "nodes.ram_mb",
+                format!(
+                    "ram_mb {} must be > ram_base_mb {} ≥ 0",
+                    n.ram_mb, n.ram_base_mb
+                ),
+            ));
+        }
+        if !nonneg(n.cache_mb) {
+            return Err(self.bad("nodes.cache_mb", format!("{} is negative", n.cache_mb)));
+        }
+        if !nonneg(n.cpu_per_gbps) || !nonneg(n.request_ms) {
+            return Err(self.bad("nodes.cpu_per_gbps", "cpu_per_gbps and request_ms ≥ 0"));
+        }
+        if !n.capacity.is_empty()
+            && (n.capacity.len() != n.count || !n.capacity.iter().all(|&c| pos(c)))
+        {
+            return Err(self.bad(
+                "nodes.capacity",
+                format!(
+                    "{} values > 0, one per node ({} given)",
+                    n.count,
+                    n.capacity.len()
+                ),
+            ));
+        }
+        if n.report_ms == 0 {
+            return Err(self.bad("nodes.report_ms", "must be > 0"));
+        }
+        if !nonneg(self.storage.latency_ms) || !pos(self.storage.bandwidth_mbps) {
+            return Err(self.bad("storage", "latency_ms must be ≥ 0 and bandwidth_mbps > 0"));
+        }
+        let w = &self.workload;
+        if w.cameras == 0 || w.recordings_per_camera == 0 {
+            return Err(self.bad("workload.cameras", "cameras and recordings ≥ 1"));
+        }
+        if !pos(w.recording_secs) || !pos(w.segment_secs) || w.segment_secs > w.recording_secs {
+            return Err(self.bad(
+                "workload.segment_secs",
+                format!(
+                    "segment_secs {} must be > 0 and ≤ recording_secs {}",
+                    w.segment_secs, w.recording_secs
+                ),
+            ));
+        }
+        if !pos(w.bitrate_mbps) {
+            return Err(self.bad("workload.bitrate_mbps", "must be > 0"));
+        }
+        if let Choice::Zipf { s } = w.choice {
+            if !pos(s) {
+                return Err(self.bad("workload.choice", format!("Zipf s = {s} must be > 0")));
+            }
+        }
+        if !pos(w.session_mean_secs) || !nonneg(w.think_mean_secs) {
+            return Err(self.bad(
+                "workload.session_mean_secs",
+                "session mean > 0 and think mean ≥ 0",
+            ));
+        }
+        let mut share = 0.0;
+        for v in &w.vcr {
+            if !pos(v.scale) || !(0.0..=1.0).contains(&v.share) {
+                return Err(self.bad(
+                    "workload.vcr",
+                    format!(
+                        "scale {} must be > 0 and share {} in [0, 1]",
+                        v.scale, v.share
+                    ),
+                ));
+            }
+            share += v.share;
+        }
+        if share > 1.0 + 1e-9 {
+            return Err(self.bad("workload.vcr", format!("shares add up to {share} > 1")));
+        }
+        if !pos(w.vcr_after_mean_secs) || !nonneg(w.rtt_ms) {
+            return Err(self.bad("workload.vcr_after_mean_secs", "must be > 0 (rtt_ms ≥ 0)"));
+        }
+        let sched = &self.cluster.sched;
+        let wsum = sched.weights.cpu + sched.weights.mem + sched.weights.net;
+        if (wsum - 1.0).abs() > 1e-6 {
+            return Err(self.bad(
+                "cluster.sched.weights",
+                format!("cpu + mem + net = {wsum}, must be 1"),
+            ));
+        }
+        if sched.load_min >= sched.load_max || sched.t_min_ms >= sched.t_max_ms {
+            return Err(self.bad(
+                "cluster.sched",
+                "load_min < load_max and t_min_ms < t_max_ms",
+            ));
+        }
+        match self.kind {
+            Kind::Vod | Kind::Feedback | Kind::Gateway => {
+                let Some(r) = &self.ramp else {
+                    return Err(self.bad("ramp", "this kind of scenario needs [ramp]"));
+                };
+                if r.steps.is_empty() || r.steps.contains(&0) {
+                    return Err(self.bad("ramp.steps", "one or more levels, each ≥ 1"));
+                }
+                if r.spread_secs
+                    .is_some_and(|x| !nonneg(x) || x >= r.step_secs)
+                {
+                    return Err(self.bad("ramp.spread_secs", "must be in [0, step_secs)"));
+                }
+                if !pos(r.step_secs) || !nonneg(r.settle_secs) || r.settle_secs >= r.step_secs {
+                    return Err(self.bad(
+                        "ramp.step_secs",
+                        format!(
+                            "step_secs {} must be > settle_secs {} ≥ 0",
+                            r.step_secs, r.settle_secs
+                        ),
+                    ));
+                }
+            }
+            Kind::Planner => {}
+        }
+        if self.kind == Kind::Gateway {
+            let Some(g) = &self.gateway else {
+                return Err(self.bad("gateway", "a gateway scenario needs [gateway]"));
+            };
+            if g.tours_per_node.len() != n.count {
+                return Err(self.bad(
+                    "gateway.tours_per_node",
+                    format!("one value per node ({} nodes)", n.count),
+                ));
+            }
+            let per_node = w.cameras / n.count;
+            if let Some(t) = g
+                .tours_per_node
+                .iter()
+                .find(|&&t| t as usize * g.cameras_per_tour as usize > per_node)
+            {
+                return Err(self.bad(
+                    "gateway.tours_per_node",
+                    format!(
+                        "{t} tours × {} cameras exceed the {per_node} cameras of a gateway",
+                        g.cameras_per_tour
+                    ),
+                ));
+            }
+            if g.cameras_per_tour == 0
+                || !pos(g.switch_secs)
+                || !nonneg(g.cpu_per_camera)
+                || !nonneg(g.cpu_per_viewer)
+                || !nonneg(g.start_ms)
+                || !nonneg(g.wake_ms)
+            {
+                return Err(self.bad(
+                    "gateway",
+                    "cameras_per_tour ≥ 1, switch_secs > 0, costs ≥ 0",
+                ));
+            }
+        }
+        match self.kind {
+            Kind::Vod | Kind::Feedback | Kind::Gateway => {}
+            Kind::Planner => {
+                let Some(s) = &self.sweep else {
+                    return Err(self.bad("sweep", "a planner scenario needs [sweep]"));
+                };
+                if s.lambdas_per_min.is_empty() || !s.lambdas_per_min.iter().all(|&l| pos(l)) {
+                    return Err(self.bad("sweep.lambdas_per_min", "one or more rates, each > 0"));
+                }
+                if !pos(s.duration_min) {
+                    return Err(self.bad("sweep.duration_min", "must be > 0"));
+                }
+                if s.replicas_per_node == 0 || s.replicas_per_node > w.cameras {
+                    return Err(self.bad(
+                        "sweep.replicas_per_node",
+                        format!("must be in 1..={} (the videos)", w.cameras),
+                    ));
+                }
+                if s.replicas_per_node * n.count < w.cameras {
+                    return Err(self.bad(
+                        "sweep.replicas_per_node",
+                        format!(
+                            "{} nodes × {} replicas cannot hold every one of {} videos",
+                            n.count, s.replicas_per_node, w.cameras
+                        ),
+                    ));
+                }
+                if s.layouts.is_empty() {
+                    return Err(self.bad("sweep.layouts", "matched and/or mismatched"));
+                }
+                if n.max_sessions == 0 {
+                    return Err(self.bad("nodes.max_sessions", "a planner scenario needs cap > 0"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One recorded segment's bytes (what the cache charges for it).
+    pub fn segment_bytes(&self) -> usize {
+        (self.workload.bitrate_mbps * 1e6 / 8.0 * self.workload.segment_secs).round() as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_validates() {
+        for (name, _) in BUILTIN {
+            let s = builtin(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(&s.name, name);
+            assert!(!s.arms().is_empty());
+        }
+    }
+
+    #[test]
+    fn seed_vod_has_the_papers_parameters() {
+        let s = builtin("seed-vod").unwrap();
+        assert_eq!(s.nodes.count, 5);
+        assert_eq!(s.workload.cameras, 80);
+        assert_eq!(s.workload.recordings_per_camera, 5);
+        assert_eq!(s.workload.bitrate_mbps, 2.0);
+        assert_eq!(s.workload.choice, Choice::Uniform);
+        let shares: Vec<(f64, f64)> = s.workload.vcr.iter().map(|v| (v.scale, v.share)).collect();
+        assert_eq!(shares, vec![(2.0, 0.2), (3.0, 0.1), (0.5, 0.1)]);
+        assert_eq!(
+            s.ramp.as_ref().unwrap().steps,
+            vec![100, 200, 300, 400, 500]
+        );
+        assert_eq!(
+            s.policies,
+            vec![
+                "least-load",
+                "similarity",
+                "similarity+rem",
+                "cache-aware+rem"
+            ]
+        );
+        let p = builtin("seed-planner").unwrap();
+        assert_eq!(
+            (p.nodes.count, p.nodes.max_sessions, p.workload.cameras),
+            (20, 100, 1500)
+        );
+        assert_eq!(p.workload.choice, Choice::Zipf { s: 0.6 });
+        assert_eq!(p.workload.session_mean_secs, 5400.0);
+        assert_eq!(p.sweep.as_ref().unwrap().duration_min, 360.0);
+    }
+
+    fn with(edit: impl Fn(&mut toml::Table)) -> Result<Scenario, ScenarioError> {
+        let (_, text) = BUILTIN[0];
+        let mut t: toml::Table = toml::from_str(text).unwrap();
+        edit(&mut t);
+        parse("edited", &toml::to_string(&t).unwrap())
+    }
+
+    fn table<'a>(t: &'a mut toml::Table, k: &str) -> &'a mut toml::Table {
+        t.get_mut(k).and_then(|v| v.as_table_mut()).unwrap()
+    }
+
+    fn err(r: Result<Scenario, ScenarioError>) -> String {
+        r.expect_err("should be refused").to_string()
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_field() {
+        let e = err(with(|t| {
+            table(t, "nodes").insert("count".into(), 0.into());
+        }));
+        assert!(e.contains("nodes.count"), "{e}");
+        let e = err(with(|t| {
+            t.insert("policies".into(), vec!["fastest"].into());
+        }));
+        assert!(e.contains("policies") && e.contains("fastest"), "{e}");
+        let e = err(with(|t| {
+            t.insert("policies".into(), vec!["manual"].into());
+        }));
+        assert!(e.contains("not an arm"), "{e}");
+        let e = err(with(|t| {
+            table(t, "workload").insert("bitrate_mbps".into(), (-2.0).into());
+        }));
+        assert!(e.contains("workload.bitrate_mbps"), "{e}");
+        let e = err(with(|t| {
+            table(t, "ramp").insert("settle_secs".into(), 1e6.into());
+        }));
+        assert!(e.contains("ramp.step_secs"), "{e}");
+        let e = err(with(|t| {
+            let w = table(t, "workload");
+            let mut v = toml::Table::new();
+            v.insert("scale".into(), 2.0.into());
+            v.insert("share".into(), 0.9.into());
+            let arr = w.get_mut("vcr").and_then(|v| v.as_array_mut()).unwrap();
+            arr.push(toml::Value::Table(v));
+        }));
+        assert!(e.contains("add up to"), "{e}");
+        let e = err(with(|t| {
+            table(t, "nodes").insert("colour".into(), "red".into());
+        }));
+        assert!(e.contains("unknown field") && e.contains("colour"), "{e}");
+        let e = err(with(|t| {
+            t.remove("ramp");
+        }));
+        assert!(e.contains("needs [ramp]"), "{e}");
+        assert!(matches!(
+            builtin("seed-nothing"),
+            Err(ScenarioError::Unknown(_))
+        ));
+        assert!(builtin("seed-nothing")
+            .unwrap_err()
+            .to_string()
+            .contains("seed-vod"));
+    }
+
+    #[test]
+    fn a_file_overrides_the_builtin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.toml");
+        let text = BUILTIN[0].1.replace("count = 5", "count = 3");
+        std::fs::write(&path, text).unwrap();
+        let s = load(path.to_str().unwrap()).unwrap();
+        assert_eq!(s.nodes.count, 3);
+        let missing = load("/nonexistent/x.toml").unwrap_err().to_string();
+        assert!(missing.contains("/nonexistent/x.toml"), "{missing}");
+    }
+}

@@ -1,0 +1,821 @@
+//! §A in virtual time: closed-loop playback clients on a ramp, placed by the unchanged
+//! `vigil_cluster::place` (and moved by `rem_step` for the `+rem` arms) over a
+//! `ClusterView` rebuilt from the simulated nodes' reports; each node's playback cache is
+//! the real `vigil-cache` LRU; storage is a FIFO with latency and bandwidth.
+//!
+//! Model choices (said in every report):
+//! - A request is `Req(camera, T)` with T the start of the chosen recording (§A testbed).
+//! - Response time = DESCRIBE to a random entry node (+ one node round trip to ask the
+//!   scheduler, + a round trip for the 302 when placed elsewhere) + DESCRIBE, SETUP, PLAY on
+//!   the chosen node, where DESCRIBE needs the first segment (cache or storage), + sending
+//!   the first keyframe (1 s of video) over the node's remaining bandwidth. Each request
+//!   costs `request_ms / (1 − ρ)` on a node whose utilisation ρ = max(C, N).
+//! - A node's report (§A.1: C from the bytes it moves, M from its cache, N from its
+//!   streams, a stream counted as storage-read when its last segment missed the cache)
+//!   reaches the scheduler within `report_ms` of any change; REM runs on each such report.
+
+mod metrics;
+
+use std::collections::HashMap;
+
+use rand::rngs::StdRng;
+use vigil_cluster::{
+    apply, apply_migration, place, quadratic_mean, rem_probability, rem_step, ClusterConfig,
+    ClusterView, Decision, Indicators, NodeView, PlaceState, Request, Stream, StreamSource,
+};
+
+use crate::cache::SimCache;
+use crate::dist::{client_rng, offset, policy_rng, Ask, Asker};
+use crate::engine::{secs, Micros, Queue, MS, SEC};
+use crate::report::SessionRow;
+use crate::scenario::{Arm, Scenario};
+
+pub use metrics::{quantile, vod_report, ArmResult, StepFigures, TRACE_NODES};
+
+/// Recordings start here (ms since the epoch): 2026-01-01T00:00:00Z.
+const EPOCH_MS: i64 = 1_767_225_600_000;
+/// The server's report limits (`cluster::report`): merge gap and ranges kept.
+const CACHE_GAP_MS: i64 = 1500;
+const MAX_RANGES_PER_CAMERA: usize = 16;
+const MAX_CACHED_CAMERAS: usize = 256;
+/// REM moves proposed for one report at most (the server's `cluster::rem::MAX_STEPS`).
+const REM_MAX_STEPS: usize = 8;
+/// The scheduler runs on node 0 (election is not what is measured).
+const SCHEDULER: usize = 0;
+/// Metrics are sampled this often.
+const SAMPLE: Micros = SEC;
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    Request { client: u32 },
+    Need { session: u32, gen: u32, seg: u32 },
+    Resume { session: u32, gen: u32, seg: u32 },
+    LoadDone { node: u32, cam: u32, seg: u32 },
+    Vcr { session: u32, scale: f64 },
+    End { session: u32 },
+    Gossip,
+    Sample,
+    Step { step: u32 },
+}
+
+struct Node {
+    id: String,
+    cache: SimCache,
+    sessions: Vec<u32>,
+    /// Σ VBR·k of its streams (§A.1 eq. 2 numerator), kept current on every change.
+    net_bps: f64,
+    /// Bytes moved per second (sent + read from storage), for C.
+    moved_bps: f64,
+    dirty: bool,
+}
+
+struct Session {
+    client: u32,
+    cam: u32,
+    /// First segment index's recording time (the request's T).
+    begin_ms: i64,
+    node: u32,
+    scale: f64,
+    /// Segment being played and when it started playing (virtual µs).
+    seg: u32,
+    seg_at: Micros,
+    playing: bool,
+    hit: bool,
+    gen: u32,
+    row: usize,
+    stall_from: Micros,
+    alive: bool,
+}
+
+struct Client {
+    rng: StdRng,
+}
+
+/// One arm's run over the whole ramp.
+pub struct VodSim<'a> {
+    sc: &'a Scenario,
+    arm: Arm,
+    cfg: ClusterConfig,
+    q: Queue<Ev>,
+    nodes: Vec<Node>,
+    sessions: Vec<Session>,
+    clients: Vec<Client>,
+    cameras: Vec<String>,
+    view: ClusterView,
+    place_state: PlaceState,
+    policy_rng: StdRng,
+    /// (node, camera, segment) → completion time of the read in flight.
+    inflight: HashMap<(u32, u32, u32), Micros>,
+    storage_free_at: Micros,
+    asker: Asker,
+    seg_us: Micros,
+    seg_ms: i64,
+    segs: u32,
+    seg_bytes: usize,
+    step: usize,
+    active: u32,
+    pub rows: Vec<SessionRow>,
+    pub m: metrics::Acc,
+}
+
+impl<'a> VodSim<'a> {
+    pub fn new(sc: &'a Scenario, arm: Arm) -> Self {
+        let w = &sc.workload;
+        let n = &sc.nodes;
+        let nodes: Vec<Node> = (0..n.count)
+            .map(|i| Node {
+                id: format!("n{i:04}"),
+                cache: SimCache::new((n.cache_mb * 1024.0 * 1024.0) as usize),
+                sessions: Vec::new(),
+                net_bps: 0.0,
+                moved_bps: 0.0,
+                dirty: false,
+            })
+            .collect();
+        let cameras = (0..w.cameras).map(|c| format!("cam-{c:06}")).collect();
+        let seg_ms = (w.segment_secs * 1000.0).round() as i64;
+        let steps = sc.ramp.as_ref().map_or(0, |r| r.steps.len());
+        let mut s = Self {
+            sc,
+            arm,
+            cfg: sc.cluster.clone(),
+            q: Queue::default(),
+            nodes,
+            sessions: Vec::new(),
+            clients: Vec::new(),
+            cameras,
+            view: ClusterView::new(Vec::new(), sc.cluster.sched.weights),
+            place_state: PlaceState::default(),
+            policy_rng: policy_rng(sc.seed),
+            inflight: HashMap::new(),
+            storage_free_at: 0,
+            asker: Asker::new(w, n.count),
+            seg_us: secs(w.segment_secs),
+            seg_ms,
+            segs: ((w.recording_secs * 1000.0) / seg_ms as f64).ceil() as u32,
+            seg_bytes: sc.segment_bytes(),
+            step: 0,
+            active: 0,
+            rows: Vec::new(),
+            m: metrics::Acc::new(steps),
+        };
+        let views = (0..s.nodes.len()).map(|i| s.node_view(i)).collect();
+        s.view = ClusterView::new(views, sc.cluster.sched.weights);
+        s
+    }
+
+    /// Runs the ramp to its end; returns the events processed.
+    pub fn run(&mut self) -> u64 {
+        let Some(r) = self.sc.ramp.clone() else {
+            return 0;
+        };
+        let end = r.end_us();
+        self.q.at(0, Ev::Step { step: 0 });
+        self.q.at(SAMPLE, Ev::Sample);
+        self.q.at(self.sc.nodes.report_ms as i64 * MS, Ev::Gossip);
+        while let Some(ev) = self.q.next_until(end) {
+            self.handle(ev);
+        }
+        self.q.processed()
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Step { step } => self.on_step(step as usize),
+            Ev::Request { client } => self.on_request(client),
+            Ev::Need { session, gen, seg } => {
+                if self.sessions[session as usize].gen == gen {
+                    self.on_need(session, seg);
+                }
+            }
+            Ev::Resume { session, gen, seg } => {
+                if self.sessions[session as usize].gen == gen {
+                    self.on_resume(session, seg);
+                }
+            }
+            Ev::LoadDone { node, cam, seg } => {
+                self.inflight.remove(&(node, cam, seg));
+                let start = self.seg_start(seg);
+                let cam_name = &self.cameras[cam as usize];
+                self.nodes[node as usize].cache.insert(
+                    cam_name,
+                    start,
+                    start + self.seg_ms,
+                    self.seg_bytes,
+                );
+            }
+            Ev::Vcr { session, scale } => self.on_vcr(session, scale),
+            Ev::End { session } => self.end_session(session),
+            Ev::Gossip => {
+                self.gossip();
+                self.q
+                    .after(self.sc.nodes.report_ms as i64 * MS, Ev::Gossip);
+            }
+            Ev::Sample => {
+                self.sample();
+                self.q.after(SAMPLE, Ev::Sample);
+            }
+        }
+    }
+
+    /// Segment `seg`'s start, relative to its recording's start (all recordings of the
+    /// simulation are laid out alike; the camera and T tell them apart).
+    fn seg_start(&self, seg: u32) -> i64 {
+        seg as i64 * self.seg_ms
+    }
+
+    fn measuring(&self) -> Option<usize> {
+        self.sc.ramp.as_ref()?.measured_step(self.q.now())
+    }
+
+    fn on_step(&mut self, step: usize) {
+        let Some(r) = self.sc.ramp.clone() else {
+            return;
+        };
+        self.step = step;
+        let target = r.steps[step];
+        // New clients arrive spread over the settle time (or 30 s), never all at once.
+        let spread = secs(r.spread());
+        while (self.clients.len() as u32) < target {
+            let id = self.clients.len() as u64;
+            let mut rng = client_rng(self.sc.seed, id);
+            let at = self.q.now() + offset(spread, &mut rng);
+            self.clients.push(Client { rng });
+            self.q.at(at, Ev::Request { client: id as u32 });
+        }
+        self.active = target;
+        if step + 1 < r.steps.len() {
+            self.q.at(
+                secs(r.step_secs) * (step as i64 + 1),
+                Ev::Step {
+                    step: step as u32 + 1,
+                },
+            );
+        }
+    }
+
+    fn on_request(&mut self, client: u32) {
+        if client >= self.active {
+            return;
+        }
+        let now = self.q.now();
+        let w = &self.sc.workload;
+        // A fixed set of draws per request from the client's own stream: every arm sees the
+        // same requests, lengths, VCR changes and pauses.
+        let Ask {
+            recording: pick,
+            length_s: length,
+            vcr,
+            think_s: think,
+            entry,
+        } = self.asker.ask(&mut self.clients[client as usize].rng);
+        let cam = (pick / w.recordings_per_camera) as u32;
+        let rec = pick % w.recordings_per_camera;
+        let rec_span = (w.recording_secs * 1000.0).round() as i64 + 3_600_000;
+        let begin_ms = EPOCH_MS + rec as i64 * rec_span;
+        let vbr = w.bitrate_mbps * 1e6;
+        let req = Request::playback(self.cameras[cam as usize].clone(), begin_ms, vbr);
+        let Arm::Place { policy, rem: _ } = self.arm else {
+            return;
+        };
+        let d = place(
+            &self.view,
+            &req,
+            policy,
+            &mut self.place_state,
+            &self.cfg,
+            &mut self.policy_rng,
+        );
+        let step_label = self.sc.ramp.as_ref().map_or(String::new(), |r| {
+            r.steps
+                .get(self.step)
+                .map_or(String::new(), |s| s.to_string())
+        });
+        let mut row = SessionRow {
+            policy: self.arm.to_string(),
+            step: step_label,
+            session: self.sessions.len() as u64,
+            client: u64::from(client),
+            camera: req.camera.clone(),
+            time_ms: begin_ms,
+            requested_s: now as f64 / SEC as f64,
+            scale: 1.0,
+            ..SessionRow::default()
+        };
+        let measuring = self.measuring();
+        let Decision::Assign { node, .. } = &d else {
+            row.rejected = true;
+            row.session = u64::MAX;
+            self.rows.push(row);
+            if let Some(s) = measuring {
+                self.m.steps[s].rejected += 1;
+                self.m.steps[s].requests += 1;
+            }
+            self.q.after(secs(think.max(1.0)), Ev::Request { client });
+            return;
+        };
+        let Some(n) = self.view.index_of(node) else {
+            return;
+        };
+        let _ = apply(&mut self.view, &d);
+        let sid = self.sessions.len() as u32;
+        // Response time (module doc).
+        let rtt = secs(w.rtt_ms / 1000.0);
+        let mut pre = rtt + self.proc(entry);
+        if entry != SCHEDULER {
+            pre += rtt;
+        }
+        let redirected = n != entry;
+        if redirected {
+            pre += 2 * rtt;
+        }
+        let (hit, avail) = self.fetch(n as u32, cam, 0, true);
+        let proc_n = self.proc(n);
+        let describe_done = (now + pre + proc_n).max(avail);
+        let first = describe_done + 2 * (rtt + proc_n) + self.gop_send(n) + rtt / 2;
+        let response = first - now;
+        row.node = self.nodes[n].id.clone();
+        row.redirected = redirected;
+        row.first_hit = hit;
+        row.response_ms = Some(response as f64 / MS as f64);
+        if let Some(s) = measuring {
+            let st = &mut self.m.steps[s];
+            st.requests += 1;
+            st.responses.push(response as f64 / MS as f64);
+            st.first_hits += u64::from(hit);
+        }
+        self.rows.push(row);
+        self.sessions.push(Session {
+            client,
+            cam,
+            begin_ms,
+            node: n as u32,
+            scale: 1.0,
+            seg: 0,
+            seg_at: first,
+            playing: true,
+            hit,
+            gen: 0,
+            row: self.rows.len() - 1,
+            stall_from: 0,
+            alive: true,
+        });
+        self.attach(sid, n);
+        self.read_ahead(n as u32, cam, 0);
+        self.q.at(
+            first + self.seg_us,
+            Ev::Need {
+                session: sid,
+                gen: 0,
+                seg: 1,
+            },
+        );
+        if let Some((scale, vcr_at)) = vcr {
+            self.q.at(
+                first + secs(vcr_at),
+                Ev::Vcr {
+                    session: sid,
+                    scale,
+                },
+            );
+        }
+        self.q.at(first + secs(length), Ev::End { session: sid });
+        self.m.think.insert(sid, think);
+    }
+
+    /// A node's per-request service time at its current utilisation.
+    fn proc(&self, n: usize) -> Micros {
+        let rho = self.utilisation(n).min(0.98);
+        secs(self.sc.nodes.request_ms / 1000.0 / (1.0 - rho))
+    }
+
+    fn utilisation(&self, n: usize) -> f64 {
+        let node = &self.nodes[n];
+        let bord = self.bord(n);
+        let cpu = self.cpu(n);
+        cpu.max(node.net_bps / bord)
+    }
+
+    /// The first keyframe (1 s of video) over what is left of the node's link.
+    fn gop_send(&self, n: usize) -> Micros {
+        let bord = self.bord(n);
+        let free = (1.0 - self.nodes[n].net_bps / bord).max(0.02);
+        let bits = self.sc.workload.bitrate_mbps * 1e6;
+        secs(bits / (bord * free))
+    }
+
+    /// Asks node n's cache for a segment: (hit, when it is available). A miss joins the
+    /// read in flight or starts one. Counts a lookup when `count`.
+    fn fetch(&mut self, n: u32, cam: u32, seg: u32, count: bool) -> (bool, Micros) {
+        let start = self.seg_start(seg);
+        let hit = self.nodes[n as usize]
+            .cache
+            .get(&self.cameras[cam as usize], start);
+        let now = self.q.now();
+        if count {
+            if let Some(s) = self.measuring() {
+                let st = &mut self.m.steps[s];
+                if hit {
+                    st.hits += 1;
+                } else {
+                    st.misses += 1;
+                }
+            }
+        }
+        if hit {
+            return (true, now);
+        }
+        (false, self.load(n, cam, seg))
+    }
+
+    /// The read of (n, cam, seg) in flight, or a new one: FIFO over the storage bandwidth,
+    /// then the fixed latency.
+    fn load(&mut self, n: u32, cam: u32, seg: u32) -> Micros {
+        if let Some(&done) = self.inflight.get(&(n, cam, seg)) {
+            return done;
+        }
+        let now = self.q.now();
+        let st = &self.sc.storage;
+        let xfer = secs(self.seg_bytes as f64 * 8.0 / (st.bandwidth_mbps * 1e6));
+        let begin = now.max(self.storage_free_at);
+        self.storage_free_at = begin + xfer;
+        let done = self.storage_free_at + secs(st.latency_ms / 1000.0);
+        self.inflight.insert((n, cam, seg), done);
+        self.q.at(done, Ev::LoadDone { node: n, cam, seg });
+        if let Some(s) = self.measuring() {
+            self.m.steps[s].reads += 1;
+        }
+        done
+    }
+
+    fn read_ahead(&mut self, n: u32, cam: u32, seg: u32) {
+        for k in 1..=self.sc.nodes.read_ahead_segments {
+            let s = seg + k;
+            if s >= self.segs {
+                break;
+            }
+            let start = self.seg_start(s);
+            if !self.nodes[n as usize]
+                .cache
+                .contains(&self.cameras[cam as usize], start)
+                && !self.inflight.contains_key(&(n, cam, s))
+            {
+                self.load(n, cam, s);
+            }
+        }
+    }
+
+    fn attach(&mut self, sid: u32, n: usize) {
+        let node = &mut self.nodes[n];
+        node.sessions.push(sid);
+        node.dirty = true;
+        self.sessions[sid as usize].node = n as u32;
+    }
+
+    fn detach(&mut self, sid: u32) {
+        let n = self.sessions[sid as usize].node as usize;
+        let node = &mut self.nodes[n];
+        if let Some(i) = node.sessions.iter().position(|&x| x == sid) {
+            node.sessions.swap_remove(i);
+        }
+        node.dirty = true;
+    }
+
+    fn on_need(&mut self, sid: u32, seg: u32) {
+        if seg >= self.segs {
+            self.end_session(sid);
+            return;
+        }
+        let s = &self.sessions[sid as usize];
+        let (n, cam) = (s.node, s.cam);
+        let (hit, avail) = self.fetch(n, cam, seg, true);
+        self.read_ahead(n, cam, seg);
+        let now = self.q.now();
+        let s = &mut self.sessions[sid as usize];
+        s.hit = hit;
+        s.seg = seg;
+        if hit {
+            self.play(sid, seg, now);
+        } else {
+            s.playing = false;
+            s.stall_from = now;
+            let gen = s.gen;
+            self.q.at(
+                avail,
+                Ev::Resume {
+                    session: sid,
+                    gen,
+                    seg,
+                },
+            );
+        }
+    }
+
+    fn on_resume(&mut self, sid: u32, seg: u32) {
+        let now = self.q.now();
+        let s = &mut self.sessions[sid as usize];
+        s.playing = true;
+        s.seg_at = now;
+        let stalled = (now - s.stall_from) as f64 / MS as f64;
+        self.rows[s.row].stall_ms += stalled;
+        self.play(sid, seg, now);
+    }
+
+    /// Segment `seg` starts playing at `now`: the next one is needed a segment later at the
+    /// session's speed.
+    fn play(&mut self, sid: u32, seg: u32, now: Micros) {
+        let s = &mut self.sessions[sid as usize];
+        s.seg_at = now;
+        let next = now + (self.seg_us as f64 / s.scale) as Micros;
+        let gen = s.gen;
+        self.q.at(
+            next,
+            Ev::Need {
+                session: sid,
+                gen,
+                seg: seg + 1,
+            },
+        );
+    }
+
+    /// Current recording position of a session (ms, absolute).
+    fn position(&self, sid: u32) -> i64 {
+        let s = &self.sessions[sid as usize];
+        let into = if s.playing {
+            ((self.q.now() - s.seg_at).max(0) as f64 / MS as f64 * s.scale) as i64
+        } else {
+            0
+        };
+        s.begin_ms + self.seg_start(s.seg) + into.min(self.seg_ms)
+    }
+
+    fn on_vcr(&mut self, sid: u32, scale: f64) {
+        if !self.sessions[sid as usize].alive {
+            return;
+        }
+        let now = self.q.now();
+        let pos_in_seg = {
+            let s = &self.sessions[sid as usize];
+            if s.playing {
+                (now - s.seg_at) as f64 * s.scale
+            } else {
+                0.0
+            }
+        };
+        let n = self.sessions[sid as usize].node as usize;
+        self.nodes[n].dirty = true;
+        let s = &mut self.sessions[sid as usize];
+        s.scale = scale;
+        s.gen += 1;
+        self.rows[s.row].scale = scale;
+        if s.playing {
+            // Keep the position within the segment; the rest plays at the new speed.
+            s.seg_at = now - (pos_in_seg / scale) as Micros;
+            let left = ((self.seg_us as f64 - pos_in_seg).max(0.0) / scale) as Micros;
+            let (gen, seg) = (s.gen, s.seg);
+            self.q.after(
+                left,
+                Ev::Need {
+                    session: sid,
+                    gen,
+                    seg: seg + 1,
+                },
+            );
+        } else {
+            // Waiting for storage: resume when the read is done (a fresh event).
+            let (gen, seg, n, cam) = (s.gen, s.seg, s.node, s.cam);
+            let done = self.inflight.get(&(n, cam, seg)).copied().unwrap_or(now);
+            self.q.at(
+                done,
+                Ev::Resume {
+                    session: sid,
+                    gen,
+                    seg,
+                },
+            );
+        }
+    }
+
+    fn end_session(&mut self, sid: u32) {
+        if !self.sessions[sid as usize].alive {
+            return;
+        }
+        self.detach(sid);
+        let now = self.q.now();
+        let s = &mut self.sessions[sid as usize];
+        s.alive = false;
+        s.gen = s.gen.wrapping_add(1);
+        self.rows[s.row].ended_s = Some(now as f64 / SEC as f64);
+        let client = s.client;
+        let think = self.m.think.remove(&sid).unwrap_or(0.0);
+        self.q.after(secs(think), Ev::Request { client });
+    }
+
+    /// Node i's streams as its report lists them (the server's `cluster::report::streams`):
+    /// a playback counts as cache-served when another stream of the same camera plays at
+    /// most T_max ahead of it on this node (it reads what that one loaded), else as read
+    /// from storage (§A.1 counts it twice). Also refreshes the node's N and C inputs.
+    fn refresh(&mut self, i: usize) -> Vec<Stream> {
+        let vbr = self.sc.workload.bitrate_mbps * 1e6;
+        let mut out: Vec<Stream> = self.nodes[i]
+            .sessions
+            .iter()
+            .map(|&sid| {
+                let s = &self.sessions[sid as usize];
+                Stream {
+                    camera: self.cameras[s.cam as usize].clone(),
+                    position_ms: self.position(sid),
+                    vbr_bps: vbr * s.scale,
+                    source: StreamSource::Storage,
+                    session: Some(sid.to_string()),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            a.camera
+                .cmp(&b.camera)
+                .then(b.position_ms.cmp(&a.position_ms))
+        });
+        let t_max = self.cfg.sched.t_max_ms;
+        for k in 1..out.len() {
+            if out[k].camera == out[k - 1].camera
+                && out[k - 1].position_ms - out[k].position_ms <= t_max
+            {
+                out[k].source = StreamSource::Cache;
+            }
+        }
+        let net: f64 = out
+            .iter()
+            .map(|s| s.vbr_bps * vigil_cluster::load::stream_factor(s.source))
+            .sum();
+        self.nodes[i].net_bps = net;
+        self.nodes[i].moved_bps = net;
+        out
+    }
+
+    /// What node i would report now (the server's `cluster::report::build`).
+    fn node_view(&mut self, i: usize) -> NodeView {
+        let streams = self.refresh(i);
+        let node = &self.nodes[i];
+        let nc = &self.sc.nodes;
+        let mut v = NodeView::new(node.id.clone(), self.bord(i));
+        v.cpu = self.cpu(i);
+        v.mem = self.mem(i);
+        v.streams = streams;
+        let mut cached = node.cache.resident(CACHE_GAP_MS);
+        for ranges in cached.values_mut() {
+            let n = ranges.len();
+            if n > MAX_RANGES_PER_CAMERA {
+                ranges.drain(..n - MAX_RANGES_PER_CAMERA);
+            }
+        }
+        while cached.len() > MAX_CACHED_CAMERAS {
+            cached.pop_last();
+        }
+        v.cached = cached;
+        v.sessions = node.sessions.len() as u32;
+        v.max_sessions = if nc.max_sessions == 0 {
+            u32::MAX
+        } else {
+            nc.max_sessions
+        };
+        let bord = self.bord(i);
+        v.indicators = Indicators {
+            cpu: v.cpu,
+            mem: v.mem,
+            net: (node.net_bps / bord).min(1.0),
+            links: f64::from(v.sessions) / f64::from(v.max_sessions.max(1)),
+        };
+        v
+    }
+
+    /// Bord of node i (§A.1; heterogeneous with `nodes.capacity`).
+    fn bord(&self, i: usize) -> f64 {
+        self.sc.nodes.bord_mbps * 1e6 * self.sc.nodes.capacity_of(i)
+    }
+
+    /// C of §A.1: CPU grows with the bytes the node moves (less on a bigger node).
+    fn cpu(&self, i: usize) -> f64 {
+        let c = self.sc.nodes.cpu_per_gbps * self.nodes[i].moved_bps / 1e9;
+        (c / self.sc.nodes.capacity_of(i)).min(1.0)
+    }
+
+    /// M of §A.1: the process and OS, plus the playback cache.
+    fn mem(&self, i: usize) -> f64 {
+        let nc = &self.sc.nodes;
+        let mib = 1024.0 * 1024.0;
+        ((nc.ram_base_mb * mib + self.nodes[i].cache.bytes() as f64) / (nc.ram_mb * mib)).min(1.0)
+    }
+
+    /// Reports of the nodes that changed reach the scheduler; REM runs on each (§A.5).
+    fn gossip(&mut self) {
+        let dirty: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].dirty)
+            .collect();
+        if dirty.is_empty() {
+            return;
+        }
+        let mut views = self.view.nodes().to_vec();
+        for &i in &dirty {
+            views[i] = self.node_view(i);
+            self.nodes[i].dirty = false;
+        }
+        self.view = ClusterView::new(views, self.cfg.sched.weights);
+        if matches!(self.arm, Arm::Place { rem: true, .. }) {
+            for i in dirty {
+                self.rem(i);
+            }
+        }
+    }
+
+    /// The server's `cluster::rem` loop for one report: `rem_step` until it proposes nothing,
+    /// each move applied to the view (§A.5 step 6) and carried out.
+    fn rem(&mut self, h: usize) {
+        let sched = self.cfg.sched;
+        let id = self.nodes[h].id.clone();
+        for _ in 0..REM_MAX_STEPS {
+            let loads: Vec<f64> = (0..self.view.len()).map(|i| self.view.load(i)).collect();
+            let load = self.view.load(h);
+            if load <= quadratic_mean(&loads) || rem_probability(load, &sched) <= 0.0 {
+                break;
+            }
+            let Some(m) = rem_step(&self.view, &id, &sched, &mut self.policy_rng) else {
+                break;
+            };
+            let Some(sid) = m
+                .stream
+                .session
+                .as_deref()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                break;
+            };
+            if apply_migration(&mut self.view, &m).is_err() {
+                break;
+            }
+            let Some(to) = self.view.index_of(&m.to) else {
+                break;
+            };
+            self.migrate(sid, to);
+        }
+    }
+
+    /// Moves a playing session: its segments now come through the target's cache (the
+    /// target loads the current segment during Prepare, as the real handoff does).
+    fn migrate(&mut self, sid: u32, to: usize) {
+        if !self.sessions[sid as usize].alive {
+            return;
+        }
+        self.detach(sid);
+        let (cam, seg) = {
+            let s = &self.sessions[sid as usize];
+            (s.cam, s.seg)
+        };
+        let (hit, _) = self.fetch(to as u32, cam, seg, false);
+        self.sessions[sid as usize].hit = hit;
+        self.attach(sid, to);
+        self.refresh(to);
+        let row = self.sessions[sid as usize].row;
+        self.rows[row].migrations += 1;
+        if let Some(s) = self.measuring() {
+            self.m.steps[s].migrations += 1;
+        }
+    }
+
+    /// λ (§A.2 eq. 3) and mean Load over the nodes' true loads (a fresh report of each).
+    fn sample(&mut self) {
+        let Some(s) = self.measuring() else {
+            return;
+        };
+        let w = self.cfg.sched.weights;
+        let loads: Vec<f64> = (0..self.nodes.len())
+            .map(|i| {
+                self.refresh(i);
+                let net = self.nodes[i].net_bps / self.bord(i);
+                100.0 * (w.cpu * self.cpu(i) + w.mem * self.mem(i) + w.net * net)
+            })
+            .collect();
+        let st = &mut self.m.steps[s];
+        st.samples += 1;
+        st.variance_sum += vigil_cluster::load_variance(&loads);
+        st.load_sum += loads.iter().sum::<f64>() / loads.len() as f64;
+        st.load_max_sum += loads.iter().copied().fold(0.0, f64::max);
+        if loads.len() <= metrics::TRACE_NODES {
+            let now = self.q.now() as f64 / SEC as f64;
+            self.m.load_trace.push((now, loads));
+        }
+    }
+}
+
+/// Runs every arm of a vod scenario; returns their results.
+pub fn run_vod(sc: &Scenario) -> Vec<ArmResult> {
+    sc.arms()
+        .into_iter()
+        .map(|arm| {
+            let wall = std::time::Instant::now();
+            let mut sim = VodSim::new(sc, arm);
+            let events = sim.run();
+            ArmResult::from_sim(arm, sim, events, wall.elapsed())
+        })
+        .collect()
+}
