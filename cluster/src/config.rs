@@ -81,7 +81,7 @@ pub struct GatewayConfig {
     pub load_ove: f64,
     /// §B.1 TS_max = μ·RST_max (ms): idle time after which a camera sleeps.
     pub ts_max_ms: i64,
-    /// §B.1 PS_max: largest share of a node's cameras that may sleep.
+    /// §B.1 PS_max: largest share of a node's cameras that may sleep (0: none sleeps).
     pub ps_max: f64,
     /// §B.5 M: how many most-recently-finished idle cameras are considered.
     pub recent_m: usize,
@@ -161,6 +161,76 @@ impl Default for FeedbackConfig {
     }
 }
 
+/// §D.2 which nodes can serve a recording (r_ij).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Replicas {
+    /// Every alive node: recordings sit on the shared root, any node can read them.
+    #[default]
+    Shared,
+    /// The nodes that have the camera's segments cached or are playing it (the paper's
+    /// replicas); every alive node when none has, since one must load it first.
+    Resident,
+}
+
+/// §D.2 the min-migration planner (eq. 1, 2), run by the scheduler every period.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlannerConfig {
+    pub enabled: bool,
+    /// How often the scheduler plans (ms).
+    pub period_ms: u64,
+    /// Δt: the arrivals of this last window give the Poisson rate and the Zipf fit (ms).
+    pub window_ms: u64,
+    /// The next period the requests are predicted for (ms); 0 = `period_ms`.
+    pub horizon_ms: u64,
+    /// Quantile of the Poisson count of next-period arrivals planned for (0.5 = the median;
+    /// higher plans for a busier period than the average).
+    pub quantile: f64,
+    /// Largest Zipf exponent the popularity fit may return (a few arrivals can fit a
+    /// steep line by chance).
+    pub zipf_max_s: f64,
+    /// cap: concurrent streams per node (the paper's 100); 0 = the node's `max_sessions`.
+    pub node_cap: u32,
+    /// r_ij of recordings; a live camera is served by the node holding it.
+    pub replicas: Replicas,
+    /// Solver time limit (ms); past it the greedy plan is used.
+    pub time_limit_ms: u64,
+    /// Relative MIP gap at which the solver may stop.
+    pub mip_gap: f64,
+    /// Session moves carried out from one plan at most.
+    pub max_moves: u32,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            period_ms: 10_000,
+            window_ms: 60_000,
+            horizon_ms: 0,
+            quantile: 0.5,
+            zipf_max_s: 3.0,
+            node_cap: 0,
+            replicas: Replicas::Shared,
+            time_limit_ms: 100,
+            mip_gap: 0.01,
+            max_moves: 50,
+        }
+    }
+}
+
+impl PlannerConfig {
+    /// The period the prediction covers (ms).
+    pub fn horizon(&self) -> u64 {
+        if self.horizon_ms == 0 {
+            self.period_ms
+        } else {
+            self.horizon_ms
+        }
+    }
+}
+
 /// Everything the policy layer reads.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -169,6 +239,7 @@ pub struct ClusterConfig {
     pub gateway: GatewayConfig,
     pub knn: KnnConfig,
     pub feedback: FeedbackConfig,
+    pub planner: PlannerConfig,
     /// Live edges (issue 11 §3).
     pub edge: crate::edge::EdgeConfig,
 }

@@ -16,12 +16,14 @@ pub mod gateway;
 pub mod knn;
 pub mod load;
 pub mod place;
+pub mod planner;
 pub mod rem;
 pub mod similarity;
 pub mod view;
 
 pub use config::{
-    ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, SchedConfig,
+    ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, PlannerConfig, Replicas,
+    SchedConfig,
 };
 pub use edge::{place_live, EdgeConfig, LiveRequest};
 pub use election::{elect, next_term, Candidate};

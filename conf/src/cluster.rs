@@ -68,6 +68,9 @@ pub struct ClusterConf {
     pub feedback: vigil_cluster::FeedbackConfig,
     /// `[cluster.migration]`: session handoff between nodes and REM.
     pub migration: MigrationConf,
+    /// `[cluster.planner]`: §D.2 min-migration planner (period, Δt, quantile, cap, solver
+    /// time limit and gap).
+    pub planner: vigil_cluster::PlannerConfig,
     /// `[cluster.edge]`: live viewers of a loaded holder served by nodes relaying from it.
     pub edge: vigil_cluster::EdgeConfig,
 }
@@ -132,6 +135,7 @@ impl Default for ClusterConf {
             knn_training_file: None,
             feedback: Default::default(),
             migration: Default::default(),
+            planner: Default::default(),
             edge: Default::default(),
             reservation_ms: 2000,
         }
@@ -269,6 +273,22 @@ impl ClusterConf {
                 "cluster.knn: k must be positive and the training set not empty".into(),
             ));
         }
+        let p = &c.planner;
+        if p.period_ms < 100
+            || p.window_ms < p.period_ms
+            || !(p.quantile > 0.0 && p.quantile < 1.0)
+            || p.zipf_max_s.is_nan()
+            || p.zipf_max_s < 0.0
+            || p.time_limit_ms == 0
+            || p.mip_gap.is_nan()
+            || p.mip_gap < 0.0
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.planner: need period_ms >= 100, window_ms >= period_ms, \
+                 0 < quantile < 1, zipf_max_s >= 0, time_limit_ms > 0, mip_gap >= 0"
+                    .into(),
+            ));
+        }
         if let Some(u) = &c.rtsp_url {
             if !u.starts_with("rtsp://") {
                 return Err(ConfigError::Invalid(format!(
@@ -348,6 +368,7 @@ mod tests {
         assert_eq!(c.cluster.migration.mode, d.migration.mode);
         assert_eq!(c.cluster.migration.lease_ms, d.migration.lease_ms);
         assert_eq!(c.cluster.migration.takeback_ms, d.migration.takeback_ms);
+        assert_eq!(c.cluster.planner, d.planner);
     }
 
     #[test]
@@ -375,6 +396,18 @@ mod tests {
         assert_eq!(c.cluster.feedback.min_s, 2);
         assert_eq!(c.cluster.migration.mode, "preserve");
         assert!(!c.cluster.migration.rem);
+        let c = Config::from_toml(&format!(
+            "{ok}[cluster.planner]\nperiod_ms = 1000\nwindow_ms = 20000\nnode_cap = 5\n\
+             replicas = \"resident\"\ntime_limit_ms = 1\n"
+        ))
+        .unwrap();
+        assert_eq!(c.cluster.planner.window_ms, 20_000);
+        assert_eq!(c.cluster.planner.node_cap, 5);
+        assert_eq!(
+            c.cluster.planner.replicas,
+            vigil_cluster::Replicas::Resident
+        );
+        assert_eq!(c.cluster.planner.horizon(), 1000);
         for (bad, what) in [
             (
                 "[cluster.scheduler]\nload_min = 99\nload_max = 10\n",
@@ -388,6 +421,8 @@ mod tests {
             ("[cluster.migration]\nmode = \"teleport\"\n", "teleport"),
             ("[cluster.migration]\nlease_ms = 10\n", "heartbeat_ms"),
             ("[cluster.feedback]\nmin_s = 0\n", "feedback"),
+            ("[cluster.planner]\nquantile = 1.0\n", "planner"),
+            ("[cluster.planner]\nreplicas = \"some\"\n", "some"),
         ] {
             let e = Config::from_toml(&format!("{ok}{bad}")).unwrap_err();
             assert!(e.to_string().contains(what), "{bad}: {e}");

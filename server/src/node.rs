@@ -28,6 +28,9 @@ pub struct PathEntry {
     pub last_demand: Mutex<Instant>,
     /// A recorder task runs for this path.
     pub recording: std::sync::atomic::AtomicBool,
+    /// §B.1: an always-on pull camera disconnected for want of use (`ingest::sleep`); the
+    /// next DESCRIBE wakes it. Changed under the `puller` lock.
+    pub asleep: std::sync::atomic::AtomicBool,
     /// Cluster edge: the node this path relays the camera from (issue 11 §3). A relayed
     /// path is neither recorded here (the holder records) nor published to.
     pub relay_from: Mutex<Option<String>>,
@@ -79,6 +82,7 @@ impl PathEntry {
             last_demand: Mutex::new(Instant::now()),
             recording: Default::default(),
             relay_from: Mutex::new(None),
+            asleep: Default::default(),
         }
     }
 }

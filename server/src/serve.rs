@@ -78,6 +78,7 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         crate::migrate::Service::install(&node);
     }
     start_sources(&node);
+    node.tasks.spawn(crate::ingest::sleep::run(node.clone()));
     start_recorders(&node);
     tokio::spawn(reload_on_sighup(node.clone(), config_path));
     let prometheus = crate::admin::metrics::install();

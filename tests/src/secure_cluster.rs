@@ -195,6 +195,28 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// The next packet of `track` within 10 s (the stream must go on).
+pub async fn next_packet_of(p: &mut Player, track: usize) -> vigil_server::client::ReceivedPacket {
+    loop {
+        let pkt = tokio::time::timeout(Duration::from_secs(10), p.next_packet())
+            .await
+            .expect("a packet within 10 s")
+            .expect("no client error")
+            .expect("the stream goes on");
+        if pkt.track == track {
+            return pkt;
+        }
+    }
+}
+
+/// The index of the player's video track.
+pub fn video_track(p: &Player) -> usize {
+    p.tracks()
+        .iter()
+        .position(|t| t.codec.is_video())
+        .expect("video track")
+}
+
 /// Plays `url` over UDP with the project's client on a thread of its own, recording every
 /// video packet until the stream ends; with `scale`, after 25 packets it asks for that
 /// Scale (PLAY without Range: the playback continues at that rate).
@@ -209,11 +231,7 @@ pub fn spawn_viewer(
             let mut p: Player = play(&url, PlayOptions::new(ClientTransport::Udp))
                 .await
                 .expect("play");
-            let video = p
-                .tracks()
-                .iter()
-                .position(|t| t.codec.is_video())
-                .expect("video track");
+            let video = video_track(&p);
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 let got = tokio::time::timeout_at(deadline.into(), p.next_packet())

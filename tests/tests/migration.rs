@@ -185,22 +185,14 @@ fn runtime_mt() -> tokio::runtime::Runtime {
 
 /// The next video packet within 10 s, counted by `stats`.
 async fn next_video(p: &mut Player, video: usize, stats: &mut TrackStats) -> ReceivedPacket {
-    loop {
-        let pkt = tokio::time::timeout(Duration::from_secs(10), p.next_packet())
-            .await
-            .expect("a packet within 10 s")
-            .expect("no client error")
-            .expect("the stream goes on");
-        if pkt.track == video {
-            stats.record(
-                &pkt.header,
-                &pkt.payload,
-                12 + pkt.payload.len(),
-                Duration::ZERO,
-            );
-            return pkt;
-        }
-    }
+    let pkt = secure_cluster::next_packet_of(p, video).await;
+    stats.record(
+        &pkt.header,
+        &pkt.payload,
+        12 + pkt.payload.len(),
+        Duration::ZERO,
+    );
+    pkt
 }
 
 fn from_ip(pkt: &ReceivedPacket) -> String {

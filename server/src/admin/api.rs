@@ -44,6 +44,8 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/hls/playback/{camera}/{file}", get(hls_playback))
         .route("/metrics", get(metrics))
         .merge(super::migrate_api::router(node.clone()))
+        .merge(super::plan_api::router(node.clone()))
+        .merge(super::cameras_api::router(node.clone()))
         .with_state(AppState { node, prometheus })
         .layer(axum::middleware::from_fn_with_state(
             gate,

@@ -1,7 +1,9 @@
 //! Admin HTTP API (JSON) and Prometheus `/metrics`, and the views `vigil ctl` prints.
 
 pub mod api;
+pub mod cameras_api;
 pub mod metrics;
 pub mod migrate_api;
+pub mod plan_api;
 pub mod token;
 pub mod views;

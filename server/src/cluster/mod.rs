@@ -18,6 +18,7 @@ mod election;
 mod marker;
 mod membership;
 mod placement;
+pub mod planner;
 pub mod rem;
 pub mod report;
 pub mod report_keys;
@@ -33,6 +34,7 @@ pub use bindings::CameraBindings;
 pub use marker::redirect_url as signed_redirect_url;
 pub use marker::{strip_marker, Marker, MARKER_TTL, PLACED_MARKER};
 pub use placement::{IngestTarget, Placement};
+pub use planner::{PlanRecord, PlanView, PlannedMove};
 pub use shell::{Cluster, DecisionRecord, Member};
 
 use crate::node::Node;

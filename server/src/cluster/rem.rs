@@ -47,7 +47,7 @@ pub(super) struct RemState {
     /// The report version REM last ran on, per node.
     seen: std::collections::BTreeMap<String, u64>,
     /// Sessions being moved: never a second move of the same one at once.
-    in_flight: HashSet<String>,
+    pub(super) in_flight: HashSet<String>,
     pub(super) log: VecDeque<RemRecord>,
 }
 
@@ -200,8 +200,9 @@ impl Cluster {
         out
     }
 
-    /// One REM move through the node holding the session; the result as recorded.
-    async fn carry_out(&self, session: &str, from: &str, to: &str) -> String {
+    /// One move (REM or the planner) through the node holding the session; the result as
+    /// recorded.
+    pub(super) async fn carry_out(&self, session: &str, from: &str, to: &str) -> String {
         let call = MigrationCall::MoveOut {
             session: session.to_string(),
             to: to.to_string(),

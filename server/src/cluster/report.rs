@@ -51,6 +51,9 @@ pub struct Report {
     pub cache_bytes: u64,
     /// Live cameras this node holds (live paths with a producer of this node's own).
     pub live: Vec<String>,
+    /// Pull cameras this node holds asleep (§B.1).
+    #[serde(default)]
+    pub asleep: Vec<String>,
     /// Live cameras this node relays from their holder (an edge, issue 11 §3): never
     /// a source for another edge.
     #[serde(default)]
@@ -262,6 +265,11 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
             .collect::<Vec<_>>()
     };
     let (live, edges) = (cameras(false), cameras(true));
+    let asleep = paths
+        .iter()
+        .filter(|p| p.asleep.load(Ordering::Acquire))
+        .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
+        .collect();
     let cpu = sampler.cpu;
     let mem = crate::procfs::mem_utilisation();
     Report {
@@ -286,6 +294,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         cached,
         cache_bytes,
         live,
+        asleep,
         edges,
         period_s,
         at_ms: now_ms(),
@@ -317,7 +326,7 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
     let mut last_publish = Instant::now();
     let mut last_second = Instant::now();
     let mut last_fp = fingerprint(&node);
-    let mut live_count = 0usize;
+    let mut live_count = (0usize, 0usize);
     let mut last_draining = false;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
@@ -332,7 +341,15 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
             feedback.tick(cluster.cluster_sessions(), &fb_cfg);
         }
         let fp = fingerprint(&node);
-        let live_now = node.paths().iter().filter(|p| p.stream.is_live()).count();
+        // Live and asleep cameras (a camera going to sleep leaves one for the other).
+        let paths = node.paths();
+        let live_now = (
+            paths.iter().filter(|p| p.stream.is_live()).count(),
+            paths
+                .iter()
+                .filter(|p| p.asleep.load(Ordering::Relaxed))
+                .count(),
+        );
         let draining = cluster.draining.load(Ordering::Relaxed);
         let significant = fp != last_fp || live_now != live_count || draining != last_draining;
         if significant

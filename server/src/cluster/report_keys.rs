@@ -213,6 +213,7 @@ pub(crate) mod tests {
                 .collect(),
             cache_bytes: 1,
             live: (0..live).map(|i| format!("live-camera-{i}")).collect(),
+            asleep: Vec::new(),
             edges: (0..live / 2).map(|i| format!("relayed-{i}")).collect(),
             period_s: 1,
             at_ms: 2,

@@ -72,6 +72,8 @@ pub(super) struct State {
     pub(super) bindings: CameraBindings,
     /// §A.5 REM in the scheduler: what it ran on, what is moving, what it decided.
     pub(super) rem: super::rem::RemState,
+    /// §D.2 planner in the scheduler: arrivals, the last plans.
+    pub(super) planner: super::planner::PlannerState,
     /// Placements held against the view until they lapse (see `reservations`).
     pub(super) reservations: Vec<super::reservations::Reservation>,
 }
@@ -152,6 +154,7 @@ impl Cluster {
             gateway: c.gateway,
             knn: c.knn.clone(),
             feedback: c.feedback,
+            planner: c.planner,
             edge: c.edge,
         };
         if let Some(path) = &c.knn_training_file {
@@ -259,6 +262,7 @@ impl Cluster {
                 decisions: VecDeque::new(),
                 bindings: CameraBindings::default(),
                 rem: Default::default(),
+                planner: Default::default(),
                 reservations: Vec::new(),
             }),
             changed: Notify::new(),

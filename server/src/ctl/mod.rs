@@ -58,9 +58,16 @@ pub enum What {
         #[arg(long)]
         fragmented: bool,
     },
+    /// The scheduler's last migration plan (§D.2): prediction, objective, solve time, moves.
+    Plan,
+    /// Cameras: the node holding each, live or asleep, viewers, bitrate, recording, and
+    /// where it is bound and why.
+    Cameras,
 }
 
+mod cameras;
 mod export;
+mod plan;
 mod steer;
 
 /// The admin token: from the config file given, else from `VIGIL_API_TOKEN`.
@@ -120,6 +127,8 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
             };
             return export::export(api, token, &r);
         }
+        What::Plan => return plan::show(api, token, json),
+        What::Cameras => return cameras::show(api, token, json),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -357,7 +366,12 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 ]);
             }
         }
-        What::Migrate { .. } | What::Drain { .. } | What::Undrain { .. } | What::Export { .. } => {}
+        What::Migrate { .. }
+        | What::Drain { .. }
+        | What::Undrain { .. }
+        | What::Export { .. }
+        | What::Plan
+        | What::Cameras => {}
     }
     println!("{table}");
     Ok(())

@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod pull;
 pub mod relay;
+pub mod sleep;
 
 use crate::live::stream::{Packet, Stream, StreamInfo};
 use bytes::Bytes;

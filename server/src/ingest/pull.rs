@@ -36,7 +36,8 @@ pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
     }
     *path.last_demand.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
-    if puller.is_some() {
+    // An asleep camera stays asleep until a viewer asks for it (`wake`).
+    if puller.is_some() || path.asleep.load(Ordering::Acquire) {
         return;
     }
     let cancel = node.shutdown.child_token();
@@ -52,10 +53,42 @@ pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
         .spawn(run(node.clone(), path.clone(), url.clone(), transport, cancel).instrument(span));
 }
 
+/// A viewer asks for `path`: wake it if it sleeps (§B.1), then make sure it pulls.
+pub fn wake(node: &Arc<Node>, path: &Arc<PathEntry>) {
+    let was = {
+        let _puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+        path.asleep.swap(false, Ordering::AcqRel)
+    };
+    if was {
+        info!(path = %path.name, "waking: a viewer asked for it");
+    }
+    ensure_running(node, path);
+}
+
+/// Puts an always-on pull camera to sleep (§B.1): marks it asleep and disconnects upstream
+/// (its stream ends). False when it was not pulling.
+pub fn sleep(path: &PathEntry) -> bool {
+    let cancel = {
+        let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(c) = puller.take() else {
+            return false;
+        };
+        path.asleep.store(true, Ordering::Release);
+        c
+    };
+    cancel.cancel();
+    true
+}
+
 /// Stop the pull task of a path if one runs (cluster: the camera is bound elsewhere); its
 /// stream ends, so readers and the recorder see it go.
 pub fn stop(path: &PathEntry) {
-    let cancel = path.puller.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let cancel = {
+        let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+        // Not this node's camera any more: nor its sleep.
+        path.asleep.store(false, Ordering::Release);
+        puller.take()
+    };
     if let Some(cancel) = cancel {
         info!(path = %path.name, "pull stopped: the camera is bound to another node");
         cancel.cancel();

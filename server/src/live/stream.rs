@@ -195,7 +195,27 @@ impl Stream {
         *self.info.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(info));
         self.ring().last_keyframe = None;
         self.finished.store(false, Ordering::Release);
+        // A DESCRIBE waiting for this stream to go live (`wait_live`) answers now.
+        self.notify.notify_waiters();
         epoch
+    }
+
+    /// Waits up to `timeout` for a producer to attach (a cold or woken pull connecting);
+    /// whether the stream is live. Woken by the attach itself, not by polling, so a waking
+    /// camera's DESCRIBE answers as soon as its upstream plays.
+    pub async fn wait_live(&self, timeout: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_live() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.is_live();
+            }
+        }
     }
 
     /// The publisher ended the stream for good (TEARDOWN or disconnect of a push source):

@@ -101,17 +101,25 @@ impl Recordings {
     }
 }
 
+/// Whether `camera` is to be recorded: storage on, and the record mode and the camera's own
+/// `record` say so.
+pub fn wanted(node: &Node, camera: &str) -> bool {
+    if node.library.is_none() {
+        return false;
+    }
+    let listed = node.config.cameras.iter().find(|c| c.id == camera);
+    match node.config.record_mode() {
+        vigil_conf::RecordMode::All => listed.is_none_or(|c| c.record),
+        vigil_conf::RecordMode::Listed => listed.is_some_and(|c| c.record),
+    }
+}
+
 /// Start recording `path` unless recording is off (node-wide, for this camera, or for
 /// cameras not in the config under `record = "listed"`) or a recorder already runs for it.
 pub fn start(node: &Arc<Node>, path: &Arc<PathEntry>) {
     let Some(library) = &node.library else { return };
     let camera = path.name.strip_prefix("live/").unwrap_or(&path.name);
-    let listed = node.config.cameras.iter().find(|c| c.id == camera);
-    let wanted = match node.config.record_mode() {
-        vigil_conf::RecordMode::All => listed.is_none_or(|c| c.record),
-        vigil_conf::RecordMode::Listed => listed.is_some_and(|c| c.record),
-    };
-    if !wanted
+    if !wanted(node, camera)
         || path
             .recording
             .swap(true, std::sync::atomic::Ordering::AcqRel)

@@ -182,6 +182,7 @@ pub(super) async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
             _ = tick.tick() => {
                 cluster.refresh().await;
                 cluster.run_rem(node.config.cluster.migration.rem);
+                cluster.run_planner();
                 bindings::follow_bindings(&node, &cluster);
             }
         }

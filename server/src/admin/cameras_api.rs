@@ -1,0 +1,157 @@
+//! `GET /api/cameras`: every configured camera as the node asked sees it: which node holds
+//! it, its state (live, asleep, idle, connecting, unbound), viewers, bitrate, whether it is
+//! recorded, and where it is bound and why. A camera held here is read from its hub; one
+//! held by another node from that node's gossip report (live and asleep lists, live
+//! streams).
+
+use crate::node::Node;
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use vigil_conf::Source;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CameraView {
+    pub camera: String,
+    /// pull, push or demo.
+    pub source: String,
+    /// The node holding it (pulling it, or with its publisher), if any.
+    pub node: Option<String>,
+    /// live, asleep (§B.1), idle (nobody asks: on-demand, or a push camera with no
+    /// publisher), connecting, unbound (no node to pull it yet).
+    pub state: String,
+    /// Readers of its hub on the holder (live viewers and relays); None when unknown.
+    pub viewers: Option<u64>,
+    pub bitrate_kbps: Option<u64>,
+    pub recording: bool,
+    /// Where it is bound and why.
+    pub bound: String,
+}
+
+pub fn router<S: Clone + Send + Sync + 'static>(node: Arc<Node>) -> Router<S> {
+    Router::new()
+        .route("/api/cameras", get(cameras))
+        .with_state(node)
+}
+
+async fn cameras(State(node): State<Arc<Node>>) -> Json<Vec<CameraView>> {
+    Json(view(&node))
+}
+
+/// State, viewers and bitrate of a camera's hub on this node.
+fn local(p: &crate::node::PathEntry) -> (String, Option<u64>, Option<u64>) {
+    let state = if p.asleep.load(Ordering::Acquire) {
+        "asleep"
+    } else if p.stream.is_live() {
+        "live"
+    } else if p.puller.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        "connecting"
+    } else {
+        "idle"
+    };
+    (
+        state.into(),
+        Some(p.stream.readers.load(Ordering::Relaxed) as u64),
+        Some(p.stream.bitrate_bps.load(Ordering::Relaxed) / 1000),
+    )
+}
+
+pub fn view(node: &Node) -> Vec<CameraView> {
+    let cluster = node.cluster.get();
+    let bindings = cluster.map(|c| c.bindings());
+    let members = cluster.map(|c| c.members()).unwrap_or_default();
+    let decisions = cluster.map(|c| c.decisions()).unwrap_or_default();
+    let me = &node.config.node.id;
+    let mut out = Vec::new();
+    for cam in &node.config.cameras {
+        let Some(p) = node.path(&format!("live/{}", cam.id)) else {
+            continue;
+        };
+        let source = cam.source();
+        let kind = match source {
+            Source::Pull { .. } => "pull",
+            Source::Push => "push",
+            Source::Demo => "demo",
+        };
+        let recording = crate::record::wanted(node, &cam.id);
+        let here = local(&p);
+        let (holder, bound) = match (&source, &bindings) {
+            (Source::Pull { .. }, Some(b)) => {
+                let why = decisions
+                    .iter()
+                    .find(|d| d.kind == "bind" && d.camera == cam.id)
+                    .map_or(String::new(), |d| format!(": {}", d.reason));
+                match b.cameras.get(&cam.id) {
+                    Some(n) => (
+                        Some(n.clone()),
+                        format!(
+                            "bound to {n} by the scheduler {} (term {}){why}",
+                            b.scheduler, b.term
+                        ),
+                    ),
+                    None => (None, "not bound yet (no live node took it)".into()),
+                }
+            }
+            (Source::Pull { .. }, None) => {
+                (Some(me.clone()), "no cluster: pulled by this node".into())
+            }
+            (Source::Push, _) => (
+                (here.0 == "live").then(|| me.clone()).or_else(|| {
+                    members
+                        .iter()
+                        .filter(|m| m.alive)
+                        .find(|m| m.report.as_ref().is_some_and(|r| r.live.contains(&cam.id)))
+                        .map(|m| m.id.clone())
+                }),
+                "pushed: held by the node its publisher reached".into(),
+            ),
+            (Source::Demo, _) => (
+                Some(me.clone()),
+                "demo clip: every node plays its own".into(),
+            ),
+        };
+        let (state, viewers, bitrate_kbps) = match &holder {
+            None => ("unbound".to_string(), None, None),
+            Some(h) if h == me => here,
+            Some(h) => match members
+                .iter()
+                .find(|m| &m.id == h)
+                .and_then(|m| m.report.clone())
+            {
+                Some(r) => {
+                    let live = r.streams.iter().filter(|s| {
+                        s.camera == cam.id && s.source == vigil_cluster::StreamSource::Live
+                    });
+                    let (n, rate) = live.fold((0u64, 0f64), |(n, b), s| (n + 1, s.vbr_bps.max(b)));
+                    let state = if r.asleep.contains(&cam.id) {
+                        "asleep"
+                    } else if r.live.contains(&cam.id) {
+                        "live"
+                    } else {
+                        "idle"
+                    };
+                    (
+                        state.into(),
+                        Some(n),
+                        (n > 0).then_some((rate / 1000.0) as u64),
+                    )
+                }
+                None => ("unknown".into(), None, None),
+            },
+        };
+        out.push(CameraView {
+            camera: cam.id.clone(),
+            source: kind.into(),
+            node: holder,
+            state,
+            viewers,
+            bitrate_kbps,
+            recording,
+            bound,
+        });
+    }
+    out
+}
