@@ -83,9 +83,18 @@ pub fn depacketizers(data: &[u8]) {
     while d.pull().is_some() {}
 }
 
-/// The recording segment reader.
+/// The recording segment reader: the input as it is, then with its last four bytes replaced
+/// by the CRC-32 of the rest. A mutated segment almost never carries a valid checksum, so
+/// without the second call no fuzzer gets past the check into the header, frame index and
+/// trailer decoding that a torn or foreign file on the shared root would exercise.
 pub fn segment_reader(data: &[u8]) {
     let _ = vigil_storage::format::decode_segment(Bytes::copy_from_slice(data));
+    if let Some(body_len) = data.len().checked_sub(4) {
+        let mut sealed = data.to_vec();
+        let crc = crc32fast::hash(&data[..body_len]);
+        sealed[body_len..].copy_from_slice(&crc.to_le_bytes());
+        let _ = vigil_storage::format::decode_segment(Bytes::from(sealed));
+    }
 }
 
 /// The gossip `Report` decoder.
