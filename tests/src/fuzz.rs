@@ -6,11 +6,14 @@
 //! byte sets, "interesting" values, inserts, deletes, duplicated runs, splices with another
 //! entry, truncation). There is no coverage feedback: it finds what random mutation of
 //! realistic input finds, which for these parsers (length fields, separators, nesting) is
-//! most of what matters; a coverage-guided fuzzer would go further.
+//! most of what matters; the coverage-guided libFuzzer targets in `fuzz/` (nightly) go
+//! further over the same [`targets`].
 //!
 //! A panic is caught, the input is written to `tests/fuzz/crashes/<target>-<n>` and the
 //! run fails naming it. The count of executions is returned (docs/BENCHMARKS.md records
 //! long runs: `VIGIL_FUZZ_ITERS=10000000 cargo test --release -p vigil-tests --test fuzz`).
+
+pub mod targets;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;

@@ -1,4 +1,5 @@
-//! Fuzz targets (see `vigil_tests::fuzz`): the RTSP parser and framing, RTSP
+//! Fuzz targets (`vigil_tests::fuzz::targets`, run by the mutation fuzzer of
+//! `vigil_tests::fuzz`): the RTSP parser and framing, RTSP
 //! authentication headers, SDP, RTP, RTCP, the depacketisers, the recording segment reader
 //! and the gossip report decoder. Each must return for any input — a value or an error,
 //! never a panic — and keep its contract (a frame consumes what it parsed, no more).
@@ -7,119 +8,48 @@
 //! long runs. `write_seed_corpus` (ignored) regenerates the binary seeds.
 
 use bytes::Bytes;
-use vigil_proto::codec::Codec;
-use vigil_proto::depacketize::Depacketizer;
-use vigil_proto::rtsp::{auth, parse_frame, Limits};
-use vigil_proto::{rtcp, rtp, sdp};
-use vigil_tests::fuzz::{iterations, run};
+use vigil_proto::{rtcp, rtp};
+use vigil_tests::fuzz::{iterations, run, targets};
 
-fn report(target: &str, execs: u64) {
-    eprintln!("fuzz {target}: {execs} executions, no crash");
+fn fuzz(target: &str, f: fn(&[u8])) {
+    let n = run(target, iterations(), f);
+    eprintln!("fuzz {target}: {n} executions, no crash");
 }
 
 #[test]
 fn rtsp_framing() {
-    let limits = Limits::default();
-    let n = run("rtsp", iterations(), |data| {
-        match parse_frame(data, &limits) {
-            Ok(Some((_, used))) => assert!(used > 0 && used <= data.len()),
-            Ok(None) => {}
-            Err(e) => {
-                if let Some(n) = e.resync() {
-                    assert!(n <= data.len());
-                }
-                let _ = (e.status(), e.cseq(), e.to_string());
-            }
-        }
-    });
-    report("rtsp", n);
+    fuzz("rtsp", targets::rtsp);
 }
 
 #[test]
 fn rtsp_auth_headers() {
-    let n = run("auth", iterations(), |data| {
-        let text = String::from_utf8_lossy(data);
-        let _ = auth::parse_authorization(&text);
-        let _ = auth::answer_challenge(&text, ("u", "p"), "DESCRIBE", "rtsp://h/x", ("c", 1));
-        let _ = auth::check_nonce(b"key", b"conn", &text, 1_000, 100);
-    });
-    report("auth", n);
+    fuzz("auth", targets::auth_headers);
 }
 
 #[test]
 fn sdp_parser() {
-    let n = run("sdp", iterations(), |data| {
-        if let Ok(s) = sdp::parse(&String::from_utf8_lossy(data)) {
-            let _ = s.render("127.0.0.1", 1, "npt=now-");
-        }
-    });
-    report("sdp", n);
+    fuzz("sdp", targets::sdp_parser);
 }
 
 #[test]
 fn rtp_and_rtcp() {
-    let n = run("rtp", iterations(), |data| {
-        if let Ok((_, payload)) = rtp::parse(data) {
-            assert!(payload.end <= data.len() && payload.start <= payload.end);
-        }
-        let _ = rtcp::parse_compound(data);
-    });
-    report("rtp", n);
-    let n = run("rtcp", iterations(), |data| {
-        let _ = rtcp::parse_compound(data);
-    });
-    report("rtcp", n);
+    fuzz("rtp", targets::rtp_and_rtcp);
+    fuzz("rtcp", targets::rtcp_compound);
 }
 
-/// Input: one byte choosing the codec, then RTP packets each prefixed by a 2-byte length.
 #[test]
 fn depacketizers() {
-    let n = run("depacketize", iterations(), |data| {
-        let Some((&which, mut rest)) = data.split_first() else {
-            return;
-        };
-        let (codec, rate, fmtp) = match which % 4 {
-            0 => (Codec::H264, 90_000, None),
-            1 => (Codec::H265, 90_000, None),
-            2 => (
-                Codec::Aac,
-                48_000,
-                Some("mode=AAC-hbr;sizelength=13;indexlength=3;indexdeltalength=3;config=1190"),
-            ),
-            _ => (Codec::Pcma, 8_000, None),
-        };
-        let Ok(mut d) = Depacketizer::new(codec, rate, fmtp) else {
-            return;
-        };
-        while rest.len() >= 2 {
-            let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
-            let end = (2 + len).min(rest.len());
-            if let Ok((header, payload)) = rtp::parse(&rest[2..end]) {
-                let _ = d.push(&header, &rest[2..end][payload]);
-            }
-            while d.pull().is_some() {}
-            rest = &rest[end..];
-        }
-        d.flush();
-        while d.pull().is_some() {}
-    });
-    report("depacketize", n);
+    fuzz("depacketize", targets::depacketizers);
 }
 
 #[test]
 fn segment_reader() {
-    let n = run("segment", iterations(), |data| {
-        let _ = vigil_storage::format::decode_segment(Bytes::copy_from_slice(data));
-    });
-    report("segment", n);
+    fuzz("segment", targets::segment_reader);
 }
 
 #[test]
 fn gossip_report_decoder() {
-    let n = run("report", iterations(), |data| {
-        let _ = serde_json::from_slice::<vigil_server::cluster::report::Report>(data);
-    });
-    report("report", n);
+    fuzz("report", targets::gossip_report);
 }
 
 /// Writes the binary seeds (RTP/RTCP packets, depacketiser streams, a recording segment).
