@@ -57,12 +57,33 @@ pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
     }
 }
 
-/// A free TCP port on `ip` (bound then released; the OS does not hand it out again at once).
+/// A free TCP port on `ip` (bound then released), never one this process was given before:
+/// the OS may hand a just-released ephemeral port out again at once (a node's RTSP and API
+/// ports once came out equal).
 pub fn free_port(ip: &str) -> u16 {
-    TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    fresh_port("tcp", ip, || {
+        TcpListener::bind((ip, 0))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind an ephemeral port")
+    })
+}
+
+/// A port from `bind` that this process has not handed out before for (`proto`, `ip`).
+fn fresh_port(proto: &'static str, ip: &str, bind: impl Fn() -> u16) -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<(&'static str, String, u16)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = bind();
+        if !given
+            .iter()
+            .any(|(k, i, p)| *k == proto && i == ip && *p == port)
+        {
+            given.push((proto, ip.to_string(), port));
+            return port;
+        }
+    }
 }
 
 /// Disjoint UDP port ranges for nodes started by this test process.
@@ -984,10 +1005,12 @@ pub fn connect_from(from: &str, to: SocketAddr) -> std::net::TcpStream {
 
 /// A free UDP port on `ip` (bound then released), e.g. for a node's gossip socket.
 pub fn free_udp(ip: &str) -> u16 {
-    std::net::UdpSocket::bind((ip, 0))
-        .and_then(|s| s.local_addr())
-        .map(|a| a.port())
-        .expect("bind a UDP port")
+    fresh_port("udp", ip, || {
+        std::net::UdpSocket::bind((ip, 0))
+            .and_then(|s| s.local_addr())
+            .map(|a| a.port())
+            .expect("bind a UDP port")
+    })
 }
 
 /// A playback URL's time parameter for `ms` since the Unix epoch.
