@@ -107,10 +107,7 @@ async fn run(
     transport: PullTransport,
     cancel: CancellationToken,
 ) {
-    let live = &node.config.live;
-    let min = Duration::from_millis(live.reconnect_min_ms);
-    let max = Duration::from_millis(live.reconnect_max_ms).max(min);
-    let mut backoff = min;
+    let mut backoff = Backoff::new(&node.config.live);
     let idle_after = path
         .on_demand
         .then(|| Duration::from_millis(node.config.live.on_demand_grace_ms));
@@ -124,22 +121,50 @@ async fn run(
                 return;
             }
             Err(e) => {
-                warn!(url = %crate::auth::redact_url(&url), "upstream failed: {e:#}; retry in {backoff:?}")
+                warn!(url = %crate::auth::redact_url(&url), "upstream failed: {e:#}; retry in {:?}", backoff.next)
             }
         }
-        // A session that got as far as playing was healthy: start the backoff over.
-        if connected {
-            backoff = min;
+        if !backoff.wait(connected, &cancel).await {
+            return;
         }
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(max);
         if idle_after.is_some_and(|grace| idle_for(&path, grace)) {
             *path.puller.lock().unwrap_or_else(|p| p.into_inner()) = None;
             return;
         }
+    }
+}
+
+/// The capped exponential wait between upstream attempts (`[live] reconnect_min_ms` …
+/// `reconnect_max_ms`), shared by pulled cameras and edge relays.
+pub(super) struct Backoff {
+    min: Duration,
+    max: Duration,
+    /// The wait before the next attempt.
+    pub(super) next: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new(live: &vigil_conf::LiveConfig) -> Backoff {
+        let min = Duration::from_millis(live.reconnect_min_ms);
+        Backoff {
+            min,
+            max: Duration::from_millis(live.reconnect_max_ms).max(min),
+            next: min,
+        }
+    }
+
+    /// Waits before the next attempt (from the minimum again after a session that got as far
+    /// as playing: it was healthy); false if `cancel` fired meanwhile.
+    pub(super) async fn wait(&mut self, connected: bool, cancel: &CancellationToken) -> bool {
+        if connected {
+            self.next = self.min;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return false,
+            _ = tokio::time::sleep(self.next) => {}
+        }
+        self.next = (self.next * 2).min(self.max);
+        true
     }
 }
 

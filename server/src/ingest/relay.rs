@@ -63,10 +63,7 @@ async fn run(
     cancel: CancellationToken,
 ) {
     let idle = Duration::from_millis(cluster.policy_cfg.edge.idle_ms);
-    let live = &node.config.live;
-    let min = Duration::from_millis(live.reconnect_min_ms);
-    let max = Duration::from_millis(live.reconnect_max_ms).max(min);
-    let mut backoff = min;
+    let mut backoff = super::pull::Backoff::new(&node.config.live);
     // An idle end is the only one where the session gave up the path's puller slot (under
     // its lock, so a new viewer's `ensure` starts a new relay instead of joining this one).
     let mut gave_up_slot = false;
@@ -94,16 +91,11 @@ async fn run(
                 gave_up_slot = true;
                 break;
             }
-            Err(e) => warn!(%holder, "relay upstream failed: {e:#}; retry in {backoff:?}"),
+            Err(e) => warn!(%holder, "relay upstream failed: {e:#}; retry in {:?}", backoff.next),
         }
-        if connected {
-            backoff = min;
+        if !backoff.wait(connected, &cancel).await {
+            break;
         }
-        tokio::select! {
-            _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(max);
         if super::pull::idle_for(&path, idle) {
             break;
         }
