@@ -89,6 +89,11 @@ pub struct GatewayConfig {
     pub mem_transfer_rate: f64,
     /// §B.2 eq. 2 M_bs: memory bus width (bits).
     pub mem_bus_bits: f64,
+    /// §B.3–§B.5 in the running scheduler: move cameras off a node judged overloaded.
+    pub camera_moves: bool,
+    /// §B.5 atomic move: how long the destination may take to have the camera's first
+    /// keyframe before the move is abandoned (ms).
+    pub move_timeout_ms: u64,
 }
 
 impl Default for GatewayConfig {
@@ -106,6 +111,8 @@ impl Default for GatewayConfig {
             recent_m: 5,
             mem_transfer_rate: 2.4e9,
             mem_bus_bits: 64.0,
+            camera_moves: true,
+            move_timeout_ms: 10_000,
         }
     }
 }

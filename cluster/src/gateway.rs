@@ -133,6 +133,11 @@ pub struct GatewayLoad {
 /// η ≤ SPL_k. Overloaded nodes are excluded; randomness is deliberate (always taking the
 /// lightest makes migrated cameras oscillate). `None` when no node has spare capacity.
 pub fn roulette<'a>(nodes: &'a [GatewayLoad], rng: &mut impl Rng) -> Option<&'a GatewayLoad> {
+    roulette_at(nodes, rng.gen())
+}
+
+/// [`roulette`] with the draw η given, so that a recorded decision can be redone by hand.
+pub fn roulette_at(nodes: &[GatewayLoad], eta: f64) -> Option<&GatewayLoad> {
     let rl = |n: &GatewayLoad| {
         if n.overloaded {
             0.0
@@ -144,7 +149,6 @@ pub fn roulette<'a>(nodes: &'a [GatewayLoad], rng: &mut impl Rng) -> Option<&'a 
     if total <= 0.0 {
         return None;
     }
-    let eta: f64 = rng.gen();
     let mut spl = 0.0;
     let mut last = None;
     for n in nodes.iter().filter(|n| rl(n) > 0.0) {

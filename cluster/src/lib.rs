@@ -8,6 +8,7 @@
 //! live in the server and feed this crate snapshots. Section numbers refer to
 //! `shared/ALGORITHMS.md`.
 
+pub mod camera_move;
 pub mod config;
 pub mod edge;
 pub mod election;

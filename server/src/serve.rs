@@ -76,6 +76,7 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         let cluster = crate::cluster::Cluster::start(&node).await?;
         let _ = node.cluster.set(cluster);
         crate::migrate::Service::install(&node);
+        crate::ingest::handover::Host::install(&node);
     }
     start_sources(&node);
     node.tasks.spawn(crate::ingest::sleep::run(node.clone()));

@@ -967,6 +967,21 @@ pub fn ctl(node: &Node, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Run `vigil ctl ARGS` against the admin API at `api`, expecting it to fail; its stderr.
+pub fn ctl_fails(api: SocketAddr, args: &[&str]) -> String {
+    let out = run_with_timeout(
+        Command::new(vigil_bin())
+            .env("VIGIL_API_TOKEN", ADMIN_TOKEN)
+            .arg("ctl")
+            .arg("--api")
+            .arg(format!("http://{api}"))
+            .args(args),
+        Duration::from_secs(20),
+    );
+    assert!(!out.status.success(), "vigil ctl {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// `url` (on a node of a cluster with `key`) with a placement marker signed by the key, as
 /// another node's redirect would carry it: the node serves it without placing it (a viewer
 /// placed there by hand). Good for one connection, within the marker's lifetime.

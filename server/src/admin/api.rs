@@ -369,6 +369,7 @@ async fn cluster_scheduler(
             })
             .collect(),
         migrations: c.rem_log(),
+        camera_moves: c.camera_move_log(),
     }))
 }
 

@@ -21,7 +21,7 @@ pub struct CameraView {
     /// The node holding it (pulling it, or with its publisher), if any.
     pub node: Option<String>,
     /// live, asleep (§B.1), idle (nobody asks: on-demand, or a push camera with no
-    /// publisher), connecting, unbound (no node to pull it yet).
+    /// publisher), connecting, unbound (no node to pull it yet), "moving to NODE" (§B.5).
     pub state: String,
     /// Readers of its hub on the holder (live viewers and relays); None when unknown.
     pub viewers: Option<u64>,
@@ -141,6 +141,12 @@ pub fn view(node: &Node) -> Vec<CameraView> {
                 }
                 None => ("unknown".into(), None, None),
             },
+        };
+        // A camera move under way (§B.5): the holder keeps it until the destination has it.
+        let moving_to = bindings.as_ref().and_then(|b| b.moving.get(&cam.id));
+        let state = match moving_to {
+            Some(to) => format!("moving to {to}"),
+            None => state,
         };
         out.push(CameraView {
             camera: cam.id.clone(),

@@ -2,7 +2,8 @@
 //!
 //! `POST /api/sessions/{id}/migrate` `{"to": NODE, "mode": "own"|"preserve"}` → the move's
 //! report (gap, timings) or 4xx with why; `POST /api/cluster/nodes/{id}/drain` and
-//! `/undrain`, `GET /api/cluster/nodes/{id}/drain` → the drain's progress. Any node answers
+//! `/undrain`, `GET /api/cluster/nodes/{id}/drain` → the drain's progress;
+//! `POST /api/cluster/cameras/{camera}/move` `{"to": NODE}` → a camera move's record. Any node answers
 //! for any other: the call is forwarded over the cluster RPC.
 
 use crate::migrate::drain::DrainStatus;
@@ -33,6 +34,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(node: Arc<Node>) -> Router<S> {
             post(drain).get(drain_status),
         )
         .route("/api/cluster/nodes/{id}/undrain", post(undrain))
+        .route("/api/cluster/cameras/{camera}/move", post(move_camera))
         .with_state(node)
 }
 
@@ -65,6 +67,34 @@ async fn migrate(
         .map(Json)
         .map_err(|e| {
             let status = if e.starts_with("no session") {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::CONFLICT
+            };
+            (status, format!("{e}\n"))
+        })
+}
+
+/// `POST /api/cluster/cameras/{camera}/move` `{"to": NODE}`: an operator's camera move
+/// (issue 11 §2), carried out by the scheduler (forwarded there over the cluster RPC).
+async fn move_camera(
+    State(node): State<Arc<Node>>,
+    Path(camera): Path<String>,
+    Json(body): Json<MigrateBody>,
+) -> Result<Json<crate::cluster::CameraMoveRecord>, ApiError> {
+    let cluster = cluster_of(&node)?;
+    if !vigil_conf::is_valid_camera_id(&camera) {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("invalid camera id {camera:?}\n"),
+        ));
+    }
+    cluster
+        .move_camera_now(&camera, &body.to)
+        .await
+        .map(Json)
+        .map_err(|e| {
+            let status = if e.starts_with("no pull camera") || e.contains("not a live member") {
                 StatusCode::NOT_FOUND
             } else {
                 StatusCode::CONFLICT

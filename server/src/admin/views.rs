@@ -149,6 +149,10 @@ pub struct SchedulerView {
     /// Newest first; the last 50 §A.5 REM steps this node ran as the scheduler.
     #[serde(default)]
     pub migrations: Vec<crate::cluster::rem::RemRecord>,
+    /// Newest first; the last 50 camera-move decisions (§B.3–§B.5, and the operator's)
+    /// this node made as the scheduler, with their inputs and outcomes.
+    #[serde(default)]
+    pub camera_moves: Vec<crate::cluster::CameraMoveRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -19,6 +19,9 @@ pub struct CameraBindings {
     pub scheduler: String,
     /// camera → node.
     pub cameras: BTreeMap<String, String>,
+    /// Camera moves under way (§B.5): camera → destination, until it is re-bound there.
+    #[serde(default)]
+    pub moving: BTreeMap<String, String>,
 }
 
 /// Takes `seen` (the highest term published) when it is at least as new as the bindings
@@ -71,6 +74,7 @@ impl Cluster {
             term: st.term,
             scheduler: self.self_id.clone(),
             cameras: map,
+            moving: st.bindings.moving.clone(),
         };
         if next == st.bindings {
             return None;
@@ -136,9 +140,11 @@ pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Cluster) {
             if !path.on_demand {
                 crate::ingest::pull::ensure_running(node, &path);
             }
+        } else if cluster.is_incoming(camera) {
+            // Pulled for a move here (§B.5) that has not re-bound it yet.
         } else if path.relay_from().is_none() {
             // (A relay of this node as an edge uses the same slot and ends by itself.)
-            crate::ingest::pull::stop(&path);
+            crate::ingest::relay::let_go(node, &path, camera);
         }
     }
 }

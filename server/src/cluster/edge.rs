@@ -10,8 +10,8 @@ use super::report;
 use super::shell::{Cluster, State};
 
 impl Cluster {
-    /// The node holding `camera` live from its own source (this one included), else the
-    /// node a pull camera is bound to; and the nodes relaying it.
+    /// The node a pull camera is bound to, else the node holding `camera` live from its own
+    /// source (this one included); and the nodes relaying it.
     fn holder_and_edges(st: &State, camera: &str) -> Option<(String, Vec<String>)> {
         let reports = || {
             st.members
@@ -19,15 +19,19 @@ impl Cluster {
                 .filter(|m| m.alive)
                 .filter_map(|m| Some((m, m.report.as_ref()?)))
         };
-        let holder = reports()
-            .find(|(_, r)| r.live.iter().any(|c| c == camera))
-            .map(|(m, _)| m.id.clone())
-            .or_else(|| {
-                let bound = st.bindings.cameras.get(camera)?;
-                reports()
-                    .any(|(m, _)| &m.id == bound)
-                    .then(|| bound.clone())
-            })?;
+        // A pull camera's binding names its holder even while a move has the destination
+        // pulling it too (both report it live then).
+        let bound = st
+            .bindings
+            .cameras
+            .get(camera)
+            .filter(|b| reports().any(|(m, _)| &m.id == *b))
+            .cloned();
+        let holder = bound.or_else(|| {
+            reports()
+                .find(|(_, r)| r.live.iter().any(|c| c == camera))
+                .map(|(m, _)| m.id.clone())
+        })?;
         let edges = reports()
             .filter(|(m, r)| m.id != holder && r.edges.iter().any(|c| c == camera))
             .map(|(m, _)| m.id.clone())

@@ -13,6 +13,7 @@
 //! decision records the path taken.
 
 mod bindings;
+pub mod camera_move;
 mod edge;
 mod election;
 mod marker;
@@ -30,6 +31,7 @@ pub mod transport;
 use std::sync::atomic::Ordering;
 
 pub use bindings::CameraBindings;
+pub use camera_move::{CameraHost, CameraMoveRecord};
 /// Signing markers outside a running cluster (tests place a viewer on a node by hand).
 pub use marker::redirect_url as signed_redirect_url;
 pub use marker::{strip_marker, Marker, MARKER_TTL, PLACED_MARKER};

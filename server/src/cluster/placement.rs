@@ -189,8 +189,10 @@ impl Cluster {
                     term: st.term,
                 })
             }
-            rpc::RpcRequest::Migration(_) => {
-                rpc::RpcResponse::Error("migration calls are served by the migration host".into())
+            rpc::RpcRequest::Migration(_)
+            | rpc::RpcRequest::TakeCamera { .. }
+            | rpc::RpcRequest::MoveCamera { .. } => {
+                rpc::RpcResponse::Error("an asynchronous call: served by the RPC handler".into())
             }
         }
     }

@@ -64,6 +64,10 @@ pub struct Report {
     /// The node is being drained: no placements (every view treats it as unavailable).
     #[serde(default)]
     pub draining: bool,
+    /// §B.5 candidates: the `recent_m` most recently finished of this node's awake pull
+    /// cameras with no viewer (wall-clock ms), for the scheduler's camera moves.
+    #[serde(default)]
+    pub movable: Vec<vigil_cluster::gateway::CameraUsage>,
 }
 
 /// One session as the report lists it: compact, no counters.
@@ -299,6 +303,11 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         period_s,
         at_ms: now_ms(),
         draining: cluster.draining.load(Ordering::Relaxed),
+        movable: cluster
+            .movable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
     }
 }
 
@@ -326,8 +335,9 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
     let mut last_publish = Instant::now();
     let mut last_second = Instant::now();
     let mut last_fp = fingerprint(&node);
-    let mut live_count = (0usize, 0usize);
+    let mut live_count = (0usize, 0usize, 0usize);
     let mut last_draining = false;
+    let mut last_movable: Vec<String> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
         tokio::select! {
@@ -341,17 +351,30 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
             feedback.tick(cluster.cluster_sessions(), &fb_cfg);
         }
         let fp = fingerprint(&node);
-        // Live and asleep cameras (a camera going to sleep leaves one for the other).
+        // Live, asleep and relayed cameras (a camera going to sleep leaves one for the other).
         let paths = node.paths();
+        // (A camera handed over to a relay stays live: the relayed count tells.)
         let live_now = (
             paths.iter().filter(|p| p.stream.is_live()).count(),
             paths
                 .iter()
                 .filter(|p| p.asleep.load(Ordering::Relaxed))
                 .count(),
+            paths.iter().filter(|p| p.relay_from().is_some()).count(),
         );
         let draining = cluster.draining.load(Ordering::Relaxed);
-        let significant = fp != last_fp || live_now != live_count || draining != last_draining;
+        // §B.5's candidates changed (a camera's last viewer left, or one arrived).
+        let movable: Vec<String> = cluster
+            .movable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|c| c.camera.clone())
+            .collect();
+        let significant = fp != last_fp
+            || live_now != live_count
+            || draining != last_draining
+            || movable != last_movable;
         if significant
             || last_publish.elapsed() >= Duration::from_secs(u64::from(feedback.period_s))
         {
@@ -361,6 +384,7 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
             last_fp = fp;
             live_count = live_now;
             last_draining = draining;
+            last_movable = movable;
         }
     }
 }

@@ -218,6 +218,7 @@ pub(crate) mod tests {
             period_s: 1,
             at_ms: 2,
             draining: false,
+            movable: Vec::new(),
         }
     }
 

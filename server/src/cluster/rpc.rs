@@ -36,6 +36,11 @@ pub enum RpcRequest {
     Place { request: PlaceRequest },
     /// Session migration between nodes (`crate::migrate`).
     Migration(crate::migrate::wire::MigrationCall),
+    /// A camera move's first step (§B.5): pull `camera` here and answer once a keyframe is
+    /// in (`super::camera_move`).
+    TakeCamera { camera: String, timeout_ms: u64 },
+    /// An operator's camera move, forwarded to the scheduler.
+    MoveCamera { camera: String, to: String },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,6 +59,8 @@ pub struct PlaceRequest {
 pub enum RpcResponse {
     Decision(WireDecision),
     Migration(crate::migrate::wire::MigrationReply),
+    CameraReady { keyframe_ms: f64 },
+    CameraMoved(Box<super::camera_move::CameraMoveRecord>),
     Error(String),
 }
 

@@ -76,6 +76,8 @@ pub(super) struct State {
     pub(super) planner: super::planner::PlannerState,
     /// Placements held against the view until they lapse (see `reservations`).
     pub(super) reservations: Vec<super::reservations::Reservation>,
+    /// §B.2–§B.5 camera moves: forecasts, moves under way, their records.
+    pub(super) gateway: super::camera_move::GatewayState,
 }
 
 impl State {
@@ -127,6 +129,11 @@ pub struct Cluster {
     /// Serves the migration calls of other nodes (set once at start-up by `crate::migrate`,
     /// which depends on the cluster, not the other way round).
     pub migration: std::sync::OnceLock<Arc<dyn rpc::MigrationService>>,
+    /// Takes a camera for a move (set once at start-up by `crate::ingest`).
+    pub camera_host: std::sync::OnceLock<Arc<dyn super::camera_move::CameraHost>>,
+    /// This node's movable cameras for §B.5 (awake, no viewer), as its usage tracker last
+    /// saw them; reported to the scheduler.
+    pub movable: Mutex<Vec<vigil_cluster::gateway::CameraUsage>>,
     /// This node is being drained: it takes no placements and its sessions move off.
     pub draining: std::sync::atomic::AtomicBool,
     /// The cluster key, which signs redirect markers.
@@ -264,9 +271,12 @@ impl Cluster {
                 rem: Default::default(),
                 planner: Default::default(),
                 reservations: Vec::new(),
+                gateway: Default::default(),
             }),
             changed: Notify::new(),
             migration: std::sync::OnceLock::new(),
+            camera_host: std::sync::OnceLock::new(),
+            movable: Mutex::new(Vec::new()),
             draining: Default::default(),
             marker_key: c.key.as_bytes().into(),
             used_markers: Mutex::new(Default::default()),
@@ -292,6 +302,19 @@ impl Cluster {
                             Some(m) => rpc::RpcResponse::Migration(m.handle(call).await),
                             None => rpc::RpcResponse::Error("migration is not ready".into()),
                         },
+                        rpc::RpcRequest::TakeCamera { camera, timeout_ms } => {
+                            let timeout = Duration::from_millis(timeout_ms.min(60_000));
+                            match c.serve_take_camera(camera, timeout).await {
+                                Ok(keyframe_ms) => rpc::RpcResponse::CameraReady { keyframe_ms },
+                                Err(e) => rpc::RpcResponse::Error(e),
+                            }
+                        }
+                        rpc::RpcRequest::MoveCamera { camera, to } => {
+                            match c.move_camera_now(&camera, &to).await {
+                                Ok(r) => rpc::RpcResponse::CameraMoved(Box::new(r)),
+                                Err(e) => rpc::RpcResponse::Error(e),
+                            }
+                        }
                         other => c.serve_rpc(other),
                     }
                 })

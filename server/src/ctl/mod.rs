@@ -43,6 +43,9 @@ pub enum What {
     Drain { node: String },
     /// Let a drained node take placements again.
     Undrain { node: String },
+    /// Move a pull camera to another node now (atomic: the node pulls it and has a keyframe
+    /// before the old one lets go); prints how long each step took.
+    MoveCamera { camera: String, node: String },
     /// Save a recorded range as an MP4 file (plain, moov first; starts on the keyframe at
     /// or before --start).
     Export {
@@ -111,6 +114,9 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         } => return steer::migrate(api, token, json, session, node, mode.as_deref()),
         What::Drain { node } => return steer::drain(api, token, json, node),
         What::Undrain { node } => return steer::undrain(api, token, json, node),
+        What::MoveCamera { camera, node } => {
+            return steer::move_camera(api, token, json, camera, node)
+        }
         What::Export {
             camera,
             start,
@@ -309,6 +315,30 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                     ]);
                 }
             }
+            if !v.camera_moves.is_empty() {
+                println!("{table}");
+                table = Table::new();
+                table.load_preset(UTF8_BORDERS_ONLY);
+                println!("Camera moves (§B.3–§B.5), newest first:");
+                table.set_header([
+                    "AT", "TRIGGER", "FROM", "GL", "CAMERA", "TO", "RESULT", "REASON",
+                ]);
+                for m in v.camera_moves {
+                    table.add_row([
+                        vigil_proto::rtsp::UtcTime {
+                            unix_millis: m.at_ms,
+                        }
+                        .to_rfc3339(),
+                        m.trigger,
+                        m.from,
+                        m.decision.map_or("-".into(), |d| format!("{:.3}", d.gl)),
+                        m.camera.unwrap_or_else(|| "-".into()),
+                        m.to.unwrap_or_else(|| "-".into()),
+                        m.result,
+                        m.reason,
+                    ]);
+                }
+            }
         }
         What::Ingest { .. } => {
             let v: IngestView = serde_json::from_str(&body).context("unexpected answer")?;
@@ -368,6 +398,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         }
         What::Migrate { .. }
         | What::Drain { .. }
+        | What::MoveCamera { .. }
         | What::Undrain { .. }
         | What::Export { .. }
         | What::Plan

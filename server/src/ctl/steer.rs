@@ -118,3 +118,30 @@ pub fn undrain(api: &str, token: Option<&str>, json: bool, node: &str) -> anyhow
     }
     Ok(())
 }
+
+/// `vigil ctl move-camera`.
+pub fn move_camera(
+    api: &str,
+    token: Option<&str>,
+    json: bool,
+    camera: &str,
+    node: &str,
+) -> anyhow::Result<()> {
+    let path = format!("/api/cluster/cameras/{camera}/move");
+    let text = post(api, token, &path, &serde_json::json!({ "to": node }))?;
+    if json {
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    let r: crate::cluster::CameraMoveRecord =
+        serde_json::from_str(&text).context("unexpected answer")?;
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} ms"));
+    println!(
+        "camera {camera} moved from {} to {}: keyframe at the destination after {}, re-bound {} after the decision",
+        r.from,
+        r.to.unwrap_or_default(),
+        ms(r.keyframe_ms),
+        ms(r.took_ms)
+    );
+    Ok(())
+}

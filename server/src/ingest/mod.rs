@@ -1,6 +1,7 @@
 //! Producers: everything that feeds a live stream (RTSP publishers, pulled cameras, the demo).
 
 pub mod demo;
+pub mod handover;
 pub mod pull;
 pub mod relay;
 pub mod sleep;

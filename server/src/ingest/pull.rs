@@ -27,10 +27,11 @@ pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
     let Source::Pull { url } = &path.source else {
         return;
     };
-    // Cluster: only the node the scheduler bound the camera to pulls it.
+    // Cluster: only the node the scheduler bound the camera to pulls it (and, during a
+    // camera move, the destination beside it).
     if let Some(cluster) = node.cluster.get() {
         let camera = path.name.strip_prefix("live/").unwrap_or(&path.name);
-        if !cluster.holds(camera) {
+        if !cluster.holds(camera) && !cluster.is_incoming(camera) {
             return;
         }
     }
@@ -113,7 +114,16 @@ async fn run(
         .then(|| Duration::from_millis(node.config.live.on_demand_grace_ms));
     loop {
         let mut connected = false;
-        let attempt = pull_once(&path, &url, transport, idle_after, &cancel, &mut connected);
+        let mut no_handover = None;
+        let attempt = pull_once(
+            &path,
+            &url,
+            transport,
+            idle_after,
+            &cancel,
+            &mut connected,
+            &mut no_handover,
+        );
         match attempt.await {
             Ok(Ended::Cancelled) => return,
             Ok(Ended::Idle) => {
@@ -196,6 +206,8 @@ fn split_credentials(url: &str) -> anyhow::Result<(url::Url, Option<Credentials>
 
 /// One upstream session: connect, then feed the path's hub until the upstream fails, the
 /// task is cancelled, or (with `idle_after`) nobody reads the path for that long.
+/// `handover`, the previous source of the path, is cancelled once this one's producer has
+/// attached (its readers then splice onto this one, and its end finishes nothing).
 pub(super) async fn pull_once(
     path: &Arc<PathEntry>,
     url: &str,
@@ -203,6 +215,7 @@ pub(super) async fn pull_once(
     idle_after: Option<Duration>,
     cancel: &CancellationToken,
     connected: &mut bool,
+    handover: &mut Option<CancellationToken>,
 ) -> anyhow::Result<Ended> {
     let (url, creds) = split_credentials(url)?;
     let options = SessionOptions::default()
@@ -237,6 +250,9 @@ pub(super) async fn pull_once(
     info!(url = %crate::cluster::strip_marker(url.as_str()), tracks = sdp.media.len(), "upstream connected");
     *connected = true;
     let mut producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
+    if let Some(previous) = handover.take() {
+        previous.cancel();
+    }
     let mut idle_check = tokio::time::interval(Duration::from_secs(1));
     // Upstream silence: retina has no read timeout of its own.
     let silence = Duration::from_secs(5);

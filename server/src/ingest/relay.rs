@@ -14,6 +14,7 @@
 use super::pull::{pull_once, Ended};
 use crate::cluster::Cluster;
 use crate::node::{Node, PathEntry};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -41,6 +42,18 @@ pub fn ensure(
     let cancel = node.shutdown.child_token();
     *puller = Some(cancel.clone());
     drop(puller);
+    spawn(node, cluster, &path, camera, cancel, None);
+    Some(path)
+}
+
+fn spawn(
+    node: &Arc<Node>,
+    cluster: &Arc<Cluster>,
+    path: &Arc<PathEntry>,
+    camera: &str,
+    cancel: CancellationToken,
+    handover: Option<CancellationToken>,
+) {
     let span = info_span!("relay", camera = %camera);
     node.tasks.spawn(
         run(
@@ -49,10 +62,37 @@ pub fn ensure(
             path.clone(),
             camera.to_string(),
             cancel,
+            handover,
         )
         .instrument(span),
     );
-    Some(path)
+}
+
+/// The camera was bound away from this node (a move, a drain, a re-binding). Unwatched,
+/// its pull stops. Watched, this node relays it from the new holder instead, and the pull
+/// stops only once the relay's producer has attached: the viewers splice onto the relay's
+/// first keyframe with their RTP identity unchanged, and nothing finishes their stream.
+pub fn let_go(node: &Arc<Node>, path: &Arc<PathEntry>, camera: &str) {
+    let watched = path.stream.readers.load(Ordering::Acquire) > 0 && path.stream.is_live();
+    let target = node
+        .cluster
+        .get()
+        .filter(|_| watched)
+        .and_then(|c| Some((c, c.live_holder_of(camera)?)));
+    let Some((cluster, holder)) = target else {
+        super::pull::stop(path);
+        return;
+    };
+    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(previous) = puller.take() else {
+        return;
+    };
+    info!(path = %path.name, %holder, "the camera moved: relaying it for this node's viewers");
+    path.set_relay_from(Some(holder));
+    let cancel = node.shutdown.child_token();
+    *puller = Some(cancel.clone());
+    drop(puller);
+    spawn(node, cluster, path, camera, cancel, Some(previous));
 }
 
 async fn run(
@@ -61,6 +101,7 @@ async fn run(
     path: Arc<PathEntry>,
     camera: String,
     cancel: CancellationToken,
+    mut handover: Option<CancellationToken>,
 ) {
     let idle = Duration::from_millis(cluster.policy_cfg.edge.idle_ms);
     let mut backoff = super::pull::Backoff::new(&node.config.live);
@@ -83,6 +124,7 @@ async fn run(
             Some(idle),
             &cancel,
             &mut connected,
+            &mut handover,
         );
         match attempt.await {
             Ok(Ended::Cancelled) => break,
@@ -99,6 +141,10 @@ async fn run(
         if super::pull::idle_for(&path, idle) {
             break;
         }
+    }
+    // A source this relay was to take over from and never did ends with it.
+    if let Some(previous) = handover {
+        previous.cancel();
     }
     let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
     if gave_up_slot && puller.is_some() {

@@ -5,8 +5,10 @@
 //! DESCRIBE wakes a camera (`pull::wake`). A camera with a recorder never sleeps: its use
 //! never ends. `ps_max = 0` turns sleep off.
 //!
-//! "Use" is a reader on its hub (a live viewer, or a relay that reads it) or its recorder;
-//! its end is the moment the last reader left.
+//! "Use" is a reader on its hub (a live viewer, or a relay that reads it); its end is the
+//! moment the last reader left. The same tracking gives the scheduler its §B.5 candidates
+//! for camera moves (`Cluster::movable`: awake cameras with no viewer, recorded or not,
+//! the most recently finished first).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -44,17 +46,21 @@ pub fn own_cameras(node: &Node) -> Vec<Arc<PathEntry>> {
         .collect()
 }
 
-fn in_use(p: &PathEntry) -> bool {
-    p.stream.readers.load(Ordering::Acquire) > 0 || p.recording.load(Ordering::Acquire)
+/// Watched: a live viewer or a relay reads its hub. (Its recorder is not a use that §B.5
+/// protects from a move: the recording passes over with the lease.)
+fn watched(p: &PathEntry) -> bool {
+    p.stream.readers.load(Ordering::Acquire) > 0
 }
 
 pub async fn run(node: Arc<Node>) {
     let cfg = node.config.cluster.gateway;
-    if cfg.ps_max <= 0.0 {
+    let cluster = node.cluster.get().cloned();
+    if cfg.ps_max <= 0.0 && cluster.is_none() {
         return;
     }
     let base = Instant::now();
-    let ms = |t: Instant| t.duration_since(base).as_millis() as i64;
+    let base_wall = crate::cluster::now_ms();
+    let ms = |t: Instant| base_wall + t.duration_since(base).as_millis() as i64;
     let mut uses: HashMap<String, Use> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -65,6 +71,7 @@ pub async fn run(node: Arc<Node>) {
         let now = Instant::now();
         let cams = own_cameras(&node);
         let mut usage = Vec::with_capacity(cams.len());
+        let mut movable = Vec::new();
         for p in &cams {
             let u = uses.entry(p.name.clone()).or_insert(Use {
                 online_since: now,
@@ -78,7 +85,8 @@ pub async fn run(node: Arc<Node>) {
                 u.idle_since = Some(now);
             }
             u.asleep = asleep;
-            let busy = in_use(p);
+            let busy = watched(p);
+            let recording = p.recording.load(Ordering::Acquire);
             match (busy, u.in_use_since) {
                 (true, None) => u.in_use_since = Some(now),
                 (false, Some(t)) => {
@@ -88,17 +96,41 @@ pub async fn run(node: Arc<Node>) {
                 }
                 _ => {}
             }
-            usage.push(CameraUsage {
+            let used = CameraUsage {
                 camera: p.name.clone(),
-                idle: !busy,
+                // A recorded camera never sleeps: its use never ends.
+                idle: !busy && !recording,
                 asleep,
                 last_finished_ms: u.idle_since.map(ms),
                 online_since_ms: ms(u.online_since),
                 busy_ms: (u.busy + u.in_use_since.map_or(Duration::ZERO, |t| now - t)).as_millis()
                     as i64,
-            });
+            };
+            if !busy && !asleep {
+                if let Some(id) = p.name.strip_prefix("live/") {
+                    movable.push(CameraUsage {
+                        camera: id.to_string(),
+                        idle: true,
+                        ..used.clone()
+                    });
+                }
+            }
+            usage.push(used);
         }
         uses.retain(|k, _| cams.iter().any(|p| &p.name == k));
+        if let Some(c) = &cluster {
+            // §B.5 looks at the M most recently finished only: the report carries those.
+            movable.sort_by(|a, b| {
+                b.last_finished_ms
+                    .cmp(&a.last_finished_ms)
+                    .then_with(|| a.camera.cmp(&b.camera))
+            });
+            movable.truncate(cfg.recent_m);
+            *c.movable.lock().unwrap_or_else(|p| p.into_inner()) = movable;
+        }
+        if cfg.ps_max <= 0.0 {
+            continue;
+        }
         for name in cameras_to_sleep(&usage, ms(now), &cfg) {
             let Some(p) = cams.iter().find(|p| p.name == name) else {
                 continue;

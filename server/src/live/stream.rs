@@ -237,6 +237,12 @@ impl Stream {
         self.info().is_some() && !self.is_finished()
     }
 
+    /// Live, with a keyframe of the current producer in the ring: a new reader starts at
+    /// once.
+    pub fn has_keyframe(&self) -> bool {
+        self.is_live() && self.ring().last_keyframe.is_some()
+    }
+
     pub fn current_epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }

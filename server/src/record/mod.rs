@@ -176,17 +176,29 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
     loop {
         // Wait for a producer of this node's own (a relayed camera is recorded by its
         // holder); an unlisted push path that was released ends its recorder.
-        while !stream.is_live() || path.relay_from().is_some() {
+        // A pull camera bound to another node is recorded there, even while this node still
+        // pulls it (a camera move in either direction; the lease passes over).
+        while !stream.is_live()
+            || path.relay_from().is_some()
+            || node
+                .cluster
+                .get()
+                .is_some_and(|c| c.bound_elsewhere(&camera))
+        {
             if !node
                 .path(&path.name)
                 .is_some_and(|p| Arc::ptr_eq(&p, &path))
             {
                 return;
             }
+            // Woken by a producer attaching; what else holds it back (a relay, a binding)
+            // is looked at twice a second. (Waiting beyond the head of a finished stream
+            // returns at once: that loop spun both runtime threads.)
+            let step = Duration::from_millis(500);
             tokio::select! {
                 _ = node.shutdown.cancelled() => return,
-                _ = stream.wait_beyond(stream.head()) => {}
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = stream.wait_live(step), if !stream.is_live() => {}
+                _ = tokio::time::sleep(step), if stream.is_live() => {}
             }
         }
         let Some(info) = stream.info() else { continue };

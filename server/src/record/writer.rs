@@ -8,8 +8,12 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use vigil_storage::{Frame, StorageError, Store, StreamHeader};
 
-/// How often a failed writer (full disk, lease held elsewhere) tries again.
+/// How often a failed writer (full disk) tries again.
 const RETRY: Duration = Duration::from_secs(2);
+/// A lease held elsewhere is retried on every keyframe (a segment can only start on one),
+/// at most this often: after a camera move the lease is freed as the source's last segment
+/// closes, and the recording goes on from the next keyframe (each try is one file check).
+const LEASE_RETRY: Duration = Duration::from_millis(100);
 
 pub enum WriterMsg {
     Frame(Frame),
@@ -24,6 +28,8 @@ pub struct CameraWriter {
     pub header: StreamHeader,
     recorder: Option<vigil_storage::Recorder>,
     next_attempt: Instant,
+    /// The last try found the camera's lease held by another node.
+    lease_elsewhere: bool,
     /// `[storage.emulate] write_latency_ms`: a slow LUN, for experiments and fault tests.
     write_latency: Duration,
 }
@@ -42,6 +48,7 @@ impl CameraWriter {
             header,
             recorder: None,
             next_attempt: Instant::now(),
+            lease_elsewhere: false,
             write_latency: Duration::ZERO,
         }
     }
@@ -56,7 +63,12 @@ impl CameraWriter {
         let camera = self.camera.as_str();
         let recordings = &self.recordings;
         if self.recorder.is_none() {
-            if Instant::now() < self.next_attempt {
+            let now = Instant::now();
+            let due = match self.lease_elsewhere {
+                true => frame.keyframe && now >= self.next_attempt,
+                false => now >= self.next_attempt,
+            };
+            if !due {
                 return; // dropped while the disk is full or the lease is elsewhere
             }
             match self.store.recorder(camera, self.header.clone()) {
@@ -72,10 +84,17 @@ impl CameraWriter {
                         }
                     });
                     self.recorder = Some(r);
+                    self.lease_elsewhere = false;
                 }
                 Err(e) => {
                     recordings.fail(camera, &e);
-                    self.next_attempt = Instant::now() + RETRY;
+                    self.lease_elsewhere = matches!(e, StorageError::LeaseHeld { .. });
+                    self.next_attempt = Instant::now()
+                        + if self.lease_elsewhere {
+                            LEASE_RETRY
+                        } else {
+                            RETRY
+                        };
                     return;
                 }
             }

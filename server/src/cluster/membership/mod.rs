@@ -183,6 +183,7 @@ pub(super) async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
                 cluster.refresh().await;
                 cluster.run_rem(node.config.cluster.migration.rem);
                 cluster.run_planner();
+                cluster.run_gateway();
                 bindings::follow_bindings(&node, &cluster);
             }
         }

@@ -1,0 +1,73 @@
+//! A camera move's first step on the destination (issue 11 §2, §B.5): pull the camera here
+//! beside its holder and answer once a keyframe is in the hub, so the scheduler re-binds it
+//! only to a node that can serve it at once. The source is not touched here.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use tracing::info;
+
+use crate::cluster::CameraHost;
+use crate::node::Node;
+
+pub struct Host {
+    node: Weak<Node>,
+}
+
+impl Host {
+    /// Registers the node as a camera host with its cluster shell.
+    pub fn install(node: &Arc<Node>) {
+        if let Some(cluster) = node.cluster.get() {
+            let _ = cluster.camera_host.set(Arc::new(Host {
+                node: Arc::downgrade(node),
+            }));
+        }
+    }
+}
+
+impl CameraHost for Host {
+    fn take(&self, camera: String, timeout: Duration) -> BoxFuture<'static, Result<f64, String>> {
+        let node = self.node.upgrade();
+        Box::pin(async move {
+            let node = node.ok_or("the node is shutting down")?;
+            let path = node
+                .path(&format!("live/{camera}"))
+                .filter(|p| p.configured && matches!(p.source, vigil_conf::Source::Pull { .. }))
+                .ok_or_else(|| format!("{camera} is not a pull camera of this node"))?;
+            if path.relay_from().is_some() {
+                return Err(format!("this node relays {camera} as an edge"));
+            }
+            let started = Instant::now();
+            let deadline = started + timeout;
+            super::pull::wake(&node, &path);
+            info!(
+                camera,
+                "taking the camera for a move: waiting for its first keyframe"
+            );
+            while !path.stream.has_keyframe() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    // Nothing half-moved: the pull stops unless the camera got bound here.
+                    if node.cluster.get().is_some_and(|c| !c.holds(&camera)) {
+                        super::pull::stop(&path);
+                    }
+                    return Err(format!(
+                        "no keyframe of {camera} reached this node within {timeout:?}"
+                    ));
+                }
+                let stream = &path.stream;
+                let step = left.min(Duration::from_millis(100));
+                // Not live yet (the stream of an earlier pull may be finished, and waiting
+                // beyond its head would return at once): wait for the producer to attach.
+                tokio::select! {
+                    _ = node.shutdown.cancelled() => return Err("the node is shutting down".into()),
+                    _ = stream.wait_live(step), if !stream.is_live() => {}
+                    _ = stream.wait_beyond(stream.head()), if stream.is_live() => {}
+                    _ = tokio::time::sleep(step) => {}
+                }
+            }
+            Ok(started.elapsed().as_secs_f64() * 1e3)
+        })
+    }
+}
