@@ -46,6 +46,7 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .merge(super::migrate_api::router(node.clone()))
         .merge(super::plan_api::router(node.clone()))
         .merge(super::cameras_api::router(node.clone()))
+        .merge(super::console::router())
         .with_state(AppState { node, prometheus })
         .layer(axum::middleware::from_fn_with_state(
             gate,
@@ -232,6 +233,10 @@ struct NodeInfo {
     rtsp_listen: String,
     uptime_secs: f64,
     sessions: usize,
+    /// `[cluster] enabled`: the `/api/cluster/…` routes answer (the console asks only then).
+    cluster: bool,
+    /// Recording and playback are on (`/api/recordings/…`, `/hls/playback/…`, export).
+    recording: bool,
     process: Option<crate::procfs::ProcessStats>,
 }
 
@@ -242,6 +247,8 @@ async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
         rtsp_listen: n.config.rtsp.listen.to_string(),
         uptime_secs: n.started.elapsed().as_secs_f64(),
         sessions: n.session_count(),
+        cluster: n.config.cluster.enabled,
+        recording: n.library.is_some(),
         process: crate::procfs::current(),
     })
 }
