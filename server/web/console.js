@@ -110,13 +110,27 @@
   }
 
   // ---- tables -----------------------------------------------------------------------
-  /** Replaces `table`'s rows: one per item, cells from `cells(item)` (strings or nodes). */
+  /**
+   * Sets `table`'s rows: one per item, cells from `cells(item)` (strings, nodes or
+   * `{cls, v}`). A row whose content did not change is kept as it is (no flicker, and a
+   * button the operator is about to click stays the same element).
+   */
   function fill(table, items, key, cells) {
     const body = table.tBodies[0];
-    body.replaceChildren(
-      ...items.map((it) => el('tr', { data: { key: key(it) } },
-        cells(it).map((c) => el('td', c && c.cls ? { class: c.cls } : null, c && c.cls ? c.v : c)))),
-    );
+    const old = new Map([...body.rows].map((r) => [r.dataset.key, r]));
+    const rows = items.map((it) => {
+      const k = String(key(it));
+      const cs = cells(it);
+      const sig = JSON.stringify(cs.map((c) => {
+        if (c instanceof Node) return [c.className, c.textContent, Boolean(c.disabled)];
+        return c && c.cls ? [c.cls, c.v instanceof Node ? [c.v.className, c.v.textContent] : c.v] : c;
+      }));
+      const prev = old.get(k);
+      if (prev && prev.dataset.sig === sig) return prev;
+      return el('tr', { data: { key: k, sig } },
+        cs.map((c) => el('td', c && c.cls ? { class: c.cls } : null, c && c.cls ? c.v : c)));
+    });
+    body.replaceChildren(...rows);
   }
   const n = (v, digits) => ({ cls: 'num', v: num(v, digits || 0) });
 

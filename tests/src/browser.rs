@@ -62,6 +62,11 @@ impl Browser {
         let chromium = find(&["/usr/lib/chromium/chromium", "chromium", "chromium-browser"]);
         let driver = find(&["chromedriver", "/usr/lib/chromium/chromedriver"]);
         let (Some(chromium), Some(driver)) = (chromium, driver) else {
+            // CI installs them (scripts/test): a missing browser there is a broken set-up.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but chromium/chromedriver are missing (scripts/test installs them)"
+            );
             eprintln!(
                 "SKIPPED: chromium and chromedriver are not installed \
                  (apt-get install chromium chromium-driver); the console's browser test did not run"
@@ -168,12 +173,24 @@ impl Browser {
         }
     }
 
-    /// A real (WebDriver) click on the element `css` selects.
+    /// A real (WebDriver) click on the element `css` selects. The page replaces a table row
+    /// when its content changes; a row replaced between the find and the click is found
+    /// again (bounded by a deadline).
     pub fn click(&self, css: &str) {
         let c = self.client();
-        self.run(&format!("click {css}"), async move {
-            c.find(Locator::Css(css)).await?.click().await
-        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = self.run(&format!("click {css}"), async move {
+                Ok::<_, std::convert::Infallible>(
+                    async { c.find(Locator::Css(css)).await?.click().await }.await,
+                )
+            });
+            match r {
+                Ok(()) => return,
+                Err(e) if e.is_stale_element_reference() && Instant::now() < deadline => {}
+                Err(e) => panic!("click {css}: {e:?}"),
+            }
+        }
     }
 
     /// Types `text` into the element `css` selects.
