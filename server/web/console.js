@@ -9,8 +9,9 @@
 
 (() => {
   const TOKEN_KEY = 'vigil.adminToken';
-  const REFRESH_MS = 2000;
-  const HISTORY = 150; // load points kept per node (5 min at one per 2 s)
+  // `[http] console_refresh_ms` and `console_history`, from /api/node once it answers.
+  let REFRESH_MS = 2000;
+  let HISTORY = 150;
   const COLORS = ['#2a7ab0', '#d9822b', '#3a8f5c', '#b03a5b', '#7a5ab0', '#8a8a2a', '#2aa0a0', '#555'];
 
   // What the page saw, for operators' devtools and the browser test.
@@ -452,6 +453,11 @@
       if (!seen.node) {
         seen.node = await api('/api/node');
         $('#node-id').textContent = `node ${seen.node.id}`;
+        if (seen.node.console) {
+          REFRESH_MS = seen.node.console.refresh_ms;
+          HISTORY = seen.node.console.history;
+          schedule();
+        }
       }
       const current = tab();
       // The load chart keeps its history whichever tab is shown.
@@ -474,12 +480,19 @@
   }
   window.addEventListener('hashchange', showTab);
 
-  showAuth();
-  showTab();
-  // Recordings change slowly and their timelines take clicks: refreshed on entry and every 15 s.
+  // Recordings change slowly and their timelines take clicks: refreshed on entry and about
+  // every 15 s.
+  let timer = null;
   let ticks = 0;
-  setInterval(() => {
-    ticks += 1;
-    if (tab() !== 'recordings' || ticks % Math.round(15000 / REFRESH_MS) === 0) refresh();
-  }, REFRESH_MS);
+  function schedule() {
+    clearInterval(timer);
+    timer = setInterval(() => {
+      ticks += 1;
+      if (tab() !== 'recordings' || ticks % Math.max(1, Math.round(15000 / REFRESH_MS)) === 0) refresh();
+    }, REFRESH_MS);
+  }
+
+  showAuth();
+  schedule();
+  showTab();
 })();

@@ -237,7 +237,15 @@ struct NodeInfo {
     cluster: bool,
     /// Recording and playback are on (`/api/recordings/…`, `/hls/playback/…`, export).
     recording: bool,
+    /// The web console's `[http] console_refresh_ms` and `console_history`.
+    console: ConsoleSettings,
     process: Option<crate::procfs::ProcessStats>,
+}
+
+#[derive(serde::Serialize)]
+struct ConsoleSettings {
+    refresh_ms: u64,
+    history: u32,
 }
 
 async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
@@ -249,6 +257,10 @@ async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
         sessions: n.session_count(),
         cluster: n.config.cluster.enabled,
         recording: n.library.is_some(),
+        console: ConsoleSettings {
+            refresh_ms: n.config.http.console_refresh_ms,
+            history: n.config.http.console_history,
+        },
         process: crate::procfs::current(),
     })
 }
