@@ -312,11 +312,15 @@
 
   function timeline(cam, rec) {
     const ranges = rec.ranges;
-    const t0 = ranges[0].start_ms;
+    // The chosen window ends at the last recorded instant (a week is too coarse to click).
+    const win = Number($('#timeline-window').value) || 0;
     const t1 = ranges[ranges.length - 1].end_ms;
+    const t0 = win ? Math.max(ranges[0].start_ms, t1 - win) : ranges[0].start_ms;
     const span = Math.max(1, t1 - t0);
+    const shown = ranges.filter((r) => r.end_ms > t0)
+      .map((r) => ({ ...r, start_ms: Math.max(r.start_ms, t0) }));
     const bar = el('div', { class: 'timeline', data: { camera: cam, start: t0, end: t1 } },
-      ranges.map((r) => el('div', {
+      shown.map((r) => el('div', {
         class: 'range',
         title: `${r.start} – ${r.end}`,
         style: { left: `${(100 * (r.start_ms - t0)) / span}%`, width: `${(100 * (r.end_ms - r.start_ms)) / span}%` },
@@ -356,6 +360,8 @@
     }));
     box.replaceChildren(...rows);
   }
+
+  $('#timeline-window').addEventListener('change', () => refresh());
 
   $('#export-form').addEventListener('submit', async (e) => {
     e.preventDefault();

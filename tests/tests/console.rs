@@ -279,6 +279,29 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
     );
     browser.click(&format!("#nodes tr[data-key={id1}] .act-undrain"));
     draining(false);
+    // Signed in, an export is fetched with the bearer header and handed over as a blob.
+    browser.goto(&format!("{base}#recordings"));
+    browser.wait(
+        "the demo timeline",
+        WAIT,
+        "return document.querySelector('.timeline[data-camera=demo]') !== null;",
+        vec![],
+    );
+    browser.click(".timeline[data-camera=demo]");
+    wait_playing(&browser, "/hls/playback/demo/index.m3u8?start=");
+    browser.click("#export-form button[type=submit]");
+    let exported = browser.wait(
+        "the export to arrive",
+        Duration::from_secs(60),
+        "const s = document.getElementById('export-state').textContent; \
+         const a = document.getElementById('export-link'); \
+         return s.endsWith(' MB') && a.href.startsWith('blob:') ? s : null;",
+        vec![],
+    );
+    assert!(
+        exported.as_str().is_some_and(|s| s != "0.0 MB"),
+        "{exported}"
+    );
     // The token stays in the tab's session storage, never in the page.
     let kept = browser.eval(
         "return [sessionStorage.getItem('vigil.adminToken'), document.documentElement.outerHTML.includes(arguments[0])];",
