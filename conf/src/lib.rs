@@ -122,6 +122,11 @@ pub struct HttpConfig {
     pub token: String,
     /// A file holding the token (first line), so it need not sit in the config.
     pub token_file: Option<std::path::PathBuf>,
+    /// How often the web console re-reads the shown tab (ms); each open console makes 1–3
+    /// small API reads per period.
+    pub console_refresh_ms: u64,
+    /// Load points the console's chart keeps per node (× `console_refresh_ms` = its width).
+    pub console_history: u32,
 }
 
 impl Default for HttpConfig {
@@ -130,6 +135,8 @@ impl Default for HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: String::new(),
             token_file: None,
+            console_refresh_ms: 2000,
+            console_history: 150,
         }
     }
 }
@@ -309,6 +316,14 @@ impl Config {
         if l.request_deadline_ms < 100 {
             return Err(ConfigError::Invalid(
                 "limits.request_deadline_ms must be at least 100".into(),
+            ));
+        }
+        if !(500..=60_000).contains(&self.http.console_refresh_ms)
+            || !(10..=10_000).contains(&self.http.console_history)
+        {
+            return Err(ConfigError::Invalid(
+                "http.console_refresh_ms must be 500–60000 and http.console_history 10–10000"
+                    .into(),
             ));
         }
         self.storage.validate()?;

@@ -3,6 +3,7 @@
 //! them, and clean up on drop.
 
 pub mod auth;
+pub mod browser;
 pub mod export;
 pub mod fuzz;
 pub mod secure_cluster;
@@ -100,6 +101,7 @@ fn udp_range() -> (u16, u16) {
 pub struct NodeBuilder {
     ip: Option<String>,
     rtsp_port: Option<u16>,
+    node_id: Option<String>,
     rtsp: String,
     extra: String,
     udp: Option<(u16, u16)>,
@@ -118,6 +120,12 @@ impl NodeBuilder {
     /// Fixed RTSP port (to restart a node on the same address).
     pub fn rtsp_port(mut self, port: u16) -> Self {
         self.rtsp_port = Some(port);
+        self
+    }
+    /// The `[node] id` (default `test-<rtsp port>`); written as a TOML basic string, so no
+    /// `"` or `\` in it.
+    pub fn node_id(mut self, id: &str) -> Self {
+        self.node_id = Some(id.into());
         self
     }
     /// Extra keys for the `[rtsp]` table.
@@ -166,8 +174,12 @@ impl Node {
         let api_port = free_port(&ip);
         let (umin, umax) = b.udp.unwrap_or_else(udp_range);
         let dir = tempfile::tempdir().expect("temp dir");
+        let id = b
+            .node_id
+            .clone()
+            .unwrap_or_else(|| format!("test-{rtsp_port}"));
         let config = format!(
-            "[node]\nid = \"test-{rtsp_port}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n\n{}",
+            "[node]\nid = \"{id}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n\n{}",
             b.rtsp, b.extra
         );
         let path = dir.path().join("vigil.toml");

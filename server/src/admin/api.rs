@@ -46,6 +46,7 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .merge(super::migrate_api::router(node.clone()))
         .merge(super::plan_api::router(node.clone()))
         .merge(super::cameras_api::router(node.clone()))
+        .merge(super::console::router())
         .with_state(AppState { node, prometheus })
         .layer(axum::middleware::from_fn_with_state(
             gate,
@@ -232,7 +233,19 @@ struct NodeInfo {
     rtsp_listen: String,
     uptime_secs: f64,
     sessions: usize,
+    /// `[cluster] enabled`: the `/api/cluster/…` routes answer (the console asks only then).
+    cluster: bool,
+    /// Recording and playback are on (`/api/recordings/…`, `/hls/playback/…`, export).
+    recording: bool,
+    /// The web console's `[http] console_refresh_ms` and `console_history`.
+    console: ConsoleSettings,
     process: Option<crate::procfs::ProcessStats>,
+}
+
+#[derive(serde::Serialize)]
+struct ConsoleSettings {
+    refresh_ms: u64,
+    history: u32,
 }
 
 async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
@@ -242,6 +255,12 @@ async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
         rtsp_listen: n.config.rtsp.listen.to_string(),
         uptime_secs: n.started.elapsed().as_secs_f64(),
         sessions: n.session_count(),
+        cluster: n.config.cluster.enabled,
+        recording: n.library.is_some(),
+        console: ConsoleSettings {
+            refresh_ms: n.config.http.console_refresh_ms,
+            history: n.config.http.console_history,
+        },
         process: crate::procfs::current(),
     })
 }

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod cameras_api;
+pub mod console;
 pub mod metrics;
 pub mod migrate_api;
 pub mod plan_api;

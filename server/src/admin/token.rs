@@ -5,7 +5,9 @@
 //!   they are refused (403) — a node without a token is read-only.
 //! * Reads need it too when the API listens beyond loopback (without a token configured,
 //!   such a node serves only `/api/health`).
-//! * `/api/health` is always open (load balancers, process supervisors).
+//! * `/api/health` is always open (load balancers, process supervisors), and so are reads
+//!   of the console's static files (`console::is_static`): the page holds no secret and asks
+//!   the operator for the token its API calls need.
 
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -33,7 +35,7 @@ pub fn judge(
         return None;
     }
     let write = !(method == Method::GET || method == Method::HEAD);
-    if !write && gate.loopback {
+    if !write && (gate.loopback || super::console::is_static(path)) {
         return None;
     }
     let Some(token) = &gate.token else {
@@ -131,5 +133,16 @@ mod tests {
             Some(StatusCode::FORBIDDEN)
         );
         assert_eq!(judge(&open, &get, "/api/health", None), None);
+        // The console's page and files: open to read anywhere, never to write.
+        assert_eq!(judge(&with(false), &get, "/", None), None);
+        assert_eq!(judge(&open, &get, "/console/console.js", None), None);
+        assert_eq!(
+            judge(&with(false), &post, "/", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            judge(&with(false), &get, "/api/cameras", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
     }
 }

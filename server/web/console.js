@@ -1,0 +1,504 @@
+// vigil's operator console: one page, plain JS, no build step.
+//
+// Every string that comes from the API (node ids, camera names, reasons, client addresses)
+// reaches the DOM as a text node or an attribute value set through the DOM, never as
+// markup: this file builds elements with `el()` and never assigns HTML. The admin token
+// (needed for writes, and for reads beyond loopback) lives in sessionStorage only: it is
+// typed by the operator and sent as a bearer header, never written into the page or a URL.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'vigil.adminToken';
+  // `[http] console_refresh_ms` and `console_history`, from /api/node once it answers.
+  let REFRESH_MS = 2000;
+  let HISTORY = 150;
+  const COLORS = ['#2a7ab0', '#d9822b', '#3a8f5c', '#b03a5b', '#7a5ab0', '#8a8a2a', '#2aa0a0', '#555'];
+
+  // What the page saw, for operators' devtools and the browser test.
+  const seen = {
+    refreshes: 0,
+    errors: [],
+    node: null,
+    loadHistory: {}, // node id → [[ms, load], …]
+    player: { state: 'idle', src: null, error: null },
+  };
+  window.vigilConsole = seen;
+  window.addEventListener('error', (e) => seen.errors.push(String(e.message)));
+  window.addEventListener('unhandledrejection', (e) => seen.errors.push(String(e.reason)));
+
+  const $ = (sel) => document.querySelector(sel);
+
+  /** An element with properties/attributes and children; strings become text nodes. */
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'data') Object.entries(v).forEach(([dk, dv]) => { e.dataset[dk] = dv; });
+      else if (k === 'style') Object.entries(v).forEach(([sk, sv]) => { e.style[sk] = sv; });
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === undefined || c === null) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  const text = (v) => (v === undefined || v === null ? '' : String(v));
+  const num = (v, digits) => (typeof v === 'number' ? v.toFixed(digits) : '');
+  const iso = (ms) => new Date(ms).toISOString();
+  const isoSecs = (ms) => iso(ms).replace(/\.\d+Z$/, 'Z');
+
+  // ---- authentication ---------------------------------------------------------------
+  const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
+  const authHeaders = () => (token() ? { Authorization: `Bearer ${token()}` } : {});
+
+  function showAuth() {
+    const admin = token() !== '';
+    document.body.classList.toggle('admin', admin);
+    $('#auth-state').textContent = admin ? 'token set: actions enabled' : 'read-only';
+    $('#token-clear').hidden = !admin;
+    $('#token-input').hidden = admin;
+    $('#token-set').hidden = admin;
+  }
+
+  $('#token-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const t = $('#token-input').value.trim();
+    $('#token-input').value = '';
+    if (t) sessionStorage.setItem(TOKEN_KEY, t);
+    showAuth();
+    refresh();
+  });
+  $('#token-clear').addEventListener('click', () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showAuth();
+    refresh();
+  });
+
+  class ApiError extends Error {
+    constructor(status, body) {
+      super(`${status}: ${body}`);
+      this.status = status;
+    }
+  }
+
+  async function api(path, options) {
+    const opts = options || {};
+    const r = await fetch(path, {
+      method: opts.method || 'GET',
+      headers: { ...authHeaders(), ...(opts.body ? { 'Content-Type': 'application/json' } : {}) },
+      body: opts.body ? JSON.stringify(opts.body) : undefined,
+      cache: 'no-store',
+    });
+    if (!r.ok) throw new ApiError(r.status, (await r.text()).trim());
+    return r.json();
+  }
+
+  function banner(message) {
+    const b = $('#banner');
+    b.hidden = !message;
+    b.textContent = message || '';
+  }
+
+  function explain(err) {
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+      return `${err.message}\nThis node needs the admin token to read its API: sign in above.`;
+    }
+    return String(err.message || err);
+  }
+
+  // ---- tables -----------------------------------------------------------------------
+  /**
+   * Sets `table`'s rows: one per item, cells from `cells(item)` (strings, nodes or
+   * `{cls, v}`). A row whose content did not change is kept as it is (no flicker, and a
+   * button the operator is about to click stays the same element).
+   */
+  function fill(table, items, key, cells) {
+    const body = table.tBodies[0];
+    const old = new Map([...body.rows].map((r) => [r.dataset.key, r]));
+    const rows = items.map((it) => {
+      const k = String(key(it));
+      const cs = cells(it);
+      const sig = JSON.stringify(cs.map((c) => {
+        if (c instanceof Node) return [c.className, c.textContent, Boolean(c.disabled)];
+        return c && c.cls ? [c.cls, c.v instanceof Node ? [c.v.className, c.v.textContent] : c.v] : c;
+      }));
+      const prev = old.get(k);
+      if (prev && prev.dataset.sig === sig) return prev;
+      return el('tr', { data: { key: k, sig } },
+        cs.map((c) => el('td', c && c.cls ? { class: c.cls } : null, c && c.cls ? c.v : c)));
+    });
+    body.replaceChildren(...rows);
+  }
+  const n = (v, digits) => ({ cls: 'num', v: num(v, digits || 0) });
+
+  // ---- cluster ----------------------------------------------------------------------
+  async function nodeAction(id, action) {
+    try {
+      await api(`/api/cluster/nodes/${encodeURIComponent(id)}/${action}`, { method: 'POST' });
+      banner('');
+    } catch (err) {
+      banner(explain(err));
+    }
+    refresh();
+  }
+
+  function recordLoads(view) {
+    const now = Date.now();
+    for (const nd of view.nodes) {
+      if (typeof nd.load !== 'number') continue;
+      const h = seen.loadHistory[nd.id] || (seen.loadHistory[nd.id] = []);
+      h.push([now, nd.load]);
+      if (h.length > HISTORY) h.splice(0, h.length - HISTORY);
+    }
+  }
+
+  /** Load (0–100) per node over the last minutes, drawn by hand: one canvas, no library. */
+  function drawChart() {
+    const c = $('#load-chart');
+    const g = c.getContext('2d');
+    const W = c.width;
+    const H = c.height;
+    const left = 34;
+    const bottom = 18;
+    g.clearRect(0, 0, W, H);
+    g.font = '11px sans-serif';
+    g.fillStyle = '#778';
+    g.strokeStyle = '#e4e6ea';
+    for (const y of [0, 25, 50, 75, 100]) {
+      const py = (H - bottom) * (1 - y / 100) + 0.5;
+      g.beginPath(); g.moveTo(left, py); g.lineTo(W, py); g.stroke();
+      g.fillText(String(y), 4, Math.min(H - bottom, Math.max(10, py + 4)));
+    }
+    const ids = Object.keys(seen.loadHistory).sort();
+    const all = ids.flatMap((id) => seen.loadHistory[id]);
+    if (all.length === 0) return;
+    const t1 = Math.max(...all.map((p) => p[0]));
+    const t0 = t1 - HISTORY * REFRESH_MS;
+    g.fillText(`${Math.round((t1 - t0) / 60000)} min`, left, H - 4);
+    g.fillText('now', W - 24, H - 4);
+    const legend = $('#load-legend');
+    legend.replaceChildren();
+    ids.forEach((id, i) => {
+      const color = COLORS[i % COLORS.length];
+      const pts = seen.loadHistory[id];
+      g.strokeStyle = color;
+      g.lineWidth = 2;
+      g.beginPath();
+      pts.forEach(([t, load], k) => {
+        const x = left + (W - left) * ((t - t0) / (t1 - t0 || 1));
+        const y = (H - bottom) * (1 - Math.min(100, Math.max(0, load)) / 100);
+        if (k === 0) g.moveTo(x, y); else g.lineTo(x, y);
+      });
+      g.stroke();
+      g.lineWidth = 1;
+      const last = pts[pts.length - 1];
+      legend.append(el('li', { data: { node: id } },
+        el('span', { class: 'swatch', style: { background: color } }), id, ` ${num(last[1], 1)}`));
+    });
+  }
+
+  async function refreshCluster() {
+    if (!seen.node.cluster) {
+      $('#cluster-summary').textContent = 'Clustering is off on this node ([cluster] enabled = false).';
+      fill($('#nodes'), [], () => '', () => []);
+      return;
+    }
+    const view = await api('/api/cluster/nodes');
+    recordLoads(view);
+    const g = view.gossip;
+    $('#cluster-summary').textContent = `Seen from ${view.self_id}; scheduler ${text(view.scheduler) || 'none'} `
+      + `(term ${view.term}); gossip ${g.datagrams_sent} datagrams out, ${g.datagrams_received} in, ${g.rejected} rejected.`;
+    const admin = token() !== '';
+    fill($('#nodes'), view.nodes, (nd) => nd.id, (nd) => [
+      nd.id, nd.alive ? 'yes' : 'no', nd.scheduler ? 'yes' : '', text(nd.class),
+      n(nd.load, 1), n(nd.load_cpu, 1), n(nd.load_mem, 1), n(nd.load_net, 1),
+      n(nd.sessions), n(nd.streams), nd.live.join(' '), nd.edges.join(' '),
+      nd.draining ? 'yes' : '', typeof nd.report_age_ms === 'number' ? `${nd.report_age_ms} ms` : '',
+      {
+        cls: 'admin-only',
+        v: admin ? (nd.draining
+          ? el('button', { type: 'button', class: 'act-undrain', onclick: () => nodeAction(nd.id, 'undrain') }, 'Undrain')
+          : el('button', { type: 'button', class: 'act-drain', onclick: () => nodeAction(nd.id, 'drain') }, 'Drain'))
+          : '',
+      },
+    ]);
+    drawChart();
+  }
+
+  // ---- player -----------------------------------------------------------------------
+  let hls = null;
+  const video = $('#player');
+
+  function setPlayer(state, error) {
+    seen.player.state = state;
+    seen.player.error = error || null;
+    video.dataset.state = state;
+    $('#player-state').textContent = error ? `${state}: ${error}` : state;
+  }
+  video.addEventListener('playing', () => setPlayer('playing'));
+  video.addEventListener('waiting', () => { if (seen.player.state === 'playing') setPlayer('buffering'); });
+  video.addEventListener('error', () => setPlayer('error', video.error ? video.error.message : 'media error'));
+
+  function stopPlayer() {
+    if (hls) { hls.destroy(); hls = null; }
+    video.removeAttribute('src');
+    video.load();
+  }
+
+  function play(src, title) {
+    stopPlayer();
+    seen.player = { state: 'loading', src, error: null };
+    setPlayer('loading');
+    $('#player-title').textContent = title;
+    $('#player-box').hidden = false;
+    if (window.Hls && window.Hls.isSupported()) {
+      hls = new window.Hls({
+        xhrSetup: (xhr) => { const t = token(); if (t) xhr.setRequestHeader('Authorization', `Bearer ${t}`); },
+      });
+      hls.on(window.Hls.Events.ERROR, (_e, d) => { if (d.fatal) setPlayer('error', `${d.type}: ${d.details}`); });
+      hls.on(window.Hls.Events.MANIFEST_PARSED, () => {
+        video.play().catch((err) => setPlayer('error', String(err.message || err)));
+      });
+      hls.loadSource(src);
+      hls.attachMedia(video);
+    } else if (video.canPlayType('application/vnd.apple.mpegurl') && !token()) {
+      video.src = src; // the platform's own HLS (Safari); it cannot send the bearer header
+      video.play().catch((err) => setPlayer('error', String(err.message || err)));
+    } else {
+      setPlayer('error', 'this browser plays neither MSE (hls.js) nor native HLS');
+    }
+  }
+  $('#player-close').addEventListener('click', () => {
+    stopPlayer();
+    setPlayer('idle');
+    $('#player-box').hidden = true;
+  });
+
+  const playLive = (cam) => play(`/hls/live/${encodeURIComponent(cam)}/index.m3u8`, `live/${cam}`);
+  const playRecording = (cam, ms) => play(
+    `/hls/playback/${encodeURIComponent(cam)}/index.m3u8?start=${encodeURIComponent(iso(ms))}`,
+    `playback/${cam} from ${iso(ms)}`,
+  );
+
+  // ---- cameras ----------------------------------------------------------------------
+  async function refreshCameras() {
+    const cams = await api('/api/cameras');
+    const self = seen.node.id;
+    fill($('#cameras'), cams, (c) => c.camera, (c) => {
+      const here = c.state === 'live' && c.node === self;
+      const button = el('button', {
+        type: 'button',
+        class: 'act-play',
+        disabled: !here,
+        title: here ? null : `live HLS is served by the node holding the camera (${text(c.node) || 'none'})`,
+        onclick: () => playLive(c.camera),
+      }, 'Play');
+      return [c.camera, c.source, text(c.node), c.state, n(c.viewers), n(c.bitrate_kbps),
+        c.recording ? 'yes' : 'no', c.bound, button];
+    });
+    return cams;
+  }
+
+  // ---- recordings -------------------------------------------------------------------
+  function pickExport(cam, ms, endMs) {
+    $('#export-camera').value = cam;
+    $('#export-start').value = isoSecs(ms);
+    $('#export-end').value = isoSecs(Math.min(endMs, ms + 60000));
+  }
+
+  function timeline(cam, rec) {
+    const ranges = rec.ranges;
+    // The chosen window ends at the last recorded instant (a week is too coarse to click).
+    const win = Number($('#timeline-window').value) || 0;
+    const t1 = ranges[ranges.length - 1].end_ms;
+    const t0 = win ? Math.max(ranges[0].start_ms, t1 - win) : ranges[0].start_ms;
+    const span = Math.max(1, t1 - t0);
+    const shown = ranges.filter((r) => r.end_ms > t0)
+      .map((r) => ({ ...r, start_ms: Math.max(r.start_ms, t0) }));
+    const bar = el('div', { class: 'timeline', data: { camera: cam, start: t0, end: t1 } },
+      shown.map((r) => el('div', {
+        class: 'range',
+        title: `${r.start} – ${r.end}`,
+        style: { left: `${(100 * (r.start_ms - t0)) / span}%`, width: `${(100 * (r.end_ms - r.start_ms)) / span}%` },
+      })));
+    bar.addEventListener('click', (e) => {
+      const box = bar.getBoundingClientRect();
+      const ms = Math.round(t0 + (span * (e.clientX - box.left)) / Math.max(1, box.width));
+      bar.querySelectorAll('.cursor').forEach((x) => x.remove());
+      bar.append(el('div', { class: 'cursor', style: { left: `${(100 * (ms - t0)) / span}%` } }));
+      pickExport(cam, ms, t1);
+      playRecording(cam, ms);
+    });
+    const gaps = rec.gaps.length;
+    return el('div', { class: 'timeline-row', data: { camera: cam } },
+      el('div', null, el('strong', null, cam), ` ${rec.segments} segments, ${(rec.bytes / 1e6).toFixed(1)} MB, `
+        + `${ranges.length} range${ranges.length === 1 ? '' : 's'}, ${gaps} gap${gaps === 1 ? '' : 's'}`),
+      bar,
+      el('div', { class: 'timeline-axis' }, el('span', null, isoSecs(t0)), el('span', null, isoSecs(t1))));
+  }
+
+  async function refreshRecordings() {
+    const box = $('#timelines');
+    if (!seen.node.recording) {
+      box.replaceChildren(el('p', { class: 'muted' }, 'Recording is disabled on this node.'));
+      return;
+    }
+    const [status, cams] = await Promise.all([api('/api/recordings'), api('/api/cameras')]);
+    const names = [...new Set([...status.map((s) => s.camera), ...cams.filter((c) => c.recording).map((c) => c.camera)])].sort();
+    const rows = await Promise.all(names.map(async (cam) => {
+      try {
+        const rec = await api(`/api/recordings/${encodeURIComponent(cam)}`);
+        if (rec.ranges.length === 0) return el('p', { class: 'muted' }, `${cam}: nothing recorded yet`);
+        return timeline(cam, rec);
+      } catch (err) {
+        return el('p', { class: 'muted' }, `${cam}: ${explain(err)}`);
+      }
+    }));
+    box.replaceChildren(...rows);
+  }
+
+  $('#timeline-window').addEventListener('change', () => refresh());
+
+  $('#export-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const cam = $('#export-camera').value.trim();
+    const q = new URLSearchParams({ start: $('#export-start').value.trim(), end: $('#export-end').value.trim(), download: '1' });
+    const url = `/api/export/${encodeURIComponent(cam)}?${q}`;
+    const link = $('#export-link');
+    const name = `${cam}-${q.get('start')}.mp4`.replace(/[^A-Za-z0-9._-]/g, '_');
+    const state = $('#export-state');
+    if (!token()) {
+      // A plain link: the browser streams the file to disk (reads are open on loopback).
+      link.href = url;
+      link.download = name;
+      link.textContent = 'download';
+      link.hidden = false;
+      state.textContent = '';
+      link.click();
+      return;
+    }
+    // A bearer token cannot ride a link: fetch it, then hand the browser the bytes.
+    state.textContent = 'exporting…';
+    try {
+      const r = await fetch(url, { headers: authHeaders() });
+      if (!r.ok) throw new ApiError(r.status, (await r.text()).trim());
+      const blob = await r.blob();
+      link.href = URL.createObjectURL(blob);
+      link.download = name;
+      link.textContent = 'download';
+      link.hidden = false;
+      state.textContent = `${(blob.size / 1e6).toFixed(1)} MB`;
+      link.click();
+    } catch (err) {
+      state.textContent = explain(err);
+    }
+  });
+
+  // ---- sessions ---------------------------------------------------------------------
+  async function refreshSessions() {
+    const local = await api('/api/sessions');
+    fill($('#sessions'), local, (s) => s.id, (s) => [
+      s.id, s.path, s.kind, s.transport, s.client, text(s.node), n(s.moves), text(s.steered_by),
+      n(s.current_kbps || s.bitrate_kbps), n(s.duration_secs, 1),
+    ]);
+    if (!seen.node.cluster) {
+      fill($('#cluster-sessions'), [], () => '', () => []);
+      $('#cluster-sessions-note').textContent = 'Clustering is off on this node.';
+      return;
+    }
+    const all = await api('/api/cluster/sessions');
+    fill($('#cluster-sessions'), all.sessions, (s) => `${s.node}/${s.id}`, (s) => [
+      s.node, s.id, s.path, s.kind, s.client, n(s.kbps),
+    ]);
+    $('#cluster-sessions-note').textContent = all.truncated.length
+      ? `Reports list at most 50 sessions per node; more on: ${all.truncated.join(', ')}`
+      : 'From the nodes\' gossip reports (a few seconds behind).';
+  }
+
+  // ---- scheduler --------------------------------------------------------------------
+  async function refreshScheduler() {
+    if (!seen.node.cluster) {
+      $('#scheduler-summary').textContent = 'Clustering is off on this node: no scheduler.';
+      return;
+    }
+    const s = await api('/api/cluster/scheduler');
+    $('#scheduler-summary').textContent = `Seen from ${s.self_id}; scheduler ${text(s.scheduler) || 'none'} `
+      + `(term ${s.term}), policy ${s.policy}; decided by ${s.decided_by}.`;
+    fill($('#decisions'), s.decisions, (d) => `${d.at}/${d.camera}`, (d) => [
+      d.at, d.kind, d.camera, d.time, text(d.node), d.redirected ? 'yes' : '', d.via,
+      text(d.decided_by), text(d.asked_by), d.reason,
+    ]);
+    fill($('#migrations'), s.migrations, (m) => `${m.at_ms}/${text(m.session)}`, (m) => [
+      iso(m.at_ms), m.node, n(m.load, 1), n(m.sigma, 2), n(m.p, 3), text(m.session), text(m.camera),
+      text(m.to), m.result, n(m.took_ms, 1), m.reason,
+    ]);
+  }
+
+  // ---- tabs and refresh -------------------------------------------------------------
+  const TABS = {
+    cluster: refreshCluster,
+    cameras: refreshCameras,
+    recordings: refreshRecordings,
+    sessions: refreshSessions,
+    scheduler: refreshScheduler,
+  };
+  const tab = () => {
+    const t = location.hash.replace(/^#/, '');
+    return Object.hasOwn(TABS, t) ? t : 'cluster';
+  };
+
+  let running = false;
+  async function refresh() {
+    if (running) return;
+    running = true;
+    try {
+      if (!seen.node) {
+        seen.node = await api('/api/node');
+        $('#node-id').textContent = `node ${seen.node.id}`;
+        if (seen.node.console) {
+          REFRESH_MS = seen.node.console.refresh_ms;
+          HISTORY = seen.node.console.history;
+          schedule();
+        }
+      }
+      const current = tab();
+      // The load chart keeps its history whichever tab is shown.
+      if (current !== 'cluster' && seen.node.cluster) recordLoads(await api('/api/cluster/nodes'));
+      await TABS[current]();
+      banner('');
+    } catch (err) {
+      banner(explain(err));
+    } finally {
+      seen.refreshes += 1;
+      running = false;
+    }
+  }
+
+  function showTab() {
+    const current = tab();
+    document.querySelectorAll('.tab').forEach((s) => { s.hidden = s.id !== `tab-${current}`; });
+    document.querySelectorAll('#tabs a').forEach((a) => a.classList.toggle('active', a.dataset.tab === current));
+    refresh();
+  }
+  window.addEventListener('hashchange', showTab);
+
+  // Recordings change slowly and their timelines take clicks: refreshed on entry and about
+  // every 15 s.
+  let timer = null;
+  let ticks = 0;
+  function schedule() {
+    clearInterval(timer);
+    timer = setInterval(() => {
+      ticks += 1;
+      if (tab() !== 'recordings' || ticks % Math.max(1, Math.round(15000 / REFRESH_MS)) === 0) refresh();
+    }, REFRESH_MS);
+  }
+
+  showAuth();
+  schedule();
+  showTab();
+})();
