@@ -327,3 +327,72 @@ fn a_destination_without_a_keyframe_or_that_dies_leaves_the_camera_where_it_was(
         "{m}"
     );
 }
+
+/// Figures for docs/BENCHMARKS.md (run by hand, alone; it measures, it asserts only that
+/// every move succeeded): 30 operator moves of an idle recorded camera round the three
+/// nodes, each timed (destination's first keyframe, decision → re-bound), then every gap
+/// in the recording across them.
+#[test]
+#[ignore]
+fn bench_camera_moves() {
+    let src = source();
+    let url = src.url("live/demo");
+    let c = secure_cluster::start(3, KEYS, |_| pull_cameras(&url, &["gate"]));
+    let mut holder = poll_until(Duration::from_secs(20), "gate live", || {
+        live_on(c.node(0), "gate")
+    });
+    poll_until(Duration::from_secs(15), "gate recorded", || {
+        (segments(&c, "gate").len() >= 3).then_some(())
+    });
+    let first = vigil_server::cluster::now_ms();
+    let (mut keyframe, mut took) = (Vec::new(), Vec::new());
+    for _ in 0..30 {
+        let to = c.members[(index_of(&c, &holder) + 1) % 3].id.clone();
+        let at = vigil_server::cluster::now_ms();
+        let out = ctl(c.node(0), &["--json", "move-camera", "gate", &to]);
+        let r: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(r["result"], "moved", "{r}");
+        keyframe.push(r["keyframe_ms"].as_f64().expect("keyframe_ms"));
+        took.push(r["took_ms"].as_f64().expect("took_ms"));
+        poll_until(Duration::from_secs(10), "live on the destination", || {
+            (live_on(c.node(0), "gate")? == to).then_some(())
+        });
+        holder = to;
+        poll_until(
+            Duration::from_secs(10),
+            "a segment from the new holder",
+            || (segments(&c, "gate").last()?.0 > at).then_some(()),
+        );
+    }
+    poll_until(Duration::from_secs(10), "the last segments", || {
+        (segments(&c, "gate").last()?.0 > vigil_server::cluster::now_ms() - 3000).then_some(())
+    });
+    let gaps: Vec<f64> = segments(&c, "gate")
+        .windows(2)
+        .filter(|w| w[1].0 > first)
+        .map(|w| (w[1].0 - w[0].1) as f64)
+        .collect();
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * p).round() as usize]
+    };
+    for (name, v) in [
+        (
+            "destination: TakeCamera → first keyframe (ms)",
+            &mut keyframe,
+        ),
+        ("decision → re-bound (ms)", &mut took),
+        (
+            "recording: gap between consecutive segments (ms)",
+            &mut gaps.clone(),
+        ),
+    ] {
+        println!(
+            "| {name} | {} | {:.0} | {:.0} | {:.0} |",
+            v.len(),
+            pct(v, 0.5),
+            pct(v, 0.99),
+            pct(v, 1.0)
+        );
+    }
+}

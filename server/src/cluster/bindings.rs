@@ -137,6 +137,7 @@ pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Cluster) {
             continue;
         };
         if bindings.cameras.get(camera) == Some(&cluster.self_id) {
+            cluster.arrived(camera);
             if !path.on_demand {
                 crate::ingest::pull::ensure_running(node, &path);
             }

@@ -76,8 +76,17 @@ pub(super) struct GatewayState {
     /// Moves under way: camera → (from, to).
     moving: BTreeMap<String, (String, String)>,
     log: VecDeque<CameraMoveRecord>,
-    /// On a destination: cameras it pulls for a move until the binding names it.
-    incoming: HashMap<String, Instant>,
+}
+
+/// On a destination: the cameras it pulls for a move until the binding names it (or the
+/// deadline passes). Its own lock: every binding follower's tick asks it per camera.
+#[derive(Default)]
+pub struct Incoming(std::sync::Mutex<HashMap<String, Instant>>);
+
+impl Incoming {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 fn push(log: &mut VecDeque<CameraMoveRecord>, r: CameraMoveRecord) {
@@ -95,15 +104,22 @@ impl Cluster {
 
     /// This node pulls `camera` for a move that has not re-bound it yet.
     pub fn is_incoming(&self, camera: &str) -> bool {
-        let mut st = self.state();
-        let bound_here = st.bindings.cameras.get(camera) == Some(&self.self_id);
-        match st.gateway.incoming.get(camera) {
-            Some(_) if bound_here => {
-                st.gateway.incoming.remove(camera);
+        let mut map = self.incoming.map();
+        match map.get(camera) {
+            Some(until) if Instant::now() < *until => true,
+            Some(_) => {
+                map.remove(camera);
                 false
             }
-            Some(until) => Instant::now() < *until,
             None => false,
+        }
+    }
+
+    /// The binding of `camera` reached this node: the move in is over.
+    pub fn arrived(&self, camera: &str) {
+        let mut map = self.incoming.map();
+        if !map.is_empty() {
+            map.remove(camera);
         }
     }
 
@@ -350,13 +366,12 @@ impl Cluster {
             .get()
             .cloned()
             .ok_or("the node is still starting")?;
-        self.state()
-            .gateway
-            .incoming
+        self.incoming
+            .map()
             .insert(camera.clone(), Instant::now() + timeout + INCOMING_GRACE);
         let r = host.take(camera.clone(), timeout).await;
         if r.is_err() {
-            self.state().gateway.incoming.remove(&camera);
+            self.incoming.map().remove(&camera);
         }
         r
     }

@@ -134,6 +134,8 @@ pub struct Cluster {
     /// This node's movable cameras for §B.5 (awake, no viewer), as its usage tracker last
     /// saw them; reported to the scheduler.
     pub movable: Mutex<Vec<vigil_cluster::gateway::CameraUsage>>,
+    /// Cameras pulled here for a move in (`camera_move`).
+    pub(super) incoming: super::camera_move::Incoming,
     /// This node is being drained: it takes no placements and its sessions move off.
     pub draining: std::sync::atomic::AtomicBool,
     /// The cluster key, which signs redirect markers.
@@ -277,6 +279,7 @@ impl Cluster {
             migration: std::sync::OnceLock::new(),
             camera_host: std::sync::OnceLock::new(),
             movable: Mutex::new(Vec::new()),
+            incoming: Default::default(),
             draining: Default::default(),
             marker_key: c.key.as_bytes().into(),
             used_markers: Mutex::new(Default::default()),
