@@ -1,5 +1,5 @@
 //! `vigil lab` end to end on a scenario scaled down to seconds: two real nodes, four
-//! cameras, two policies, six closed-loop clients for 15 s each. The report folder must be
+//! cameras, two policies, six closed-loop clients for 12 s each. The report folder must be
 //! complete, its sessions CSV must hold one row per request of each policy, every request
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
 //! with what the clients recorded.
@@ -14,7 +14,7 @@ name = "lab-tiny"
 kind = "vod"
 description = "two nodes, four cameras, six clients"
 paper = "none: a test of the runner"
-scaling = "a test: 2 nodes, 4 cameras × 2 recordings of 20 s, 6 clients for 15 s"
+scaling = "a test: 2 nodes, 4 cameras × 2 recordings of 20 s, 6 clients for 12 s"
 seed = 7
 policies = ["least-load", "similarity+rem"]
 
@@ -41,8 +41,8 @@ vcr_after_mean_secs = 2.0
 
 [ramp]
 steps = [6]
-step_secs = 15.0
-settle_secs = 3.0
+step_secs = 12.0
+settle_secs = 2.0
 "#;
 
 /// The CSV's rows as maps column → value (no field of this report holds a comma).
@@ -119,7 +119,7 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
 
     for policy in ["least-load", "similarity+rem"] {
         let mine: Vec<_> = rows.iter().filter(|r| r["policy"] == policy).collect();
-        // Six clients for 15 s with sessions of exp(4 s) and pauses of exp(1 s).
+        // Six clients for 12 s with sessions of exp(4 s) and pauses of exp(1 s).
         assert!(
             (6..=200).contains(&mine.len()),
             "{policy}: {} requests",
@@ -144,7 +144,7 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
         // The measured figures count the requests made after the settle time.
         let measured: Vec<_> = mine
             .iter()
-            .filter(|r| r["requested_s"].parse::<f64>().expect("seconds") >= 3.0)
+            .filter(|r| r["requested_s"].parse::<f64>().expect("seconds") >= 2.0)
             .collect();
         let measured_rejected = measured.iter().filter(|r| r["rejected"] == "true").count();
         let fig = table(&md, "Figures per step");

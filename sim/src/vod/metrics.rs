@@ -342,7 +342,7 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
         ),
         (
             "Calibration".into(),
-            "Not done: `vigil lab` (real processes) does not exist yet, so the simulated ratios have not been checked against a real run.".into(),
+            "This report alone is not calibrated: `vigil lab` runs a vod scenario on real processes and puts its ratios and this simulation's side by side (docs/EVALUATION.md).".into(),
         ),
     ];
     let mut sessions = Vec::new();
