@@ -25,27 +25,10 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use vigil_sim::report::SessionRow;
 use vigil_sim::scenario::{Arm, Kind, Scenario};
-use vigil_sim::vod::{quantile, ArmResult, StepFigures};
+use vigil_sim::vod::{ArmResult, StepAcc, StepFigures};
 
 use clients::{camera_name, recording_start_ms, Plan, Shared};
 use nodes::{Cluster, Site};
-
-/// A folder name under `./reports` that does not exist yet.
-fn default_out(scenario: &str, seed: u64) -> PathBuf {
-    let stem = Path::new(scenario)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("scenario")
-        .to_string();
-    let base = PathBuf::from("reports").join(format!("{stem}-lab-seed{seed}"));
-    let mut dir = base.clone();
-    let mut n = 2;
-    while dir.exists() {
-        dir = PathBuf::from(format!("{}-{n}", base.display()));
-        n += 1;
-    }
-    dir
-}
 
 pub fn run(
     scenario: &str,
@@ -53,10 +36,7 @@ pub fn run(
     seed: Option<u64>,
     threads: usize,
 ) -> anyhow::Result<()> {
-    let mut sc = vigil_sim::scenario::load(scenario)?;
-    if let Some(seed) = seed {
-        sc.seed = seed;
-    }
+    let (sc, out, command) = crate::sim::prepare("lab", scenario, out, seed)?;
     if sc.kind != Kind::Vod {
         bail!(
             "scenario {}: `vigil lab` runs vod scenarios (§A) only so far; {:?} scenarios run in `vigil sim`",
@@ -69,20 +49,6 @@ pub fn run(
             bail!("scenario {}: arm {arm} is not a placement policy", sc.name);
         }
     }
-    let out = out.unwrap_or_else(|| default_out(scenario, sc.seed));
-    let command = format!(
-        "vigil lab {scenario} --seed {} --out {}",
-        sc.seed,
-        out.display()
-    );
-    eprintln!(
-        "vigil lab: {} ({} arms: {}), seed {}, {} nodes",
-        sc.name,
-        sc.policies.len(),
-        sc.policies.join(", "),
-        sc.seed,
-        sc.nodes.count
-    );
     // The simulation of the same scenario and seed, for the calibration table. It drives
     // the cache synchronously, so it runs here, before any tokio runtime exists.
     let simulated = vigil_sim::vod::run_vod(&sc);
@@ -208,28 +174,22 @@ async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, 
             let in_window = |t: f64| ramp.measured_step(vigil_sim::engine::secs(t)) == Some(s);
             let asked: Vec<&SessionRow> =
                 rows.iter().filter(|r| in_window(r.requested_s)).collect();
-            let mut resp: Vec<f64> = asked.iter().filter_map(|r| r.response_ms).collect();
             let l = sampled.steps.get(s).cloned().unwrap_or_default();
-            let n = l.samples.max(1) as f64;
             let c = cache.get(s).copied().unwrap_or_default();
-            StepFigures {
-                level,
+            let acc = StepAcc {
                 requests: asked.len() as u64,
                 rejected: asked.iter().filter(|r| r.rejected).count() as u64,
-                mean_ms: if resp.is_empty() {
-                    f64::NAN
-                } else {
-                    resp.iter().sum::<f64>() / resp.len() as f64
-                },
-                p95_ms: quantile(&mut resp, 0.95),
-                variance: l.variance_sum / n,
-                mean_load: l.load_sum / n,
-                max_load: l.load_max_sum / n,
-                hit_ratio: c.hits as f64 / (c.hits + c.misses).max(1) as f64,
-                // A client cannot see whether its first segment came from the cache.
-                first_hit_ratio: f64::NAN,
+                responses: asked.iter().filter_map(|r| r.response_ms).collect(),
+                hits: c.hits,
+                misses: c.misses,
                 reads: c.loads,
                 migrations: moves.iter().filter(|&&t| in_window(t)).count() as u64,
+                ..l
+            };
+            StepFigures {
+                // A client cannot see whether its first segment came from the cache.
+                first_hit_ratio: f64::NAN,
+                ..StepFigures::from_acc(level, &acc)
             }
         })
         .collect();

@@ -8,17 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::ProgressBar;
+use vigil_sim::vod::StepAcc;
 
 use super::clients::{Plan, Shared};
-
-/// Load samples of one step's measured window.
-#[derive(Debug, Clone, Default)]
-pub struct LoadAcc {
-    pub samples: u64,
-    pub variance_sum: f64,
-    pub load_sum: f64,
-    pub load_max_sum: f64,
-}
 
 /// Cache counters summed over the nodes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,7 +31,8 @@ impl CacheTotals {
 }
 
 pub struct Sampled {
-    pub steps: Vec<LoadAcc>,
+    /// λ samples per step (the load fields of the simulator's step counters).
+    pub steps: Vec<StepAcc>,
     /// (seconds since the start, Load per node) once a second in measured windows.
     pub trace: Vec<(f64, Vec<f64>)>,
 }
@@ -90,7 +83,7 @@ pub async fn sample(
     let ramp = plan.sc.ramp.clone();
     let steps = ramp.as_ref().map_or(0, |r| r.steps.len());
     let mut out = Sampled {
-        steps: vec![LoadAcc::default(); steps],
+        steps: vec![StepAcc::default(); steps],
         trace: Vec::new(),
     };
     let mut tick = plan.start;
