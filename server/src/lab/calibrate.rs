@@ -106,14 +106,21 @@ fn calibration(sim: &[Figures], lab: &[Figures]) -> (Table, Plot) {
             ]);
         }
     }
+    // Ratios, not milliseconds: what the calibration compares, and one line per policy
+    // and run (the baseline's ratio is 1 by definition and left out).
     let series = |f: &[Figures], what: &str| -> Vec<Series> {
+        let Some(base) = f.first() else {
+            return Vec::new();
+        };
         f.iter()
+            .skip(1)
             .map(|a| Series {
                 name: format!("{} ({what})", a.arm),
                 points: a
                     .steps
                     .iter()
-                    .map(|s| (f64::from(s.level), s.mean_ms))
+                    .zip(&base.steps)
+                    .map(|(s, b)| (f64::from(s.level), ratio(s.mean_ms, b.mean_ms)))
                     .collect(),
             })
             .collect()
@@ -122,9 +129,12 @@ fn calibration(sim: &[Figures], lab: &[Figures]) -> (Table, Plot) {
     all.extend(series(sim, "sim"));
     let plot = Plot {
         file: "calibration_response".into(),
-        title: "Mean response time: lab and simulation".into(),
+        title: format!(
+            "Mean response time relative to {}: lab and simulation",
+            lb.arm
+        ),
         x_label: "concurrent playback clients".into(),
-        y_label: "ms".into(),
+        y_label: "ratio to the baseline".into(),
         series: all,
     };
     (t, plot)
