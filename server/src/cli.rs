@@ -1,4 +1,4 @@
-//! The `vigil` command line: `serve`, `ctl`, `bench`, `cluster`, `sim`.
+//! The `vigil` command line: `serve`, `ctl`, `bench`, `cluster`, `sim`, `lab`.
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -64,6 +64,22 @@ pub enum Command {
         /// Seed of the workload and the policies' draws (default: the scenario's).
         #[arg(long)]
         seed: Option<u64>,
+    },
+    /// Run a vod scenario (seed-vod-lab, or a scenario file) on real processes: starts the
+    /// nodes on 127.0.0.x, writes the recordings, runs every policy on the same seeded
+    /// clients and writes a report folder with the calibration against `vigil sim`.
+    Lab {
+        /// A built-in scenario name or a path to a scenario TOML file.
+        scenario: String,
+        /// Report folder (default: a new folder under ./reports).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seed of the workload and the policies' draws (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Worker threads of the clients' runtime.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
     },
 }
 
@@ -187,6 +203,12 @@ pub fn main() -> ExitCode {
             out,
             seed,
         } => crate::sim::run(&scenario, out, seed),
+        Command::Lab {
+            scenario,
+            out,
+            seed,
+            threads,
+        } => crate::lab::run(&scenario, out, seed, threads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,7 @@ pub mod ctl;
 pub mod export;
 pub mod hls;
 pub mod ingest;
+pub mod lab;
 pub mod limits;
 pub mod live;
 pub mod migrate;

@@ -4,14 +4,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-/// A folder name under `./reports` that does not exist yet.
-fn default_out(scenario: &str, seed: u64) -> PathBuf {
+/// A folder name under `./reports` that does not exist yet (`mode`: sim or lab).
+fn default_out(scenario: &str, mode: &str, seed: u64) -> PathBuf {
     let stem = Path::new(scenario)
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("scenario")
         .to_string();
-    let base = PathBuf::from("reports").join(format!("{stem}-sim-seed{seed}"));
+    let base = PathBuf::from("reports").join(format!("{stem}-{mode}-seed{seed}"));
     let mut dir = base.clone();
     let mut n = 2;
     while dir.exists() {
@@ -21,24 +21,37 @@ fn default_out(scenario: &str, seed: u64) -> PathBuf {
     dir
 }
 
-pub fn run(scenario: &str, out: Option<PathBuf>, seed: Option<u64>) -> anyhow::Result<()> {
+/// A run's scenario (seed overridden), report folder and the command that reproduces it
+/// (`mode`: sim or lab), said on stderr.
+pub(crate) fn prepare(
+    mode: &str,
+    scenario: &str,
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+) -> anyhow::Result<(vigil_sim::scenario::Scenario, PathBuf, String)> {
     let mut sc = vigil_sim::scenario::load(scenario)?;
     if let Some(seed) = seed {
         sc.seed = seed;
     }
-    let out = out.unwrap_or_else(|| default_out(scenario, sc.seed));
+    let out = out.unwrap_or_else(|| default_out(scenario, mode, sc.seed));
     let command = format!(
-        "vigil sim {scenario} --seed {} --out {}",
+        "vigil {mode} {scenario} --seed {} --out {}",
         sc.seed,
         out.display()
     );
     eprintln!(
-        "vigil sim: {} ({} arms: {}), seed {}",
+        "vigil {mode}: {} ({} arms: {}), seed {}, {} nodes",
         sc.name,
         sc.policies.len(),
         sc.policies.join(", "),
-        sc.seed
+        sc.seed,
+        sc.nodes.count
     );
+    Ok((sc, out, command))
+}
+
+pub fn run(scenario: &str, out: Option<PathBuf>, seed: Option<u64>) -> anyhow::Result<()> {
+    let (sc, out, command) = prepare("sim", scenario, out, seed)?;
     // The simulator drives the playback cache synchronously: it must not run inside a
     // tokio runtime, and this thread has none.
     let report = vigil_sim::simulate(&sc, &command)?;

@@ -449,7 +449,7 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
             ),
             (
                 "Calibration".into(),
-                "Not done: no real-process run (`vigil lab`) to compare with yet.".into(),
+                "Not done: `vigil lab` runs vod (§A) scenarios only so far, so this scenario has no real-process run to compare with.".into(),
             ),
         ],
         tables: vec![table, Table::speed(&speed)],

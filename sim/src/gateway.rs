@@ -435,7 +435,7 @@ pub fn run(sc: &Scenario, g: &GatewaySpec, command: &str) -> Report {
     ));
     notes.push((
         "Calibration".into(),
-        "Not done: no real-process run (`vigil lab`) to compare with yet.".into(),
+        "Not done: `vigil lab` runs vod (§A) scenarios only so far, so this scenario has no real-process run to compare with.".into(),
     ));
     Report {
         notes,

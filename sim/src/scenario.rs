@@ -357,6 +357,10 @@ fn d_storage() -> Storage {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("seed-vod", include_str!("../scenarios/seed-vod.toml")),
     (
+        "seed-vod-lab",
+        include_str!("../scenarios/seed-vod-lab.toml"),
+    ),
+    (
         "seed-gateway",
         include_str!("../scenarios/seed-gateway.toml"),
     ),

@@ -3,7 +3,6 @@
 //! written straight into a storage root (the demo clip looped, for long exports).
 
 use crate::{ctl, rfc3339, run_with_timeout, Decoded, Node};
-use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -189,64 +188,9 @@ pub fn decode_file(path: &Path) -> Decoded {
     }
 }
 
-/// The demo clip's access units, 4-byte-length-prefixed as the store keeps them, each with
-/// its keyframe flag (25 fps, SPS/PPS in-band before every keyframe).
-pub fn demo_access_units() -> Vec<(bool, Bytes)> {
-    use vigil_proto::codec::{annexb_nals, h264_nal_type};
-    let clip = vigil_server::ingest::demo::CLIP;
-    let mut out: Vec<(bool, Vec<u8>)> = Vec::new();
-    let mut has_slice = false;
-    for nal in annexb_nals(clip) {
-        let t = h264_nal_type(nal).unwrap_or(0);
-        let is_slice = t == 1 || t == 5;
-        let first_mb_zero = nal.get(1).is_some_and(|b| b & 0x80 != 0);
-        if out.is_empty() || (has_slice && ((is_slice && first_mb_zero) || matches!(t, 6..=9))) {
-            out.push((false, Vec::new()));
-            has_slice = false;
-        }
-        has_slice |= is_slice;
-        let au = out.last_mut().expect("an access unit");
-        au.0 |= t == 5;
-        au.1.extend_from_slice(&(nal.len() as u32).to_be_bytes());
-        au.1.extend_from_slice(nal);
-    }
-    out.into_iter().map(|(k, d)| (k, Bytes::from(d))).collect()
-}
-
 /// Writes `secs` of the demo clip, looped, as camera `camera` into the storage root (4 s
 /// segments), recorded as if it had started at `start_ms`. Returns the recorded range.
 pub fn synthetic_recording(root: &Path, camera: &str, start_ms: i64, secs: u64) -> (i64, i64) {
-    use vigil_storage::{Frame, Store, StoreConfig, StreamHeader, TrackHeader};
-    let store = Store::open(
-        root,
-        "synthetic",
-        StoreConfig {
-            segment_duration: Duration::from_secs(4),
-            ..StoreConfig::default()
-        },
-    )
-    .expect("open the storage root");
-    let header = StreamHeader {
-        sdp: "v=0\r\no=- 0 0 IN IP4 0.0.0.0\r\ns=synthetic\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:trackID=0\r\n".into(),
-        tracks: vec![TrackHeader {
-            codec: "H264".into(),
-            clock_rate: 90_000,
-        }],
-    };
-    let mut rec = store.recorder(camera, header).expect("recorder");
-    let aus = demo_access_units();
-    let frames = secs * 25;
-    for i in 0..frames {
-        let (key, data) = &aus[(i as usize) % aus.len()];
-        rec.write(Frame {
-            track: 0,
-            keyframe: *key,
-            time_ms: start_ms + (i as i64) * 40,
-            media_ts: i * 3600,
-            data: data.clone(),
-        })
-        .expect("write a frame");
-    }
-    rec.finish().expect("close the recording");
-    (start_ms, start_ms + frames as i64 * 40)
+    vigil_server::lab::media::write_recording(root, camera, start_ms, secs, Duration::from_secs(4))
+        .expect("write the synthetic recording")
 }

@@ -83,7 +83,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
 
 /// The load generators' runtime. Every simulated client holds a socket (a viewer over UDP
 /// three), so the fd limit is raised first.
-fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     crate::serve::raise_fd_limit();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
@@ -154,7 +154,7 @@ fn machine_ticks() -> Option<(f64, f64)> {
     crate::procfs::CpuTimes::read().map(|c| c.seconds())
 }
 
-fn get(api: &str, path: &str) -> anyhow::Result<String> {
+pub(crate) fn get(api: &str, path: &str) -> anyhow::Result<String> {
     let url = format!("{api}{path}");
     let mut resp = ureq::get(&url)
         .config()

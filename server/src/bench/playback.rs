@@ -19,7 +19,6 @@ use crate::procfs as process;
 use anyhow::Context;
 use clap::Args;
 use std::time::{Duration, Instant};
-use vigil_proto::codec::starts_keyframe;
 
 #[derive(Args, Debug, Clone)]
 pub struct PlaybackArgs {
@@ -150,24 +149,17 @@ struct Start {
 async fn one(url: &str, opts: PlayOptions) -> anyhow::Result<Start> {
     let started = Instant::now();
     let mut p = play(url, opts).await?;
-    let mut first = true;
-    loop {
-        let pkt = tokio::time::timeout(Duration::from_secs(10), p.next_packet())
-            .await
-            .context("no packet within 10 s")??
-            .context("the stream ended before a keyframe")?;
-        let codec = p.tracks()[pkt.track].codec;
-        if codec.is_video() && starts_keyframe(codec, &pkt.payload) {
-            let a = p.answer();
-            return Ok(Start {
-                play: pkt.at - a.sent,
-                answer: a.received - a.sent,
-                session: pkt.at - started,
-                keyframe_first: first,
-            });
-        }
-        first = false;
-    }
+    let (pkt, keyframe_first) = p
+        .next_keyframe(Duration::from_secs(10))
+        .await?
+        .context("the stream ended before a keyframe")?;
+    let a = p.answer();
+    Ok(Start {
+        play: pkt.at - a.sent,
+        answer: a.received - a.sent,
+        session: pkt.at - started,
+        keyframe_first,
+    })
 }
 
 async fn latency(args: &PlaybackArgs) -> anyhow::Result<serde_json::Value> {

@@ -173,6 +173,34 @@ impl Player {
         self.opts.transport == ClientTransport::Tcp
     }
 
+    /// The next RTP packet that begins a video keyframe, skipping others; `Ok(None)` if
+    /// the stream ends first, [`ClientError::Timeout`] past `within`. Also says whether it
+    /// was the very first packet received (a server that starts on a keyframe).
+    pub async fn next_keyframe(
+        &mut self,
+        within: Duration,
+    ) -> Result<Option<(ReceivedPacket, bool)>, ClientError> {
+        let deadline = Instant::now() + within;
+        let mut first = true;
+        loop {
+            let pkt = match tokio::time::timeout_at(deadline.into(), self.next_packet()).await {
+                Err(_) => {
+                    return Err(ClientError::Timeout {
+                        what: "the first keyframe".into(),
+                        after: within,
+                    })
+                }
+                Ok(r) => r?,
+            };
+            let Some(pkt) = pkt else { return Ok(None) };
+            let codec = self.tracks[pkt.track].codec;
+            if codec.is_video() && vigil_proto::codec::starts_keyframe(codec, &pkt.payload) {
+                return Ok(Some((pkt, first)));
+            }
+            first = false;
+        }
+    }
+
     /// The next RTP packet; `None` once the stream ended (RTCP BYE or the server closed the
     /// connection) or the player stopped reading (`stop_reading_after`).
     pub async fn next_packet(&mut self) -> Result<Option<ReceivedPacket>, ClientError> {

@@ -65,6 +65,32 @@ pub struct StepFigures {
     pub migrations: u64,
 }
 
+impl StepFigures {
+    /// The figures of a step's counters (a simulated step's, or a lab run's measurements).
+    pub fn from_acc(level: u32, a: &StepAcc) -> StepFigures {
+        let mut r = a.responses.clone();
+        let n = a.samples.max(1) as f64;
+        StepFigures {
+            level,
+            requests: a.requests,
+            rejected: a.rejected,
+            mean_ms: if r.is_empty() {
+                f64::NAN
+            } else {
+                r.iter().sum::<f64>() / r.len() as f64
+            },
+            p95_ms: quantile(&mut r, 0.95),
+            variance: a.variance_sum / n,
+            mean_load: a.load_sum / n,
+            max_load: a.load_max_sum / n,
+            hit_ratio: a.hits as f64 / (a.hits + a.misses).max(1) as f64,
+            first_hit_ratio: a.first_hits as f64 / (a.requests - a.rejected).max(1) as f64,
+            reads: a.reads,
+            migrations: a.migrations,
+        }
+    }
+}
+
 /// One arm's outcome.
 pub struct ArmResult {
     pub arm: Arm,
@@ -104,28 +130,7 @@ impl ArmResult {
             .steps
             .iter()
             .zip(levels)
-            .map(|(a, level)| {
-                let mut r = a.responses.clone();
-                let n = a.samples.max(1) as f64;
-                StepFigures {
-                    level,
-                    requests: a.requests,
-                    rejected: a.rejected,
-                    mean_ms: if r.is_empty() {
-                        f64::NAN
-                    } else {
-                        r.iter().sum::<f64>() / r.len() as f64
-                    },
-                    p95_ms: quantile(&mut r, 0.95),
-                    variance: a.variance_sum / n,
-                    mean_load: a.load_sum / n,
-                    max_load: a.load_max_sum / n,
-                    hit_ratio: a.hits as f64 / (a.hits + a.misses).max(1) as f64,
-                    first_hit_ratio: a.first_hits as f64 / (a.requests - a.rejected).max(1) as f64,
-                    reads: a.reads,
-                    migrations: a.migrations,
-                }
-            })
+            .map(|(a, level)| StepFigures::from_acc(level, a))
             .collect();
         ArmResult {
             arm,
@@ -342,7 +347,7 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
         ),
         (
             "Calibration".into(),
-            "Not done: `vigil lab` (real processes) does not exist yet, so the simulated ratios have not been checked against a real run.".into(),
+            "This report alone is not calibrated: `vigil lab` runs a vod scenario on real processes and puts its ratios and this simulation's side by side (docs/EVALUATION.md).".into(),
         ),
     ];
     let mut sessions = Vec::new();

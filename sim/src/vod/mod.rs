@@ -30,10 +30,10 @@ use crate::engine::{secs, Micros, Queue, MS, SEC};
 use crate::report::SessionRow;
 use crate::scenario::{Arm, Scenario};
 
-pub use metrics::{quantile, vod_report, ArmResult, StepFigures, TRACE_NODES};
+pub use metrics::{quantile, vod_report, ArmResult, StepAcc, StepFigures, TRACE_NODES};
 
 /// Recordings start here (ms since the epoch): 2026-01-01T00:00:00Z.
-const EPOCH_MS: i64 = 1_767_225_600_000;
+pub const EPOCH_MS: i64 = 1_767_225_600_000;
 /// The server's report limits (`cluster::report`): merge gap and ranges kept.
 const CACHE_GAP_MS: i64 = 1500;
 const MAX_RANGES_PER_CAMERA: usize = 16;

@@ -1,0 +1,227 @@
+//! `vigil lab <scenario>`: a scenario of the seeds' experiments on real processes. Starts
+//! the scenario's nodes (this binary's `serve`, on 127.0.0.1…N, one shared storage root in
+//! a temp dir, cluster certificates, the arm's placement policy and REM switch,
+//! `[storage.emulate]` from the scenario), writes the cameras' recordings, runs the
+//! scenario's closed-loop clients in this process, and writes the same report folder as
+//! `vigil sim` (mode "lab") plus the calibration against a simulation of the same scenario
+//! and seed.
+//!
+//! Reused, not rewritten: the scenario format and its validation, the clients' seeded draws
+//! and the report folder (Markdown, CSVs, plots) are `vigil-sim`'s; the per-step figures are
+//! its `StepFigures` filled from measurements; the clients are `crate::client`'s viewer.
+//! Only `vod` scenarios (§A) run here so far.
+
+mod calibrate;
+pub mod clients;
+pub mod media;
+pub mod nodes;
+mod probe;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use vigil_sim::report::SessionRow;
+use vigil_sim::scenario::{Arm, Kind, Scenario};
+use vigil_sim::vod::{ArmResult, StepAcc, StepFigures};
+
+use clients::{camera_name, recording_start_ms, Plan, Shared};
+use nodes::{Cluster, Site};
+
+pub fn run(
+    scenario: &str,
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+    threads: usize,
+) -> anyhow::Result<()> {
+    let (sc, out, command) = crate::sim::prepare("lab", scenario, out, seed)?;
+    if sc.kind != Kind::Vod {
+        bail!(
+            "scenario {}: `vigil lab` runs vod scenarios (§A) only so far; {:?} scenarios run in `vigil sim`",
+            sc.name,
+            sc.kind
+        );
+    }
+    for arm in sc.arms() {
+        if !matches!(arm, Arm::Place { .. }) {
+            bail!("scenario {}: arm {arm} is not a placement policy", sc.name);
+        }
+    }
+    // The simulation of the same scenario and seed, for the calibration table. It drives
+    // the cache synchronously, so it runs here, before any tokio runtime exists.
+    let simulated = vigil_sim::vod::run_vod(&sc);
+
+    let tmp = tempfile::Builder::new()
+        .prefix("vigil-lab-")
+        .tempdir()
+        .context("creating the lab's temp dir")?;
+    let site = Site::new(tmp.path(), sc.nodes.count)?;
+    let wrote = Instant::now();
+    write_library(&sc, &site.root)?;
+    eprintln!(
+        "vigil lab: {} cameras × {} recordings of {} s written in {:.1} s",
+        sc.workload.cameras,
+        sc.workload.recordings_per_camera,
+        sc.workload.recording_secs,
+        wrote.elapsed().as_secs_f64()
+    );
+    let runtime = crate::bench::runtime(threads)?;
+    let sc = Arc::new(sc);
+    let mut results = Vec::new();
+    let mut runs = Vec::new();
+    for (k, arm) in sc.arms().into_iter().enumerate() {
+        let mut cluster = Cluster::start(&site, &sc, arm, k)?;
+        let (res, note) = runtime.block_on(run_arm(sc.clone(), arm, &cluster));
+        cluster.stop();
+        runs.push(note);
+        results.push(res);
+    }
+    drop(runtime);
+    let report = calibrate::lab_report(&sc, results, simulated, runs, &command);
+    let written = report
+        .write(&out)
+        .with_context(|| format!("writing the report to {}", out.display()))?;
+    if let Some(t) = report
+        .tables
+        .iter()
+        .find(|t| t.title.starts_with("Calibration"))
+    {
+        eprint!("{}", t.markdown());
+    }
+    println!("{}", written.dir.join("report.md").display());
+    Ok(())
+}
+
+/// Every camera's recordings: one camera written, the others linked to it (`media`).
+fn write_library(sc: &Scenario, root: &Path) -> anyhow::Result<()> {
+    let w = &sc.workload;
+    let first = camera_name(0);
+    let segment = Duration::from_secs_f64(w.segment_secs);
+    for rec in 0..w.recordings_per_camera {
+        media::write_recording(
+            root,
+            &first,
+            recording_start_ms(sc, rec),
+            w.recording_secs.ceil() as u64,
+            segment,
+        )
+        .with_context(|| format!("writing recording {rec} of {first}"))?;
+    }
+    for cam in 1..w.cameras {
+        media::link_camera(root, &first, &camera_name(cam))
+            .with_context(|| format!("linking the recordings of {}", camera_name(cam)))?;
+    }
+    Ok(())
+}
+
+/// What the report says about one arm's run besides its figures.
+pub(crate) struct ArmRun {
+    pub note: String,
+    pub counters: Vec<probe::NodeCounters>,
+}
+
+/// One arm on a fresh cluster: clients, λ sampler and cache windows side by side.
+async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, ArmRun) {
+    let ramp = sc.ramp.clone().unwrap_or(vigil_sim::scenario::Ramp {
+        steps: Vec::new(),
+        step_secs: 1.0,
+        settle_secs: 0.0,
+        spread_secs: None,
+    });
+    let total = ramp.step_secs * ramp.steps.len() as f64;
+    let start = Instant::now() + Duration::from_millis(500);
+    let plan = Arc::new(Plan {
+        sc: sc.clone(),
+        arm: arm.to_string(),
+        nodes: cluster.nodes.iter().map(|n| n.rtsp).collect(),
+        start,
+        end: start + Duration::from_secs_f64(total),
+    });
+    let shared = Arc::new(Shared::default());
+    let apis: Vec<String> = cluster.nodes.iter().map(|n| n.api.clone()).collect();
+    let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
+    let bar = ProgressBar::new(total as u64).with_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} s  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let wall = Instant::now();
+    let (_, sampled, cache) = tokio::join!(
+        clients::run(plan.clone(), shared.clone()),
+        probe::sample(
+            plan.clone(),
+            apis.clone(),
+            ids.clone(),
+            shared.clone(),
+            bar.clone()
+        ),
+        probe::cache_windows(plan.clone(), apis.clone()),
+    );
+    bar.finish();
+    // Every client has stopped: the nodes' own totals, for the consistency table.
+    let counters = probe::node_counters(&apis, &ids).await;
+    let wall = wall.elapsed();
+    let mut rows: Vec<SessionRow> = shared.rows.lock().map(|r| r.clone()).unwrap_or_default();
+    rows.sort_by(|a, b| a.requested_s.total_cmp(&b.requested_s));
+    let moves: Vec<f64> = shared.moves.lock().map(|m| m.clone()).unwrap_or_default();
+    let errors = shared.errors.lock().map(|e| e.clone()).unwrap_or_default();
+    let steps = ramp
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(s, &level)| {
+            let in_window = |t: f64| ramp.measured_step(vigil_sim::engine::secs(t)) == Some(s);
+            let asked: Vec<&SessionRow> =
+                rows.iter().filter(|r| in_window(r.requested_s)).collect();
+            let l = sampled.steps.get(s).cloned().unwrap_or_default();
+            let c = cache.get(s).copied().unwrap_or_default();
+            let acc = StepAcc {
+                requests: asked.len() as u64,
+                rejected: asked.iter().filter(|r| r.rejected).count() as u64,
+                responses: asked.iter().filter_map(|r| r.response_ms).collect(),
+                hits: c.hits,
+                misses: c.misses,
+                reads: c.loads,
+                migrations: moves.iter().filter(|&&t| in_window(t)).count() as u64,
+                ..l
+            };
+            StepFigures {
+                // A client cannot see whether its first segment came from the cache.
+                first_hit_ratio: f64::NAN,
+                ..StepFigures::from_acc(level, &acc)
+            }
+        })
+        .collect();
+    let failed = shared.failed.load(std::sync::atomic::Ordering::Relaxed);
+    let note = format!(
+        "{arm}: {} requests, {} rejected (503), {failed} failed{}; wall {:.0} s",
+        rows.len(),
+        shared.rejected.load(std::sync::atomic::Ordering::Relaxed),
+        if errors.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({})",
+                errors
+                    .iter()
+                    .map(|(k, v)| format!("{v}× {k}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        },
+        wall.as_secs_f64()
+    );
+    (
+        ArmResult {
+            arm,
+            steps,
+            rows,
+            events: 0,
+            wall,
+            simulated: Duration::from_secs_f64(total),
+            load_trace: sampled.trace,
+        },
+        ArmRun { note, counters },
+    )
+}
