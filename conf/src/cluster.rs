@@ -37,7 +37,8 @@ pub struct ClusterConf {
     pub phi_threshold: f64,
     /// A member whose gossiped heartbeat counter has not advanced for this long is dead
     /// (scheduler failover, placement). Every digest carries every member's counter, so this
-    /// does not grow with the member count.
+    /// does not grow with the member count. 0: chitchat's phi-accrual detector
+    /// (`phi_threshold`) decides instead, as before issue 13.
     pub failure_timeout_ms: u64,
     /// This node's own pause (a starved or stopped process) longer than this is not held
     /// against the other members' heartbeats.
@@ -211,9 +212,11 @@ impl ClusterConf {
                 "cluster.phi_threshold must be at least 1".into(),
             ));
         }
-        if c.failure_timeout_ms < 2 * c.gossip_interval_ms || c.failure_timeout_ms > 600_000 {
+        if c.failure_timeout_ms != 0
+            && (c.failure_timeout_ms < 2 * c.gossip_interval_ms || c.failure_timeout_ms > 600_000)
+        {
             return Err(ConfigError::Invalid(
-                "cluster.failure_timeout_ms must be between 2 gossip rounds and 600000".into(),
+                "cluster.failure_timeout_ms must be 0 or between 2 gossip rounds and 600000".into(),
             ));
         }
         if c.failure_stall_ms < 100 {

@@ -5,6 +5,10 @@
 //! `cargo test -p vigil-tests --test cluster_fifty -- --ignored --nocapture`.
 //! The figures are printed, not asserted (the deadlines only bound the test).
 //!
+//! `VIGIL_FIFTY_CLUSTER="failure_timeout_ms = 0"` adds keys to every node's `[cluster]` (that
+//! one: the phi-accrual detector of before issue 13, for comparison); `VIGIL_BIN` runs another
+//! build (a release one).
+//!
 //! Each node is watched by its own thread polling its API every 200 ms, so a figure is when
 //! the last node got there (within a poll), not the length of a sweep over 50 APIs.
 
@@ -64,9 +68,14 @@ fn fifty_nodes_converge_elect_and_survive_the_schedulers_kill() {
     let mut nodes = Vec::with_capacity(NODES);
     let mut seed: Option<SocketAddr> = None;
     let started = Instant::now();
+    // Keys before the first table header land in `[cluster]` (start_member's last table).
+    let extra = format!(
+        "{}\n[storage]\nenabled = false\n",
+        std::env::var("VIGIL_FIFTY_CLUSTER").unwrap_or_default()
+    );
     for i in 0..NODES {
         let priority = 10 * (i as u32 + 1);
-        let (node, gossip) = start_member(i, seed, KEY, priority, "[storage]\nenabled = false\n");
+        let (node, gossip) = start_member(i, seed, KEY, priority, &extra);
         seed.get_or_insert(gossip);
         nodes.push(node);
     }

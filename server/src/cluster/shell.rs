@@ -139,6 +139,9 @@ pub struct Cluster {
     pub(super) reports: super::membership::ReportCache,
     /// Alive/dead of every member from its gossiped heartbeat counter (`membership`).
     pub(super) liveness: Mutex<vigil_cluster::Liveness<ChitchatId>>,
+    /// `failure_timeout_ms = 0`: chitchat's phi-accrual detector decides instead (the former
+    /// behaviour, kept for comparison).
+    pub(super) phi_liveness: bool,
     /// The origin of the monotonic milliseconds `liveness` is fed.
     pub(super) epoch: std::time::Instant,
     /// A significant change (a session started or ended): publish the report at once.
@@ -277,6 +280,7 @@ impl Cluster {
                     max_step_ms: c.failure_stall_ms,
                 },
             )),
+            phi_liveness: c.failure_timeout_ms == 0,
             epoch: std::time::Instant::now(),
             state: Mutex::new(State {
                 members: Vec::new(),

@@ -66,7 +66,9 @@ impl Cluster {
                     *e = id;
                 }
             }
-            let live = {
+            let live = if self.phi_liveness {
+                cc.live_nodes().cloned().collect()
+            } else {
                 let mut l = self.liveness.lock().unwrap_or_else(|p| p.into_inner());
                 let now = self.epoch.elapsed().as_millis() as u64;
                 l.observe(
