@@ -1,6 +1,7 @@
 //! Placement decision time (issue 4 benchmark): 5, 50 and 500 nodes carrying 10 000
 //! sessions over 1 000 cameras, and 50 nodes carrying 100 000 (issue 13), every policy. The view is built once (its per-camera
 //! indexes included); each iteration decides one request from a rotating set of 1 024.
+//! `describe-view`: the view each DESCRIBE is placed on, rebuilt in full or kept (issue 13).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -8,9 +9,10 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::sync::Arc;
 use vigil_cluster::{
     place, ClusterConfig, ClusterView, Indicators, LoadWeights, NodeView, PlaceState, Policy,
-    Request, Stream, StreamSource,
+    Request, Stream, StreamSource, ViewCache,
 };
 
 const CAMERAS: usize = 1_000;
@@ -123,9 +125,53 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// The view a node places a DESCRIBE on (issue 13), 50 nodes × 100 000 sessions: built in
+/// full from every member's entry (what each DESCRIBE did before), or kept by a
+/// [`ViewCache`] and updated for the entries that changed since the last DESCRIBE (none, or
+/// one member's new report), plus the copy of the chosen node's entry a decision stores.
+fn describe_view(c: &mut Criterion) {
+    let mut g = c.benchmark_group("describe-view");
+    let w = LoadWeights::default();
+    let mut rng = StdRng::seed_from_u64(50);
+    let view = build(50, 100_000, &mut rng);
+    let entries: Vec<Arc<NodeView>> = view.nodes().iter().cloned().map(Arc::new).collect();
+    let refs: Vec<&Arc<NodeView>> = entries.iter().collect();
+    g.bench_function("full-rebuild/50n-100ks", |b| {
+        b.iter(|| {
+            black_box(ClusterView::new(
+                refs.iter().map(|n| NodeView::clone(n)).collect(),
+                w,
+            ))
+        })
+    });
+    let mut cache = ViewCache::default();
+    cache.sync(&refs, w);
+    g.bench_function("incremental-unchanged/50n-100ks", |b| {
+        b.iter(|| black_box(cache.sync(&refs, w).len()))
+    });
+    g.bench_function("incremental-unchanged+entry-copy/50n-100ks", |b| {
+        b.iter(|| {
+            let v = cache.sync(&refs, w);
+            black_box(Arc::new(v.node(7).clone()))
+        })
+    });
+    // Node 3 alternates between two reports: one member's entry rebuilt per DESCRIBE.
+    let other = Arc::new(NodeView::clone(&entries[3]));
+    let mut alt = refs.clone();
+    alt[3] = &other;
+    let mut flip = false;
+    g.bench_function("incremental-one-changed/50n-100ks", |b| {
+        b.iter(|| {
+            flip = !flip;
+            black_box(cache.sync(if flip { &alt } else { &refs }, w).len())
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1));
-    targets = bench
+    targets = bench, describe_view
 }
 criterion_main!(benches);

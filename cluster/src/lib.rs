@@ -15,12 +15,14 @@ pub mod election;
 pub mod feedback;
 pub mod gateway;
 pub mod knn;
+pub mod liveness;
 pub mod load;
 pub mod place;
 pub mod planner;
 pub mod rem;
 pub mod similarity;
 pub mod view;
+pub mod view_cache;
 
 pub use config::{
     ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, PlannerConfig, Replicas,
@@ -30,12 +32,15 @@ pub use edge::{place_live, EdgeConfig, LiveRequest};
 pub use election::{elect, next_term, Candidate};
 pub use feedback::{next_period, period_delta, FeedbackPeriod};
 pub use knn::{classify, default_training_set, load_weight, NodeClass, TrainingSample};
+pub use liveness::{Liveness, LivenessConfig};
 pub use load::{delta_load, load_state, load_variance, node_load, quadratic_mean, LoadState};
 pub use place::{apply, place, Decision, PlaceState, Policy};
 pub use rem::{apply_migration, rem_probability, rem_step, Migration};
 pub use view::{
-    CameraId, ClusterView, Indicators, NodeId, NodeView, Request, RequestKind, Stream, StreamSource,
+    CachedRanges, CameraId, ClusterView, Indicators, NodeId, NodeView, Request, RequestKind,
+    Stream, StreamSource,
 };
+pub use view_cache::ViewCache;
 
 /// Errors of the policy layer: names that do not resolve against the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

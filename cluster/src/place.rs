@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{ClusterConfig, SchedConfig};
 use crate::knn::NodeClass;
 use crate::load::{delta_load, load_state, LoadState};
-use crate::similarity::{cache_hit, fd_cache, fd_positions};
+use crate::similarity::{cache_hit, fd_indexed, fd_positions};
 use crate::view::{ClusterView, NodeId, Request, Stream, StreamSource};
 use crate::ClusterError;
 
@@ -265,10 +265,10 @@ impl MinOfA {
 fn similarity_first(view: &ClusterView, req: &Request, s: &SchedConfig, cached: bool) -> Decision {
     let mut a = eligible(view);
     let mut b: Vec<(usize, f64)> = if cached {
-        view.caching(&req.camera)
+        view.cached_ranges(&req.camera)
             .iter()
-            .filter(|&&i| a[i])
-            .map(|&i| (i, fd_cache(view, i, req, s)))
+            .filter(|c| a[c.node])
+            .map(|c| (c.node, fd_indexed(c, req.time_ms, s)))
             .collect()
     } else {
         view.playing(&req.camera)

@@ -2,7 +2,7 @@
 //! or, for the cache-aware policy, from the resident cached ranges.
 
 use crate::config::SchedConfig;
-use crate::view::{ClusterView, Request};
+use crate::view::{CachedRanges, ClusterView, Request};
 
 /// §A.3 eq. 4: 1 up to T_min, linear down to 0 at T_max, 0 beyond (x in ms, x ≥ 0).
 pub fn f(x_ms: i64, cfg: &SchedConfig) -> f64 {
@@ -52,13 +52,17 @@ pub fn fd(view: &ClusterView, i: usize, req: &Request, cfg: &SchedConfig) -> f64
     fd_positions(view.positions(i, &req.camera), req.time_ms, cfg)
 }
 
+/// [`fd_cached`] over a node's indexed ranges: only the ranges within T_max of T count
+/// (f is 0 beyond), and the index finds them by binary search (issue 13: the scan of every
+/// range of every node holding the camera was 10.8 µs at 50 nodes × 100 000 sessions).
+pub fn fd_indexed(c: &CachedRanges, t_ms: i64, cfg: &SchedConfig) -> f64 {
+    fd_cached(c.near(t_ms, cfg.t_max_ms), t_ms, cfg)
+}
+
 /// FD(node i, req) from cached ranges (cache-aware).
 pub fn fd_cache(view: &ClusterView, i: usize, req: &Request, cfg: &SchedConfig) -> f64 {
-    view.node(i)
-        .cached
-        .get(&req.camera)
-        .map(|r| fd_cached(r, req.time_ms, cfg))
-        .unwrap_or(0.0)
+    view.cached_ranges_of(i, &req.camera)
+        .map_or(0.0, |c| fd_indexed(c, req.time_ms, cfg))
 }
 
 /// k of §A.4's ΔLoad: will the request hit node i's cache? Choice: yes if a resident range
@@ -69,11 +73,11 @@ pub fn cache_hit(view: &ClusterView, i: usize, req: &Request, cfg: &SchedConfig)
     view.positions(i, &req.camera)
         .iter()
         .any(|&p| near(req.time_ms.abs_diff(p).min(i64::MAX as u64) as i64))
-        || view
-            .node(i)
-            .cached
-            .get(&req.camera)
-            .is_some_and(|rs| rs.iter().any(|&r| near(range_distance(req.time_ms, r))))
+        || view.cached_ranges_of(i, &req.camera).is_some_and(|c| {
+            c.near(req.time_ms, cfg.t_max_ms)
+                .iter()
+                .any(|&r| near(range_distance(req.time_ms, r)))
+        })
 }
 
 #[cfg(test)]

@@ -146,10 +146,49 @@ struct Index {
     by_id: HashMap<NodeId, usize>,
     /// camera → [(node index, current positions)] over alive and dead nodes alike.
     playing: HashMap<CameraId, Vec<(usize, Vec<i64>)>>,
-    /// camera → node indexes holding cached ranges of it.
-    caching: HashMap<CameraId, Vec<usize>>,
+    /// camera → the resident ranges of every node holding some, in node order.
+    caching: HashMap<CameraId, Vec<CachedRanges>>,
     /// §C.3 class and §C.2 weight per node, with the config they were computed with.
     knn: Option<(KnnConfig, Vec<(NodeClass, f64)>)>,
+}
+
+/// One node's resident ranges of one camera, indexed for the cache-aware policy (issue 13):
+/// sorted by start, with the longest range's length, so the ranges within `d` of a time T
+/// are among those starting in (T − d − longest, T + d), found by two binary searches
+/// instead of a scan of every range. A node's cache reports merged (disjoint, bounded)
+/// ranges, so that window holds a few ranges whatever the camera's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedRanges {
+    pub node: usize,
+    ranges: Vec<(i64, i64)>,
+    longest: i64,
+}
+
+impl CachedRanges {
+    fn new(node: usize, ranges: &[(i64, i64)]) -> Self {
+        let mut ranges = ranges.to_vec();
+        ranges.sort_unstable();
+        let longest = ranges
+            .iter()
+            .map(|&(a, b)| b.saturating_sub(a).max(0))
+            .max()
+            .unwrap_or(0);
+        Self {
+            node,
+            ranges,
+            longest,
+        }
+    }
+
+    /// Every range whose distance to `t_ms` may be below `d_ms` (a superset: the caller
+    /// measures each); every range nearer than `d_ms` is in it.
+    pub fn near(&self, t_ms: i64, d_ms: i64) -> &[(i64, i64)] {
+        let lo = t_ms.saturating_sub(d_ms).saturating_sub(self.longest);
+        let hi = t_ms.saturating_add(d_ms);
+        let a = self.ranges.partition_point(|r| r.0 <= lo);
+        let b = self.ranges.partition_point(|r| r.0 < hi);
+        &self.ranges[a..b.max(a)]
+    }
 }
 
 /// The serialized form: the reports and the weights they were computed with.
@@ -312,13 +351,24 @@ impl ClusterView {
             .unwrap_or(&[])
     }
 
-    /// Nodes holding cached ranges of `camera`.
-    pub fn caching(&self, camera: &str) -> &[usize] {
+    /// Nodes holding cached ranges of `camera`, in node order.
+    pub fn caching(&self, camera: &str) -> impl Iterator<Item = usize> + '_ {
+        self.cached_ranges(camera).iter().map(|c| c.node)
+    }
+
+    /// The indexed resident ranges of `camera` per node holding some, in node order.
+    pub fn cached_ranges(&self, camera: &str) -> &[CachedRanges] {
         self.index
             .caching
             .get(camera)
             .map(Vec::as_slice)
             .unwrap_or(&[])
+    }
+
+    /// Node `i`'s indexed resident ranges of `camera`.
+    pub fn cached_ranges_of(&self, i: usize, camera: &str) -> Option<&CachedRanges> {
+        let v = self.cached_ranges(camera);
+        v.binary_search_by_key(&i, |c| c.node).ok().map(|k| &v[k])
     }
 
     /// Replaces (or adds) a node's report: a fresh report drops the scheduler's estimate
@@ -329,6 +379,71 @@ impl ClusterView {
             None => self.nodes.push(node),
         }
         self.reindex();
+    }
+
+    /// Replaces node `i`'s report and updates the indexes for that node only (issue 13: a
+    /// node rebuilt the whole view, every node's streams and ranges, on each DESCRIBE). The
+    /// result is the view [`ClusterView::new`] would build from the same nodes.
+    pub fn replace_node(&mut self, i: usize, node: NodeView) {
+        let old = std::mem::replace(&mut self.nodes[i], node);
+        for s in old
+            .streams
+            .iter()
+            .filter(|s| s.source != StreamSource::Live)
+        {
+            if let Some(e) = self.index.playing.get_mut(&s.camera) {
+                e.retain(|(n, _)| *n != i);
+                if e.is_empty() {
+                    self.index.playing.remove(&s.camera);
+                }
+            }
+        }
+        for cam in old.cached.keys() {
+            if let Some(e) = self.index.caching.get_mut(cam) {
+                e.retain(|c| c.node != i);
+                if e.is_empty() {
+                    self.index.caching.remove(cam);
+                }
+            }
+        }
+        let n = &self.nodes[i];
+        if old.id != n.id {
+            self.index.by_id.remove(&old.id);
+            self.index.by_id.insert(n.id.clone(), i);
+        }
+        self.index.loads[i] = effective_load(n, &self.weights);
+        if let Some((cfg, v)) = &mut self.index.knn {
+            v[i] = (
+                classify(&n.indicators, &cfg.training, cfg.k),
+                load_weight(&n.indicators, &cfg.omega),
+            );
+        }
+        for s in n.streams.iter().filter(|s| s.source != StreamSource::Live) {
+            insert_position(&mut self.index.playing, &s.camera, i, s.position_ms);
+        }
+        for (cam, ranges) in &n.cached {
+            if !ranges.is_empty() {
+                let e = self.index.caching.entry(cam.clone()).or_default();
+                let at = e.partition_point(|c| c.node < i);
+                e.insert(at, CachedRanges::new(i, ranges));
+            }
+        }
+    }
+
+    /// Whether the indexes are those a fresh [`ClusterView::new`] of the same nodes (and the
+    /// same KNN table) would build: the check of the incremental updates' tests.
+    #[doc(hidden)]
+    pub fn index_matches_rebuild(&self) -> bool {
+        let mut fresh = ClusterView::new(self.nodes.clone(), self.weights);
+        if let Some((c, _)) = &self.index.knn {
+            fresh.classify_nodes(c);
+        }
+        let (a, b) = (&self.index, &fresh.index);
+        a.loads == b.loads
+            && a.by_id == b.by_id
+            && a.playing == b.playing
+            && a.caching == b.caching
+            && a.knn == b.knn
     }
 
     /// Marks a node dead (membership lost it); it stays for the tie-break order.
@@ -346,10 +461,8 @@ impl ClusterView {
 
     /// Adds a stream to node `i` and keeps the camera index current, without a rebuild.
     pub(crate) fn push_stream(&mut self, i: usize, s: Stream) {
-        let entry = self.index.playing.entry(s.camera.clone()).or_default();
-        match entry.iter_mut().find(|(n, _)| *n == i) {
-            Some((_, p)) => p.push(s.position_ms),
-            None => entry.push((i, vec![s.position_ms])),
+        if s.source != StreamSource::Live {
+            insert_position(&mut self.index.playing, &s.camera, i, s.position_ms);
         }
         self.nodes[i].sessions = self.nodes[i].sessions.saturating_add(1);
         self.nodes[i].streams.push(s);
@@ -378,6 +491,25 @@ fn effective_load(n: &NodeView, w: &LoadWeights) -> f64 {
     n.estimated_load.unwrap_or_else(|| node_load(n, w))
 }
 
+/// Adds a position of node `i` to `camera`'s entry, keeping the entry in node order (as
+/// [`index_node`] builds it: the order is the policies' tie-break).
+fn insert_position(
+    playing: &mut HashMap<CameraId, Vec<(usize, Vec<i64>)>>,
+    camera: &str,
+    i: usize,
+    position_ms: i64,
+) {
+    let entry = match playing.get_mut(camera) {
+        Some(e) => e,
+        None => playing.entry(camera.to_string()).or_default(),
+    };
+    let at = entry.partition_point(|(n, _)| *n < i);
+    match entry.get_mut(at) {
+        Some((n, p)) if *n == i => p.push(position_ms),
+        _ => entry.insert(at, (i, vec![position_ms])),
+    }
+}
+
 fn index_node(idx: &mut Index, i: usize, n: &NodeView) {
     for s in n.streams.iter().filter(|s| s.source != StreamSource::Live) {
         let entry = idx.playing.entry(s.camera.clone()).or_default();
@@ -388,7 +520,10 @@ fn index_node(idx: &mut Index, i: usize, n: &NodeView) {
     }
     for (cam, ranges) in &n.cached {
         if !ranges.is_empty() {
-            idx.caching.entry(cam.clone()).or_default().push(i);
+            idx.caching
+                .entry(cam.clone())
+                .or_default()
+                .push(CachedRanges::new(i, ranges));
         }
     }
 }

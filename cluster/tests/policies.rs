@@ -241,7 +241,7 @@ fn view_serde_round_trip_rebuilds_the_indexes() {
     assert_eq!(back, v);
     assert_eq!(back.loads(), v.loads());
     assert_eq!(back.playing("cam3"), v.playing("cam3"));
-    assert_eq!(back.caching("cam3"), &[2]);
+    assert_eq!(back.caching("cam3").collect::<Vec<_>>(), [2]);
 }
 
 #[test]

@@ -30,11 +30,19 @@ pub struct ClusterConf {
     pub bandwidth_bps: f64,
     /// A node must be up this long before it can be elected scheduler.
     pub election_grace_ms: u64,
-    /// Gossip round interval; failure detection takes about 8 rounds.
+    /// Gossip round interval.
     pub gossip_interval_ms: u64,
-    /// Phi-accrual threshold: a node is dead after phi_threshold mean heartbeat intervals of
-    /// silence (≈ 1.6–2.4 s at 200 ms).
+    /// Chitchat's phi-accrual threshold: only which peers the gossip itself talks to; the
+    /// membership's alive/dead is `failure_timeout_ms`.
     pub phi_threshold: f64,
+    /// A member whose gossiped heartbeat counter has not advanced for this long is dead
+    /// (scheduler failover, placement). Every digest carries every member's counter, so this
+    /// does not grow with the member count. 0: chitchat's phi-accrual detector
+    /// (`phi_threshold`) decides instead, as before issue 13.
+    pub failure_timeout_ms: u64,
+    /// This node's own pause (a starved or stopped process) longer than this is not held
+    /// against the other members' heartbeats.
+    pub failure_stall_ms: u64,
     /// Override of Load_max (ALGORITHMS.md §A.1, 0–100, default 95): a node whose estimated
     /// load after a placement would exceed it receives no new session, and a request no node
     /// can take is answered 503 with the reason. For operators who want head-room, and for
@@ -123,6 +131,8 @@ impl Default for ClusterConf {
             election_grace_ms: 2000,
             gossip_interval_ms: 200,
             phi_threshold: 8.0,
+            failure_timeout_ms: 2000,
+            failure_stall_ms: 500,
             load_max: None,
             ca_cert: None,
             node_cert: None,
@@ -200,6 +210,18 @@ impl ClusterConf {
         if c.phi_threshold.is_nan() || c.phi_threshold < 1.0 {
             return Err(ConfigError::Invalid(
                 "cluster.phi_threshold must be at least 1".into(),
+            ));
+        }
+        if c.failure_timeout_ms != 0
+            && (c.failure_timeout_ms < 2 * c.gossip_interval_ms || c.failure_timeout_ms > 600_000)
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.failure_timeout_ms must be 0 or between 2 gossip rounds and 600000".into(),
+            ));
+        }
+        if c.failure_stall_ms < 100 {
+            return Err(ConfigError::Invalid(
+                "cluster.failure_stall_ms must be at least 100 (the membership's refresh)".into(),
             ));
         }
         let tls = [&c.ca_cert, &c.node_cert, &c.node_key];

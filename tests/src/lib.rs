@@ -24,10 +24,14 @@ pub fn workspace() -> PathBuf {
 }
 
 /// The `vigil` binary, built once per test process (a cargo test of this crate does not
-/// build another package's binaries by itself).
+/// build another package's binaries by itself); `VIGIL_BIN` names another one instead (a
+/// release build, or an older build to compare with).
 pub fn vigil_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("VIGIL_BIN") {
+            return PathBuf::from(bin);
+        }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
             .args(["build", "-q", "-p", "vigil-server", "--bin", "vigil"])
@@ -44,7 +48,17 @@ pub fn vigil_bin() -> PathBuf {
 }
 
 /// Poll `f` until it returns Some, or panic with `what` after `timeout`.
-pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn poll_until<T>(timeout: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll_every(Duration::from_millis(20), timeout, what, f)
+}
+
+/// [`poll_until`] every `every` (many pollers at once: 50 nodes' APIs).
+pub fn poll_every<T>(
+    every: Duration,
+    timeout: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = f() {
@@ -54,7 +68,7 @@ pub fn poll_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
             Instant::now() < deadline,
             "timed out after {timeout:?} waiting for {what}"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(every);
     }
 }
 

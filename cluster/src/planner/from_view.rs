@@ -84,8 +84,6 @@ pub fn instance(
                     Replicas::Resident => {
                         let mut s: Vec<usize> = view
                             .caching(camera)
-                            .iter()
-                            .copied()
                             .chain(view.playing(camera).iter().map(|(i, _)| *i))
                             .filter_map(pos)
                             .collect();

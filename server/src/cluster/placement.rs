@@ -3,9 +3,10 @@
 //! node holding the camera. Every decision is applied to the view and recorded.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
-use vigil_cluster::{apply, place, ClusterView, Decision, NodeView, Policy, Request, RequestKind};
+use vigil_cluster::{apply, place, Decision, NodeView, Policy, Request, RequestKind};
 
 use super::now_ms;
 use super::report;
@@ -325,42 +326,59 @@ impl Cluster {
         via: &'static str,
         exclude: Option<&str>,
     ) -> (Option<String>, Placement, String) {
-        let mut st = self.state();
+        let mut guard = self.state();
+        let st = &mut *guard;
         let now = std::time::Instant::now();
         st.expire_reservations(now, self.policy_cfg.sched.weights);
-        let mut nodes: Vec<NodeView> = st.views.values().map(|(_, v)| v.clone()).collect();
-        for n in &mut nodes {
-            if exclude == Some(n.id.as_str()) {
-                n.alive = false;
-            }
-        }
-        let mut view = ClusterView::new(nodes, self.policy_cfg.sched.weights);
-        let decision = match how {
-            How::Policy(policy) => {
-                if policy == Policy::KnnClass {
-                    view.classify_nodes(&self.policy_cfg.knn);
+        // The kept view (rebuilt only for members whose entry changed), not a copy: the node
+        // left out is marked dead for this decision only.
+        let weights = self.policy_cfg.sched.weights;
+        let excluded = exclude.and_then(|id| {
+            let v = st.placement_view(weights);
+            let i = v.index_of(id)?;
+            let was = v.node(i).alive;
+            v.set_alive(id, false);
+            Some((id, was))
+        });
+        let decision = {
+            let State {
+                place_state,
+                rng,
+                views,
+                view_cache,
+                ..
+            } = &mut *st;
+            let nodes: Vec<&Arc<NodeView>> = views.values().map(|(_, v)| v).collect();
+            let view = view_cache.sync(&nodes, weights);
+            match how {
+                How::Policy(policy) => {
+                    if policy == Policy::KnnClass
+                        && view.class_table(&self.policy_cfg.knn).is_none()
+                    {
+                        view.classify_nodes(&self.policy_cfg.knn);
+                    }
+                    place(view, req, policy, place_state, &self.policy_cfg, rng)
                 }
-                let State {
-                    place_state, rng, ..
-                } = &mut *st;
-                place(&view, req, policy, place_state, &self.policy_cfg, rng)
-            }
-            How::Live { holder, edges } => {
-                let live = vigil_cluster::edge::LiveRequest {
-                    camera: &req.camera,
-                    holder: &holder,
-                    edges: &edges,
-                    vbr_bps: req.vbr_bps,
-                    now_ms: req.time_ms,
-                };
-                vigil_cluster::place_live(
-                    &view,
-                    &live,
-                    &self.policy_cfg.edge,
-                    &self.policy_cfg.sched,
-                )
+                How::Live { holder, edges } => {
+                    let live = vigil_cluster::edge::LiveRequest {
+                        camera: &req.camera,
+                        holder: &holder,
+                        edges: &edges,
+                        vbr_bps: req.vbr_bps,
+                        now_ms: req.time_ms,
+                    };
+                    vigil_cluster::place_live(
+                        view,
+                        &live,
+                        &self.policy_cfg.edge,
+                        &self.policy_cfg.sched,
+                    )
+                }
             }
         };
+        if let Some((id, was)) = excluded {
+            st.placement_view(weights).set_alive(id, was);
+        }
         let placement = match &decision {
             Decision::Assign {
                 node,
@@ -369,10 +387,13 @@ impl Cluster {
                 ..
             } => {
                 // Ingest answers are reads (`redirects` false): they reserve nothing.
-                let before = view.index_of(node).map(|i| view.load(i));
-                if redirects && apply(&mut view, &decision).is_ok() {
-                    if let (Some(i), Some(before)) = (view.index_of(node), before) {
-                        let nv = view.node(i).clone();
+                let view = st.placement_view(weights);
+                if let Some(i) = view.index_of(node).filter(|_| redirects) {
+                    let before = view.load(i);
+                    if apply(view, &decision).is_ok() {
+                        // The view holds the decision already; the entry gets the same.
+                        let nv = Arc::new(view.node(i).clone());
+                        st.view_cache.adopt(i, nv.clone());
                         if let Some(e) = st.views.get_mut(node) {
                             e.1 = nv;
                             let version = e.0;
@@ -389,7 +410,7 @@ impl Cluster {
                 if *node == self.self_id {
                     Placement::Local
                 } else {
-                    match self.base_of(&st, node) {
+                    match self.base_of(st, node) {
                         Some(base) => Placement::Redirect {
                             node: node.clone(),
                             base,
@@ -410,7 +431,7 @@ impl Cluster {
                 None => matches!(placement, Placement::Redirect { .. }),
             };
         record(
-            &mut st,
+            st,
             DecisionRecord {
                 at_ms: now_ms(),
                 kind,

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use vigil_cluster::planner::{self, from_view, ArrivalLog, Method, Move, Prediction};
-use vigil_cluster::{ClusterView, PlannerConfig};
+use vigil_cluster::{ClusterView, NodeView, PlannerConfig};
 
 use super::now_ms;
 use super::shell::{Cluster, State};
@@ -190,7 +190,7 @@ impl Cluster {
         BTreeMap<String, u32>,
     ) {
         let view = ClusterView::new(
-            st.views.values().map(|(_, v)| v.clone()).collect(),
+            st.views.values().map(|(_, v)| NodeView::clone(v)).collect(),
             self.policy_cfg.sched.weights,
         );
         // Live cameras' holders: the nodes holding them live, and the node a pull camera

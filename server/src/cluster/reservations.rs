@@ -88,7 +88,8 @@ impl State {
                     },
                 );
             }
-            self.views.insert(id, (version, one.node(0).clone()));
+            self.views
+                .insert(id, (version, std::sync::Arc::new(one.node(0).clone())));
         }
     }
 }

@@ -62,7 +62,11 @@ pub(super) struct State {
     pub(super) members: Vec<Member>,
     /// Per node: the report version the view entry came from and the entry with the local
     /// decisions applied since (estimated load, added streams).
-    pub(super) views: BTreeMap<String, (u64, NodeView)>,
+    /// An entry's `Arc` is replaced whenever it changes (`view_cache` tells changes by it).
+    pub(super) views: BTreeMap<String, (u64, Arc<NodeView>)>,
+    /// The placement view of `views`, updated per changed entry rather than rebuilt per
+    /// decision (issue 13).
+    pub(super) view_cache: vigil_cluster::ViewCache,
     pub(super) scheduler: Option<String>,
     pub(super) term: u64,
     pub(super) place_state: PlaceState,
@@ -89,15 +93,26 @@ impl State {
             let Some(r) = &m.report else { continue };
             let entry = match self.views.remove(&m.id) {
                 Some((v, mut nv)) if v == m.report_version => {
-                    nv.alive = m.alive;
+                    if nv.alive != m.alive {
+                        Arc::make_mut(&mut nv).alive = m.alive;
+                    }
                     (v, nv)
                 }
-                _ => (m.report_version, r.node_view(&m.id, m.alive)),
+                _ => (m.report_version, Arc::new(r.node_view(&m.id, m.alive))),
             };
             views.insert(m.id.clone(), entry);
         }
         self.views = views;
         self.members = members;
+    }
+
+    /// The placement view of `views` (see `view_cache`).
+    pub(super) fn placement_view(
+        &mut self,
+        weights: vigil_cluster::LoadWeights,
+    ) -> &mut ClusterView {
+        let nodes: Vec<&Arc<NodeView>> = self.views.values().map(|(_, v)| v).collect();
+        self.view_cache.sync(&nodes, weights)
     }
 }
 
@@ -124,6 +139,13 @@ pub struct Cluster {
     pub(super) state: Mutex<State>,
     /// Members' parsed reports, per version (`membership`).
     pub(super) reports: super::membership::ReportCache,
+    /// Alive/dead of every member from its gossiped heartbeat counter (`membership`).
+    pub(super) liveness: Mutex<vigil_cluster::Liveness<ChitchatId>>,
+    /// `failure_timeout_ms = 0`: chitchat's phi-accrual detector decides instead (the former
+    /// behaviour, kept for comparison).
+    pub(super) phi_liveness: bool,
+    /// The origin of the monotonic milliseconds `liveness` is fed.
+    pub(super) epoch: std::time::Instant,
     /// A significant change (a session started or ended): publish the report at once.
     pub changed: Notify,
     /// Serves the migration calls of other nodes (set once at start-up by `crate::migrate`,
@@ -198,8 +220,8 @@ impl Cluster {
             gossip_interval: interval,
             listen_addr: c.gossip_listen,
             seed_nodes: c.seeds.clone(),
-            // Heartbeats arrive about once per gossip round: dead after ~phi_threshold rounds
-            // of silence (8 × 200 ms = 1.6 s, plus up to a round to notice).
+            // Only whom the gossip talks to: the members' alive/dead is the heartbeat
+            // staleness of `membership` (`failure_timeout_ms`).
             failure_detector_config: FailureDetectorConfig {
                 phi_threshold: c.phi_threshold,
                 sampling_window_size: 100,
@@ -261,9 +283,18 @@ impl Cluster {
             reservation: Duration::from_millis(c.reservation_ms),
             handle,
             reports: Default::default(),
+            liveness: Mutex::new(vigil_cluster::Liveness::new(
+                vigil_cluster::LivenessConfig {
+                    timeout_ms: c.failure_timeout_ms,
+                    max_step_ms: c.failure_stall_ms,
+                },
+            )),
+            phi_liveness: c.failure_timeout_ms == 0,
+            epoch: std::time::Instant::now(),
             state: Mutex::new(State {
                 members: Vec::new(),
                 views: BTreeMap::new(),
+                view_cache: Default::default(),
                 scheduler: None,
                 term: 0,
                 place_state: PlaceState::default(),
@@ -366,10 +397,7 @@ impl Cluster {
     pub fn view(&self) -> ClusterView {
         let mut st = self.state();
         st.expire_reservations(std::time::Instant::now(), self.policy_cfg.sched.weights);
-        ClusterView::new(
-            st.views.values().map(|(_, v)| v.clone()).collect(),
-            self.policy_cfg.sched.weights,
-        )
+        st.placement_view(self.policy_cfg.sched.weights).clone()
     }
 }
 

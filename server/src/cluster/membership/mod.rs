@@ -57,7 +57,7 @@ impl Cluster {
         let members = {
             let chitchat = self.handle.chitchat();
             let cc = chitchat.lock().await;
-            let live: std::collections::HashSet<&ChitchatId> = cc.live_nodes().collect();
+            let self_id = cc.self_chitchat_id().clone();
             // The newest generation of every node id (a restarted node is a new generation).
             let mut newest: BTreeMap<&str, &ChitchatId> = BTreeMap::new();
             for id in cc.node_states().keys() {
@@ -66,6 +66,23 @@ impl Cluster {
                     *e = id;
                 }
             }
+            let live = if self.phi_liveness {
+                cc.live_nodes().cloned().collect()
+            } else {
+                let mut l = self.liveness.lock().unwrap_or_else(|p| p.into_inner());
+                let now = self.epoch.elapsed().as_millis() as u64;
+                l.observe(
+                    now,
+                    newest.values().filter_map(|id| {
+                        Some(((*id).clone(), u64::from(cc.node_state(id)?.heartbeat())))
+                    }),
+                );
+                newest
+                    .values()
+                    .filter(|id| ***id == self_id || l.is_alive(id))
+                    .map(|id| (*id).clone())
+                    .collect::<std::collections::HashSet<ChitchatId>>()
+            };
             // The bindings of the highest term any node published (ties: lowest scheduler id).
             let seen_bindings = newest
                 .values()
@@ -93,7 +110,7 @@ impl Cluster {
                     Member {
                         id: node_id,
                         gossip: id.gossip_advertise_addr,
-                        alive: live.contains(id),
+                        alive: live.contains(*id),
                         term: st
                             .and_then(|s| s.get(KEY_TERM))
                             .and_then(|t| t.parse().ok())
