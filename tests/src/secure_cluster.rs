@@ -93,6 +93,26 @@ pub fn start_with_ports(
     extra: impl Fn(usize) -> String,
     ports: Option<u16>,
 ) -> SecureCluster {
+    start_full(n, cluster_keys, extra, ports, |_| Vec::new())
+}
+
+/// [`start`] with environment variables `env(i)` for node i (fault injection).
+pub fn start_with_env(
+    n: usize,
+    cluster_keys: &str,
+    extra: impl Fn(usize) -> String,
+    env: impl Fn(usize) -> Vec<(String, String)>,
+) -> SecureCluster {
+    start_full(n, cluster_keys, extra, None, env)
+}
+
+fn start_full(
+    n: usize,
+    cluster_keys: &str,
+    extra: impl Fn(usize) -> String,
+    ports: Option<u16>,
+    env: impl Fn(usize) -> Vec<(String, String)>,
+) -> SecureCluster {
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path().join("rec");
     let ca = tmp.path().join("ca");
@@ -136,6 +156,9 @@ pub fn start_with_ports(
         if let Some(p) = ports {
             let min = 61_000 + 1_000 * i as u16;
             b = b.udp_ports(min, min + p.min(998));
+        }
+        for (k, v) in env(i) {
+            b = b.env(&k, &v);
         }
         let node = b.start();
         seed.get_or_insert(gossip);

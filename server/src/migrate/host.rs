@@ -5,6 +5,12 @@
 //! (`Status` is A's heartbeat). A steering node that falls silent for `lease_ms` (it died,
 //! and the viewer's connection with it) makes this node stop sending and forget the session,
 //! so nothing keeps streaming to a viewer nobody steers.
+//!
+//! Fault injection for tests and drills: a node started with
+//! `VIGIL_FAULT_MIGRATION_PREPARE_STALL=<file>` holds every `Prepare` it receives (before it
+//! does anything) for as long as that file exists, logging when it starts to, so a test can
+//! kill the node while the steering node waits for its answer. Only whoever starts the
+//! process can set it.
 
 use super::preserve::RawSender;
 use super::wire::{
@@ -38,7 +44,12 @@ pub struct Host {
     sessions: Mutex<HashMap<String, Hosted>>,
     raw: Mutex<Option<Arc<RawSender>>>,
     lease: Duration,
+    /// The Prepare-stall fault file (see the module's doc).
+    stall_prepare: Option<std::path::PathBuf>,
 }
+
+/// The environment variable naming the Prepare-stall fault file.
+pub const PREPARE_STALL_ENV: &str = "VIGIL_FAULT_MIGRATION_PREPARE_STALL";
 
 type Reply = MigrationReply;
 
@@ -116,6 +127,7 @@ impl Host {
             sessions: Mutex::new(HashMap::new()),
             raw: Mutex::new(None),
             lease,
+            stall_prepare: std::env::var_os(PREPARE_STALL_ENV).map(Into::into),
         });
         node.tasks
             .spawn(reap(Arc::downgrade(&host), node.shutdown.clone()));
@@ -138,6 +150,12 @@ impl Host {
     }
 
     pub async fn prepare(&self, spec: PrepareSpec) -> Reply {
+        if let Some(file) = self.stall_prepare.as_ref().filter(|f| f.exists()) {
+            warn!(session = %spec.session, "fault injection: Prepare stalled");
+            while file.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         let Some(library) = self.node.library.clone() else {
             return failed("recording is disabled on this node");
         };
