@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 /// ALPN of the cluster RPC.
 const ALPN: &[u8] = b"vigil-rpc/1";
 /// Largest frame accepted (a placement request or decision is a few hundred bytes).
-const MAX_FRAME: usize = 64 * 1024;
+pub const MAX_FRAME: usize = 64 * 1024;
 const CA_CN: &str = "vigil cluster CA";
 
 /// A call to another node.

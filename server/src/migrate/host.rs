@@ -14,7 +14,8 @@
 
 use super::preserve::RawSender;
 use super::wire::{
-    MigrationReply, PrepareSpec, SourceMode, WireCursor, WireRun, WireStopped, WireTrack,
+    MigrationReply, PrepareSpec, SessionStatus, SourceMode, WireCursor, WireRun, WireStopped,
+    WireTrack,
 };
 use crate::node::{Node, SessionInfo, SessionKindView};
 use crate::playback::library::Library;
@@ -326,29 +327,44 @@ impl Host {
         }
     }
 
-    pub fn status(&self, session: &str) -> Reply {
+    /// The heartbeat of a steering node: renews the lease of each session it names.
+    pub fn status(&self, sessions: &[String]) -> Reply {
         let mut g = self.sessions();
-        let Some(h) = g.get_mut(session) else {
-            return failed(format!("session {session} is not hosted here"));
-        };
-        h.touched = Instant::now();
-        let ended = h.running.as_ref().is_some_and(|(_, j)| j.is_finished());
-        let progress = h
-            .progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|p| WireStopped {
-                tracks: p.tracks.clone(),
-                resume: Some(cursor_to_wire(&p.cursor)),
-                anchor: p.anchor,
-                last_sent_us: None,
-            });
-        MigrationReply::Status {
-            running: h.running.is_some() && !ended,
-            ended,
-            progress,
-        }
+        let list = sessions
+            .iter()
+            .map(|id| {
+                let Some(h) = g.get_mut(id) else {
+                    return SessionStatus {
+                        session: id.clone(),
+                        hosted: false,
+                        running: false,
+                        ended: false,
+                        progress: None,
+                    };
+                };
+                h.touched = Instant::now();
+                let ended = h.running.as_ref().is_some_and(|(_, j)| j.is_finished());
+                let progress = h
+                    .progress
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .map(|p| WireStopped {
+                        tracks: p.tracks.clone(),
+                        resume: Some(cursor_to_wire(&p.cursor)),
+                        anchor: p.anchor,
+                        last_sent_us: None,
+                    });
+                SessionStatus {
+                    session: id.clone(),
+                    hosted: true,
+                    running: h.running.is_some() && !ended,
+                    ended,
+                    progress,
+                }
+            })
+            .collect();
+        MigrationReply::Status(list)
     }
 
     /// Forget a session: stop its sender (no BYE: the session goes on elsewhere).

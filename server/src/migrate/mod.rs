@@ -11,6 +11,7 @@
 //! [`crate::cluster::rpc::MigrationService`] trait registered at start-up.
 
 pub mod drain;
+pub mod heartbeat;
 pub mod host;
 pub mod preserve;
 pub mod steer;
@@ -159,7 +160,7 @@ impl crate::cluster::rpc::MigrationService for Service {
                 MigrationCall::Prepare(spec) => host.prepare(spec).await,
                 MigrationCall::Start { session, run } => host.start(&session, run).await,
                 MigrationCall::Stop { session } => host.stop(&session).await,
-                MigrationCall::Status { session } => host.status(&session),
+                MigrationCall::Status { sessions } => host.status(&sessions),
                 MigrationCall::Release { session } => host.release(&session),
                 // A session hosted here (steered elsewhere) is moved through its owner.
                 MigrationCall::MoveOut { session, to, mode } => {

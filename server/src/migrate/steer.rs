@@ -1,7 +1,8 @@
 //! The steering side of a migrated session (node A): the viewer's RTSP connection stays
 //! here, the media is sent by another node. [`Remote`] is the session's handle on that node;
 //! [`move_session`] carries out one handoff (Prepare → stop here after frame k → Start there
-//! at frame k+1's due time), and a watchdog takes the session back if the sending node dies.
+//! at frame k+1's due time), and the heartbeat (`heartbeat`) takes the session back if the
+//! sending node dies.
 
 use super::host::{cursor_from_wire, cursor_to_wire, to_wire, tracks_from_wire};
 use super::wire::{
@@ -365,57 +366,17 @@ fn session_local_ip(node: &Node) -> std::net::IpAddr {
         .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
 }
 
-/// Heartbeat to the sending node; on silence past `takeback_ms` the session comes home.
+/// Watch the sending node from the node's heartbeat (one batched call per node): on
+/// silence past `takeback_ms` the session comes home.
 fn spawn_watchdog(node: &Arc<Node>, info: &Arc<SessionInfo>, remote: &Remote) {
-    let cfg = &node.config.cluster.migration;
-    let every = Duration::from_millis(cfg.heartbeat_ms);
-    let takeback = Duration::from_millis(cfg.takeback_ms);
-    let cluster = remote.cluster.clone();
-    let (to, session) = (remote.node.clone(), remote.session.clone());
-    let last = remote.last.clone();
-    let cancel = remote.watchdog.clone();
-    let info = info.clone();
-    node.tasks.spawn(async move {
-        let mut last_ok = Instant::now();
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = info.cancel.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
-            }
-            let call = MigrationCall::Status {
-                session: session.clone(),
-            };
-            match cluster.call_migration(&to, call, every).await {
-                Ok(MigrationReply::Status { ended: true, .. }) => {
-                    // The run reached the end of the recording there (BYE sent): done.
-                    info.cancel.cancel();
-                    return;
-                }
-                Ok(MigrationReply::Status { progress, .. }) => {
-                    if progress.is_some() {
-                        *last.lock().unwrap_or_else(|p| p.into_inner()) = progress;
-                    }
-                    last_ok = Instant::now();
-                }
-                _ => {}
-            }
-            if cancel.is_cancelled() {
-                return;
-            }
-            if last_ok.elapsed() >= takeback {
-                let tx = info
-                    .commands
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                if let Some(tx) = tx {
-                    let _ = tx.send(SessionCommand::TakeBack { node: to.clone() }).await;
-                }
-                return;
-            }
-        }
-    });
+    super::heartbeat::Heartbeats::of(node, &remote.cluster).watch(
+        &remote.node,
+        super::heartbeat::Watched {
+            last: remote.last.clone(),
+            info: info.clone(),
+            cancel: remote.watchdog.clone(),
+        },
+    );
 }
 
 /// The sending node stopped answering: continue here from its last heartbeat.
