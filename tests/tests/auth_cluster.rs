@@ -177,6 +177,7 @@ fn migration_calls_need_a_cluster_certificate() {
                     mode: SourceMode::Own,
                     cname: "rogue".into(),
                     position_ms: first,
+                    live: false,
                 }),
             ),
             (

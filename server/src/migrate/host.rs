@@ -30,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use vigil_proto::sdp::{self, SessionDescription};
 
+mod live;
+
 struct Hosted {
     spec: PrepareSpec,
     info: Arc<SessionInfo>,
@@ -43,6 +45,7 @@ struct Hosted {
 pub struct Host {
     node: Arc<Node>,
     sessions: Mutex<HashMap<String, Hosted>>,
+    lives: Mutex<HashMap<String, live::HostedLive>>,
     raw: Mutex<Option<Arc<RawSender>>>,
     lease: Duration,
     /// The Prepare-stall fault file (see the module's doc).
@@ -126,6 +129,7 @@ impl Host {
         let host = Arc::new(Host {
             node: node.clone(),
             sessions: Mutex::new(HashMap::new()),
+            lives: Mutex::new(HashMap::new()),
             raw: Mutex::new(None),
             lease,
             stall_prepare: std::env::var_os(PREPARE_STALL_ENV).map(Into::into),
@@ -139,6 +143,10 @@ impl Host {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn lives(&self) -> std::sync::MutexGuard<'_, HashMap<String, live::HostedLive>> {
+        self.lives.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The raw socket of `preserve` mode, opened on first use.
     pub fn raw_sender(&self) -> Result<Arc<RawSender>, super::preserve::PreserveError> {
         let mut g = self.raw.lock().unwrap_or_else(|p| p.into_inner());
@@ -150,13 +158,59 @@ impl Host {
         Ok(r)
     }
 
-    pub async fn prepare(&self, spec: PrepareSpec) -> Reply {
+    /// The sockets a moved session's media leaves by: a port pair of this node per track
+    /// (`own`), or the raw socket with the steering node's ports as the source (`preserve`).
+    pub async fn bind_outs(&self, spec: &PrepareSpec) -> Result<Vec<UdpOut>, String> {
+        let mut outs = Vec::new();
+        match spec.mode {
+            SourceMode::Own => {
+                let ip = self.node.config.rtsp.listen.ip();
+                for d in &spec.dests {
+                    let Some(pair) = self.node.ports.bind_pair(ip).await else {
+                        return Err("no free UDP port pair".into());
+                    };
+                    outs.push(UdpOut {
+                        track: d.track,
+                        via: UdpVia::Socket {
+                            rtp: Arc::new(pair.rtp),
+                            rtcp: Arc::new(pair.rtcp),
+                        },
+                        dest_rtp: d.rtp,
+                        dest_rtcp: d.rtcp,
+                    });
+                }
+            }
+            SourceMode::Preserve => {
+                let raw = self.raw_sender().map_err(|e| e.to_string())?;
+                for d in &spec.dests {
+                    outs.push(UdpOut {
+                        track: d.track,
+                        via: UdpVia::Spoofed {
+                            raw: raw.clone(),
+                            src_rtp: d.src_rtp,
+                            src_rtcp: d.src_rtcp,
+                        },
+                        dest_rtp: d.rtp,
+                        dest_rtcp: d.rtcp,
+                    });
+                }
+            }
+        }
+        Ok(outs)
+    }
+
+    /// Holds a `Prepare` while the stall fault file exists (see the module's doc).
+    pub async fn fault_stall(&self, session: &str) {
         if let Some(file) = self.stall_prepare.as_ref().filter(|f| f.exists()) {
-            warn!(session = %spec.session, "fault injection: Prepare stalled");
+            warn!(session, "fault injection: Prepare stalled");
             while file.exists() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+    }
+
+    pub async fn prepare(&self, spec: PrepareSpec) -> Reply {
+        self.fault_stall(&spec.session).await;
         let Some(library) = self.node.library.clone() else {
             return failed("recording is disabled on this node");
         };
@@ -184,44 +238,10 @@ impl Host {
             Ok(s) => s,
             Err(e) => return failed(format!("recorded SDP: {e}")),
         };
-        let mut outs = Vec::new();
-        match spec.mode {
-            SourceMode::Own => {
-                let ip = self.node.config.rtsp.listen.ip();
-                for d in &spec.dests {
-                    let Some(pair) = self.node.ports.bind_pair(ip).await else {
-                        return failed("no free UDP port pair");
-                    };
-                    outs.push(UdpOut {
-                        track: d.track,
-                        via: UdpVia::Socket {
-                            rtp: Arc::new(pair.rtp),
-                            rtcp: Arc::new(pair.rtcp),
-                        },
-                        dest_rtp: d.rtp,
-                        dest_rtcp: d.rtcp,
-                    });
-                }
-            }
-            SourceMode::Preserve => {
-                let raw = match self.raw_sender() {
-                    Ok(r) => r,
-                    Err(e) => return failed(e),
-                };
-                for d in &spec.dests {
-                    outs.push(UdpOut {
-                        track: d.track,
-                        via: UdpVia::Spoofed {
-                            raw: raw.clone(),
-                            src_rtp: d.src_rtp,
-                            src_rtcp: d.src_rtcp,
-                        },
-                        dest_rtp: d.rtp,
-                        dest_rtcp: d.rtcp,
-                    });
-                }
-            }
-        }
+        let outs = match self.bind_outs(&spec).await {
+            Ok(o) => o,
+            Err(e) => return failed(e),
+        };
         let info = Arc::new(SessionInfo::new(
             spec.session.clone(),
             format!("playback/{}", spec.camera),
@@ -334,6 +354,9 @@ impl Host {
             .iter()
             .map(|id| {
                 let Some(h) = g.get_mut(id) else {
+                    if let Some(st) = self.live_status(id) {
+                        return st;
+                    }
                     return SessionStatus {
                         session: id.clone(),
                         hosted: false,
@@ -369,7 +392,9 @@ impl Host {
 
     /// Forget a session: stop its sender (no BYE: the session goes on elsewhere).
     pub fn release(&self, session: &str) -> Reply {
-        let Some(h) = self.sessions().remove(session) else {
+        let removed = self.sessions().remove(session);
+        let Some(h) = removed else {
+            self.release_live(session);
             return MigrationReply::Done;
         };
         if let Some((cancel, _)) = &h.running {
@@ -382,12 +407,18 @@ impl Host {
 
     /// Drop the sessions whose steering node has been silent longer than the lease.
     fn expire(&self) {
-        let expired: Vec<String> = self
+        let mut expired: Vec<String> = self
             .sessions()
             .iter()
             .filter(|(_, h)| h.touched.elapsed() > self.lease)
             .map(|(id, _)| id.clone())
             .collect();
+        expired.extend(
+            self.lives()
+                .iter()
+                .filter(|(_, h)| h.touched.elapsed() > self.lease)
+                .map(|(id, _)| id.clone()),
+        );
         for id in expired {
             warn!(session = %id, lease = ?self.lease, "migration: steering node silent past the lease, stopping");
             self.release(&id);
@@ -395,7 +426,7 @@ impl Host {
     }
 
     pub fn hosted(&self) -> usize {
-        self.sessions().len()
+        self.sessions().len() + self.lives().len()
     }
 }
 

@@ -15,6 +15,7 @@ pub mod heartbeat;
 pub mod host;
 pub mod preserve;
 pub mod steer;
+pub mod steer_live;
 pub mod wire;
 
 use crate::node::Node;
@@ -157,7 +158,12 @@ impl crate::cluster::rpc::MigrationService for Service {
                 return MigrationReply::Failed("shutting down".into());
             };
             match call {
+                MigrationCall::Prepare(spec) if spec.live => host.prepare_live(spec).await,
                 MigrationCall::Prepare(spec) => host.prepare(spec).await,
+                MigrationCall::StartLive { session, handoff } => {
+                    host.start_live(&session, handoff).await
+                }
+                MigrationCall::StopLive { session } => host.stop_live(&session).await,
                 MigrationCall::Start { session, run } => host.start(&session, run).await,
                 MigrationCall::Stop { session } => host.stop(&session).await,
                 MigrationCall::Status { sessions } => host.status(&sessions),

@@ -47,15 +47,7 @@ pub struct Remote {
 
 impl Remote {
     async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
-        match self
-            .cluster
-            .call_migration(&self.node, call, self.timeout)
-            .await
-        {
-            Ok(MigrationReply::Failed(e)) => Err(e),
-            Ok(r) => Ok(r),
-            Err(e) => Err(format!("{e:#}")),
-        }
+        call_node(&self.cluster, &self.node, call, self.timeout).await
     }
 
     async fn resolve(
@@ -137,21 +129,72 @@ impl Remote {
     /// Forget the session there (in the background: the session goes on without it).
     pub fn release(self) {
         self.watchdog.cancel();
-        let cluster = self.cluster.clone();
-        let (node, session, timeout) = (self.node.clone(), self.session.clone(), self.timeout);
-        tokio::spawn(async move {
-            let _ = cluster
-                .call_migration(&node, MigrationCall::Release { session }, timeout)
-                .await;
-        });
+        release_on(&self.cluster, &self.node, &self.session, self.timeout);
     }
+}
+
+/// One migration call to `node`; its `Failed` answer is an error.
+pub(super) async fn call_node(
+    cluster: &Cluster,
+    node: &str,
+    call: MigrationCall,
+    timeout: Duration,
+) -> Result<MigrationReply, String> {
+    match cluster.call_migration(node, call, timeout).await {
+        Ok(MigrationReply::Failed(e)) => Err(e),
+        Ok(r) => Ok(r),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+/// Forgets `session` on `node`, in the background (the session goes on without it).
+pub(super) fn release_on(cluster: &Arc<Cluster>, node: &str, session: &str, timeout: Duration) {
+    let cluster = cluster.clone();
+    let (node, session) = (node.to_string(), session.to_string());
+    tokio::spawn(async move {
+        let _ = cluster
+            .call_migration(&node, MigrationCall::Release { session }, timeout)
+            .await;
+    });
+}
+
+/// Where a session's tracks go at the client, and the source ports it saw at SETUP.
+pub(super) fn wire_dests(node: &Node, outs: &[crate::playback::task::UdpOut]) -> Vec<WireDest> {
+    outs.iter()
+        .map(|o| {
+            let (src_rtp, src_rtcp) = match &o.via {
+                UdpVia::Socket { rtp, rtcp } => (rtp.local_addr().ok(), rtcp.local_addr().ok()),
+                UdpVia::Spoofed {
+                    src_rtp, src_rtcp, ..
+                } => (Some(*src_rtp), Some(*src_rtcp)),
+            };
+            let own = |a: Option<std::net::SocketAddr>| {
+                let mut a = a.unwrap_or(node.config.rtsp.listen);
+                if a.ip().is_unspecified() {
+                    a.set_ip(session_local_ip(node));
+                }
+                a
+            };
+            WireDest {
+                track: o.track,
+                rtp: o.dest_rtp,
+                rtcp: o.dest_rtcp,
+                src_rtp: own(src_rtp),
+                src_rtcp: own(src_rtcp),
+            }
+        })
+        .collect()
 }
 
 /// Runs a command sent to the task owning `session`.
 pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand) {
     match cmd {
         SessionCommand::Move { to, mode, reply } => {
-            let r = move_session(node, session, &to, mode).await;
+            let r = if session.playback.is_none() && !session.is_tcp() {
+                super::steer_live::move_live(node, session, &to, mode).await
+            } else {
+                move_session(node, session, &to, mode).await
+            };
             match &r {
                 Ok(m) => {
                     info!(session = %m.session, from = %m.from, to = %m.to, gap_ms = ?m.gap_ms, "session moved")
@@ -161,6 +204,9 @@ pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand
                 }
             }
             let _ = reply.send(r);
+        }
+        SessionCommand::TakeBack { node: from } if session.playback.is_none() => {
+            super::steer_live::lost(session, &from)
         }
         SessionCommand::TakeBack { node: from } => take_back(node, session, &from).await,
     }
@@ -224,32 +270,7 @@ pub async fn move_session(
     let mut target = None;
     if to != here {
         let position_ms = info.position_ms.load(Ordering::Relaxed);
-        let dests = pb
-            .udp
-            .iter()
-            .map(|o| {
-                let (src_rtp, src_rtcp) = match &o.via {
-                    UdpVia::Socket { rtp, rtcp } => (rtp.local_addr().ok(), rtcp.local_addr().ok()),
-                    UdpVia::Spoofed {
-                        src_rtp, src_rtcp, ..
-                    } => (Some(*src_rtp), Some(*src_rtcp)),
-                };
-                let own = |a: Option<std::net::SocketAddr>| {
-                    let mut a = a.unwrap_or(node.config.rtsp.listen);
-                    if a.ip().is_unspecified() {
-                        a.set_ip(session_local_ip(node));
-                    }
-                    a
-                };
-                WireDest {
-                    track: o.track,
-                    rtp: o.dest_rtp,
-                    rtcp: o.dest_rtcp,
-                    src_rtp: own(src_rtp),
-                    src_rtcp: own(src_rtcp),
-                }
-            })
-            .collect();
+        let dests = wire_dests(node, &pb.udp);
         let spec = PrepareSpec {
             session: info.id.clone(),
             from: here.clone(),
@@ -265,6 +286,7 @@ pub async fn move_session(
             } else {
                 pb.req.start_ms
             },
+            live: false,
         };
         let remote = Remote {
             node: to.to_string(),
@@ -369,12 +391,31 @@ fn session_local_ip(node: &Node) -> std::net::IpAddr {
 /// Watch the sending node from the node's heartbeat (one batched call per node): on
 /// silence past `takeback_ms` the session comes home.
 fn spawn_watchdog(node: &Arc<Node>, info: &Arc<SessionInfo>, remote: &Remote) {
-    super::heartbeat::Heartbeats::of(node, &remote.cluster).watch(
+    watch(
+        node,
+        &remote.cluster,
         &remote.node,
+        info,
+        remote.last.clone(),
+        remote.watchdog.clone(),
+    );
+}
+
+/// Heartbeats `peer` for a session it sends.
+pub(super) fn watch(
+    node: &Arc<Node>,
+    cluster: &Arc<Cluster>,
+    peer: &str,
+    info: &Arc<SessionInfo>,
+    last: Arc<Mutex<Option<WireStopped>>>,
+    cancel: CancellationToken,
+) {
+    super::heartbeat::Heartbeats::of(node, cluster).watch(
+        peer,
         super::heartbeat::Watched {
-            last: remote.last.clone(),
+            last,
             info: info.clone(),
-            cancel: remote.watchdog.clone(),
+            cancel,
         },
     );
 }

@@ -68,6 +68,10 @@ pub struct PrepareSpec {
     pub cname: String,
     /// Where playback is now: the segment B loads into its cache before it says ready.
     pub position_ms: i64,
+    /// A live viewer of `live/<camera>` (B holds the camera or relays it from its holder)
+    /// rather than a playback.
+    #[serde(default)]
+    pub live: bool,
 }
 
 /// The next frame: the segment (by its start, unique per camera) and the frame in it.
@@ -116,6 +120,15 @@ pub enum MigrationCall {
         run: WireRun,
     },
     Stop {
+        session: String,
+    },
+    /// A live viewer: continue it from this state (`crate::live::handoff`).
+    StartLive {
+        session: String,
+        handoff: crate::live::handoff::LiveHandoff,
+    },
+    /// A live viewer: stop sending it and give its state back.
+    StopLive {
         session: String,
     },
     /// The steering node's heartbeat: every session it steered to this node, in one call.
@@ -174,6 +187,7 @@ pub enum MigrationReply {
         first_sent_us: Option<i64>,
     },
     Stopped(Option<WireStopped>),
+    StoppedLive(crate::live::handoff::LiveHandoff),
     /// One entry per session asked about, in the order asked.
     Status(Vec<SessionStatus>),
     Done,
