@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
@@ -287,6 +288,82 @@ pub fn spawn_viewer(
         })
     });
     (seen, h)
+}
+
+/// Plays `url` (live) over UDP with the project's client until `stop`, recording every
+/// video packet; then TEARDOWN.
+pub fn spawn_live_viewer(
+    url: String,
+    stop: Arc<AtomicBool>,
+) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let out = seen.clone();
+    let h = std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let mut p: Player = play(&url, PlayOptions::new(ClientTransport::Udp))
+                .await
+                .expect("play");
+            let video = video_track(&p);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !stop.load(Ordering::Relaxed) {
+                assert!(Instant::now() < deadline, "the viewer ran 60 s");
+                let Ok(got) =
+                    tokio::time::timeout(Duration::from_millis(200), p.next_packet()).await
+                else {
+                    continue;
+                };
+                let pkt = got.expect("no client error").expect("the stream goes on");
+                if pkt.track == video {
+                    out.lock().unwrap().push(Seen {
+                        at: pkt.at,
+                        from: pkt.from,
+                        ssrc: pkt.header.ssrc,
+                        seq: pkt.header.sequence,
+                        ts: pkt.header.timestamp,
+                    });
+                }
+            }
+            p.teardown().await.expect("TEARDOWN");
+        })
+    });
+    (seen, h)
+}
+
+/// Waits until every node's view says node 1 holds the demo camera live.
+pub fn holder_known(c: &SecureCluster) {
+    for m in &c.members {
+        poll_until(Duration::from_secs(15), "node 1 holds live/demo", || {
+            nodes_view(&m.node)?["nodes"]
+                .as_array()?
+                .iter()
+                .any(|n| {
+                    n["id"] == c.members[0].id.as_str()
+                        && n["live"]
+                            .as_array()
+                            .is_some_and(|l| l.iter().any(|x| x == "demo"))
+                })
+                .then_some(())
+        });
+    }
+}
+
+/// The UDP viewer session of `live/demo` steered by `n` (its Transport names client ports;
+/// an edge's relay reads over TCP), once it plays.
+pub fn live_session(n: &Node) -> String {
+    poll_until(Duration::from_secs(10), "the live viewer session", || {
+        n.api_json("/api/sessions")
+            .as_array()?
+            .iter()
+            .find(|s| {
+                s["kind"] == "play"
+                    && s["path"] == "live/demo"
+                    && s["steered_by"].is_null()
+                    && s["transport"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("client_port="))
+            })
+            .and_then(|s| s["id"].as_str().map(str::to_string))
+    })
 }
 
 /// The playback session on `n` (steered there), once it plays.

@@ -222,9 +222,7 @@ fn movable(node: &Node, session: &Session) -> Result<(), String> {
         );
     }
     let Some(pb) = session.playback.as_ref() else {
-        return Err(
-            "only playback sessions move (live viewers stay on the node holding the camera)".into(),
-        );
+        return Err("not a playback session".into());
     };
     if pb.udp.is_empty() {
         return Err("the session has not started playing yet".into());

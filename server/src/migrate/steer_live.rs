@@ -86,6 +86,9 @@ pub async fn move_live(
     mode: Option<SourceMode>,
 ) -> Result<MoveReport, String> {
     let cluster = node.cluster.get().cloned().ok_or("the cluster is off")?;
+    if session.kind != vigil_proto::rtsp::SessionKind::Play {
+        return Err("a publisher cannot move: its RTP comes to this node".into());
+    }
     let here = cluster.self_id.clone();
     let info = session.info.clone();
     let (camera, stream) = session
@@ -222,7 +225,11 @@ pub async fn move_live(
         // Here: the reader that stopped here continues as it was; else from the handoff.
         let reader = match reader_here {
             Some(r) => r,
-            None => continue_here(stream, &handoff, patience).await.0,
+            None => {
+                let (r, joined) = continue_here(stream, &handoff, patience).await;
+                tracing::info!(session = %info.id, ?joined, "migration: live viewer continued here");
+                r
+            }
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         play.sender = LiveSender::Local(LivePump::spawn(
