@@ -248,6 +248,23 @@ pub fn spawn_viewer(
     url: String,
     scale: Option<f64>,
 ) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
+    viewer_thread(url, scale, None)
+}
+
+/// Plays `url` (live) over UDP with the project's client until `stop`, recording every
+/// video packet; then TEARDOWN.
+pub fn spawn_live_viewer(
+    url: String,
+    stop: Arc<AtomicBool>,
+) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
+    viewer_thread(url, None, Some(stop))
+}
+
+fn viewer_thread(
+    url: String,
+    scale: Option<f64>,
+    stop: Option<Arc<AtomicBool>>,
+) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let out = seen.clone();
     let h = std::thread::spawn(move || {
@@ -258,11 +275,20 @@ pub fn spawn_viewer(
             let video = video_track(&p);
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                let got = tokio::time::timeout_at(deadline.into(), p.next_packet())
-                    .await
-                    .expect("the stream to end within 60 s")
-                    .expect("no client error");
-                let Some(pkt) = got else { break };
+                if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                    p.teardown().await.expect("TEARDOWN");
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the viewer ran 60 s");
+                let Ok(got) =
+                    tokio::time::timeout(Duration::from_millis(200), p.next_packet()).await
+                else {
+                    continue;
+                };
+                let Some(pkt) = got.expect("no client error") else {
+                    assert!(stop.is_none(), "the live stream ended");
+                    break;
+                };
                 if pkt.track != video {
                     continue;
                 }
@@ -285,45 +311,6 @@ pub fn spawn_viewer(
                     assert!(answer.range.is_some(), "PLAY answer without Range");
                 }
             }
-        })
-    });
-    (seen, h)
-}
-
-/// Plays `url` (live) over UDP with the project's client until `stop`, recording every
-/// video packet; then TEARDOWN.
-pub fn spawn_live_viewer(
-    url: String,
-    stop: Arc<AtomicBool>,
-) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let out = seen.clone();
-    let h = std::thread::spawn(move || {
-        runtime().block_on(async move {
-            let mut p: Player = play(&url, PlayOptions::new(ClientTransport::Udp))
-                .await
-                .expect("play");
-            let video = video_track(&p);
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while !stop.load(Ordering::Relaxed) {
-                assert!(Instant::now() < deadline, "the viewer ran 60 s");
-                let Ok(got) =
-                    tokio::time::timeout(Duration::from_millis(200), p.next_packet()).await
-                else {
-                    continue;
-                };
-                let pkt = got.expect("no client error").expect("the stream goes on");
-                if pkt.track == video {
-                    out.lock().unwrap().push(Seen {
-                        at: pkt.at,
-                        from: pkt.from,
-                        ssrc: pkt.header.ssrc,
-                        seq: pkt.header.sequence,
-                        ts: pkt.header.timestamp,
-                    });
-                }
-            }
-            p.teardown().await.expect("TEARDOWN");
         })
     });
     (seen, h)
@@ -392,6 +379,21 @@ pub fn packets_from(seen: &Mutex<Vec<Seen>>, ip: &str) -> usize {
         .iter()
         .filter(|s| s.from.is_some_and(|a| a.ip().to_string() == ip))
         .count()
+}
+
+/// Moves session `id` (steered by node 0) to each of `hops` (member indexes) in turn, each
+/// new sender playing a second of media (100 packets) before the next move.
+pub fn move_through(c: &SecureCluster, id: &str, hops: impl IntoIterator<Item = usize>) {
+    for i in hops {
+        let n = c.node(i);
+        let before = packets_on(n, id);
+        migrate(c.node(0), id, &c.members[i].id, "own");
+        poll_until(
+            Duration::from_secs(5),
+            "a second of media from the new node",
+            || (packets_on(n, id) > before + 100).then_some(()),
+        );
+    }
 }
 
 /// `vigil ctl migrate` through node `via`, expecting success; returns its output.

@@ -11,8 +11,7 @@ use vigil_server::client::{
     play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
 };
 use vigil_tests::secure_cluster::{
-    self, assert_one_stream, migrate, packets_from, packets_on, playback_session, spawn_viewer,
-    SecureCluster,
+    self, assert_one_stream, migrate, packets_from, playback_session, spawn_viewer, SecureCluster,
 };
 use vigil_tests::{poll_until, rfc3339, run_with_timeout, spawn_ffmpeg_decode, vigil_bin};
 
@@ -114,17 +113,7 @@ fn ffmpeg_plays_through_moves_own_mode() {
         Duration::from_secs(40),
     );
     let id = playback_session(a);
-    for i in [1usize, 2, 0] {
-        let n = c.node(i);
-        let before = packets_on(n, &id);
-        migrate(a, &id, &c.members[i].id, "own");
-        // The new sender plays a second of media before the next move.
-        poll_until(
-            Duration::from_secs(5),
-            "a second of media from the new node",
-            || (packets_on(n, &id) > before + 100).then_some(()),
-        );
-    }
+    secure_cluster::move_through(&c, &id, [1, 2, 0]);
     let d = viewer.join().expect("ffmpeg");
     d.assert_plays("ffmpeg through A→B→C→A", 299, 301);
 }

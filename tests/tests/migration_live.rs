@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use vigil_tests::secure_cluster::{
-    self, assert_one_stream, holder_known, live_session, migrate, packets_from, packets_on, placed,
+    self, assert_one_stream, holder_known, live_session, migrate, packets_from, placed,
     spawn_live_viewer, FRAME_TICKS,
 };
 use vigil_tests::{poll_until, spawn_ffmpeg_decode, Node};
@@ -81,16 +81,7 @@ fn live_viewers_move_and_keep_one_stream() {
         Duration::from_secs(60),
     );
     let id = live_session(a);
-    for (i, _) in hops {
-        let n = c.node(i);
-        let before = packets_on(n, &id);
-        migrate(a, &id, &c.members[i].id, "own");
-        poll_until(
-            Duration::from_secs(5),
-            "a second of media from the new node",
-            || (packets_on(n, &id) > before + 100).then_some(()),
-        );
-    }
+    secure_cluster::move_through(&c, &id, hops.map(|(i, _)| i));
     ff.join()
         .expect("ffmpeg")
         .assert_plays("ffmpeg live through 1→2→1→2→1", 299, 301);

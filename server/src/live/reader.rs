@@ -105,8 +105,13 @@ impl Reader {
                 })
             })
             .collect();
-        stream.readers.fetch_add(1, Ordering::AcqRel);
         let cursor = stream.start_position();
+        Reader::attach(stream, tracks, cursor)
+    }
+
+    /// Counts itself among the stream's readers (until dropped).
+    fn attach(stream: Arc<Stream>, tracks: Vec<Option<TrackOut>>, cursor: u64) -> Reader {
+        stream.readers.fetch_add(1, Ordering::AcqRel);
         Reader {
             stream,
             cursor,
@@ -165,17 +170,7 @@ impl Reader {
                 Some(t)
             })
             .collect();
-        stream.readers.fetch_add(1, Ordering::AcqRel);
-        let reader = Reader {
-            stream,
-            cursor,
-            tracks,
-            scratch: Vec::with_capacity(64),
-            skips: 0,
-            packets_sent: 0,
-            bytes_sent: 0,
-        };
-        (reader, joined)
+        (Reader::attach(stream, tracks, cursor), joined)
     }
 
     /// This viewer's state for the node that continues it (see [`Reader::continuing`]).

@@ -319,12 +319,8 @@ impl Host {
         }
         // Answer once the first frame is out (at most one frame interval away): the
         // steering node reports the handoff gap from it.
-        let first = tokio::time::timeout(Duration::from_secs(2), rx)
-            .await
-            .ok()
-            .and_then(Result::ok);
         MigrationReply::Started {
-            first_sent_us: first,
+            first_sent_us: super::first_sent(rx).await,
         }
     }
 

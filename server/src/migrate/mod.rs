@@ -37,6 +37,15 @@ pub enum SessionCommand {
     TakeBack { node: String },
 }
 
+/// When a new sender's first frame went out (µs since the epoch): at most one frame
+/// interval after it started, so two seconds without it means it never will.
+pub async fn first_sent(rx: oneshot::Receiver<i64>) -> Option<i64> {
+    tokio::time::timeout(Duration::from_secs(2), rx)
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
+
 /// Counts outcomes in `vigil_migrations_total{result}`.
 pub fn count(result: &'static str) {
     metrics::counter!("vigil_migrations_total", "result" => result).increment(1);

@@ -336,10 +336,7 @@ pub async fn move_session(
             .await;
         if first_sent.is_none() && pb.remote.is_none() {
             // Sent from here: its first frame goes out at its due time.
-            first_sent = tokio::time::timeout(Duration::from_secs(2), rx)
-                .await
-                .ok()
-                .and_then(Result::ok);
+            first_sent = super::first_sent(rx).await;
         }
         if to != here && pb.remote.is_none() {
             if let Some(o) = old {
@@ -355,27 +352,48 @@ pub async fn move_session(
     if let Some(o) = old {
         o.release();
     }
-    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
-        (to != here).then(|| to.to_string());
-    info.moves.fetch_add(1, Ordering::Relaxed);
     if to != here {
         info.rate_bps.store(0, Ordering::Relaxed);
     }
     if let Some(r) = pb.remote.as_ref() {
         spawn_watchdog(node, &info, r);
     }
+    let sent = (gap_from, first_sent);
+    Ok(committed(
+        node,
+        &info,
+        (from, to, &here),
+        mode,
+        sent,
+        prepare_ms,
+        started,
+    ))
+}
+
+/// Records a committed move on the session (where its media is, how often it moved), tells
+/// the cluster, and reports it: `sent` is (old sender's last frame, new sender's first).
+pub(super) fn committed(
+    node: &Node,
+    info: &SessionInfo,
+    (from, to, here): (String, &str, &str),
+    mode: SourceMode,
+    sent: (Option<i64>, Option<i64>),
+    prepare_ms: f64,
+    started: Instant,
+) -> MoveReport {
+    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
+        (to != here).then(|| to.to_string());
+    info.moves.fetch_add(1, Ordering::Relaxed);
     crate::cluster::notify_change(node);
-    Ok(MoveReport {
+    MoveReport {
         session: info.id.clone(),
         from,
         to: to.to_string(),
         mode,
-        gap_ms: first_sent
-            .zip(gap_from)
-            .map(|(b, a)| (b - a) as f64 / 1000.0),
+        gap_ms: sent.0.zip(sent.1).map(|(a, b)| (b - a) as f64 / 1000.0),
         prepare_ms,
         total_ms: started.elapsed().as_secs_f64() * 1000.0,
-    })
+    }
 }
 
 fn session_local_ip(node: &Node) -> std::net::IpAddr {

@@ -3,7 +3,7 @@
 //! `live/<camera>`; the handoff carries the viewer's RTP identity and names the last packets
 //! sent, so the next sender continues right after them (`crate::live::handoff`).
 
-use super::steer::{call_node, release_on, watch, wire_dests};
+use super::steer::{call_node, committed, release_on, watch, wire_dests};
 use super::wire::{MigrationCall, MigrationReply, MoveReport, PrepareSpec, SourceMode};
 use crate::cluster::Cluster;
 use crate::live::handoff::{Joined, LiveHandoff};
@@ -13,7 +13,6 @@ use crate::node::Node;
 use crate::playback::task::wall_us;
 use crate::rtsp::session::{Media, Session};
 use crate::rtsp::udp_session::{LivePump, LiveSender};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -239,27 +238,19 @@ pub async fn move_live(
             play.outs.clone(),
             Some(tx),
         ));
-        first_sent = tokio::time::timeout(Duration::from_secs(2), rx)
-            .await
-            .ok()
-            .and_then(Result::ok);
+        first_sent = super::first_sent(rx).await;
     }
     if let Some(e) = failed {
         return Err(e);
     }
-    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
-        (to != here).then(|| to.to_string());
-    info.moves.fetch_add(1, Ordering::Relaxed);
-    crate::cluster::notify_change(node);
-    Ok(MoveReport {
-        session: info.id.clone(),
-        from,
-        to: to.to_string(),
+    let sent = (gap_from, first_sent);
+    Ok(committed(
+        node,
+        &info,
+        (from, to, &here),
         mode,
-        gap_ms: first_sent
-            .zip(gap_from)
-            .map(|(b, a)| (b - a) as f64 / 1000.0),
+        sent,
         prepare_ms,
-        total_ms: started.elapsed().as_secs_f64() * 1000.0,
-    })
+        started,
+    ))
 }

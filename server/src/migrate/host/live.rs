@@ -119,12 +119,8 @@ impl Host {
             ));
         }
         info!(session, ?joined, "migration: live viewer continued here");
-        let first = tokio::time::timeout(Duration::from_secs(2), rx)
-            .await
-            .ok()
-            .and_then(Result::ok);
         MigrationReply::Started {
-            first_sent_us: first,
+            first_sent_us: crate::migrate::first_sent(rx).await,
         }
     }
 
