@@ -318,32 +318,46 @@ fn viewer_thread(
 
 /// Waits until every node's view says node 1 holds the demo camera live.
 pub fn holder_known(c: &SecureCluster) {
+    holder_of_known(c, "demo");
+}
+
+/// Waits until every node's view says node 1 holds `camera` live.
+pub fn holder_of_known(c: &SecureCluster, camera: &str) {
     for m in &c.members {
-        poll_until(Duration::from_secs(15), "node 1 holds live/demo", || {
-            nodes_view(&m.node)?["nodes"]
-                .as_array()?
-                .iter()
-                .any(|n| {
-                    n["id"] == c.members[0].id.as_str()
-                        && n["live"]
-                            .as_array()
-                            .is_some_and(|l| l.iter().any(|x| x == "demo"))
-                })
-                .then_some(())
-        });
+        poll_until(
+            Duration::from_secs(15),
+            "node 1 holds the camera live",
+            || {
+                nodes_view(&m.node)?["nodes"]
+                    .as_array()?
+                    .iter()
+                    .any(|n| {
+                        n["id"] == c.members[0].id.as_str()
+                            && n["live"]
+                                .as_array()
+                                .is_some_and(|l| l.iter().any(|x| x == camera))
+                    })
+                    .then_some(())
+            },
+        );
     }
 }
 
 /// The UDP viewer session of `live/demo` steered by `n` (its Transport names client ports;
 /// an edge's relay reads over TCP), once it plays.
 pub fn live_session(n: &Node) -> String {
+    live_session_of(n, "live/demo")
+}
+
+/// [`live_session`] of `path`.
+pub fn live_session_of(n: &Node, path: &str) -> String {
     poll_until(Duration::from_secs(10), "the live viewer session", || {
         n.api_json("/api/sessions")
             .as_array()?
             .iter()
             .find(|s| {
                 s["kind"] == "play"
-                    && s["path"] == "live/demo"
+                    && s["path"] == path
                     && s["steered_by"].is_null()
                     && s["transport"]
                         .as_str()

@@ -35,6 +35,11 @@ pub struct LiveTrack {
     pub mark: Option<Mark>,
     /// Smallest forward step between input timestamps seen (about a frame).
     pub min_step: Option<u32>,
+    /// The sender reports' NTP↔RTP line: (output timestamp, wall µs since the epoch). The
+    /// next sender keeps it, so a player syncing tracks on the reports sees no step (a new
+    /// line anchored mid-GOP would be off by the B-frame reordering).
+    #[serde(default)]
+    pub sr_line: Option<(u32, i64)>,
 }
 
 /// A live viewer's whole state: per SDP track, None for tracks not set up.

@@ -8,9 +8,16 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use vigil_proto::rtcp::{ntp_timestamp, SenderReport};
 use vigil_proto::rtp::{write_header, RtpIdentity};
+
+/// The wall clock, µs since the Unix epoch (a handoff's times cross processes).
+fn wall_now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
 
 /// One packet ready for the wire: the viewer's own 12-byte header and the shared payload.
 #[derive(Debug, Clone)]
@@ -146,6 +153,10 @@ impl Reader {
                 };
                 let mut t = TrackOut::new(lt.identity.clone(), lt.clock_rate.max(1), lt.video);
                 t.min_step = lt.min_step;
+                t.anchor = lt.sr_line.and_then(|(ts, wall)| {
+                    let ago = wall_now_us().saturating_sub(wall).max(0) as u64;
+                    Some((ts, Instant::now().checked_sub(Duration::from_micros(ago))?))
+                });
                 let found = lt.mark.as_ref().map(|m| stream.find_mark(i, m));
                 let how = match found {
                     Some(Some((pos, last))) => {
@@ -192,6 +203,10 @@ impl Reader {
                                 .collect(),
                         }),
                         min_step: t.min_step,
+                        sr_line: t.anchor.map(|(ts, at)| {
+                            let ago = at.elapsed().as_micros() as i64;
+                            (ts, wall_now_us() - ago)
+                        }),
                     })
                 })
                 .collect(),
