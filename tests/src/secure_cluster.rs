@@ -395,13 +395,19 @@ pub fn packets_from(seen: &Mutex<Vec<Seen>>, ip: &str) -> usize {
         .count()
 }
 
-/// Moves session `id` (steered by node 0) to each of `hops` (member indexes) in turn, each
+/// Moves session `id` (steered by node 0) to each of `hops` (member indexes) in turn in
+/// `mode`, each
 /// new sender playing a second of media (100 packets) before the next move.
-pub fn move_through(c: &SecureCluster, id: &str, hops: impl IntoIterator<Item = usize>) {
+pub fn move_through(
+    c: &SecureCluster,
+    id: &str,
+    hops: impl IntoIterator<Item = usize>,
+    mode: &str,
+) {
     for i in hops {
         let n = c.node(i);
         let before = packets_on(n, id);
-        migrate(c.node(0), id, &c.members[i].id, "own");
+        migrate(c.node(0), id, &c.members[i].id, mode);
         poll_until(
             Duration::from_secs(5),
             "a second of media from the new node",

@@ -113,7 +113,7 @@ fn ffmpeg_plays_through_moves_own_mode() {
         Duration::from_secs(40),
     );
     let id = playback_session(a);
-    secure_cluster::move_through(&c, &id, [1, 2, 0]);
+    secure_cluster::move_through(&c, &id, [1, 2, 0], "own");
     let d = viewer.join().expect("ffmpeg");
     d.assert_plays("ffmpeg through A→B→C→A", 299, 301);
 }

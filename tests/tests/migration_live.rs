@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use vigil_tests::secure_cluster::{
-    self, holder_known, live_session, migrate, packets_from, placed, spawn_live_viewer, Seen,
-    FRAME_TICKS,
+    self, holder_known, live_session, migrate, packets_from, placed, spawn_live_viewer,
+    SecureCluster, Seen, FRAME_TICKS,
 };
 use vigil_tests::{fixture, poll_until, spawn_background, spawn_ffmpeg_decode, Background, Node};
 
@@ -47,6 +47,25 @@ fn one_stream_through_handoffs(seen: &[Seen], what: &str) -> Vec<f64> {
     gaps
 }
 
+/// The viewer (told to stop) sends TEARDOWN: both nodes let the session go; then its stream
+/// is checked ([`one_stream_through_handoffs`]).
+fn teardown_and_check(
+    c: &SecureCluster,
+    viewer: std::thread::JoinHandle<()>,
+    seen: &std::sync::Mutex<Vec<Seen>>,
+    id: &str,
+    what: &str,
+) -> Vec<f64> {
+    viewer.join().expect("viewer");
+    for m in &c.members {
+        poll_until(Duration::from_secs(5), "the session released", || {
+            (!lists(&m.node, id)).then_some(())
+        });
+    }
+    let seen = seen.lock().unwrap().clone();
+    one_stream_through_handoffs(&seen, what)
+}
+
 /// Whether node `n` lists session `id`.
 fn lists(n: &Node, id: &str) -> bool {
     n.api_json("/api/sessions")
@@ -60,7 +79,7 @@ fn lists(n: &Node, id: &str) -> bool {
 #[test]
 fn live_viewers_move_and_keep_one_stream() {
     let c = secure_cluster::start(2, "", |_| String::new());
-    let (a, b) = (c.node(0), c.node(1));
+    let a = c.node(0);
     a.wait_live("live/demo");
     holder_known(&c);
     let hops = [
@@ -90,14 +109,7 @@ fn live_viewers_move_and_keep_one_stream() {
         (packets_from(&seen, "127.0.0.2") > before + 25).then_some(())
     });
     stop.store(true, Ordering::Relaxed);
-    viewer.join().expect("viewer");
-    for n in [a, b] {
-        poll_until(Duration::from_secs(5), "the session released", || {
-            (!lists(n, &id)).then_some(())
-        });
-    }
-    let seen = seen.lock().unwrap().clone();
-    let gaps = one_stream_through_handoffs(&seen, "live 1→2→1→2→1→2");
+    let gaps = teardown_and_check(&c, viewer, &seen, &id, "live 1→2→1→2→1→2");
     assert_eq!(gaps.len(), 5, "five handoffs: {gaps:?}");
 
     // ffmpeg: 12 s of the camera while it moves four times, every frame decoded.
@@ -108,7 +120,7 @@ fn live_viewers_move_and_keep_one_stream() {
         Duration::from_secs(60),
     );
     let id = live_session(a);
-    secure_cluster::move_through(&c, &id, hops.map(|(i, _)| i));
+    secure_cluster::move_through(&c, &id, hops.map(|(i, _)| i), "own");
     ff.join()
         .expect("ffmpeg")
         .assert_plays("ffmpeg live through 1→2→1→2→1", 299, 301);
@@ -133,7 +145,7 @@ fn publish(n: &Node) -> Background {
 #[test]
 fn viewers_of_a_published_camera_move_and_keep_one_stream() {
     let c = secure_cluster::start(2, "", |_| String::new());
-    let (a, b) = (c.node(0), c.node(1));
+    let a = c.node(0);
     let publisher = publish(a);
     secure_cluster::holder_of_known(&c, "cam");
     let stop = Arc::new(AtomicBool::new(false));
@@ -150,14 +162,7 @@ fn viewers_of_a_published_camera_move_and_keep_one_stream() {
         });
     }
     stop.store(true, Ordering::Relaxed);
-    viewer.join().expect("viewer");
-    for n in [a, b] {
-        poll_until(Duration::from_secs(5), "the session released", || {
-            (!lists(n, &id)).then_some(())
-        });
-    }
-    let seen = seen.lock().unwrap().clone();
-    let gaps = one_stream_through_handoffs(&seen, "published camera 1→2→1→2");
+    let gaps = teardown_and_check(&c, viewer, &seen, &id, "published camera 1→2→1→2");
     assert_eq!(gaps.len(), 3, "three handoffs: {gaps:?}");
     drop(publisher);
 
@@ -170,9 +175,33 @@ fn viewers_of_a_published_camera_move_and_keep_one_stream() {
         Duration::from_secs(40),
     );
     let id = secure_cluster::live_session_of(a, "live/cam");
-    secure_cluster::move_through(&c, &id, [1, 0]);
+    secure_cluster::move_through(&c, &id, [1, 0], "own");
     ff.join()
         .expect("ffmpeg")
         .assert_plays("ffmpeg of a published camera through 1→2→1", 149, 151);
     drop(publisher);
+}
+
+/// `preserve` mode moves a live viewer too: node 2 sends with node 1's address and ports
+/// (raw socket; the tests run as root), so `ffmpeg -rtsp_flags filter_src`, which drops media
+/// from any other source, decodes every frame through 1 → 2 → 1.
+#[test]
+fn a_live_viewer_moves_in_preserve_mode_for_filter_src() {
+    let c = secure_cluster::start(2, "", |_| String::new());
+    let a = c.node(0);
+    a.wait_live("live/demo");
+    holder_known(&c);
+    let ff = spawn_ffmpeg_decode(
+        &placed(&a.url("live/demo")),
+        &["-rtsp_transport", "udp", "-rtsp_flags", "filter_src"],
+        &["-t", "6"],
+        Duration::from_secs(40),
+    );
+    let id = live_session(a);
+    secure_cluster::move_through(&c, &id, [1, 0], "preserve");
+    ff.join().expect("ffmpeg").assert_plays(
+        "ffmpeg filter_src live through 1→2→1 (preserve)",
+        149,
+        151,
+    );
 }
