@@ -8,9 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use vigil_tests::secure_cluster::{
-    self, assert_one_stream, migrate, packets_on, spawn_viewer, SecureCluster,
-};
+use vigil_tests::secure_cluster::{self, assert_one_stream, spawn_viewer, SecureCluster};
 use vigil_tests::{gst_decode_h264, poll_until, rfc3339, spawn_ffmpeg_decode, Node};
 
 /// Moves session `id` (steered by A = node 1) A → B → C → A in preserve mode, letting each
