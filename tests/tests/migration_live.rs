@@ -126,16 +126,20 @@ fn live_viewers_move_and_keep_one_stream() {
         .assert_plays("ffmpeg live through 1→2→1→2→1", 299, 301);
 }
 
-/// ffmpeg publishes the 10 s H.264 + AAC fixture to `live/cam` on `n` (TCP), in real time.
-fn publish(n: &Node) -> Background {
+/// ffmpeg publishes the 10 s H.264 + AAC fixture to `live/<camera>` on `n` (TCP), in real
+/// time; returns once `n` has it live and every node knows node 1 holds it.
+fn publish(c: &SecureCluster, camera: &str) -> Background {
+    let n = c.node(0);
+    let path = format!("live/{camera}");
     let p = spawn_background(
         std::process::Command::new("ffmpeg")
             .args(["-v", "error", "-re", "-i"])
             .arg(fixture("h264_aac.mp4"))
             .args(["-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp"])
-            .arg(n.url("live/cam")),
+            .arg(n.url(&path)),
     );
-    n.wait_live("live/cam");
+    n.wait_live(&path);
+    secure_cluster::holder_of_known(c, camera);
     p
 }
 
@@ -146,8 +150,7 @@ fn publish(n: &Node) -> Background {
 fn viewers_of_a_published_camera_move_and_keep_one_stream() {
     let c = secure_cluster::start(2, "", |_| String::new());
     let a = c.node(0);
-    let publisher = publish(a);
-    secure_cluster::holder_of_known(&c, "cam");
+    let publisher = publish(&c, "cam");
     let stop = Arc::new(AtomicBool::new(false));
     let (seen, viewer) = spawn_live_viewer(placed(&a.url("live/cam")), stop.clone());
     let id = secure_cluster::live_session_of(a, "live/cam");
@@ -166,15 +169,16 @@ fn viewers_of_a_published_camera_move_and_keep_one_stream() {
     assert_eq!(gaps.len(), 3, "three handoffs: {gaps:?}");
     drop(publisher);
 
-    // A fresh publish; ffmpeg plays 6 s of it while it moves twice.
-    let publisher = publish(a);
+    // A fresh publish (10 s) of another camera; ffmpeg plays 6 s of it, well within what is
+    // left of it once ffmpeg is up, while it moves twice (each new sender playing a second).
+    let publisher = publish(&c, "cam2");
     let ff = spawn_ffmpeg_decode(
-        &placed(&a.url("live/cam")),
+        &placed(&a.url("live/cam2")),
         &["-rtsp_transport", "udp"],
         &["-t", "6"],
         Duration::from_secs(40),
     );
-    let id = secure_cluster::live_session_of(a, "live/cam");
+    let id = secure_cluster::live_session_of(a, "live/cam2");
     secure_cluster::move_through(&c, &id, [1, 0], "own");
     ff.join()
         .expect("ffmpeg")
