@@ -102,6 +102,9 @@ pub struct MigrationConf {
     /// The steering node takes a session back after the sending node was silent this long
     /// (longer than the lease, so the two never send at once).
     pub takeback_ms: u64,
+    /// A live viewer's new sender waits this long for the previous sender's last packets
+    /// to reach its hub (a relay's latency) before it joins at the next keyframe instead.
+    pub live_match_ms: u64,
 }
 
 impl Default for MigrationConf {
@@ -113,6 +116,7 @@ impl Default for MigrationConf {
             heartbeat_ms: 150,
             lease_ms: 500,
             takeback_ms: 700,
+            live_match_ms: 200,
         }
     }
 }

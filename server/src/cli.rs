@@ -148,12 +148,6 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
             rt.block_on(async move {
                 let identity = cert.as_deref().zip(key.as_deref());
                 let config = rpc::client_config(&ca_cert, identity)?;
-                let bind: std::net::SocketAddr = if addr.is_ipv4() {
-                    "0.0.0.0:0".parse()?
-                } else {
-                    "[::]:0".parse()?
-                };
-                let endpoint = quinn::Endpoint::client(bind)?;
                 let req = rpc::RpcRequest::Place {
                     request: rpc::PlaceRequest {
                         from: "vigil-cli".into(),
@@ -163,14 +157,8 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
                         live: false,
                     },
                 };
-                let resp =
-                    tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), async {
-                        let conn = rpc::connect(&endpoint, Some(config), addr, &node).await?;
-                        rpc::call(&conn, &req).await
-                    })
-                    .await
-                    .map_err(|_| anyhow::anyhow!("no answer within {timeout_ms} ms"))??;
-                endpoint.close(0u32.into(), b"done");
+                let timeout = std::time::Duration::from_millis(timeout_ms);
+                let resp = rpc::call_once(config, addr, &node, &req, timeout).await?;
                 match resp {
                     rpc::RpcResponse::Decision(d) => {
                         println!("{}", serde_json::to_string(&d)?);

@@ -195,6 +195,9 @@ pub struct Node {
     pub started: Instant,
     /// The cluster shell, when `[cluster] enabled` (set once at start-up).
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// The heartbeat to the nodes sending sessions steered from here (started on the first
+    /// move).
+    pub heartbeats: std::sync::OnceLock<Arc<crate::migrate::heartbeat::Heartbeats>>,
     /// RTSP users, rights and login state (`[auth]`; reloaded on SIGHUP).
     pub auth: crate::auth::Auth,
     /// DESCRIBEs per client address (`[limits] describes_per_sec`, `describe_burst`).
@@ -221,6 +224,7 @@ impl Node {
             tasks: TaskTracker::new(),
             started: Instant::now(),
             cluster: std::sync::OnceLock::new(),
+            heartbeats: std::sync::OnceLock::new(),
             auth: crate::auth::Auth::new(config.auth.as_ref()),
             describes: Mutex::new(crate::limits::RateLimiter::new(
                 config.limits.describes_per_sec,

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
@@ -93,6 +94,26 @@ pub fn start_with_ports(
     extra: impl Fn(usize) -> String,
     ports: Option<u16>,
 ) -> SecureCluster {
+    start_full(n, cluster_keys, extra, ports, |_| Vec::new())
+}
+
+/// [`start`] with environment variables `env(i)` for node i (fault injection).
+pub fn start_with_env(
+    n: usize,
+    cluster_keys: &str,
+    extra: impl Fn(usize) -> String,
+    env: impl Fn(usize) -> Vec<(String, String)>,
+) -> SecureCluster {
+    start_full(n, cluster_keys, extra, None, env)
+}
+
+fn start_full(
+    n: usize,
+    cluster_keys: &str,
+    extra: impl Fn(usize) -> String,
+    ports: Option<u16>,
+    env: impl Fn(usize) -> Vec<(String, String)>,
+) -> SecureCluster {
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path().join("rec");
     let ca = tmp.path().join("ca");
@@ -136,6 +157,9 @@ pub fn start_with_ports(
         if let Some(p) = ports {
             let min = 61_000 + 1_000 * i as u16;
             b = b.udp_ports(min, min + p.min(998));
+        }
+        for (k, v) in env(i) {
+            b = b.env(&k, &v);
         }
         let node = b.start();
         seed.get_or_insert(gossip);
@@ -224,6 +248,23 @@ pub fn spawn_viewer(
     url: String,
     scale: Option<f64>,
 ) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
+    viewer_thread(url, scale, None)
+}
+
+/// Plays `url` (live) over UDP with the project's client until `stop`, recording every
+/// video packet; then TEARDOWN.
+pub fn spawn_live_viewer(
+    url: String,
+    stop: Arc<AtomicBool>,
+) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
+    viewer_thread(url, None, Some(stop))
+}
+
+fn viewer_thread(
+    url: String,
+    scale: Option<f64>,
+    stop: Option<Arc<AtomicBool>>,
+) -> (Arc<Mutex<Vec<Seen>>>, std::thread::JoinHandle<()>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let out = seen.clone();
     let h = std::thread::spawn(move || {
@@ -234,11 +275,20 @@ pub fn spawn_viewer(
             let video = video_track(&p);
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                let got = tokio::time::timeout_at(deadline.into(), p.next_packet())
-                    .await
-                    .expect("the stream to end within 60 s")
-                    .expect("no client error");
-                let Some(pkt) = got else { break };
+                if stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                    p.teardown().await.expect("TEARDOWN");
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the viewer ran 60 s");
+                let Ok(got) =
+                    tokio::time::timeout(Duration::from_millis(200), p.next_packet()).await
+                else {
+                    continue;
+                };
+                let Some(pkt) = got.expect("no client error") else {
+                    assert!(stop.is_none(), "the live stream ended");
+                    break;
+                };
                 if pkt.track != video {
                     continue;
                 }
@@ -264,6 +314,57 @@ pub fn spawn_viewer(
         })
     });
     (seen, h)
+}
+
+/// Waits until every node's view says node 1 holds the demo camera live.
+pub fn holder_known(c: &SecureCluster) {
+    holder_of_known(c, "demo");
+}
+
+/// Waits until every node's view says node 1 holds `camera` live.
+pub fn holder_of_known(c: &SecureCluster, camera: &str) {
+    for m in &c.members {
+        poll_until(
+            Duration::from_secs(15),
+            "node 1 holds the camera live",
+            || {
+                nodes_view(&m.node)?["nodes"]
+                    .as_array()?
+                    .iter()
+                    .any(|n| {
+                        n["id"] == c.members[0].id.as_str()
+                            && n["live"]
+                                .as_array()
+                                .is_some_and(|l| l.iter().any(|x| x == camera))
+                    })
+                    .then_some(())
+            },
+        );
+    }
+}
+
+/// The UDP viewer session of `live/demo` steered by `n` (its Transport names client ports;
+/// an edge's relay reads over TCP), once it plays.
+pub fn live_session(n: &Node) -> String {
+    live_session_of(n, "live/demo")
+}
+
+/// [`live_session`] of `path`.
+pub fn live_session_of(n: &Node, path: &str) -> String {
+    poll_until(Duration::from_secs(10), "the live viewer session", || {
+        n.api_json("/api/sessions")
+            .as_array()?
+            .iter()
+            .find(|s| {
+                s["kind"] == "play"
+                    && s["path"] == path
+                    && s["steered_by"].is_null()
+                    && s["transport"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("client_port="))
+            })
+            .and_then(|s| s["id"].as_str().map(str::to_string))
+    })
 }
 
 /// The playback session on `n` (steered there), once it plays.
@@ -292,6 +393,27 @@ pub fn packets_from(seen: &Mutex<Vec<Seen>>, ip: &str) -> usize {
         .iter()
         .filter(|s| s.from.is_some_and(|a| a.ip().to_string() == ip))
         .count()
+}
+
+/// Moves session `id` (steered by node 0) to each of `hops` (member indexes) in turn in
+/// `mode`, each
+/// new sender playing a second of media (100 packets) before the next move.
+pub fn move_through(
+    c: &SecureCluster,
+    id: &str,
+    hops: impl IntoIterator<Item = usize>,
+    mode: &str,
+) {
+    for i in hops {
+        let n = c.node(i);
+        let before = packets_on(n, id);
+        migrate(c.node(0), id, &c.members[i].id, mode);
+        poll_until(
+            Duration::from_secs(5),
+            "a second of media from the new node",
+            || (packets_on(n, id) > before + 100).then_some(()),
+        );
+    }
 }
 
 /// `vigil ctl migrate` through node `via`, expecting success; returns its output.

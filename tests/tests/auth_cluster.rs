@@ -97,3 +97,174 @@ fn a_redirect_carries_the_login_and_markers_cannot_be_forged_or_replayed() {
         403
     );
 }
+
+/// The migration calls (Prepare, Start, Stop, MoveOut, Drain…) ride the cluster's mutual-TLS
+/// QUIC endpoint: a peer presenting no certificate, a node certificate (with a member's own
+/// name) from another CA — whose CA has the very same name as the cluster's — or a
+/// self-signed certificate is refused, whatever it calls; the control, a certificate from
+/// the cluster CA, is answered. Nothing changed: the session plays on from A, never moved,
+/// B hosts nothing and no node drains.
+#[test]
+fn migration_calls_need_a_cluster_certificate() {
+    use vigil_server::cluster::rpc::{self, RpcRequest, RpcResponse};
+    use vigil_server::migrate::wire::{MigrationCall, MigrationReply, PrepareSpec, SourceMode};
+    use vigil_tests::secure_cluster::{self as sc, vigil_ok};
+
+    let c = sc::start(2, "", |_| String::new());
+    let first = c.recorded_for(10_000);
+    let (a, b) = (c.node(0), c.node(1));
+    let url = sc::placed(&format!(
+        "{}?start={}&end={}",
+        a.url("playback/demo"),
+        vigil_tests::rfc3339(first),
+        vigil_tests::rfc3339(first + 8_000)
+    ));
+    let (seen, viewer) = sc::spawn_viewer(url, None);
+    let id = sc::playback_session(a);
+    poll_until(Duration::from_secs(5), "media from A", || {
+        (sc::packets_from(&seen, "127.0.0.1") > 25).then_some(())
+    });
+    let s = |p: &std::path::Path| p.display().to_string();
+    let rogue = c.tmp.path().join("rogue");
+    vigil_ok(&["cluster", "ca", "--out", &s(&rogue)]);
+    let b_id = c.members[1].id.clone();
+    vigil_ok(&[
+        "cluster",
+        "cert",
+        "--ca",
+        &s(&rogue),
+        "--node",
+        &b_id,
+        "--out",
+        &s(&rogue),
+    ]);
+    vigil_ok(&[
+        "cluster",
+        "cert",
+        "--ca",
+        &s(&c.ca),
+        "--node",
+        "operator",
+        "--out",
+        &s(&c.certs),
+    ]);
+    let ca_pem = c.ca.join("ca.pem");
+    let call = |i: usize, identity: Option<(&std::path::Path, &std::path::Path)>, call| {
+        let m = &c.members[i];
+        let config = rpc::client_config(&ca_pem, identity).expect("client config");
+        sc::runtime().block_on(rpc::call_once(
+            config,
+            m.rpc,
+            &m.id,
+            &RpcRequest::Migration(call),
+            Duration::from_secs(5),
+        ))
+    };
+    // A Prepare that would have B stream A's session to the attacker, and the calls that
+    // would take A's session away or empty A.
+    let attacks = || {
+        vec![
+            (
+                1,
+                MigrationCall::Prepare(PrepareSpec {
+                    session: id.clone(),
+                    from: c.members[0].id.clone(),
+                    camera: "demo".into(),
+                    start_ms: first,
+                    end_ms: None,
+                    client: "127.0.0.9:5000".parse().unwrap(),
+                    dests: Vec::new(),
+                    mode: SourceMode::Own,
+                    cname: "rogue".into(),
+                    position_ms: first,
+                    live: false,
+                }),
+            ),
+            (
+                0,
+                MigrationCall::MoveOut {
+                    session: id.clone(),
+                    to: b_id.clone(),
+                    mode: None,
+                },
+            ),
+            (0, MigrationCall::Drain { undrain: false }),
+            (
+                0,
+                MigrationCall::Stop {
+                    session: id.clone(),
+                },
+            ),
+        ]
+    };
+    let (leaf, self_signed) = (
+        (
+            rogue.join(format!("{b_id}.pem")),
+            rogue.join(format!("{b_id}.key")),
+        ),
+        (rogue.join("ca.pem"), rogue.join("ca.key")),
+    );
+    for (what, identity) in [
+        ("no certificate", None),
+        ("another CA's node certificate", Some((&*leaf.0, &*leaf.1))),
+        (
+            "a self-signed certificate",
+            Some((&*self_signed.0, &*self_signed.1)),
+        ),
+    ] {
+        for (i, attack) in attacks() {
+            let r = call(i, identity, attack.clone());
+            eprintln!("{what}, {attack:?}: {r:?}");
+            assert!(r.is_err(), "{what}: {attack:?} answered {r:?}");
+        }
+    }
+    for n in [a, b] {
+        poll_until(Duration::from_secs(5), "the refused peers logged", || {
+            (n.log().matches("cluster RPC peer refused").count() >= 3).then_some(())
+        });
+    }
+    // The control: a certificate from the cluster CA reaches the migration service.
+    let operator = (c.certs.join("operator.pem"), c.certs.join("operator.key"));
+    let r = call(
+        1,
+        Some((&operator.0, &operator.1)),
+        MigrationCall::Status {
+            sessions: vec!["no-such-session".into()],
+        },
+    );
+    assert!(
+        matches!(&r, Ok(RpcResponse::Migration(MigrationReply::Status(v))) if v.len() == 1 && !v[0].hosted),
+        "{r:?}"
+    );
+    // Nothing changed.
+    let before = sc::packets_from(&seen, "127.0.0.1");
+    poll_until(Duration::from_secs(5), "A still sending", || {
+        (sc::packets_from(&seen, "127.0.0.1") > before + 25).then_some(())
+    });
+    let sessions = a.api_json("/api/sessions");
+    let mine = sessions
+        .as_array()
+        .and_then(|v| v.iter().find(|x| x["id"] == id.as_str()))
+        .cloned()
+        .expect("the session on A");
+    assert_eq!(mine["moves"], 0, "{mine}");
+    assert_eq!(mine["node"], c.members[0].id.as_str(), "{mine}");
+    assert_eq!(
+        b.api_json("/api/sessions"),
+        serde_json::json!([]),
+        "B hosts"
+    );
+    for n in [a, b] {
+        let v = vigil_tests::nodes_view(n).expect("nodes");
+        assert!(
+            v["nodes"]
+                .as_array()
+                .is_some_and(|ns| ns.iter().all(|x| x["draining"] == false)),
+            "{v}"
+        );
+    }
+    viewer.join().expect("viewer");
+    let seen = seen.lock().unwrap().clone();
+    let gaps = sc::assert_one_stream(&seen, "under attack");
+    assert!(gaps.is_empty(), "the source changed: {gaps:?}");
+}

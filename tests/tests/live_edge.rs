@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
-use vigil_tests::secure_cluster::{self, placed, runtime, SecureCluster};
-use vigil_tests::{ffmpeg_decode, nodes_view, poll_until, Node};
+use vigil_tests::secure_cluster::{self, holder_known, placed, runtime};
+use vigil_tests::{ffmpeg_decode, poll_until, Node};
 
 const KEYS: &str = "bandwidth_bps = 10e6\n\
     [cluster.scheduler]\nweights = { cpu = 0.0, mem = 0.0, net = 1.0 }\n\
@@ -33,29 +33,6 @@ fn demo_path(n: &Node) -> Option<(String, bool, u64)> {
         p["live"] == true,
         p["readers"].as_u64()?,
     ))
-}
-
-/// Waits until every node's view says node 1 holds the demo camera live.
-fn holder_known(c: &SecureCluster) {
-    for m in &c.members {
-        poll_until(
-            Duration::from_secs(15),
-            "node 1 reported holding live/demo",
-            || {
-                let v = nodes_view(&m.node)?;
-                v["nodes"]
-                    .as_array()?
-                    .iter()
-                    .any(|n| {
-                        n["id"] == c.members[0].id.as_str()
-                            && n["live"]
-                                .as_array()
-                                .is_some_and(|l| l.iter().any(|x| x == "demo"))
-                    })
-                    .then_some(())
-            },
-        );
-    }
 }
 
 #[test]

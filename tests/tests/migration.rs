@@ -11,8 +11,7 @@ use vigil_server::client::{
     play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
 };
 use vigil_tests::secure_cluster::{
-    self, assert_one_stream, migrate, packets_from, packets_on, playback_session, spawn_viewer,
-    SecureCluster,
+    self, assert_one_stream, migrate, packets_from, playback_session, spawn_viewer, SecureCluster,
 };
 use vigil_tests::{poll_until, rfc3339, run_with_timeout, spawn_ffmpeg_decode, vigil_bin};
 
@@ -114,17 +113,7 @@ fn ffmpeg_plays_through_moves_own_mode() {
         Duration::from_secs(40),
     );
     let id = playback_session(a);
-    for i in [1usize, 2, 0] {
-        let n = c.node(i);
-        let before = packets_on(n, &id);
-        migrate(a, &id, &c.members[i].id, "own");
-        // The new sender plays a second of media before the next move.
-        poll_until(
-            Duration::from_secs(5),
-            "a second of media from the new node",
-            || (packets_on(n, &id) > before + 100).then_some(()),
-        );
-    }
+    secure_cluster::move_through(&c, &id, [1, 2, 0], "own");
     let d = viewer.join().expect("ffmpeg");
     d.assert_plays("ffmpeg through A→B→C→A", 299, 301);
 }
@@ -409,5 +398,100 @@ fn a_dead_target_leaves_the_session_playing_and_a_dead_sender_gives_it_back() {
     assert!(
         s.as_array().unwrap().is_empty() || s[0]["node"] == c.members[0].id.as_str(),
         "{s}"
+    );
+}
+
+/// B is killed (SIGKILL) while it answers `Prepare`: a fault hook holds B's Prepare, the
+/// test kills B once B logs that it holds it, and A — waiting for the answer, bounded by
+/// `rpc_timeout_ms` — gives up. The move fails with the reason, the session never stopped
+/// playing from A (one SSRC, no sequence gap, every frame), A still shows it as its own and
+/// never moved, and `vigil_migrations_total{result="failed"}` counted it.
+#[test]
+fn a_target_killed_during_prepare_leaves_the_session_playing_on_a() {
+    let faults = tempfile::tempdir().expect("temp dir");
+    let stall = faults.path().join("stall-prepare");
+    let stall_env = stall.display().to_string();
+    let mut c = secure_cluster::start_with_env(
+        2,
+        "",
+        |_| "[cluster.migration]\nrpc_timeout_ms = 4000\n".into(),
+        |i| {
+            if i == 1 {
+                vec![(
+                    vigil_server::migrate::host::PREPARE_STALL_ENV.into(),
+                    stall_env.clone(),
+                )]
+            } else {
+                Vec::new()
+            }
+        },
+    );
+    let first = c.recorded_for(12_000);
+    let a = c.node(0);
+    let url = secure_cluster::placed(&format!(
+        "{}?start={}&end={}",
+        a.url("playback/demo"),
+        rfc3339(first),
+        rfc3339(first + 10_000)
+    ));
+    let (seen, viewer) = spawn_viewer(url, None);
+    let id = playback_session(a);
+    poll_until(Duration::from_secs(5), "media from A", || {
+        (packets_from(&seen, "127.0.0.1") > 25).then_some(())
+    });
+    let failed = r#"vigil_migrations_total{result="failed"}"#;
+    let failed_before = vigil_tests::metric_value(a, failed);
+    std::fs::write(&stall, b"").expect("fault file");
+    let api = format!("http://{}", a.api);
+    let (sid, b_id) = (id.clone(), c.members[1].id.clone());
+    let mv = std::thread::spawn(move || {
+        run_with_timeout(
+            Command::new(vigil_bin())
+                .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
+                .args(["ctl", "--api", &api, "migrate", &sid, &b_id]),
+            Duration::from_secs(20),
+        )
+    });
+    poll_until(Duration::from_secs(10), "B to hold the Prepare", || {
+        c.node(1)
+            .log()
+            .contains("fault injection: Prepare stalled")
+            .then_some(())
+    });
+    c.members[1].node.kill();
+    let out = mv.join().expect("migrate thread");
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("migrate: {err}");
+    assert!(!out.status.success(), "a move to a node killed in Prepare");
+    assert!(err.contains("could not prepare"), "{err}");
+    let a = c.node(0);
+    let before = packets_from(&seen, "127.0.0.1");
+    poll_until(Duration::from_secs(5), "A still sending", || {
+        (packets_from(&seen, "127.0.0.1") > before + 25).then_some(())
+    });
+    // Nothing half-moved: the session is A's, never moved, and the failure was counted.
+    let s = a.api_json("/api/sessions");
+    let s = s
+        .as_array()
+        .and_then(|v| v.iter().find(|s| s["id"] == id.as_str()))
+        .cloned()
+        .expect("the session on A");
+    assert_eq!(s["node"], c.members[0].id.as_str(), "{s}");
+    assert_eq!(s["moves"], 0, "{s}");
+    assert!(s["steered_by"].is_null(), "{s}");
+    assert_eq!(
+        vigil_tests::metric_value(a, failed),
+        failed_before + 1.0,
+        "failed moves counted"
+    );
+    viewer.join().expect("viewer");
+    let seen = seen.lock().unwrap().clone();
+    let gaps = assert_one_stream(&seen, "move refused during Prepare");
+    assert!(gaps.is_empty(), "the source changed: {gaps:?}");
+    let frames: BTreeSet<u32> = seen.iter().map(|s| s.ts).collect();
+    assert!(
+        (249..=252).contains(&frames.len()),
+        "{} frames for a 10 s range",
+        frames.len()
     );
 }

@@ -5,6 +5,7 @@
 //! cargo test --release -p vigil-tests --test migration_bench -- --ignored --nocapture --test-threads 1
 //! ```
 //!
+//! * a live viewer's handoff gap over 40 moves between the camera's holder and an edge;
 //! * handoff gap over 100 moves per source mode: the server's (last frame sent by the old
 //!   sender → first by the new) and the client's (inter-arrival of the two packets around the
 //!   move, and its excess over the media spacing of the two frames), lost and duplicated
@@ -13,6 +14,8 @@
 //! * drain of 200 UDP playbacks: time, and the drained node's CPU while it runs.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vigil_tests::secure_cluster::{
@@ -70,11 +73,32 @@ fn gaps(mode: &str) {
     poll_until(Duration::from_secs(5), "media", || {
         (seen.lock().unwrap().len() > 50).then_some(())
     });
+    let (server, moved_at) = moves(&seen, 100, |k| {
+        migrate(a, &id, &c.members[(k + 1) % 3].id, mode)
+    });
+    drop(viewer);
+    report(
+        &format!(
+            "{mode} mode: 100 moves of one 1× playback (25 fps, frame interval {} ms)",
+            FRAME_TICKS / 90
+        ),
+        server,
+        &moved_at,
+        &seen.lock().unwrap().clone(),
+    );
+}
+
+/// `n` moves made by `mv(k)` (its `vigil ctl migrate` output), each after ~0.5 s of media
+/// from the previous sender: the server's gaps and when each move answered.
+fn moves(
+    seen: &Mutex<Vec<Seen>>,
+    n: usize,
+    mut mv: impl FnMut(usize) -> String,
+) -> (Vec<f64>, Vec<Instant>) {
     let mut server = Vec::new();
     let mut moved_at = Vec::new();
-    for k in 0..100 {
-        let to = &c.members[(k + 1) % 3].id;
-        let out = migrate(a, &id, to, mode);
+    for k in 0..n {
+        let out = mv(k);
         moved_at.push(Instant::now());
         if let Some(g) = out
             .split("gap ")
@@ -90,13 +114,16 @@ fn gaps(mode: &str) {
             (seen.lock().unwrap().len() > n + 35).then_some(())
         });
     }
-    drop(viewer);
-    let seen = seen.lock().unwrap().clone();
+    (server, moved_at)
+}
+
+/// Prints the table of one run: the server's gaps, and the client's around each move.
+fn report(title: &str, mut server: Vec<f64>, moved_at: &[Instant], seen: &[Seen]) {
     // Client side: the largest inter-arrival among the packets just before each move's
     // answer (the new sender's first frame goes out before the answer), and its excess
     // over the media spacing of the two packets.
     let (mut arrival, mut excess) = (Vec::new(), Vec::new());
-    for t in moved_at {
+    for &t in moved_at {
         let Some(i) = seen.iter().rposition(|s| s.at <= t) else {
             continue;
         };
@@ -113,13 +140,13 @@ fn gaps(mode: &str) {
             excess.push(gap - media);
         }
     }
-    let (lost, dup) = lost_and_dup(&seen);
-    println!(
-        "\n### {mode} mode: 100 moves of one 1× playback (25 fps, frame interval {} ms)",
-        FRAME_TICKS / 90
-    );
+    let (lost, dup) = lost_and_dup(seen);
+    println!("\n### {title}");
     println!("| figure (ms) | n | p50 | p99 | max |\n|---|---|---|---|---|");
-    row("server: last frame sent by old → first by new", &mut server);
+    row(
+        "server: last packet sent by old → first by new",
+        &mut server,
+    );
     row("client: inter-arrival around the move", &mut arrival);
     row(
         "client: that gap − media spacing of the two packets",
@@ -128,6 +155,48 @@ fn gaps(mode: &str) {
     println!(
         "packets: {} received, {lost} lost, {dup} duplicated",
         seen.len()
+    );
+}
+
+/// A live UDP viewer of the demo camera on node 1 (its holder) moved 40 times between
+/// node 1 and node 2 (an edge relaying the camera from node 1).
+#[test]
+#[ignore]
+fn bench_live_handoff_gap() {
+    let c = secure_cluster::start(2, "", |_| String::new());
+    let a = c.node(0);
+    a.wait_live("live/demo");
+    secure_cluster::holder_known(&c);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (seen, viewer) = secure_cluster::spawn_live_viewer(
+        secure_cluster::placed(&a.url("live/demo")),
+        stop.clone(),
+    );
+    let id = secure_cluster::live_session(a);
+    poll_until(Duration::from_secs(5), "media", || {
+        (seen.lock().unwrap().len() > 50).then_some(())
+    });
+    let (server, moved_at) = moves(&seen, 40, |k| {
+        migrate(a, &id, &c.members[(k + 1) % 2].id, "own")
+    });
+    stop.store(true, Ordering::Relaxed);
+    viewer.join().expect("viewer");
+    let log = format!("{}{}", a.log(), c.node(1).log());
+    let joins = |how: &str| {
+        log.lines()
+            .filter(|l| l.contains("live viewer continued here") && l.contains(how))
+            .count()
+    };
+    println!(
+        "joins: {} right after the last packet sent, {} at a keyframe",
+        joins("Exact"),
+        joins("Keyframe")
+    );
+    report(
+        "live viewer, own mode: 40 moves between the holder and an edge (25 fps)",
+        server,
+        &moved_at,
+        &seen.lock().unwrap().clone(),
     );
 }
 

@@ -8,24 +8,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use vigil_tests::secure_cluster::{
-    self, assert_one_stream, migrate, packets_on, spawn_viewer, SecureCluster,
-};
+use vigil_tests::secure_cluster::{self, assert_one_stream, spawn_viewer, SecureCluster};
 use vigil_tests::{gst_decode_h264, poll_until, rfc3339, spawn_ffmpeg_decode, Node};
 
 /// Moves session `id` (steered by A = node 1) A → B → C → A in preserve mode, letting each
 /// sender play a second of media.
 fn tour(c: &SecureCluster, id: &str) {
-    for i in [1usize, 2, 0] {
-        let n: &Node = c.node(i);
-        let before = packets_on(n, id);
-        migrate(c.node(0), id, &c.members[i].id, "preserve");
-        poll_until(
-            Duration::from_secs(5),
-            "a second of media from the new node",
-            || (packets_on(n, id) > before + 100).then_some(()),
-        );
-    }
+    secure_cluster::move_through(c, id, [1, 2, 0], "preserve");
 }
 
 /// The playback sessions of `n` not yet in `known`.

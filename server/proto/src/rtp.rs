@@ -207,6 +207,17 @@ impl RtpIdentity {
         }
     }
 
+    /// Continues on an input line of which the packet `(input_seq, input_ts)` is the one last
+    /// sent (as `next_seq() - 1` with the last timestamp), though its numbering differs: the
+    /// same media reached another node through another RTP session (a live viewer's
+    /// handoff). Later input packets keep their spacing from it, so the viewer sees neither
+    /// a gap nor a jump.
+    pub fn continue_from(&mut self, input_seq: u16, input_ts: u32) {
+        let seq = self.next_seq.wrapping_sub(1);
+        let ts = self.last_ts.unwrap_or(self.pending_ts);
+        self.offsets = Some((seq.wrapping_sub(input_seq), ts.wrapping_sub(input_ts)));
+    }
+
     /// Output timestamp an input timestamp would get now (for RTP-Info rtptime before the
     /// first packet is sent). If no offset is fixed yet, returns what `rewrite` would assign
     /// to a first packet, whatever `input_ts` is.
@@ -252,6 +263,20 @@ mod tests {
             timestamp: ts,
             ssrc,
         }
+    }
+
+    #[test]
+    fn continue_from_maps_the_last_packet_onto_the_last_output() {
+        let mut id = RtpIdentity::new(7, 100, 5000);
+        id.rewrite(&hdr(1, 0, 1), 10);
+        id.rewrite(&hdr(2, 3000, 1), 10);
+        // The same media elsewhere: its packet (900, 70_000) is the one last sent.
+        id.continue_from(900, 70_000);
+        let h = id.rewrite(&hdr(901, 73_000, 2), 10);
+        assert_eq!((h.sequence, h.timestamp, h.ssrc), (102, 11_000, 7));
+        // Loss on the new line stays visible as a gap.
+        let h = id.rewrite(&hdr(903, 76_000, 2), 10);
+        assert_eq!((h.sequence, h.timestamp), (104, 14_000));
     }
 
     #[test]

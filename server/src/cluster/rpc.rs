@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 /// ALPN of the cluster RPC.
 const ALPN: &[u8] = b"vigil-rpc/1";
 /// Largest frame accepted (a placement request or decision is a few hundred bytes).
-const MAX_FRAME: usize = 64 * 1024;
+pub const MAX_FRAME: usize = 64 * 1024;
 const CA_CN: &str = "vigil cluster CA";
 
 /// A call to another node.
@@ -284,6 +284,31 @@ pub async fn connect(
         None => endpoint.connect(addr, node)?,
     };
     Ok(connecting.await?)
+}
+
+/// One call from a fresh client endpoint (the `vigil cluster place` command, and tests that
+/// play a peer — with or without a cluster certificate), bounded by `timeout`.
+pub async fn call_once(
+    config: quinn::ClientConfig,
+    addr: SocketAddr,
+    node: &str,
+    req: &RpcRequest,
+    timeout: Duration,
+) -> anyhow::Result<RpcResponse> {
+    let bind: SocketAddr = if addr.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let endpoint = quinn::Endpoint::client(bind)?;
+    let resp = tokio::time::timeout(timeout, async {
+        let conn = connect(&endpoint, Some(config), addr, node).await?;
+        call(&conn, req).await
+    })
+    .await
+    .map_err(|_| anyhow!("no answer within {timeout:?}"));
+    endpoint.close(0u32.into(), b"done");
+    resp?
 }
 
 /// The node's endpoint: serves calls with `handler` and calls other nodes.

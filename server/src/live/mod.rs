@@ -1,4 +1,5 @@
 //! Live streams: the per-path hub and the readers attached to it.
 
+pub mod handoff;
 pub mod reader;
 pub mod stream;

@@ -2,13 +2,22 @@
 //! the viewer sees. No sockets here; the RTSP connection (TCP) or a UDP pump task drives it
 //! and writes the batches it yields.
 
+use super::handoff::{digest, Joined, LiveHandoff, LiveTrack, Mark, MARK_RUN};
 use super::stream::{Packet, Read, Stream};
 use bytes::Bytes;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use vigil_proto::rtcp::{ntp_timestamp, SenderReport};
 use vigil_proto::rtp::{write_header, RtpIdentity};
+
+/// The wall clock, µs since the Unix epoch (a handoff's times cross processes).
+fn wall_now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
 
 /// One packet ready for the wire: the viewer's own 12-byte header and the shared payload.
 #[derive(Debug, Clone)]
@@ -48,6 +57,29 @@ struct TrackOut {
     /// B-frames can make it two) or one packet (audio). A splice advances the timeline by at least this much, so the first
     /// frame of the new producer never shares a presentation time with the last of the old.
     min_step: Option<u32>,
+    /// Payloads of the last packets forwarded (at most `MARK_RUN`): what a handoff names.
+    recent: VecDeque<Bytes>,
+    /// Packets before this hub position are not for this track (a handoff continues after
+    /// the last packet the previous sender sent).
+    skip_until: u64,
+}
+
+impl TrackOut {
+    fn new(identity: RtpIdentity, clock_rate: u32, video: bool) -> TrackOut {
+        TrackOut {
+            identity,
+            clock_rate,
+            video,
+            waiting_keyframe: video,
+            epoch: 0,
+            last_received: None,
+            anchor: None,
+            last_input_ts: None,
+            min_step: None,
+            recent: VecDeque::with_capacity(MARK_RUN),
+            skip_until: 0,
+        }
+    }
 }
 
 /// A reader attached to a [`Stream`]. Counts itself in `stream.readers` while alive.
@@ -72,23 +104,21 @@ impl Reader {
             .map(|(i, s)| {
                 s.map(|s| {
                     let t = info.as_ref().and_then(|info| info.tracks.get(i));
-                    let video = t.is_some_and(|t| t.codec.is_video());
-                    TrackOut {
-                        identity: RtpIdentity::new(s.ssrc, s.first_seq, s.first_ts),
-                        clock_rate: t.map_or(90_000, |t| t.clock_rate),
-                        video,
-                        waiting_keyframe: video,
-                        epoch: 0,
-                        last_received: None,
-                        anchor: None,
-                        last_input_ts: None,
-                        min_step: None,
-                    }
+                    TrackOut::new(
+                        RtpIdentity::new(s.ssrc, s.first_seq, s.first_ts),
+                        t.map_or(90_000, |t| t.clock_rate),
+                        t.is_some_and(|t| t.codec.is_video()),
+                    )
                 })
             })
             .collect();
-        stream.readers.fetch_add(1, Ordering::AcqRel);
         let cursor = stream.start_position();
+        Reader::attach(stream, tracks, cursor)
+    }
+
+    /// Counts itself among the stream's readers (until dropped).
+    fn attach(stream: Arc<Stream>, tracks: Vec<Option<TrackOut>>, cursor: u64) -> Reader {
+        stream.readers.fetch_add(1, Ordering::AcqRel);
         Reader {
             stream,
             cursor,
@@ -100,6 +130,90 @@ impl Reader {
         }
     }
 
+    /// Continues a live viewer another node was sending (`handoff`, left by its
+    /// [`Reader::handoff`]) from this node's hub: each track right after the last packet
+    /// sent when this hub still holds it, else at the next keyframe; `now_us` is the wall
+    /// clock (µs since the epoch) for the timestamp advance of the latter.
+    pub fn continuing(
+        stream: Arc<Stream>,
+        handoff: &LiveHandoff,
+        now_us: i64,
+    ) -> (Reader, Vec<Option<Joined>>) {
+        let head = stream.head();
+        let mut cursor = head;
+        let mut joined = Vec::with_capacity(handoff.tracks.len());
+        let tracks = handoff
+            .tracks
+            .iter()
+            .enumerate()
+            .map(|(i, lt)| {
+                let Some(lt) = lt else {
+                    joined.push(None);
+                    return None;
+                };
+                let mut t = TrackOut::new(lt.identity.clone(), lt.clock_rate.max(1), lt.video);
+                t.min_step = lt.min_step;
+                t.anchor = lt.sr_line.and_then(|(ts, wall)| {
+                    let ago = wall_now_us().saturating_sub(wall).max(0) as u64;
+                    Some((ts, Instant::now().checked_sub(Duration::from_micros(ago))?))
+                });
+                let found = lt.mark.as_ref().map(|m| stream.find_mark(i, m));
+                let how = match found {
+                    Some(Some((pos, last))) => {
+                        t.identity.continue_from(last.sequence, last.timestamp);
+                        t.last_input_ts = Some(last.timestamp);
+                        t.waiting_keyframe = false;
+                        t.skip_until = pos + 1;
+                        cursor = cursor.min(pos + 1);
+                        Joined::Exact
+                    }
+                    Some(None) => {
+                        let gap_us = handoff.last_sent_us.map_or(0, |l| (now_us - l).max(0));
+                        let advance = (gap_us as f64 * lt.clock_rate as f64 / 1e6).round() as u32;
+                        let advance = advance.max(t.min_step.unwrap_or(1)).max(1);
+                        t.identity.rebase(advance);
+                        t.skip_until = head;
+                        Joined::Keyframe { advance }
+                    }
+                    None => Joined::Fresh,
+                };
+                joined.push(Some(how));
+                Some(t)
+            })
+            .collect();
+        (Reader::attach(stream, tracks, cursor), joined)
+    }
+
+    /// This viewer's state for the node that continues it (see [`Reader::continuing`]).
+    pub fn handoff(&self, last_sent_us: Option<i64>) -> LiveHandoff {
+        LiveHandoff {
+            tracks: self
+                .tracks
+                .iter()
+                .map(|t| {
+                    t.as_ref().map(|t| LiveTrack {
+                        identity: t.identity.clone(),
+                        clock_rate: t.clock_rate,
+                        video: t.video,
+                        mark: (!t.recent.is_empty()).then(|| Mark {
+                            packets: t
+                                .recent
+                                .iter()
+                                .map(|p| (p.len() as u32, digest(p)))
+                                .collect(),
+                        }),
+                        min_step: t.min_step,
+                        sr_line: t.anchor.map(|(ts, at)| {
+                            let ago = at.elapsed().as_micros() as i64;
+                            (ts, wall_now_us() - ago)
+                        }),
+                    })
+                })
+                .collect(),
+            last_sent_us,
+        }
+    }
+
     pub fn stream(&self) -> &Arc<Stream> {
         &self.stream
     }
@@ -108,6 +222,7 @@ impl Reader {
     /// Returns how many packets were consumed from the hub (0 = nothing new).
     pub fn poll_batch(&mut self, out: &mut Vec<OutPacket>, max: usize) -> usize {
         self.scratch.clear();
+        let first = self.cursor;
         let n = match self.stream.read(&mut self.cursor, &mut self.scratch, max) {
             Read::Packets(n) => n,
             Read::Lagged { .. } => {
@@ -118,10 +233,13 @@ impl Reader {
                 return 1;
             }
         };
-        for p in self.scratch.drain(..) {
+        for (pos, p) in (first..).zip(self.scratch.drain(..)) {
             let Some(Some(t)) = self.tracks.get_mut(p.track) else {
                 continue;
             };
+            if pos < t.skip_until {
+                continue;
+            }
             if p.epoch != t.epoch {
                 if t.epoch != 0 {
                     // A new producer: splice its input line onto ours. The timestamp advances
@@ -155,6 +273,10 @@ impl Reader {
                 }
             }
             t.last_input_ts = Some(p.header.timestamp);
+            if t.recent.len() == MARK_RUN {
+                t.recent.pop_front();
+            }
+            t.recent.push_back(p.payload.clone());
             self.packets_sent += 1;
             self.bytes_sent += 12 + p.payload.len() as u64;
             out.push(OutPacket {
@@ -233,14 +355,14 @@ impl Drop for Reader {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::live::stream::{StreamInfo, TrackInfo};
     use vigil_proto::codec::Codec;
     use vigil_proto::rtp::{parse, RtpHeader};
     use vigil_proto::sdp::SessionDescription;
 
-    fn stream() -> Arc<Stream> {
+    pub(crate) fn stream() -> Arc<Stream> {
         let s = Arc::new(Stream::new(
             "live/t",
             crate::live::stream::RingLimits {
@@ -260,6 +382,10 @@ mod tests {
     }
 
     fn push(s: &Stream, epoch: u64, seq: u16, ts: u32, key: bool) {
+        push_payload(s, epoch, seq, ts, key, vec![0x41, 1, 2, 3]);
+    }
+
+    pub(crate) fn push_payload(s: &Stream, epoch: u64, seq: u16, ts: u32, key: bool, pl: Vec<u8>) {
         s.push(Packet {
             track: 0,
             header: RtpHeader {
@@ -269,14 +395,14 @@ mod tests {
                 timestamp: ts,
                 ssrc: 0xdead,
             },
-            payload: Bytes::from_static(&[0x41, 1, 2, 3]),
+            payload: Bytes::from(pl),
             keyframe: key,
             epoch,
             received: Instant::now(),
         });
     }
 
-    const SETUP: TrackSetup = TrackSetup {
+    pub(crate) const SETUP: TrackSetup = TrackSetup {
         ssrc: 0x1234,
         first_seq: 100,
         first_ts: 5000,

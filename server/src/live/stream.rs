@@ -343,6 +343,33 @@ impl Stream {
     pub fn head(&self) -> u64 {
         self.ring().head()
     }
+
+    /// The newest run of `track`'s packets whose payloads are `mark`'s, in order (other
+    /// tracks' packets may sit between them): the position and header of its last packet.
+    pub fn find_mark(&self, track: usize, mark: &super::handoff::Mark) -> Option<(u64, RtpHeader)> {
+        use super::handoff::is;
+        let (&last, earlier) = mark.packets.split_last()?;
+        let ring = self.ring();
+        let of_track = |i: usize| ring.packets.get(i).filter(|p| p.track == track);
+        (0..ring.packets.len()).rev().find_map(|end| {
+            let p = of_track(end)?;
+            if !is(last, &p.payload) {
+                return None;
+            }
+            // The earlier packets of the run, newest first, among this track's packets.
+            let mut want = earlier.iter().rev();
+            let mut i = end;
+            let mut next = want.next();
+            while let Some(&w) = next {
+                i = (0..i).rev().find(|&j| of_track(j).is_some())?;
+                if !is(w, &ring.packets[i].payload) {
+                    return None;
+                }
+                next = want.next();
+            }
+            Some((ring.base + end as u64, p.header))
+        })
+    }
 }
 
 #[cfg(test)]

@@ -105,9 +105,11 @@ async fn run(drain: Arc<Drain>, node: Arc<Node>, cancel: CancellationToken) {
                          to ANNOUNCE): it stays until it reconnects"
                             .to_string(),
                     ),
-                    SessionKindView::Play => {
-                        Err("live viewers stay on the node holding the camera".to_string())
-                    }
+                    SessionKindView::Play => Err(
+                        "a drain does not move live viewers yet (`vigil ctl migrate` moves \
+                             one)"
+                            .to_string(),
+                    ),
                     SessionKindView::Playback => {
                         let camera = s.path.strip_prefix("playback/").unwrap_or(&s.path);
                         let pos = s.position_ms.load(Ordering::Relaxed);

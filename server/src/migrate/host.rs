@@ -5,10 +5,17 @@
 //! (`Status` is A's heartbeat). A steering node that falls silent for `lease_ms` (it died,
 //! and the viewer's connection with it) makes this node stop sending and forget the session,
 //! so nothing keeps streaming to a viewer nobody steers.
+//!
+//! Fault injection for tests and drills: a node started with
+//! `VIGIL_FAULT_MIGRATION_PREPARE_STALL=<file>` holds every `Prepare` it receives (before it
+//! does anything) for as long as that file exists, logging when it starts to, so a test can
+//! kill the node while the steering node waits for its answer. Only whoever starts the
+//! process can set it.
 
 use super::preserve::RawSender;
 use super::wire::{
-    MigrationReply, PrepareSpec, SourceMode, WireCursor, WireRun, WireStopped, WireTrack,
+    MigrationReply, PrepareSpec, SessionStatus, SourceMode, WireCursor, WireRun, WireStopped,
+    WireTrack,
 };
 use crate::node::{Node, SessionInfo, SessionKindView};
 use crate::playback::library::Library;
@@ -23,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use vigil_proto::sdp::{self, SessionDescription};
 
+mod live;
+
 struct Hosted {
     spec: PrepareSpec,
     info: Arc<SessionInfo>,
@@ -36,9 +45,15 @@ struct Hosted {
 pub struct Host {
     node: Arc<Node>,
     sessions: Mutex<HashMap<String, Hosted>>,
+    lives: Mutex<HashMap<String, live::HostedLive>>,
     raw: Mutex<Option<Arc<RawSender>>>,
     lease: Duration,
+    /// The Prepare-stall fault file (see the module's doc).
+    stall_prepare: Option<std::path::PathBuf>,
 }
+
+/// The environment variable naming the Prepare-stall fault file.
+pub const PREPARE_STALL_ENV: &str = "VIGIL_FAULT_MIGRATION_PREPARE_STALL";
 
 type Reply = MigrationReply;
 
@@ -114,8 +129,10 @@ impl Host {
         let host = Arc::new(Host {
             node: node.clone(),
             sessions: Mutex::new(HashMap::new()),
+            lives: Mutex::new(HashMap::new()),
             raw: Mutex::new(None),
             lease,
+            stall_prepare: std::env::var_os(PREPARE_STALL_ENV).map(Into::into),
         });
         node.tasks
             .spawn(reap(Arc::downgrade(&host), node.shutdown.clone()));
@@ -124,6 +141,10 @@ impl Host {
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Hosted>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lives(&self) -> std::sync::MutexGuard<'_, HashMap<String, live::HostedLive>> {
+        self.lives.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The raw socket of `preserve` mode, opened on first use.
@@ -137,7 +158,59 @@ impl Host {
         Ok(r)
     }
 
+    /// The sockets a moved session's media leaves by: a port pair of this node per track
+    /// (`own`), or the raw socket with the steering node's ports as the source (`preserve`).
+    pub async fn bind_outs(&self, spec: &PrepareSpec) -> Result<Vec<UdpOut>, String> {
+        let mut outs = Vec::new();
+        match spec.mode {
+            SourceMode::Own => {
+                let ip = self.node.config.rtsp.listen.ip();
+                for d in &spec.dests {
+                    let Some(pair) = self.node.ports.bind_pair(ip).await else {
+                        return Err("no free UDP port pair".into());
+                    };
+                    outs.push(UdpOut {
+                        track: d.track,
+                        via: UdpVia::Socket {
+                            rtp: Arc::new(pair.rtp),
+                            rtcp: Arc::new(pair.rtcp),
+                        },
+                        dest_rtp: d.rtp,
+                        dest_rtcp: d.rtcp,
+                    });
+                }
+            }
+            SourceMode::Preserve => {
+                let raw = self.raw_sender().map_err(|e| e.to_string())?;
+                for d in &spec.dests {
+                    outs.push(UdpOut {
+                        track: d.track,
+                        via: UdpVia::Spoofed {
+                            raw: raw.clone(),
+                            src_rtp: d.src_rtp,
+                            src_rtcp: d.src_rtcp,
+                        },
+                        dest_rtp: d.rtp,
+                        dest_rtcp: d.rtcp,
+                    });
+                }
+            }
+        }
+        Ok(outs)
+    }
+
+    /// Holds a `Prepare` while the stall fault file exists (see the module's doc).
+    pub async fn fault_stall(&self, session: &str) {
+        if let Some(file) = self.stall_prepare.as_ref().filter(|f| f.exists()) {
+            warn!(session, "fault injection: Prepare stalled");
+            while file.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+
     pub async fn prepare(&self, spec: PrepareSpec) -> Reply {
+        self.fault_stall(&spec.session).await;
         let Some(library) = self.node.library.clone() else {
             return failed("recording is disabled on this node");
         };
@@ -165,44 +238,10 @@ impl Host {
             Ok(s) => s,
             Err(e) => return failed(format!("recorded SDP: {e}")),
         };
-        let mut outs = Vec::new();
-        match spec.mode {
-            SourceMode::Own => {
-                let ip = self.node.config.rtsp.listen.ip();
-                for d in &spec.dests {
-                    let Some(pair) = self.node.ports.bind_pair(ip).await else {
-                        return failed("no free UDP port pair");
-                    };
-                    outs.push(UdpOut {
-                        track: d.track,
-                        via: UdpVia::Socket {
-                            rtp: Arc::new(pair.rtp),
-                            rtcp: Arc::new(pair.rtcp),
-                        },
-                        dest_rtp: d.rtp,
-                        dest_rtcp: d.rtcp,
-                    });
-                }
-            }
-            SourceMode::Preserve => {
-                let raw = match self.raw_sender() {
-                    Ok(r) => r,
-                    Err(e) => return failed(e),
-                };
-                for d in &spec.dests {
-                    outs.push(UdpOut {
-                        track: d.track,
-                        via: UdpVia::Spoofed {
-                            raw: raw.clone(),
-                            src_rtp: d.src_rtp,
-                            src_rtcp: d.src_rtcp,
-                        },
-                        dest_rtp: d.rtp,
-                        dest_rtcp: d.rtcp,
-                    });
-                }
-            }
-        }
+        let outs = match self.bind_outs(&spec).await {
+            Ok(o) => o,
+            Err(e) => return failed(e),
+        };
         let info = Arc::new(SessionInfo::new(
             spec.session.clone(),
             format!("playback/{}", spec.camera),
@@ -280,12 +319,8 @@ impl Host {
         }
         // Answer once the first frame is out (at most one frame interval away): the
         // steering node reports the handoff gap from it.
-        let first = tokio::time::timeout(Duration::from_secs(2), rx)
-            .await
-            .ok()
-            .and_then(Result::ok);
         MigrationReply::Started {
-            first_sent_us: first,
+            first_sent_us: super::first_sent(rx).await,
         }
     }
 
@@ -308,34 +343,54 @@ impl Host {
         }
     }
 
-    pub fn status(&self, session: &str) -> Reply {
+    /// The heartbeat of a steering node: renews the lease of each session it names.
+    pub fn status(&self, sessions: &[String]) -> Reply {
         let mut g = self.sessions();
-        let Some(h) = g.get_mut(session) else {
-            return failed(format!("session {session} is not hosted here"));
-        };
-        h.touched = Instant::now();
-        let ended = h.running.as_ref().is_some_and(|(_, j)| j.is_finished());
-        let progress = h
-            .progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|p| WireStopped {
-                tracks: p.tracks.clone(),
-                resume: Some(cursor_to_wire(&p.cursor)),
-                anchor: p.anchor,
-                last_sent_us: None,
-            });
-        MigrationReply::Status {
-            running: h.running.is_some() && !ended,
-            ended,
-            progress,
-        }
+        let list = sessions
+            .iter()
+            .map(|id| {
+                let Some(h) = g.get_mut(id) else {
+                    if let Some(st) = self.live_status(id) {
+                        return st;
+                    }
+                    return SessionStatus {
+                        session: id.clone(),
+                        hosted: false,
+                        running: false,
+                        ended: false,
+                        progress: None,
+                    };
+                };
+                h.touched = Instant::now();
+                let ended = h.running.as_ref().is_some_and(|(_, j)| j.is_finished());
+                let progress = h
+                    .progress
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .map(|p| WireStopped {
+                        tracks: p.tracks.clone(),
+                        resume: Some(cursor_to_wire(&p.cursor)),
+                        anchor: p.anchor,
+                        last_sent_us: None,
+                    });
+                SessionStatus {
+                    session: id.clone(),
+                    hosted: true,
+                    running: h.running.is_some() && !ended,
+                    ended,
+                    progress,
+                }
+            })
+            .collect();
+        MigrationReply::Status(list)
     }
 
     /// Forget a session: stop its sender (no BYE: the session goes on elsewhere).
     pub fn release(&self, session: &str) -> Reply {
-        let Some(h) = self.sessions().remove(session) else {
+        let removed = self.sessions().remove(session);
+        let Some(h) = removed else {
+            self.release_live(session);
             return MigrationReply::Done;
         };
         if let Some((cancel, _)) = &h.running {
@@ -348,12 +403,18 @@ impl Host {
 
     /// Drop the sessions whose steering node has been silent longer than the lease.
     fn expire(&self) {
-        let expired: Vec<String> = self
+        let mut expired: Vec<String> = self
             .sessions()
             .iter()
             .filter(|(_, h)| h.touched.elapsed() > self.lease)
             .map(|(id, _)| id.clone())
             .collect();
+        expired.extend(
+            self.lives()
+                .iter()
+                .filter(|(_, h)| h.touched.elapsed() > self.lease)
+                .map(|(id, _)| id.clone()),
+        );
         for id in expired {
             warn!(session = %id, lease = ?self.lease, "migration: steering node silent past the lease, stopping");
             self.release(&id);
@@ -361,7 +422,7 @@ impl Host {
     }
 
     pub fn hosted(&self) -> usize {
-        self.sessions().len()
+        self.sessions().len() + self.lives().len()
     }
 }
 

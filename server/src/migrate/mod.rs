@@ -11,9 +11,11 @@
 //! [`crate::cluster::rpc::MigrationService`] trait registered at start-up.
 
 pub mod drain;
+pub mod heartbeat;
 pub mod host;
 pub mod preserve;
 pub mod steer;
+pub mod steer_live;
 pub mod wire;
 
 use crate::node::Node;
@@ -33,6 +35,15 @@ pub enum SessionCommand {
     },
     /// The node sending the media stopped answering: send from here again.
     TakeBack { node: String },
+}
+
+/// When a new sender's first frame went out (µs since the epoch): at most one frame
+/// interval after it started, so two seconds without it means it never will.
+pub async fn first_sent(rx: oneshot::Receiver<i64>) -> Option<i64> {
+    tokio::time::timeout(Duration::from_secs(2), rx)
+        .await
+        .ok()
+        .and_then(Result::ok)
 }
 
 /// Counts outcomes in `vigil_migrations_total{result}`.
@@ -156,10 +167,15 @@ impl crate::cluster::rpc::MigrationService for Service {
                 return MigrationReply::Failed("shutting down".into());
             };
             match call {
+                MigrationCall::Prepare(spec) if spec.live => host.prepare_live(spec).await,
                 MigrationCall::Prepare(spec) => host.prepare(spec).await,
+                MigrationCall::StartLive { session, handoff } => {
+                    host.start_live(&session, handoff).await
+                }
+                MigrationCall::StopLive { session } => host.stop_live(&session).await,
                 MigrationCall::Start { session, run } => host.start(&session, run).await,
                 MigrationCall::Stop { session } => host.stop(&session).await,
-                MigrationCall::Status { session } => host.status(&session),
+                MigrationCall::Status { sessions } => host.status(&sessions),
                 MigrationCall::Release { session } => host.release(&session),
                 // A session hosted here (steered elsewhere) is moved through its owner.
                 MigrationCall::MoveOut { session, to, mode } => {

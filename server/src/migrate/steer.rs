@@ -1,7 +1,8 @@
 //! The steering side of a migrated session (node A): the viewer's RTSP connection stays
 //! here, the media is sent by another node. [`Remote`] is the session's handle on that node;
 //! [`move_session`] carries out one handoff (Prepare → stop here after frame k → Start there
-//! at frame k+1's due time), and a watchdog takes the session back if the sending node dies.
+//! at frame k+1's due time), and the heartbeat (`heartbeat`) takes the session back if the
+//! sending node dies.
 
 use super::host::{cursor_from_wire, cursor_to_wire, to_wire, tracks_from_wire};
 use super::wire::{
@@ -46,15 +47,7 @@ pub struct Remote {
 
 impl Remote {
     async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
-        match self
-            .cluster
-            .call_migration(&self.node, call, self.timeout)
-            .await
-        {
-            Ok(MigrationReply::Failed(e)) => Err(e),
-            Ok(r) => Ok(r),
-            Err(e) => Err(format!("{e:#}")),
-        }
+        call_node(&self.cluster, &self.node, call, self.timeout).await
     }
 
     async fn resolve(
@@ -136,21 +129,72 @@ impl Remote {
     /// Forget the session there (in the background: the session goes on without it).
     pub fn release(self) {
         self.watchdog.cancel();
-        let cluster = self.cluster.clone();
-        let (node, session, timeout) = (self.node.clone(), self.session.clone(), self.timeout);
-        tokio::spawn(async move {
-            let _ = cluster
-                .call_migration(&node, MigrationCall::Release { session }, timeout)
-                .await;
-        });
+        release_on(&self.cluster, &self.node, &self.session, self.timeout);
     }
+}
+
+/// One migration call to `node`; its `Failed` answer is an error.
+pub(super) async fn call_node(
+    cluster: &Cluster,
+    node: &str,
+    call: MigrationCall,
+    timeout: Duration,
+) -> Result<MigrationReply, String> {
+    match cluster.call_migration(node, call, timeout).await {
+        Ok(MigrationReply::Failed(e)) => Err(e),
+        Ok(r) => Ok(r),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+/// Forgets `session` on `node`, in the background (the session goes on without it).
+pub(super) fn release_on(cluster: &Arc<Cluster>, node: &str, session: &str, timeout: Duration) {
+    let cluster = cluster.clone();
+    let (node, session) = (node.to_string(), session.to_string());
+    tokio::spawn(async move {
+        let _ = cluster
+            .call_migration(&node, MigrationCall::Release { session }, timeout)
+            .await;
+    });
+}
+
+/// Where a session's tracks go at the client, and the source ports it saw at SETUP.
+pub(super) fn wire_dests(node: &Node, outs: &[crate::playback::task::UdpOut]) -> Vec<WireDest> {
+    outs.iter()
+        .map(|o| {
+            let (src_rtp, src_rtcp) = match &o.via {
+                UdpVia::Socket { rtp, rtcp } => (rtp.local_addr().ok(), rtcp.local_addr().ok()),
+                UdpVia::Spoofed {
+                    src_rtp, src_rtcp, ..
+                } => (Some(*src_rtp), Some(*src_rtcp)),
+            };
+            let own = |a: Option<std::net::SocketAddr>| {
+                let mut a = a.unwrap_or(node.config.rtsp.listen);
+                if a.ip().is_unspecified() {
+                    a.set_ip(session_local_ip(node));
+                }
+                a
+            };
+            WireDest {
+                track: o.track,
+                rtp: o.dest_rtp,
+                rtcp: o.dest_rtcp,
+                src_rtp: own(src_rtp),
+                src_rtcp: own(src_rtcp),
+            }
+        })
+        .collect()
 }
 
 /// Runs a command sent to the task owning `session`.
 pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand) {
     match cmd {
         SessionCommand::Move { to, mode, reply } => {
-            let r = move_session(node, session, &to, mode).await;
+            let r = if session.playback.is_none() && !session.is_tcp() {
+                super::steer_live::move_live(node, session, &to, mode).await
+            } else {
+                move_session(node, session, &to, mode).await
+            };
             match &r {
                 Ok(m) => {
                     info!(session = %m.session, from = %m.from, to = %m.to, gap_ms = ?m.gap_ms, "session moved")
@@ -160,6 +204,9 @@ pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand
                 }
             }
             let _ = reply.send(r);
+        }
+        SessionCommand::TakeBack { node: from } if session.playback.is_none() => {
+            super::steer_live::lost(session, &from)
         }
         SessionCommand::TakeBack { node: from } => take_back(node, session, &from).await,
     }
@@ -175,9 +222,7 @@ fn movable(node: &Node, session: &Session) -> Result<(), String> {
         );
     }
     let Some(pb) = session.playback.as_ref() else {
-        return Err(
-            "only playback sessions move (live viewers stay on the node holding the camera)".into(),
-        );
+        return Err("not a playback session".into());
     };
     if pb.udp.is_empty() {
         return Err("the session has not started playing yet".into());
@@ -223,32 +268,7 @@ pub async fn move_session(
     let mut target = None;
     if to != here {
         let position_ms = info.position_ms.load(Ordering::Relaxed);
-        let dests = pb
-            .udp
-            .iter()
-            .map(|o| {
-                let (src_rtp, src_rtcp) = match &o.via {
-                    UdpVia::Socket { rtp, rtcp } => (rtp.local_addr().ok(), rtcp.local_addr().ok()),
-                    UdpVia::Spoofed {
-                        src_rtp, src_rtcp, ..
-                    } => (Some(*src_rtp), Some(*src_rtcp)),
-                };
-                let own = |a: Option<std::net::SocketAddr>| {
-                    let mut a = a.unwrap_or(node.config.rtsp.listen);
-                    if a.ip().is_unspecified() {
-                        a.set_ip(session_local_ip(node));
-                    }
-                    a
-                };
-                WireDest {
-                    track: o.track,
-                    rtp: o.dest_rtp,
-                    rtcp: o.dest_rtcp,
-                    src_rtp: own(src_rtp),
-                    src_rtcp: own(src_rtcp),
-                }
-            })
-            .collect();
+        let dests = wire_dests(node, &pb.udp);
         let spec = PrepareSpec {
             session: info.id.clone(),
             from: here.clone(),
@@ -264,6 +284,7 @@ pub async fn move_session(
             } else {
                 pb.req.start_ms
             },
+            live: false,
         };
         let remote = Remote {
             node: to.to_string(),
@@ -315,10 +336,7 @@ pub async fn move_session(
             .await;
         if first_sent.is_none() && pb.remote.is_none() {
             // Sent from here: its first frame goes out at its due time.
-            first_sent = tokio::time::timeout(Duration::from_secs(2), rx)
-                .await
-                .ok()
-                .and_then(Result::ok);
+            first_sent = super::first_sent(rx).await;
         }
         if to != here && pb.remote.is_none() {
             if let Some(o) = old {
@@ -334,27 +352,48 @@ pub async fn move_session(
     if let Some(o) = old {
         o.release();
     }
-    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
-        (to != here).then(|| to.to_string());
-    info.moves.fetch_add(1, Ordering::Relaxed);
     if to != here {
         info.rate_bps.store(0, Ordering::Relaxed);
     }
     if let Some(r) = pb.remote.as_ref() {
         spawn_watchdog(node, &info, r);
     }
+    let sent = (gap_from, first_sent);
+    Ok(committed(
+        node,
+        &info,
+        (from, to, &here),
+        mode,
+        sent,
+        prepare_ms,
+        started,
+    ))
+}
+
+/// Records a committed move on the session (where its media is, how often it moved), tells
+/// the cluster, and reports it: `sent` is (old sender's last frame, new sender's first).
+pub(super) fn committed(
+    node: &Node,
+    info: &SessionInfo,
+    (from, to, here): (String, &str, &str),
+    mode: SourceMode,
+    sent: (Option<i64>, Option<i64>),
+    prepare_ms: f64,
+    started: Instant,
+) -> MoveReport {
+    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
+        (to != here).then(|| to.to_string());
+    info.moves.fetch_add(1, Ordering::Relaxed);
     crate::cluster::notify_change(node);
-    Ok(MoveReport {
+    MoveReport {
         session: info.id.clone(),
         from,
         to: to.to_string(),
         mode,
-        gap_ms: first_sent
-            .zip(gap_from)
-            .map(|(b, a)| (b - a) as f64 / 1000.0),
+        gap_ms: sent.0.zip(sent.1).map(|(a, b)| (b - a) as f64 / 1000.0),
         prepare_ms,
         total_ms: started.elapsed().as_secs_f64() * 1000.0,
-    })
+    }
 }
 
 fn session_local_ip(node: &Node) -> std::net::IpAddr {
@@ -365,57 +404,36 @@ fn session_local_ip(node: &Node) -> std::net::IpAddr {
         .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
 }
 
-/// Heartbeat to the sending node; on silence past `takeback_ms` the session comes home.
+/// Watch the sending node from the node's heartbeat (one batched call per node): on
+/// silence past `takeback_ms` the session comes home.
 fn spawn_watchdog(node: &Arc<Node>, info: &Arc<SessionInfo>, remote: &Remote) {
-    let cfg = &node.config.cluster.migration;
-    let every = Duration::from_millis(cfg.heartbeat_ms);
-    let takeback = Duration::from_millis(cfg.takeback_ms);
-    let cluster = remote.cluster.clone();
-    let (to, session) = (remote.node.clone(), remote.session.clone());
-    let last = remote.last.clone();
-    let cancel = remote.watchdog.clone();
-    let info = info.clone();
-    node.tasks.spawn(async move {
-        let mut last_ok = Instant::now();
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = info.cancel.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
-            }
-            let call = MigrationCall::Status {
-                session: session.clone(),
-            };
-            match cluster.call_migration(&to, call, every).await {
-                Ok(MigrationReply::Status { ended: true, .. }) => {
-                    // The run reached the end of the recording there (BYE sent): done.
-                    info.cancel.cancel();
-                    return;
-                }
-                Ok(MigrationReply::Status { progress, .. }) => {
-                    if progress.is_some() {
-                        *last.lock().unwrap_or_else(|p| p.into_inner()) = progress;
-                    }
-                    last_ok = Instant::now();
-                }
-                _ => {}
-            }
-            if cancel.is_cancelled() {
-                return;
-            }
-            if last_ok.elapsed() >= takeback {
-                let tx = info
-                    .commands
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                if let Some(tx) = tx {
-                    let _ = tx.send(SessionCommand::TakeBack { node: to.clone() }).await;
-                }
-                return;
-            }
-        }
-    });
+    watch(
+        node,
+        &remote.cluster,
+        &remote.node,
+        info,
+        remote.last.clone(),
+        remote.watchdog.clone(),
+    );
+}
+
+/// Heartbeats `peer` for a session it sends.
+pub(super) fn watch(
+    node: &Arc<Node>,
+    cluster: &Arc<Cluster>,
+    peer: &str,
+    info: &Arc<SessionInfo>,
+    last: Arc<Mutex<Option<WireStopped>>>,
+    cancel: CancellationToken,
+) {
+    super::heartbeat::Heartbeats::of(node, cluster).watch(
+        peer,
+        super::heartbeat::Watched {
+            last,
+            info: info.clone(),
+            cancel,
+        },
+    );
 }
 
 /// The sending node stopped answering: continue here from its last heartbeat.

@@ -68,6 +68,10 @@ pub struct PrepareSpec {
     pub cname: String,
     /// Where playback is now: the segment B loads into its cache before it says ready.
     pub position_ms: i64,
+    /// A live viewer of `live/<camera>` (B holds the camera or relays it from its holder)
+    /// rather than a playback.
+    #[serde(default)]
+    pub live: bool,
 }
 
 /// The next frame: the segment (by its start, unique per camera) and the frame in it.
@@ -100,7 +104,7 @@ pub struct WireRun {
 }
 
 /// A stopped sender's state.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WireStopped {
     pub tracks: Vec<WireTrack>,
     pub resume: Option<WireCursor>,
@@ -118,8 +122,18 @@ pub enum MigrationCall {
     Stop {
         session: String,
     },
-    Status {
+    /// A live viewer: continue it from this state (`crate::live::handoff`).
+    StartLive {
         session: String,
+        handoff: crate::live::handoff::LiveHandoff,
+    },
+    /// A live viewer: stop sending it and give its state back.
+    StopLive {
+        session: String,
+    },
+    /// The steering node's heartbeat: every session it steered to this node, in one call.
+    Status {
+        sessions: Vec<String>,
     },
     Release {
         session: String,
@@ -136,6 +150,18 @@ pub enum MigrationCall {
     },
     /// To a node: how its drain is going.
     DrainStatus,
+}
+
+/// A hosted session's state, as the heartbeat answers it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionStatus {
+    pub session: String,
+    /// False: this node does not host it (any more: its lease ran out).
+    pub hosted: bool,
+    pub running: bool,
+    /// The run ended by itself (end of recording or range): the session is over.
+    pub ended: bool,
+    pub progress: Option<WireStopped>,
 }
 
 /// The outcome of one move, as `vigil ctl migrate` prints it.
@@ -161,12 +187,9 @@ pub enum MigrationReply {
         first_sent_us: Option<i64>,
     },
     Stopped(Option<WireStopped>),
-    Status {
-        running: bool,
-        /// The run ended by itself (end of recording or range): the session is over.
-        ended: bool,
-        progress: Option<WireStopped>,
-    },
+    StoppedLive(crate::live::handoff::LiveHandoff),
+    /// One entry per session asked about, in the order asked.
+    Status(Vec<SessionStatus>),
     Done,
     Moved(MoveReport),
     Drain(crate::migrate::drain::DrainStatus),

@@ -77,6 +77,30 @@ pub struct UdpOut {
     pub dest_rtcp: SocketAddr,
 }
 
+impl UdpOut {
+    /// Sends RTP packets of this track to the client (errors such as ICMP port unreachable
+    /// are logged: the session's timeout collects a viewer that went away).
+    pub async fn send_rtp(&self, packets: &[OutPacket]) {
+        let r = match &self.via {
+            UdpVia::Socket { rtp, .. } => send_batch(rtp, self.dest_rtp, packets).await,
+            UdpVia::Spoofed { raw, src_rtp, .. } => {
+                raw.send_packets(*src_rtp, self.dest_rtp, packets)
+            }
+        };
+        if let Err(e) = r {
+            debug!("udp send to {}: {e}", self.dest_rtp);
+        }
+    }
+
+    /// Sends one RTCP compound packet of this track to the client.
+    pub async fn send_rtcp(&self, pkt: &[u8]) {
+        let _ = match &self.via {
+            UdpVia::Socket { rtcp, .. } => rtcp.send_to(pkt, self.dest_rtcp).await,
+            UdpVia::Spoofed { raw, src_rtcp, .. } => raw.send(*src_rtcp, self.dest_rtcp, pkt),
+        };
+    }
+}
+
 /// How a UDP track's packets leave the node.
 #[derive(Clone)]
 pub enum UdpVia {
@@ -466,15 +490,7 @@ async fn send(sink: &Sink, track: usize, packets: Vec<OutPacket>) -> Result<(), 
         Sink::Tcp(tx) => tx.send(TcpOut::Packets(packets)).await.map_err(|_| ()),
         Sink::Udp(outs) => {
             if let Some(o) = outs.iter().find(|o| o.track == track) {
-                let r = match &o.via {
-                    UdpVia::Socket { rtp, .. } => send_batch(rtp, o.dest_rtp, &packets).await,
-                    UdpVia::Spoofed { raw, src_rtp, .. } => {
-                        raw.send_packets(*src_rtp, o.dest_rtp, &packets)
-                    }
-                };
-                if let Err(e) = r {
-                    debug!("udp send to {}: {e}", o.dest_rtp);
-                }
+                o.send_rtp(&packets).await;
             }
             Ok(())
         }
@@ -487,12 +503,7 @@ async fn send_rtcp(sink: &Sink, reports: Vec<(usize, Vec<u8>)>) -> Result<(), ()
         Sink::Udp(outs) => {
             for (track, pkt) in reports {
                 if let Some(o) = outs.iter().find(|o| o.track == track) {
-                    let _ = match &o.via {
-                        UdpVia::Socket { rtcp, .. } => rtcp.send_to(&pkt, o.dest_rtcp).await,
-                        UdpVia::Spoofed { raw, src_rtcp, .. } => {
-                            raw.send(*src_rtcp, o.dest_rtcp, &pkt)
-                        }
-                    };
+                    o.send_rtcp(&pkt).await;
                 }
             }
             Ok(())

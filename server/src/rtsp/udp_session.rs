@@ -4,8 +4,8 @@ use super::session::Activity;
 use crate::ingest::Producer;
 use crate::live::reader::{OutPacket, Reader};
 use crate::net::ports::UdpPair;
-use crate::net::udp::send_batch;
 use crate::node::{Node, SessionInfo};
+use crate::playback::task::{wall_us, UdpOut, UdpVia};
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, Instrument};
+use tracing::{info, Instrument};
 use vigil_proto::rtcp;
 
 /// One set-up track of a UDP viewer.
@@ -25,10 +25,21 @@ pub struct UdpTrack {
     pub client_rtcp: SocketAddr,
 }
 
-/// Handle to a running UDP viewer task.
+/// A live UDP viewer's media: its server ports (announced at SETUP; the client's RTCP
+/// arrives there wherever its media comes from) and the sender, here or on the node the
+/// viewer moved to (`crate::migrate::steer_live`).
 pub struct UdpPlay {
-    cancel: CancellationToken,
-    paused: watch::Sender<bool>,
+    pub outs: Vec<UdpOut>,
+    rtcp_watch: CancellationToken,
+    pub sender: LiveSender,
+}
+
+/// Who sends a live UDP viewer's media.
+pub enum LiveSender {
+    Local(LivePump),
+    Remote(crate::migrate::steer_live::RemoteLive),
+    /// Between the two halves of a move.
+    None,
 }
 
 impl UdpPlay {
@@ -39,80 +50,154 @@ impl UdpPlay {
         tracks: Vec<UdpTrack>,
         activity: Arc<Activity>,
     ) -> UdpPlay {
-        let cancel = CancellationToken::new();
+        let rtcp_watch = CancellationToken::new();
+        let outs: Vec<UdpOut> = tracks
+            .into_iter()
+            .map(|t| UdpOut {
+                track: t.track,
+                via: UdpVia::Socket {
+                    rtp: Arc::new(t.pair.rtp),
+                    rtcp: Arc::new(t.pair.rtcp),
+                },
+                dest_rtp: t.client_rtp,
+                dest_rtcp: t.client_rtcp,
+            })
+            .collect();
+        // The viewer's RTCP (receiver reports) keeps the session alive.
+        for o in &outs {
+            if let UdpVia::Socket { rtcp, .. } = &o.via {
+                node.tasks.spawn(watch_rtcp(
+                    rtcp.clone(),
+                    activity.clone(),
+                    node.clone(),
+                    rtcp_watch.clone(),
+                ));
+            }
+        }
+        let pump = LivePump::spawn(node, info, reader, outs.clone(), None);
+        UdpPlay {
+            outs,
+            rtcp_watch,
+            sender: LiveSender::Local(pump),
+        }
+    }
+
+    pub fn set_paused(&self, paused: bool) {
+        match &self.sender {
+            LiveSender::Local(p) => p.set_paused(paused),
+            // A moved viewer keeps playing: pausing live media there is not carried over.
+            LiveSender::Remote(r) => {
+                tracing::warn!(node = %r.node, "PAUSE of a live viewer sent by another node: ignored")
+            }
+            LiveSender::None => {}
+        }
+    }
+
+    /// Session end: the sender sends its BYE and stops, wherever it is.
+    pub fn stop(self) {
+        match self.sender {
+            LiveSender::Local(p) => p.end(),
+            LiveSender::Remote(r) => r.release(),
+            LiveSender::None => {}
+        }
+        self.rtcp_watch.cancel();
+    }
+}
+
+/// What a stopped pump leaves: the viewer's reader (where it is in the hub, its RTP
+/// identity) and when its last packet left (µs since the epoch).
+pub struct Pumped {
+    pub reader: Reader,
+    pub last_sent_us: Option<i64>,
+}
+
+/// A live viewer's pump: hub → the viewer's identity → UDP.
+pub struct LivePump {
+    end: CancellationToken,
+    handoff: CancellationToken,
+    paused: watch::Sender<bool>,
+    handle: tokio::task::JoinHandle<Pumped>,
+}
+
+impl LivePump {
+    /// `first_sent` learns when the first packet left (µs since the epoch).
+    pub fn spawn(
+        node: Arc<Node>,
+        info: Arc<SessionInfo>,
+        reader: Reader,
+        outs: Vec<UdpOut>,
+        first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
+    ) -> LivePump {
+        let (end, handoff) = (CancellationToken::new(), CancellationToken::new());
         let (paused, paused_rx) = watch::channel(false);
         let task = PlayTask {
-            node,
+            node: node.clone(),
             info,
             reader,
-            tracks: tracks
-                .into_iter()
-                .map(|t| {
-                    let rtcp = Arc::new(t.pair.rtcp);
-                    (
-                        t.track,
-                        Arc::new(t.pair.rtp),
-                        rtcp,
-                        t.client_rtp,
-                        t.client_rtcp,
-                    )
-                })
-                .collect(),
-            activity,
+            outs,
+            first_sent,
+            last_sent_us: None,
         };
-        let c = cancel.clone();
-        task.node
-            .tasks
-            .clone()
-            .spawn(task.run(c, paused_rx).in_current_span());
-        UdpPlay { cancel, paused }
+        let handle = node.tasks.spawn(
+            task.run(end.clone(), handoff.clone(), paused_rx)
+                .in_current_span(),
+        );
+        LivePump {
+            end,
+            handoff,
+            paused,
+            handle,
+        }
     }
 
     pub fn set_paused(&self, paused: bool) {
         let _ = self.paused.send(paused);
     }
 
-    pub fn stop(&self) {
-        self.cancel.cancel();
+    /// Stop for good (RTCP BYE).
+    pub fn end(self) {
+        self.end.cancel();
+    }
+
+    /// Stop without a BYE (the stream goes on from another sender) and give the state back.
+    pub async fn stop(self) -> Option<Pumped> {
+        self.handoff.cancel();
+        self.handle.await.ok()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
     }
 }
-
-type TrackSockets = (
-    usize,
-    Arc<UdpSocket>,
-    Arc<UdpSocket>,
-    SocketAddr,
-    SocketAddr,
-);
 
 struct PlayTask {
     node: Arc<Node>,
     info: Arc<SessionInfo>,
     reader: Reader,
-    tracks: Vec<TrackSockets>,
-    activity: Arc<Activity>,
+    outs: Vec<UdpOut>,
+    first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
+    last_sent_us: Option<i64>,
 }
 
 const PUMP_BATCH: usize = 256;
 
 impl PlayTask {
-    async fn run(mut self, cancel: CancellationToken, mut paused: watch::Receiver<bool>) {
-        // The viewer's RTCP (receiver reports) keeps the session alive.
-        for (_, _, rtcp_sock, _, _) in &self.tracks {
-            self.node.tasks.spawn(watch_rtcp(
-                rtcp_sock.clone(),
-                self.activity.clone(),
-                self.node.clone(),
-                cancel.clone(),
-            ));
-        }
+    async fn run(
+        mut self,
+        end: CancellationToken,
+        handoff: CancellationToken,
+        mut paused: watch::Receiver<bool>,
+    ) -> Pumped {
         let mut out: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
         let mut per_track: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
         let mut sr = tokio::time::interval(Duration::from_secs(5));
+        let mut bye = true;
         loop {
             let is_paused = *paused.borrow();
             tokio::select! {
-                _ = cancel.cancelled() => break,
+                biased;
+                _ = handoff.cancelled() => { bye = false; break }
+                _ = end.cancelled() => break,
                 _ = self.node.shutdown.cancelled() => break,
                 r = paused.changed() => if r.is_err() { break },
                 _ = self.reader.wait(), if !is_paused => {
@@ -130,23 +215,31 @@ impl PlayTask {
                     self.info.packets.fetch_add(out.len() as u64, Ordering::Relaxed);
                     let bytes: u64 = out.iter().map(|p| 12 + p.payload.len() as u64).sum();
                     self.info.bytes.fetch_add(bytes, Ordering::Relaxed);
-                    for (track, rtp, _, dest, _) in &self.tracks {
+                    for o in &self.outs {
                         per_track.clear();
-                        per_track.extend(out.iter().filter(|p| p.track == *track).cloned());
-                        if per_track.is_empty() {
-                            continue;
+                        per_track.extend(out.iter().filter(|p| p.track == o.track).cloned());
+                        if !per_track.is_empty() {
+                            o.send_rtp(&per_track).await;
                         }
-                        if let Err(e) = send_batch(rtp, *dest, &per_track).await {
-                            // ICMP port unreachable etc.: the viewer is gone; the session
-                            // timeout will collect it.
-                            debug!("udp send to {dest}: {e}");
+                    }
+                    if !out.is_empty() {
+                        let now = wall_us();
+                        self.last_sent_us = Some(now);
+                        if let Some(tx) = self.first_sent.take() {
+                            let _ = tx.send(now);
                         }
                     }
                 }
                 _ = sr.tick() => self.send_rtcp(false).await,
             }
         }
-        self.send_rtcp(true).await;
+        if bye {
+            self.send_rtcp(true).await;
+        }
+        Pumped {
+            reader: self.reader,
+            last_sent_us: self.last_sent_us,
+        }
     }
 
     async fn send_rtcp(&self, bye: bool) {
@@ -172,8 +265,8 @@ impl PlayTask {
             } else {
                 rtcp::sender_report(&sr, cname)
             };
-            if let Some((_, _, sock, _, dest)) = self.tracks.iter().find(|t| t.0 == track) {
-                let _ = sock.send_to(&pkt, *dest).await;
+            if let Some(o) = self.outs.iter().find(|o| o.track == track) {
+                o.send_rtcp(&pkt).await;
             }
         }
     }

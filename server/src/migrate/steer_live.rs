@@ -1,0 +1,256 @@
+//! The steering side of a moved live viewer (issue 7 §1): like a playback, the viewer's
+//! RTSP connection and server ports stay here while another node sends its
+//! `live/<camera>`; the handoff carries the viewer's RTP identity and names the last packets
+//! sent, so the next sender continues right after them (`crate::live::handoff`).
+
+use super::steer::{call_node, committed, release_on, watch, wire_dests};
+use super::wire::{MigrationCall, MigrationReply, MoveReport, PrepareSpec, SourceMode};
+use crate::cluster::Cluster;
+use crate::live::handoff::{Joined, LiveHandoff};
+use crate::live::reader::Reader;
+use crate::live::stream::Stream;
+use crate::node::Node;
+use crate::playback::task::wall_us;
+use crate::rtsp::session::{Media, Session};
+use crate::rtsp::udp_session::{LivePump, LiveSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+/// The node sending a live viewer's media, seen from the node that steers it.
+pub struct RemoteLive {
+    pub node: String,
+    session: String,
+    cluster: Arc<Cluster>,
+    timeout: Duration,
+    watchdog: CancellationToken,
+}
+
+impl RemoteLive {
+    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
+        call_node(&self.cluster, &self.node, call, self.timeout).await
+    }
+
+    /// Forget the viewer there (in the background).
+    pub fn release(self) {
+        self.watchdog.cancel();
+        release_on(&self.cluster, &self.node, &self.session, self.timeout);
+    }
+}
+
+/// A reader of `stream` continuing `handoff`: waits up to `patience` for the previous
+/// sender's last packets to reach this hub (a relay's latency), then joins.
+pub async fn continue_here(
+    stream: Arc<Stream>,
+    handoff: &LiveHandoff,
+    patience: Duration,
+) -> (Reader, Vec<Option<Joined>>) {
+    let deadline = tokio::time::Instant::now() + patience;
+    let found = |s: &Stream| {
+        handoff.tracks.iter().enumerate().all(|(i, t)| {
+            t.as_ref()
+                .and_then(|t| t.mark.as_ref())
+                .is_none_or(|m| s.find_mark(i, m).is_some())
+        })
+    };
+    while !found(&stream) {
+        let head = stream.head();
+        if tokio::time::timeout_at(deadline, stream.wait_beyond(head))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    Reader::continuing(stream, handoff, wall_us())
+}
+
+/// The node sending a live viewer died: the viewer ends (its RTP identity there is
+/// unknown here, so continuing it could repeat sequence numbers; the client reconnects).
+pub fn lost(session: &mut Session, from: &str) {
+    if let Media::UdpPlay(p) = &session.media {
+        if matches!(&p.sender, LiveSender::Remote(r) if r.node == from) {
+            warn!(session = %session.info.id, node = %from, "sending node of a live viewer silent: ending the session");
+            session.info.cancel.cancel();
+        }
+    }
+}
+
+/// Moves the media of a live UDP viewer to `to` (or back here): one handoff.
+pub async fn move_live(
+    node: &Arc<Node>,
+    session: &mut Session,
+    to: &str,
+    mode: Option<SourceMode>,
+) -> Result<MoveReport, String> {
+    let cluster = node.cluster.get().cloned().ok_or("the cluster is off")?;
+    if session.kind != vigil_proto::rtsp::SessionKind::Play {
+        return Err("a publisher cannot move: its RTP comes to this node".into());
+    }
+    let here = cluster.self_id.clone();
+    let info = session.info.clone();
+    let (camera, stream) = session
+        .path
+        .as_ref()
+        .and_then(|p| Some((p.name.strip_prefix("live/")?.to_string(), p.stream.clone())))
+        .ok_or("not a live viewer")?;
+    let Media::UdpPlay(play) = &mut session.media else {
+        return Err("the viewer is not playing over UDP".into());
+    };
+    let from = match &play.sender {
+        LiveSender::Remote(r) => r.node.clone(),
+        _ => here.clone(),
+    };
+    if to == from {
+        return Err(format!("the session is already on {to}"));
+    }
+    if to != here && !cluster.is_alive(to) {
+        return Err(format!("node {to} is not a live member of the cluster"));
+    }
+    let mcfg = &node.config.cluster.migration;
+    let mode = mode.unwrap_or(mcfg.mode.parse().unwrap_or_default());
+    let timeout = Duration::from_millis(mcfg.rpc_timeout_ms);
+    let patience = Duration::from_millis(mcfg.live_match_ms);
+    let started = Instant::now();
+    // 1. Prepare the target: the camera in its hub (held or relayed), its sockets.
+    let mut target = None;
+    if to != here {
+        let remote = RemoteLive {
+            node: to.to_string(),
+            session: info.id.clone(),
+            cluster: cluster.clone(),
+            // Its Start waits up to `live_match_ms` for the last packets.
+            timeout: timeout + patience,
+            watchdog: CancellationToken::new(),
+        };
+        let spec = PrepareSpec {
+            session: info.id.clone(),
+            from: here.clone(),
+            camera,
+            start_ms: 0,
+            end_ms: None,
+            client: info.client,
+            dests: wire_dests(node, &play.outs),
+            mode,
+            cname: node.config.node.id.clone(),
+            position_ms: 0,
+            live: true,
+        };
+        match remote.call(MigrationCall::Prepare(spec)).await {
+            Ok(MigrationReply::Ready) => target = Some(remote),
+            Ok(other) => {
+                remote.release();
+                return Err(format!("{to} answered {other:?} to Prepare"));
+            }
+            Err(e) => {
+                // Nothing was stopped: the viewer plays on as if nothing happened.
+                remote.release();
+                return Err(format!("{to} could not prepare: {e}"));
+            }
+        }
+    }
+    let prepare_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // 2. Stop the current sender after its last packet and take the viewer's state.
+    let (handoff, reader_here) = match std::mem::replace(&mut play.sender, LiveSender::None) {
+        LiveSender::Local(p) => match p.stop().await {
+            Some(pumped) => (
+                pumped.reader.handoff(pumped.last_sent_us),
+                Some(pumped.reader),
+            ),
+            None => {
+                if let Some(t) = target {
+                    t.release();
+                }
+                info.cancel.cancel();
+                return Err("the viewer's sender task failed".into());
+            }
+        },
+        LiveSender::Remote(r) => {
+            let session_id = info.id.clone();
+            match r
+                .call(MigrationCall::StopLive {
+                    session: session_id,
+                })
+                .await
+            {
+                Ok(MigrationReply::StoppedLive(h)) => {
+                    r.release();
+                    (h, None)
+                }
+                other => {
+                    // The sender there goes on: nothing moved.
+                    play.sender = LiveSender::Remote(r);
+                    if let Some(t) = target {
+                        t.release();
+                    }
+                    return Err(format!("{from} did not stop the viewer: {other:?}"));
+                }
+            }
+        }
+        LiveSender::None => return Err("the viewer is between two senders".into()),
+    };
+    let gap_from = handoff.last_sent_us;
+    // 3. Start the new sender right after the last packet sent.
+    let mut first_sent = None;
+    let mut failed = None;
+    if let Some(t) = target {
+        let call = MigrationCall::StartLive {
+            session: info.id.clone(),
+            handoff: handoff.clone(),
+        };
+        match t.call(call).await {
+            Ok(MigrationReply::Started { first_sent_us }) => {
+                first_sent = first_sent_us;
+                watch(
+                    node,
+                    &cluster,
+                    to,
+                    &info,
+                    Arc::new(Mutex::new(None)),
+                    t.watchdog.clone(),
+                );
+                play.sender = LiveSender::Remote(t);
+            }
+            other => {
+                t.release();
+                failed = Some(format!(
+                    "{to} could not start the viewer ({other:?}): it plays on {here}"
+                ));
+            }
+        }
+    }
+    if matches!(play.sender, LiveSender::None) {
+        // Here: the reader that stopped here continues as it was; else from the handoff.
+        let reader = match reader_here {
+            Some(r) => r,
+            None => {
+                let (r, joined) = continue_here(stream, &handoff, patience).await;
+                tracing::info!(session = %info.id, ?joined, "migration: live viewer continued here");
+                r
+            }
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        play.sender = LiveSender::Local(LivePump::spawn(
+            node.clone(),
+            info.clone(),
+            reader,
+            play.outs.clone(),
+            Some(tx),
+        ));
+        first_sent = super::first_sent(rx).await;
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let sent = (gap_from, first_sent);
+    Ok(committed(
+        node,
+        &info,
+        (from, to, &here),
+        mode,
+        sent,
+        prepare_ms,
+        started,
+    ))
+}
