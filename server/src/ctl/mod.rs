@@ -290,13 +290,14 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 ]);
             }
             if !v.migrations.is_empty() {
-                println!("{table}");
-                table = Table::new();
-                table.load_preset(UTF8_BORDERS_ONLY);
-                println!("REM migrations (§A.5), newest first:");
-                table.set_header([
-                    "AT", "NODE", "LOAD", "σ", "P", "SESSION", "CAMERA", "TO", "RESULT", "REASON",
-                ]);
+                next_section(
+                    &mut table,
+                    "REM migrations (§A.5), newest first:",
+                    &[
+                        "AT", "NODE", "LOAD", "σ", "P", "SESSION", "CAMERA", "TO", "RESULT",
+                        "REASON",
+                    ],
+                );
                 for m in v.migrations {
                     table.add_row([
                         vigil_proto::rtsp::UtcTime {
@@ -316,13 +317,13 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 }
             }
             if !v.camera_moves.is_empty() {
-                println!("{table}");
-                table = Table::new();
-                table.load_preset(UTF8_BORDERS_ONLY);
-                println!("Camera moves (§B.3–§B.5), newest first:");
-                table.set_header([
-                    "AT", "TRIGGER", "FROM", "GL", "CAMERA", "TO", "RESULT", "REASON",
-                ]);
+                next_section(
+                    &mut table,
+                    "Camera moves (§B.3–§B.5), newest first:",
+                    &[
+                        "AT", "TRIGGER", "FROM", "GL", "CAMERA", "TO", "RESULT", "REASON",
+                    ],
+                );
                 for m in v.camera_moves {
                     table.add_row([
                         vigil_proto::rtsp::UtcTime {
@@ -406,4 +407,13 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
     }
     println!("{table}");
     Ok(())
+}
+
+/// Prints the table so far and starts the next one under `title`.
+fn next_section(table: &mut Table, title: &str, header: &[&str]) {
+    println!("{table}");
+    *table = Table::new();
+    table.load_preset(UTF8_BORDERS_ONLY);
+    println!("{title}");
+    table.set_header(header.to_vec());
 }
