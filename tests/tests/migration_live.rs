@@ -209,3 +209,100 @@ fn a_live_viewer_moves_in_preserve_mode_for_filter_src() {
         151,
     );
 }
+
+/// PAUSE and the PLAY that resumes, sent by a live viewer after its media moved to node 2,
+/// reach node 2: it stops sending (a second of silence), then resumes with the viewer's
+/// RTP identity (same SSRC, the next sequence number) from node 2.
+#[test]
+fn pause_and_play_of_a_moved_live_viewer_reach_the_sending_node() {
+    use vigil_server::client::{play, ClientTransport, PlayOptions, PlayRequest};
+    let c = secure_cluster::start(2, "", |_| String::new());
+    let a = c.node(0);
+    a.wait_live("live/demo");
+    holder_known(&c);
+    let url = placed(&a.url("live/demo"));
+    let api = a.api;
+    let to = c.members[1].id.clone();
+    secure_cluster::runtime().block_on(async move {
+        let mut p = play(&url, PlayOptions::new(ClientTransport::Udp))
+            .await
+            .expect("play");
+        let video = secure_cluster::video_track(&p);
+        let from = |pkt: &vigil_server::client::ReceivedPacket, ip: &str| {
+            pkt.from.is_some_and(|f| f.ip().to_string() == ip)
+        };
+        // 25 packets from node 1, then the move, then 25 from node 2.
+        let mut n = 0;
+        while n < 25 {
+            let pkt = secure_cluster::next_packet_of(&mut p, video).await;
+            n += usize::from(from(&pkt, "127.0.0.1"));
+        }
+        let id = tokio::task::spawn_blocking(move || {
+            let out = vigil_tests::run_with_timeout(
+                std::process::Command::new(vigil_tests::vigil_bin())
+                    .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
+                    .args([
+                        "ctl",
+                        "--api",
+                        &format!("http://{api}"),
+                        "--json",
+                        "sessions",
+                    ]),
+                Duration::from_secs(10),
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sessions");
+            let id = v
+                .as_array()
+                .and_then(|s| s.iter().find(|s| s["path"] == "live/demo"))
+                .and_then(|s| s["id"].as_str())
+                .expect("the live session")
+                .to_string();
+            let out = vigil_tests::run_with_timeout(
+                std::process::Command::new(vigil_tests::vigil_bin())
+                    .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
+                    .args(["ctl", "--api", &format!("http://{api}")])
+                    .args(["migrate", &id, &to, "--mode", "own"]),
+                Duration::from_secs(20),
+            );
+            assert!(out.status.success(), "{out:?}");
+            id
+        })
+        .await
+        .expect("migrate");
+        let mut n = 0;
+        let mut last = None;
+        while n < 25 {
+            let pkt = secure_cluster::next_packet_of(&mut p, video).await;
+            if from(&pkt, "127.0.0.2") {
+                n += 1;
+            }
+            last = Some(pkt.header);
+        }
+        p.pause().await.expect("PAUSE");
+        // Packets in flight when PAUSE was answered may still come; then a second of
+        // silence, within three.
+        let paused_at = std::time::Instant::now();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(1), p.next_packet()).await {
+                Err(_) => break,
+                Ok(got) => {
+                    let pkt = got.expect("no client error").expect("the stream goes on");
+                    if pkt.track == video {
+                        last = Some(pkt.header);
+                    }
+                    assert!(
+                        paused_at.elapsed() < Duration::from_secs(3),
+                        "node 2 kept sending session {id} after PAUSE"
+                    );
+                }
+            }
+        }
+        p.play(PlayRequest::new()).await.expect("PLAY");
+        let pkt = secure_cluster::next_packet_of(&mut p, video).await;
+        let last = last.expect("a packet before PAUSE");
+        assert!(from(&pkt, "127.0.0.2"), "resumed from {:?}", pkt.from);
+        assert_eq!(pkt.header.ssrc, last.ssrc);
+        assert_eq!(pkt.header.sequence, last.sequence.wrapping_add(1));
+        p.teardown().await.expect("TEARDOWN");
+    });
+}

@@ -173,6 +173,7 @@ impl crate::cluster::rpc::MigrationService for Service {
                     host.start_live(&session, handoff).await
                 }
                 MigrationCall::StopLive { session } => host.stop_live(&session).await,
+                MigrationCall::PauseLive { session, paused } => host.pause_live(&session, paused),
                 MigrationCall::Start { session, run } => host.start(&session, run).await,
                 MigrationCall::Stop { session } => host.stop(&session).await,
                 MigrationCall::Status { sessions } => host.status(&sessions),

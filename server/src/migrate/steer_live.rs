@@ -25,9 +25,39 @@ pub struct RemoteLive {
     cluster: Arc<Cluster>,
     timeout: Duration,
     watchdog: CancellationToken,
+    /// PAUSE/PLAY forwarded in order: each carries a generation, and only the newest is
+    /// sent once the one before has been answered.
+    pause_gen: Arc<std::sync::atomic::AtomicU64>,
+    pause_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl RemoteLive {
+    /// PAUSE (or the PLAY that resumes) of the viewer, carried to the node sending it (in
+    /// the background: the RTSP answer does not wait on another node).
+    pub fn set_paused(&self, paused: bool) {
+        use std::sync::atomic::Ordering;
+        let gen = self.pause_gen.fetch_add(1, Ordering::AcqRel) + 1;
+        let (latest, lock) = (self.pause_gen.clone(), self.pause_lock.clone());
+        let (cluster, node, timeout) = (self.cluster.clone(), self.node.clone(), self.timeout);
+        let call = MigrationCall::PauseLive {
+            session: self.session.clone(),
+            paused,
+        };
+        tokio::spawn(async move {
+            let _order = lock.lock().await;
+            if latest.load(Ordering::Acquire) != gen {
+                return; // a newer PAUSE/PLAY goes instead
+            }
+            match call_node(&cluster, &node, call, timeout).await {
+                Ok(MigrationReply::Done) => {}
+                Ok(MigrationReply::Failed(e)) | Err(e) => {
+                    warn!(%node, paused, "PAUSE/PLAY of a moved live viewer not carried: {e}")
+                }
+                Ok(other) => warn!(%node, "PAUSE/PLAY of a moved live viewer: {other:?}"),
+            }
+        });
+    }
+
     async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
         call_node(&self.cluster, &self.node, call, self.timeout).await
     }
@@ -123,6 +153,8 @@ pub async fn move_live(
             // Its Start waits up to `live_match_ms` for the last packets.
             timeout: timeout + patience,
             watchdog: CancellationToken::new(),
+            pause_gen: Default::default(),
+            pause_lock: Default::default(),
         };
         let spec = PrepareSpec {
             session: info.id.clone(),

@@ -131,6 +131,11 @@ pub enum MigrationCall {
     StopLive {
         session: String,
     },
+    /// A live viewer sent here: its client paused (true) or resumed (false).
+    PauseLive {
+        session: String,
+        paused: bool,
+    },
     /// The steering node's heartbeat: every session it steered to this node, in one call.
     Status {
         sessions: Vec<String>,

@@ -85,10 +85,8 @@ impl UdpPlay {
     pub fn set_paused(&self, paused: bool) {
         match &self.sender {
             LiveSender::Local(p) => p.set_paused(paused),
-            // A moved viewer keeps playing: pausing live media there is not carried over.
-            LiveSender::Remote(r) => {
-                tracing::warn!(node = %r.node, "PAUSE of a live viewer sent by another node: ignored")
-            }
+            // A moved viewer: the node sending it pauses (or resumes) it.
+            LiveSender::Remote(r) => r.set_paused(paused),
             LiveSender::None => {}
         }
     }

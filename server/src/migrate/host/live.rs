@@ -143,6 +143,26 @@ impl Host {
         }
     }
 
+    /// The steering node forwards its viewer's PAUSE, or the PLAY that resumes it.
+    pub fn pause_live(&self, session: &str, paused: bool) -> Reply {
+        let mut g = self.lives();
+        let Some(h) = g.get_mut(session) else {
+            return failed(format!("session {session} is not hosted here"));
+        };
+        h.touched = Instant::now();
+        match &h.pump {
+            Some(p) => {
+                p.set_paused(paused);
+                info!(
+                    session,
+                    paused, "migration: live viewer paused or resumed by its client"
+                );
+                MigrationReply::Done
+            }
+            None => failed(format!("session {session} is not running here")),
+        }
+    }
+
     /// The heartbeat's answer for a live viewer hosted here, if it is.
     pub(super) fn live_status(&self, session: &str) -> Option<SessionStatus> {
         let mut g = self.lives();
