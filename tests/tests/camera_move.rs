@@ -372,6 +372,7 @@ fn bench_camera_moves() {
         .filter(|w| w[1].0 > first)
         .map(|w| (w[1].0 - w[0].1) as f64)
         .collect();
+    eprintln!("keyframe ms: {keyframe:?}\ntook ms: {took:?}");
     let pct = |v: &mut Vec<f64>, p: f64| {
         v.sort_by(f64::total_cmp);
         v[((v.len() - 1) as f64 * p).round() as usize]

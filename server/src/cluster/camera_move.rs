@@ -358,9 +358,8 @@ impl Cluster {
         if !self.pull_cameras.contains(&camera) {
             return Err(format!("{camera} is not a configured pull camera"));
         }
-        if self.state().bindings.cameras.get(&camera) == Some(&self.self_id) {
-            return Err(format!("{camera} is bound to this node already"));
-        }
+        // (A binding here already — this node's view behind the scheduler's — is no
+        // reason to refuse: the camera is pulled here either way.)
         let host = self
             .camera_host
             .get()
