@@ -45,27 +45,18 @@ impl CameraHost for Host {
                 camera,
                 "taking the camera for a move: waiting for its first keyframe"
             );
-            while !path.stream.has_keyframe() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    // Nothing half-moved: the pull stops unless the camera got bound here.
-                    if node.cluster.get().is_some_and(|c| !c.holds(&camera)) {
-                        super::pull::stop(&path);
-                    }
-                    return Err(format!(
-                        "no keyframe of {camera} reached this node within {timeout:?}"
-                    ));
+            let has = tokio::select! {
+                _ = node.shutdown.cancelled() => return Err("the node is shutting down".into()),
+                has = path.stream.wait_keyframe(deadline.into()) => has,
+            };
+            if !has {
+                // Nothing half-moved: the pull stops unless the camera got bound here.
+                if node.cluster.get().is_some_and(|c| !c.holds(&camera)) {
+                    super::pull::stop(&path);
                 }
-                let stream = &path.stream;
-                let step = left.min(Duration::from_millis(100));
-                // Not live yet (the stream of an earlier pull may be finished, and waiting
-                // beyond its head would return at once): wait for the producer to attach.
-                tokio::select! {
-                    _ = node.shutdown.cancelled() => return Err("the node is shutting down".into()),
-                    _ = stream.wait_live(step), if !stream.is_live() => {}
-                    _ = stream.wait_beyond(stream.head()), if stream.is_live() => {}
-                    _ = tokio::time::sleep(step) => {}
-                }
+                return Err(format!(
+                    "no keyframe of {camera} reached this node within {timeout:?}"
+                ));
             }
             Ok(started.elapsed().as_secs_f64() * 1e3)
         })

@@ -243,6 +243,31 @@ impl Stream {
         self.is_live() && self.ring().last_keyframe.is_some()
     }
 
+    /// Waits for a new packet, or for a producer to attach when none is live, until
+    /// `deadline`; false when the deadline came first. For loops that wait on the stream
+    /// for a condition: waiting beyond the head of a finished stream returns at once, and a
+    /// loop doing that spins its runtime thread until something else changes.
+    pub async fn wait_change(&self, deadline: tokio::time::Instant) -> bool {
+        if self.is_live() {
+            tokio::time::timeout_at(deadline, self.wait_beyond(self.head()))
+                .await
+                .is_ok()
+        } else {
+            self.wait_live(deadline.saturating_duration_since(tokio::time::Instant::now()))
+                .await
+        }
+    }
+
+    /// Waits until [`Stream::has_keyframe`] or `deadline`; whether it has one.
+    pub async fn wait_keyframe(&self, deadline: tokio::time::Instant) -> bool {
+        while !self.has_keyframe() {
+            if !self.wait_change(deadline).await {
+                return self.has_keyframe();
+            }
+        }
+        true
+    }
+
     pub fn current_epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }

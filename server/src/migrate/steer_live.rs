@@ -85,11 +85,7 @@ pub async fn continue_here(
         })
     };
     while !found(&stream) {
-        let head = stream.head();
-        if tokio::time::timeout_at(deadline, stream.wait_beyond(head))
-            .await
-            .is_err()
-        {
+        if !stream.wait_change(deadline).await {
             break;
         }
     }

@@ -49,13 +49,8 @@ impl Host {
         };
         let wait = Duration::from_millis(self.node.config.cluster.migration.rpc_timeout_ms);
         let deadline = tokio::time::Instant::now() + wait.mul_f64(0.8);
-        while path.stream.start_position() >= path.stream.head() {
-            if tokio::time::timeout_at(deadline, path.stream.wait_beyond(path.stream.head()))
-                .await
-                .is_err()
-            {
-                return failed(format!("{name} has no keyframe here yet"));
-            }
+        if !path.stream.wait_keyframe(deadline).await {
+            return failed(format!("{name} has no keyframe here yet"));
         }
         let outs = match self.bind_outs(&spec).await {
             Ok(o) => o,
