@@ -187,15 +187,19 @@ pub fn activity(c: &CameraUsage, now_ms: i64) -> f64 {
     }
 }
 
+/// §B.5's "last call finished first" order: the most recently finished first (never used
+/// last), then camera id (determinism). A node sends the scheduler its first M in it.
+pub fn last_finished_first(a: &CameraUsage, b: &CameraUsage) -> std::cmp::Ordering {
+    b.last_finished_ms
+        .cmp(&a.last_finished_ms)
+        .then_with(|| a.camera.cmp(&b.camera))
+}
+
 /// §B.5: only idle (awake) cameras move; of the M most recently finished, the one with the
 /// highest DA. Ties: more recent finish, then camera id (determinism).
 pub fn camera_to_move(cams: &[CameraUsage], now_ms: i64, m: usize) -> Option<&CameraUsage> {
     let mut idle: Vec<&CameraUsage> = cams.iter().filter(|c| c.idle && !c.asleep).collect();
-    idle.sort_by(|a, b| {
-        b.last_finished_ms
-            .cmp(&a.last_finished_ms)
-            .then_with(|| a.camera.cmp(&b.camera))
-    });
+    idle.sort_by(|a, b| last_finished_first(a, b));
     idle.truncate(m);
     idle.into_iter()
         .enumerate()

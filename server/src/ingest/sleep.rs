@@ -120,11 +120,7 @@ pub async fn run(node: Arc<Node>) {
         uses.retain(|k, _| cams.iter().any(|p| &p.name == k));
         if let Some(c) = &cluster {
             // §B.5 looks at the M most recently finished only: the report carries those.
-            movable.sort_by(|a, b| {
-                b.last_finished_ms
-                    .cmp(&a.last_finished_ms)
-                    .then_with(|| a.camera.cmp(&b.camera))
-            });
+            movable.sort_by(vigil_cluster::gateway::last_finished_first);
             movable.truncate(cfg.recent_m);
             *c.movable.lock().unwrap_or_else(|p| p.into_inner()) = movable;
         }
