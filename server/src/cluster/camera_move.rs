@@ -330,22 +330,19 @@ impl Cluster {
         camera: &str,
         timeout: Duration,
     ) -> Result<f64, String> {
-        let rpc = self.rpc.as_ref().ok_or("no cluster certificates")?;
-        let addr = self
-            .rpc_addr_of(to)
-            .ok_or_else(|| format!("node {to} is not a live member with an RPC endpoint"))?;
         let req = RpcRequest::TakeCamera {
             camera: camera.to_string(),
             timeout_ms: timeout.as_millis() as u64,
         };
         // The destination answers within `timeout`; the margin covers the call itself.
-        match tokio::time::timeout(timeout + Duration::from_secs(2), rpc.call(to, addr, &req)).await
+        match self
+            .call_node(to, &req, timeout + Duration::from_secs(2))
+            .await
+            .map_err(|e| format!("{e:#}"))?
         {
-            Err(_) => Err(format!("node {to} did not answer within {timeout:?}")),
-            Ok(Err(e)) => Err(format!("calling node {to}: {e:#}")),
-            Ok(Ok(RpcResponse::CameraReady { keyframe_ms })) => Ok(keyframe_ms),
-            Ok(Ok(RpcResponse::Error(e))) => Err(format!("node {to}: {e}")),
-            Ok(Ok(other)) => Err(format!("node {to} answered {other:?}")),
+            RpcResponse::CameraReady { keyframe_ms } => Ok(keyframe_ms),
+            RpcResponse::Error(e) => Err(format!("node {to}: {e}")),
+            other => Err(format!("node {to} answered {other:?}")),
         }
     }
 
@@ -385,25 +382,20 @@ impl Cluster {
         let scheduler = self.state().scheduler.clone();
         if scheduler.as_deref() != Some(self.self_id.as_str()) {
             let s = scheduler.ok_or("no scheduler is elected")?;
-            let rpc = self
-                .rpc
-                .as_ref()
-                .ok_or("no cluster certificates (QUIC is off)")?;
-            let addr = self
-                .rpc_addr_of(&s)
-                .ok_or_else(|| format!("the scheduler {s} has no RPC endpoint"))?;
             let req = RpcRequest::MoveCamera {
                 camera: camera.into(),
                 to: to.into(),
             };
             let wait = Duration::from_millis(self.policy_cfg.gateway.move_timeout_ms)
                 + Duration::from_secs(5);
-            return match tokio::time::timeout(wait, rpc.call(&s, addr, &req)).await {
-                Err(_) => Err(format!("the scheduler {s} did not answer within {wait:?}")),
-                Ok(Err(e)) => Err(format!("calling the scheduler {s}: {e:#}")),
-                Ok(Ok(RpcResponse::CameraMoved(r))) => Ok(*r),
-                Ok(Ok(RpcResponse::Error(e))) => Err(e),
-                Ok(Ok(other)) => Err(format!("the scheduler answered {other:?}")),
+            return match self
+                .call_node(&s, &req, wait)
+                .await
+                .map_err(|e| format!("asking the scheduler: {e:#}"))?
+            {
+                RpcResponse::CameraMoved(r) => Ok(*r),
+                RpcResponse::Error(e) => Err(e),
+                other => Err(format!("the scheduler answered {other:?}")),
             };
         }
         let at_ms = now_ms();

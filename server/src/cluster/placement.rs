@@ -241,6 +241,24 @@ impl Cluster {
         call: crate::migrate::wire::MigrationCall,
         timeout: std::time::Duration,
     ) -> anyhow::Result<crate::migrate::wire::MigrationReply> {
+        match self
+            .call_node(node, &rpc::RpcRequest::Migration(call), timeout)
+            .await?
+        {
+            rpc::RpcResponse::Migration(r) => Ok(r),
+            rpc::RpcResponse::Error(e) => anyhow::bail!("node {node}: {e}"),
+            other => anyhow::bail!("node {node} answered {other:?}"),
+        }
+    }
+
+    /// One call to another live member over QUIC, bounded by `timeout`: its answer, or why
+    /// there was none (no certificates here, not a member, no answer, the call failed).
+    pub(super) async fn call_node(
+        &self,
+        node: &str,
+        req: &rpc::RpcRequest,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<rpc::RpcResponse> {
         let rpc = self
             .rpc
             .as_ref()
@@ -248,13 +266,10 @@ impl Cluster {
         let addr = self
             .rpc_addr_of(node)
             .with_context(|| format!("node {node} is not a live member with an RPC endpoint"))?;
-        let req = rpc::RpcRequest::Migration(call);
-        match tokio::time::timeout(timeout, rpc.call(node, addr, &req)).await {
+        match tokio::time::timeout(timeout, rpc.call(node, addr, req)).await {
             Err(_) => anyhow::bail!("node {node} did not answer within {timeout:?}"),
             Ok(Err(e)) => Err(e.context(format!("calling node {node}"))),
-            Ok(Ok(rpc::RpcResponse::Migration(r))) => Ok(r),
-            Ok(Ok(rpc::RpcResponse::Error(e))) => anyhow::bail!("node {node}: {e}"),
-            Ok(Ok(other)) => anyhow::bail!("node {node} answered {other:?}"),
+            Ok(Ok(answer)) => Ok(answer),
         }
     }
 
