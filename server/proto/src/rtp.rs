@@ -218,6 +218,16 @@ impl RtpIdentity {
         self.offsets = Some((seq.wrapping_sub(input_seq), ts.wrapping_sub(input_ts)));
     }
 
+    /// Leaves `n` sequence numbers unused: a sender taking a stream back after its last
+    /// known state (a heartbeat old) skips past what the lost sender may have sent since, so
+    /// the viewer sees loss, never a number twice.
+    pub fn skip_seq(&mut self, n: u16) {
+        self.next_seq = self.next_seq.wrapping_add(n);
+        if let Some((seq_off, _)) = self.offsets.as_mut() {
+            *seq_off = seq_off.wrapping_add(n);
+        }
+    }
+
     /// Output timestamp an input timestamp would get now (for RTP-Info rtptime before the
     /// first packet is sent). If no offset is fixed yet, returns what `rewrite` would assign
     /// to a first packet, whatever `input_ts` is.
@@ -277,6 +287,19 @@ mod tests {
         // Loss on the new line stays visible as a gap.
         let h = id.rewrite(&hdr(903, 76_000, 2), 10);
         assert_eq!((h.sequence, h.timestamp), (104, 14_000));
+    }
+
+    #[test]
+    fn skip_seq_leaves_numbers_unused_on_the_same_line() {
+        let mut id = RtpIdentity::new(7, 100, 5000);
+        id.rewrite(&hdr(1, 0, 1), 10);
+        id.skip_seq(50);
+        let h = id.rewrite(&hdr(2, 3000, 1), 10);
+        assert_eq!((h.sequence, h.timestamp), (151, 8000));
+        // Before any offset is fixed, the first packet starts past the skip.
+        let mut id = RtpIdentity::new(7, u16::MAX - 1, 0);
+        id.skip_seq(3);
+        assert_eq!(id.rewrite(&hdr(9, 0, 1), 1).sequence, 1);
     }
 
     #[test]

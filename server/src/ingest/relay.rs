@@ -46,6 +46,20 @@ pub fn ensure(
     Some(path)
 }
 
+/// `live/<camera>` served from this node: held here, or relayed from its holder (this node
+/// becomes an edge). The error says why neither.
+pub fn here_or_relayed(node: &Arc<Node>, camera: &str) -> Result<Arc<PathEntry>, String> {
+    let name = format!("live/{camera}");
+    if let Some(p) = node.path(&name).filter(|p| p.is_held_live()) {
+        return Ok(p);
+    }
+    let cluster = node.cluster.get().ok_or("the cluster is off")?;
+    let holder = cluster
+        .live_holder_of(camera)
+        .ok_or_else(|| format!("no node holds camera {camera} live"))?;
+    ensure(node, cluster, camera, &holder).ok_or_else(|| format!("cannot relay {name} here"))
+}
+
 fn spawn(
     node: &Arc<Node>,
     cluster: &Arc<Cluster>,

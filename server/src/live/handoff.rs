@@ -51,13 +51,33 @@ pub struct LiveHandoff {
     pub last_sent_us: Option<i64>,
 }
 
+/// Where a [`LiveHandoff`] comes from, which decides how much of it can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The old sender stopped and handed it over: nothing was sent after it.
+    Handoff,
+    /// The old sender's last heartbeat report: it may have sent more before it fell
+    /// silent, but nothing that reached this hub after `unsent_after` (its lease had run
+    /// out by then).
+    Heartbeat { unsent_after: std::time::Instant },
+}
+
+/// The largest sequence skip of a take-back: below RFC 3550's MAX_DROPOUT (3000), so a
+/// receiver counts the skipped numbers as loss rather than resynchronising.
+pub const MAX_SEQ_SKIP: u16 = 2900;
+
 /// How the new sender joined a track.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Joined {
     /// Right after the last packet sent: numbering continues exactly.
     Exact,
-    /// At the next keyframe, the timestamp advanced by `advance` ticks of wall time.
-    Keyframe { advance: u32 },
+    /// At the next keyframe, the timestamp advanced by `advance` ticks of wall time and
+    /// `skipped` sequence numbers left unused (a take-back: what the lost sender may have
+    /// sent since its last report).
+    Keyframe { advance: u32, skipped: u16 },
+    /// A take-back: right after the last packet the lost sender reported; what it sent
+    /// after its report comes again, the same numbers and bytes (dropped as duplicates).
+    AfterReport,
     /// Nothing had been sent on this track: it starts at a keyframe like a new viewer.
     Fresh,
 }
@@ -154,7 +174,7 @@ mod tests {
             (6, false),
             (7, false),
         ]);
-        let (mut r, joined) = Reader::continuing(b.clone(), &h, 1_040_000);
+        let (mut r, joined) = Reader::continuing(b.clone(), &h, 1_040_000, Origin::Handoff);
         assert_eq!(joined, vec![Some(Joined::Exact)]);
         push_payload(
             &b,
@@ -194,7 +214,7 @@ mod tests {
             (9, false),
             (4, false),
         ]);
-        let (mut r, joined) = Reader::continuing(b, &h, 1_040_000);
+        let (mut r, joined) = Reader::continuing(b, &h, 1_040_000, Origin::Handoff);
         assert_eq!(joined, vec![Some(Joined::Exact)]);
         let mut out = vec![];
         r.poll_batch(&mut out, 64);
@@ -211,8 +231,11 @@ mod tests {
         // B's hub never had A's packets (another upstream); it holds an older keyframe.
         let b = hub_b(&[(20, true), (21, false)]);
         // 100 ms after A's last packet.
-        let (mut r, joined) = Reader::continuing(b.clone(), &h, 1_100_000);
-        assert_eq!(joined, vec![Some(Joined::Keyframe { advance: 9000 })]);
+        let (mut r, joined) = Reader::continuing(b.clone(), &h, 1_100_000, Origin::Handoff);
+        assert_eq!(joined, vec![Some(Joined::Keyframe {
+                advance: 9000,
+                skipped: 0
+            })]);
         let e = b.current_epoch();
         push_payload(&b, e, 5002, 97_200, false, vec![0x41, 22]);
         push_payload(&b, e, 5003, 100_800, true, vec![0x41, 23]);
@@ -225,6 +248,113 @@ mod tests {
         assert_eq!(got[0].0.sequence, last.sequence.wrapping_add(1));
         assert_eq!(got[0].0.timestamp, last.timestamp.wrapping_add(9000));
         assert_eq!(got[1].0.timestamp, last.timestamp.wrapping_add(9000 + 3600));
+    }
+
+    #[test]
+    fn a_take_back_continues_after_the_reported_packet_repeating_only_exact_copies() {
+        // B reported after sending 0..=3, then sent 4 and 5 (unknown here) and died.
+        let (h, a_out) = sent_on_a(&[0, 1, 2, 3]);
+        let reported = a_out.last().unwrap().0;
+        let hub = hub_b(&[
+            (0, true),
+            (1, false),
+            (2, false),
+            (3, false),
+            (4, false),
+            (5, false),
+        ]);
+        let unsent_after = std::time::Instant::now();
+        push_payload(&hub, hub.current_epoch(), 5006, 90_000 + 6 * 3600, false, vec![0x41, 6]);
+        let (mut r, joined) = Reader::continuing(
+            hub.clone(),
+            &h,
+            1_900_000,
+            Origin::Heartbeat { unsent_after },
+        );
+        assert_eq!(joined, vec![Some(Joined::AfterReport)]);
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        let got = headers(&out);
+        let ids: Vec<u8> = got.iter().map(|(_, p)| p[1]).collect();
+        // 4 and 5 again, numbered as B numbered them: exact duplicates; then 6, not a
+        // keyframe, is fine: the viewer's decoder never lost its place.
+        assert_eq!(ids, [4, 5, 6]);
+        for (hd, p) in &got {
+            let k = u16::from(p[1]) - 3;
+            assert_eq!(hd.ssrc, reported.ssrc);
+            assert_eq!(hd.sequence, reported.sequence.wrapping_add(k));
+            assert_eq!(
+                hd.timestamp,
+                reported.timestamp.wrapping_add(3600 * u32::from(k))
+            );
+        }
+    }
+
+    #[test]
+    fn a_take_back_without_the_reported_packet_starts_at_a_keyframe_b_cannot_have_sent() {
+        let (h, a_out) = sent_on_a(&[0, 1, 2, 3]);
+        let reported = a_out.last().unwrap().0;
+        // Another upstream: the reported packets were never in this hub.
+        let hub = hub_b(&[(20, true), (21, false)]);
+        let unsent_after = std::time::Instant::now();
+        // Arrived after the lost sender's lease ran out: it cannot have sent these.
+        let e = hub.current_epoch();
+        push_payload(&hub, e, 5002, 97_200, false, vec![0x41, 22]);
+        push_payload(&hub, e, 5003, 100_800, true, vec![0x41, 23]);
+        push_payload(&hub, e, 5004, 104_400, false, vec![0x41, 24]);
+        let (mut r, joined) = Reader::continuing(
+            hub.clone(),
+            &h,
+            1_100_000,
+            Origin::Heartbeat { unsent_after },
+        );
+        let Some(Joined::Keyframe { skipped, .. }) = joined[0] else {
+            panic!("{joined:?}");
+        };
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        let got = headers(&out);
+        let ids: Vec<u8> = got.iter().map(|(_, p)| p[1]).collect();
+        assert_eq!(ids, [23, 24], "at once, from the keyframe after the cut");
+        assert_eq!(
+            got[0].0.sequence,
+            reported.sequence.wrapping_add(1 + skipped)
+        );
+        assert!(skipped > 0);
+    }
+
+    #[test]
+    fn a_take_back_without_the_reported_packet_skips_what_may_have_been_sent() {
+        let (h, a_out) = sent_on_a(&[0, 1, 2, 3]);
+        let reported = a_out.last().unwrap().0;
+        // Another upstream: the reported packets were never in this hub, and its rate is
+        // not measurable (all arrived at once), so the skip is the largest safe one.
+        let hub = hub_b(&[(20, true), (21, false)]);
+        let unsent_after = std::time::Instant::now();
+        let (mut r, joined) = Reader::continuing(
+            hub.clone(),
+            &h,
+            1_100_000,
+            Origin::Heartbeat { unsent_after },
+        );
+        assert_eq!(
+            joined,
+            vec![Some(Joined::Keyframe {
+                advance: 9000,
+                skipped: MAX_SEQ_SKIP
+            })]
+        );
+        let e = hub.current_epoch();
+        push_payload(&hub, e, 5002, 97_200, true, vec![0x41, 22]);
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        let got = headers(&out);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0].0.sequence,
+            reported.sequence.wrapping_add(1 + MAX_SEQ_SKIP)
+        );
+        assert_eq!(got[0].0.timestamp, reported.timestamp.wrapping_add(9000));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the viewer sees. No sockets here; the RTSP connection (TCP) or a UDP pump task drives it
 //! and writes the batches it yields.
 
-use super::handoff::{digest, Joined, LiveHandoff, LiveTrack, Mark, MARK_RUN};
+use super::handoff::{digest, Joined, LiveHandoff, LiveTrack, Mark, Origin, MARK_RUN, MAX_SEQ_SKIP};
 use super::stream::{Packet, Read, Stream};
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -134,13 +134,33 @@ impl Reader {
     /// [`Reader::handoff`]) from this node's hub: each track right after the last packet
     /// sent when this hub still holds it, else at the next keyframe; `now_us` is the wall
     /// clock (µs since the epoch) for the timestamp advance of the latter.
+    ///
+    /// [`Origin::Heartbeat`]: the state is the last one a sender reported before it fell
+    /// silent, so it may have sent more since. Where this hub still holds the reported
+    /// packet, the viewer continues right after it with the numbering aligned: what the
+    /// sender sent after its report comes again with the same sequence numbers and bytes,
+    /// which an RTP receiver drops as duplicates, and nothing is lost. Where it does not,
+    /// no number may be used twice with other bytes: the sequence skips what the sender may
+    /// have sent (at the track's packet rate) and the viewer starts at the oldest keyframe
+    /// that reached this hub after the sender's lease ran out, or the next one.
     pub fn continuing(
         stream: Arc<Stream>,
         handoff: &LiveHandoff,
         now_us: i64,
+        origin: Origin,
     ) -> (Reader, Vec<Option<Joined>>) {
         let head = stream.head();
-        let mut cursor = head;
+        let stale = matches!(origin, Origin::Heartbeat { .. });
+        // Without the reported packet, a take-back starts at the oldest keyframe the lost
+        // sender cannot have sent (it reached this hub after its lease ran out), else at
+        // the next one to come.
+        let start = match origin {
+            Origin::Heartbeat { unsent_after } => {
+                stream.first_keyframe_since(unsent_after).unwrap_or(head)
+            }
+            Origin::Handoff => head,
+        };
+        let mut cursor = start;
         let mut joined = Vec::with_capacity(handoff.tracks.len());
         let tracks = handoff
             .tracks
@@ -158,6 +178,7 @@ impl Reader {
                     Some((ts, Instant::now().checked_sub(Duration::from_micros(ago))?))
                 });
                 let found = lt.mark.as_ref().map(|m| stream.find_mark(i, m));
+                let gap_us = handoff.last_sent_us.map_or(0, |l| (now_us - l).max(0));
                 let how = match found {
                     Some(Some((pos, last))) => {
                         t.identity.continue_from(last.sequence, last.timestamp);
@@ -165,17 +186,30 @@ impl Reader {
                         t.waiting_keyframe = false;
                         t.skip_until = pos + 1;
                         cursor = cursor.min(pos + 1);
-                        Joined::Exact
+                        if stale {
+                            Joined::AfterReport
+                        } else {
+                            Joined::Exact
+                        }
                     }
-                    Some(None) => {
-                        let gap_us = handoff.last_sent_us.map_or(0, |l| (now_us - l).max(0));
+                    None if !stale => Joined::Fresh,
+                    Some(None) | None => {
                         let advance = (gap_us as f64 * lt.clock_rate as f64 / 1e6).round() as u32;
                         let advance = advance.max(t.min_step.unwrap_or(1)).max(1);
                         t.identity.rebase(advance);
-                        t.skip_until = head;
-                        Joined::Keyframe { advance }
+                        let skipped = if stale {
+                            let rate = stream.packet_rate(i).unwrap_or(f64::INFINITY);
+                            let may_have_sent = rate * gap_us as f64 / 1e6;
+                            // Margin for a rate that rose since; capped below RFC 3550's
+                            // MAX_DROPOUT (3000), past which a receiver resynchronises.
+                            (may_have_sent * 1.25 + 8.0).min(MAX_SEQ_SKIP as f64) as u16
+                        } else {
+                            0
+                        };
+                        t.identity.skip_seq(skipped);
+                        t.skip_until = start;
+                        Joined::Keyframe { advance, skipped }
                     }
-                    None => Joined::Fresh,
                 };
                 joined.push(Some(how));
                 Some(t)

@@ -369,6 +369,30 @@ impl Stream {
         self.ring().head()
     }
 
+    /// Position of the oldest keyframe still in the ring that reached this hub at or after
+    /// `t`.
+    pub fn first_keyframe_since(&self, t: Instant) -> Option<u64> {
+        let ring = self.ring();
+        let i = ring
+            .packets
+            .iter()
+            .position(|p| p.keyframe && p.received >= t)?;
+        Some(ring.base + i as u64)
+    }
+
+    /// Packets per second of `track` over what the ring holds (None below two packets or
+    /// a measurable span): how many sequence numbers a lost sender may have used since its
+    /// last known state.
+    pub fn packet_rate(&self, track: usize) -> Option<f64> {
+        let ring = self.ring();
+        let mut of_track = ring.packets.iter().filter(|p| p.track == track);
+        let first = of_track.next()?;
+        let (n, last) = of_track.fold((1usize, first), |(n, _), p| (n + 1, p));
+        let span = last.received.saturating_duration_since(first.received);
+        (n >= 2 && span >= std::time::Duration::from_millis(10))
+            .then(|| (n - 1) as f64 / span.as_secs_f64())
+    }
+
     /// The newest run of `track`'s packets whose payloads are `mark`'s, in order (other
     /// tracks' packets may sit between them): the position and header of its last packet.
     pub fn find_mark(&self, track: usize, mark: &super::handoff::Mark) -> Option<(u64, RtpHeader)> {
@@ -449,6 +473,33 @@ mod tests {
             assert!(s.ring_bytes() <= 100_000, "packet {i}: {}", s.ring_bytes());
         }
         s
+    }
+
+    #[test]
+    fn packet_rate_and_keyframes_by_arrival_time() {
+        let s = Stream::new("live/x", limits(100, 100));
+        s.attach_producer(StreamInfo {
+            sdp: SessionDescription::default(),
+            tracks: vec![],
+        });
+        assert_eq!(s.packet_rate(0), None);
+        let t0 = Instant::now();
+        for k in 0..11u16 {
+            let mut p = pkt(k, k == 0, false);
+            p.epoch = s.current_epoch();
+            p.received = t0 + std::time::Duration::from_millis(20 * u64::from(k));
+            s.push(p);
+        }
+        // 10 intervals of 20 ms: 50 packets a second.
+        let rate = s.packet_rate(0).unwrap();
+        assert!((rate - 50.0).abs() < 1e-6, "{rate}");
+        assert_eq!(s.packet_rate(1), None);
+        // Only the first packet (position 0) is a keyframe.
+        assert_eq!(s.first_keyframe_since(t0), Some(0));
+        assert_eq!(
+            s.first_keyframe_since(t0 + std::time::Duration::from_millis(1)),
+            None
+        );
     }
 
     #[test]

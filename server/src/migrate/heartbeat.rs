@@ -10,6 +10,7 @@
 
 use super::wire::{MigrationCall, MigrationReply, SessionStatus, WireStopped};
 use super::SessionCommand;
+use crate::live::handoff::LiveHandoff;
 use crate::cluster::Cluster;
 use crate::node::{Node, SessionInfo};
 use std::collections::BTreeMap;
@@ -27,6 +28,8 @@ pub const MAX_PER_CALL: usize = 64;
 pub enum Outcome {
     /// Still hosted there; its latest progress (kept for a take-back).
     Progress(WireStopped),
+    /// A live viewer still sent there; its latest state (kept for a take-back).
+    LiveProgress(LiveHandoff),
     /// Its run ended there by itself (end of recording or range): the session is over.
     Ended,
     /// Not vouched for within the take-back time: send it from here again.
@@ -115,6 +118,12 @@ impl<W: Clone> Book<W> {
                     e.watched.clone(),
                     Outcome::Progress(p.clone()),
                 ));
+            } else if let Some(l) = &st.live {
+                out.push((
+                    st.session.clone(),
+                    e.watched.clone(),
+                    Outcome::LiveProgress(l.clone()),
+                ));
             }
         }
         for (id, e) in sessions.iter() {
@@ -132,11 +141,18 @@ impl<W: Clone> Book<W> {
     }
 }
 
+/// Where the sending node's last reported progress is kept: where a take-back resumes.
+#[derive(Clone)]
+pub enum Last {
+    Playback(Arc<Mutex<Option<WireStopped>>>),
+    /// With when it came: the sender's lease there runs out `lease_ms` after that.
+    Live(Arc<Mutex<Option<(LiveHandoff, Instant)>>>),
+}
+
 /// One moved session as its steering node watches it.
 #[derive(Clone)]
 pub struct Watched {
-    /// The sending node's last progress: where a take-back resumes.
-    pub last: Arc<Mutex<Option<WireStopped>>>,
+    pub last: Last,
     pub info: Arc<SessionInfo>,
     /// Cancelled when the session is released there (it came home or moved on).
     pub cancel: CancellationToken,
@@ -233,7 +249,14 @@ async fn run(
             }
             match o {
                 Outcome::Progress(p) => {
-                    *w.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+                    if let Last::Playback(l) = &w.last {
+                        *l.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+                    }
+                }
+                Outcome::LiveProgress(p) => {
+                    if let Last::Live(l) = &w.last {
+                        *l.lock().unwrap_or_else(|p| p.into_inner()) = Some((p, Instant::now()));
+                    }
                 }
                 Outcome::Ended => w.info.cancel.cancel(),
                 Outcome::TakeBack => {
@@ -272,6 +295,7 @@ mod tests {
                 anchor: None,
                 last_sent_us: None,
             }),
+            live: None,
         }
     }
 
@@ -364,6 +388,38 @@ mod tests {
         assert!(
             frame.len() < crate::cluster::rpc::MAX_FRAME,
             "{} bytes",
+            frame.len()
+        );
+        // The same for live viewers: two tracks, full marks, the widest numbers.
+        use crate::live::handoff::{LiveTrack, Mark, MARK_RUN};
+        let track = LiveTrack {
+            identity: identity.clone(),
+            clock_rate: u32::MAX,
+            video: true,
+            mark: Some(Mark {
+                packets: vec![(u32::MAX, u64::MAX); MARK_RUN],
+            }),
+            min_step: Some(u32::MAX),
+            sr_line: Some((u32::MAX, i64::MIN)),
+        };
+        let answer: Vec<SessionStatus> = calls[0]
+            .1
+            .iter()
+            .map(|s| SessionStatus {
+                live: Some(LiveHandoff {
+                    tracks: vec![Some(track.clone()); 2],
+                    last_sent_us: Some(i64::MIN),
+                }),
+                ..status(s, true, false, None)
+            })
+            .collect();
+        let frame = serde_json::to_vec(&crate::cluster::rpc::RpcResponse::Migration(
+            MigrationReply::Status(answer),
+        ))
+        .unwrap();
+        assert!(
+            frame.len() < crate::cluster::rpc::MAX_FRAME,
+            "live: {} bytes",
             frame.len()
         );
     }

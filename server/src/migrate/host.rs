@@ -359,6 +359,7 @@ impl Host {
                         running: false,
                         ended: false,
                         progress: None,
+                        live: None,
                     };
                 };
                 h.touched = Instant::now();
@@ -380,6 +381,7 @@ impl Host {
                     running: h.running.is_some() && !ended,
                     ended,
                     progress,
+                    live: None,
                 }
             })
             .collect();

@@ -206,7 +206,7 @@ pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand
             let _ = reply.send(r);
         }
         SessionCommand::TakeBack { node: from } if session.playback.is_none() => {
-            super::steer_live::lost(session, &from)
+            super::steer_live::take_back(node, session, &from).await
         }
         SessionCommand::TakeBack { node: from } => take_back(node, session, &from).await,
     }
@@ -412,7 +412,7 @@ fn spawn_watchdog(node: &Arc<Node>, info: &Arc<SessionInfo>, remote: &Remote) {
         &remote.cluster,
         &remote.node,
         info,
-        remote.last.clone(),
+        super::heartbeat::Last::Playback(remote.last.clone()),
         remote.watchdog.clone(),
     );
 }
@@ -423,7 +423,7 @@ pub(super) fn watch(
     cluster: &Arc<Cluster>,
     peer: &str,
     info: &Arc<SessionInfo>,
-    last: Arc<Mutex<Option<WireStopped>>>,
+    last: super::heartbeat::Last,
     cancel: CancellationToken,
 ) {
     super::heartbeat::Heartbeats::of(node, cluster).watch(

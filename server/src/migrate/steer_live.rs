@@ -6,7 +6,7 @@
 use super::steer::{call_node, committed, release_on, watch, wire_dests};
 use super::wire::{MigrationCall, MigrationReply, MoveReport, PrepareSpec, SourceMode};
 use crate::cluster::Cluster;
-use crate::live::handoff::{Joined, LiveHandoff};
+use crate::live::handoff::{Joined, LiveHandoff, Origin};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;
 use crate::node::Node;
@@ -29,6 +29,8 @@ pub struct RemoteLive {
     /// sent once the one before has been answered.
     pause_gen: Arc<std::sync::atomic::AtomicU64>,
     pause_lock: Arc<tokio::sync::Mutex<()>>,
+    /// The viewer's state as the sending node last reported it (the heartbeat's answer).
+    last: Arc<Mutex<Option<(LiveHandoff, Instant)>>>,
 }
 
 impl RemoteLive {
@@ -89,18 +91,86 @@ pub async fn continue_here(
             break;
         }
     }
-    Reader::continuing(stream, handoff, wall_us())
+    Reader::continuing(stream, handoff, wall_us(), Origin::Handoff)
 }
 
-/// The node sending a live viewer died: the viewer ends (its RTP identity there is
-/// unknown here, so continuing it could repeat sequence numbers; the client reconnects).
-pub fn lost(session: &mut Session, from: &str) {
-    if let Media::UdpPlay(p) = &session.media {
-        if matches!(&p.sender, LiveSender::Remote(r) if r.node == from) {
-            warn!(session = %session.info.id, node = %from, "sending node of a live viewer silent: ending the session");
-            session.info.cancel.cancel();
-        }
+/// The margin of a take-back's "cannot have sent" cut past the sender's lease: its lease
+/// check runs every 100 ms, and a packet can reach its hub a relay hop later than ours.
+const RELAY_SLACK_MS: u64 = 200;
+
+/// The node sending a live viewer fell silent past `takeback_ms`: this node sends it again,
+/// from the state that node last reported ([`Origin::Heartbeat`]: numbering aligned on
+/// the last packet it reported, resuming at the next keyframe, nothing it may have sent
+/// since sent twice). With no report, or no hub for the camera here within the RPC
+/// timeout, the viewer ends (its client reconnects).
+pub async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
+    let info = session.info.clone();
+    let Media::UdpPlay(play) = &mut session.media else {
+        return;
+    };
+    if !matches!(&play.sender, LiveSender::Remote(r) if r.node == from) {
+        return;
     }
+    let LiveSender::Remote(remote) = std::mem::replace(&mut play.sender, LiveSender::None)
+    else {
+        return;
+    };
+    let last = remote.last.lock().unwrap_or_else(|p| p.into_inner()).take();
+    remote.release();
+    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    let Some((last, reported)) = last else {
+        warn!(session = %info.id, node = %from, "sending node of a live viewer silent before its first report: ending the session");
+        info.cancel.cancel();
+        return;
+    };
+    // The viewer's own path while it is still fed (the camera held here, or this node's
+    // relay still running), else the camera as this node can serve it now.
+    let fed = session.path.clone().filter(|p| p.stream.is_live());
+    let camera = info.path.strip_prefix("live/").unwrap_or(&info.path);
+    let path = match fed.map_or_else(
+        || crate::ingest::relay::here_or_relayed(node, camera),
+        Ok,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            warn!(session = %info.id, node = %from, "sending node of a live viewer silent and the camera is not here ({e}): ending the session");
+            info.cancel.cancel();
+            return;
+        }
+    };
+    let wait = Duration::from_millis(node.config.cluster.migration.rpc_timeout_ms);
+    if !path
+        .stream
+        .wait_keyframe(tokio::time::Instant::now() + wait)
+        .await
+    {
+        warn!(session = %info.id, node = %from, "sending node of a live viewer silent and {} has no keyframe here: ending the session", path.name);
+        info.cancel.cancel();
+        return;
+    }
+    // The sender stops once its lease runs out: `lease_ms` after the heartbeat that
+    // brought this report at the latest (plus a hop's worth of relay latency between the
+    // two hubs).
+    let mcfg = &node.config.cluster.migration;
+    let unsent_after = reported + Duration::from_millis(mcfg.lease_ms + RELAY_SLACK_MS);
+    let (reader, joined) = Reader::continuing(
+        path.stream.clone(),
+        &last,
+        wall_us(),
+        Origin::Heartbeat { unsent_after },
+    );
+    warn!(session = %info.id, node = %from, ?joined, "sending node of a live viewer silent: taken back");
+    let pump = LivePump::spawn(
+        node.clone(),
+        info.clone(),
+        reader,
+        play.outs.clone(),
+        None,
+        None,
+    );
+    pump.set_paused(play.paused);
+    play.sender = LiveSender::Local(pump);
+    crate::cluster::notify_change(node);
 }
 
 /// Moves the media of a live UDP viewer to `to` (or back here): one handoff.
@@ -151,6 +221,7 @@ pub async fn move_live(
             watchdog: CancellationToken::new(),
             pause_gen: Default::default(),
             pause_lock: Default::default(),
+            last: Default::default(),
         };
         let spec = PrepareSpec {
             session: info.id.clone(),
@@ -235,7 +306,7 @@ pub async fn move_live(
                     &cluster,
                     to,
                     &info,
-                    Arc::new(Mutex::new(None)),
+                    super::heartbeat::Last::Live(t.last.clone()),
                     t.watchdog.clone(),
                 );
                 play.sender = LiveSender::Remote(t);
@@ -265,6 +336,7 @@ pub async fn move_live(
             reader,
             play.outs.clone(),
             Some(tx),
+            None,
         ));
         first_sent = super::first_sent(rx).await;
     }

@@ -167,6 +167,9 @@ pub struct SessionStatus {
     /// The run ended by itself (end of recording or range): the session is over.
     pub ended: bool,
     pub progress: Option<WireStopped>,
+    /// A live viewer's state as last reported by its sender: where a take-back continues.
+    #[serde(default)]
+    pub live: Option<crate::live::handoff::LiveHandoff>,
 }
 
 /// The outcome of one move, as `vigil ctl migrate` prints it.

@@ -355,7 +355,7 @@ impl Conn {
         };
         if was_paused {
             // Resume: live media continues from the newest keyframe.
-            if let Media::UdpPlay(p) = &session.media {
+            if let Media::UdpPlay(p) = &mut session.media {
                 p.set_paused(false);
             }
             return Response::new(StatusCode::OK);
@@ -395,7 +395,7 @@ impl Conn {
             Ok(s) => s,
             Err(r) => return r,
         };
-        if let Media::UdpPlay(p) = &session.media {
+        if let Media::UdpPlay(p) = &mut session.media {
             p.set_paused(true);
         }
         Response::new(StatusCode::OK)

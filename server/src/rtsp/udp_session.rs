@@ -2,6 +2,7 @@
 
 use super::session::Activity;
 use crate::ingest::Producer;
+use crate::live::handoff::LiveHandoff;
 use crate::live::reader::{OutPacket, Reader};
 use crate::net::ports::UdpPair;
 use crate::node::{Node, SessionInfo};
@@ -32,6 +33,8 @@ pub struct UdpPlay {
     pub outs: Vec<UdpOut>,
     rtcp_watch: CancellationToken,
     pub sender: LiveSender,
+    /// The viewer's PAUSE: a sender that takes over starts paused too.
+    pub paused: bool,
 }
 
 /// Who sends a live UDP viewer's media.
@@ -74,15 +77,17 @@ impl UdpPlay {
                 ));
             }
         }
-        let pump = LivePump::spawn(node, info, reader, outs.clone(), None);
+        let pump = LivePump::spawn(node, info, reader, outs.clone(), None, None);
         UdpPlay {
             outs,
             rtcp_watch,
             sender: LiveSender::Local(pump),
+            paused: false,
         }
     }
 
-    pub fn set_paused(&self, paused: bool) {
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
         match &self.sender {
             LiveSender::Local(p) => p.set_paused(paused),
             // A moved viewer: the node sending it pauses (or resumes) it.
@@ -118,13 +123,16 @@ pub struct LivePump {
 }
 
 impl LivePump {
-    /// `first_sent` learns when the first packet left (µs since the epoch).
+    /// `first_sent` learns when the first packet left (µs since the epoch); `progress`, if
+    /// given, gets the viewer's state every period (a moved viewer's sender reports it to
+    /// the steering node, which continues from it if this node dies).
     pub fn spawn(
         node: Arc<Node>,
         info: Arc<SessionInfo>,
         reader: Reader,
         outs: Vec<UdpOut>,
         first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
+        progress: Option<Progress>,
     ) -> LivePump {
         let (end, handoff) = (CancellationToken::new(), CancellationToken::new());
         let (paused, paused_rx) = watch::channel(false);
@@ -135,6 +143,7 @@ impl LivePump {
             outs,
             first_sent,
             last_sent_us: None,
+            progress,
         };
         let handle = node.tasks.spawn(
             task.run(end.clone(), handoff.clone(), paused_rx)
@@ -175,6 +184,14 @@ struct PlayTask {
     outs: Vec<UdpOut>,
     first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
     last_sent_us: Option<i64>,
+    progress: Option<Progress>,
+}
+
+/// Where a pump publishes its viewer's state, and how often: the digests of the last
+/// packets cost a few µs, so not per batch.
+pub struct Progress {
+    pub state: Arc<Mutex<Option<LiveHandoff>>>,
+    pub every: Duration,
 }
 
 const PUMP_BATCH: usize = 256;
@@ -189,6 +206,12 @@ impl PlayTask {
         let mut out: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
         let mut per_track: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
         let mut sr = tokio::time::interval(Duration::from_secs(5));
+        let mut report = tokio::time::interval(
+            self.progress
+                .as_ref()
+                .map_or(Duration::from_secs(3600), |p| p.every),
+        );
+        report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut bye = true;
         loop {
             let is_paused = *paused.borrow();
@@ -229,6 +252,12 @@ impl PlayTask {
                     }
                 }
                 _ = sr.tick() => self.send_rtcp(false).await,
+                _ = report.tick(), if self.progress.is_some() => {
+                    if let Some(p) = &self.progress {
+                        let now = self.reader.handoff(self.last_sent_us);
+                        *p.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+                    }
+                }
             }
         }
         if bye {

@@ -9,8 +9,8 @@ use crate::live::handoff::LiveHandoff;
 use crate::migrate::wire::{MigrationReply, PrepareSpec, SessionStatus};
 use crate::node::{PathEntry, SessionInfo, SessionKindView};
 use crate::playback::task::UdpOut;
-use crate::rtsp::udp_session::LivePump;
-use std::sync::Arc;
+use crate::rtsp::udp_session::{LivePump, Progress};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -20,6 +20,8 @@ pub(super) struct HostedLive {
     path: Arc<PathEntry>,
     outs: Vec<UdpOut>,
     pump: Option<LivePump>,
+    /// The viewer's state, refreshed by its pump: the heartbeat answer carries it home.
+    progress: Arc<Mutex<Option<LiveHandoff>>>,
     pub(super) touched: Instant,
 }
 
@@ -32,20 +34,9 @@ impl Host {
             return failed(format!("session {} is already hosted here", spec.session));
         }
         let name = format!("live/{}", spec.camera);
-        let path = match self.node.path(&name).filter(|p| p.is_held_live()) {
-            Some(p) => p,
-            None => {
-                let Some(cluster) = self.node.cluster.get() else {
-                    return failed("the cluster is off");
-                };
-                let Some(holder) = cluster.live_holder_of(&spec.camera) else {
-                    return failed(format!("no node holds camera {} live", spec.camera));
-                };
-                match crate::ingest::relay::ensure(&self.node, cluster, &spec.camera, &holder) {
-                    Some(p) => p,
-                    None => return failed(format!("cannot relay {name} here")),
-                }
-            }
+        let path = match crate::ingest::relay::here_or_relayed(&self.node, &spec.camera) {
+            Ok(p) => p,
+            Err(e) => return failed(e),
         };
         let wait = Duration::from_millis(self.node.config.cluster.migration.rpc_timeout_ms);
         let deadline = tokio::time::Instant::now() + wait.mul_f64(0.8);
@@ -75,6 +66,7 @@ impl Host {
                 path,
                 outs,
                 pump: None,
+                progress: Arc::default(),
                 touched: Instant::now(),
             },
         );
@@ -105,12 +97,20 @@ impl Host {
             let Some(h) = g.get_mut(session) else {
                 return failed(format!("session {session} was released"));
             };
+            // Reported once per lease (not per heartbeat): a take-back needs a packet
+            // still in the steering node's ring, which holds seconds, and each report
+            // digests the last packets of every track.
+            let every = Duration::from_millis(self.node.config.cluster.migration.lease_ms);
             h.pump = Some(LivePump::spawn(
                 self.node.clone(),
                 h.info.clone(),
                 reader,
                 h.outs.clone(),
                 Some(tx),
+                Some(Progress {
+                    state: h.progress.clone(),
+                    every,
+                }),
             ));
         }
         info!(session, ?joined, "migration: live viewer continued here");
@@ -164,12 +164,14 @@ impl Host {
         let h = g.get_mut(session)?;
         h.touched = Instant::now();
         let ended = h.pump.as_ref().is_some_and(LivePump::is_finished);
+        let live = h.progress.lock().unwrap_or_else(|p| p.into_inner()).clone();
         Some(SessionStatus {
             session: session.to_string(),
             hosted: true,
             running: h.pump.is_some() && !ended,
             ended,
             progress: None,
+            live,
         })
     }
 
