@@ -76,7 +76,8 @@ fn live_holder(n: &Node, camera: &str) -> Option<String> {
         .and_then(|x| x["id"].as_str().map(str::to_string))
 }
 
-/// `vigil ctl drain` empties a node of its UDP playbacks while every viewer keeps decoding;
+/// `vigil ctl drain` empties a node of its UDP playbacks and live viewers (a live viewer
+/// goes where a new viewer of its camera would be served) while every viewer keeps decoding;
 /// the drained node takes no placement until `undrain`; a pull camera bound to a drained
 /// node is re-bound to one that is not.
 #[test]
@@ -111,16 +112,24 @@ fn drain_moves_every_udp_session_off_with_viewers_decoding() {
             )
         })
         .collect();
-    poll_until(Duration::from_secs(10), "three playbacks on node 2", || {
-        (n2.api_json("/api/sessions").as_array()?.len() == 3).then_some(())
+    // A live viewer of the demo camera (held by node 1) served by node 2 as an edge.
+    let live = spawn_ffmpeg_decode(
+        &secure_cluster::placed(&n2.url("live/demo")),
+        &["-rtsp_transport", "udp"],
+        &["-t", "10"],
+        Duration::from_secs(40),
+    );
+    poll_until(Duration::from_secs(10), "four sessions on node 2", || {
+        (n2.api_json("/api/sessions").as_array()?.len() == 4).then_some(())
     });
     playback_session(n2);
+    secure_cluster::live_session(n2);
     let out = ctl(c.node(0), &["drain", &c.members[1].id]);
     assert!(
-        out.contains("3 of 3 sessions moved, 0 could not move"),
+        out.contains("4 of 4 sessions moved, 0 could not move"),
         "{out}"
     );
-    assert_eq!(hosted(c.node(0)) + hosted(c.node(2)), 3, "{out}");
+    assert_eq!(hosted(c.node(0)) + hosted(c.node(2)), 4, "{out}");
     // Drained: node 2's report says so, and no placement goes there.
     poll_until(Duration::from_secs(5), "node 2 out of placement", || {
         let v = c.node(0).api_json("/api/cluster/nodes");
@@ -135,6 +144,9 @@ fn drain_moves_every_udp_session_off_with_viewers_decoding() {
             .expect("ffmpeg")
             .assert_plays("viewer through a drain", 249, 251);
     }
+    live.join()
+        .expect("ffmpeg")
+        .assert_plays("live viewer through a drain", 249, 251);
     // The pull camera: drain its holder too if it is not node 2; it ends up on the one
     // node left.
     let holder = poll_until(Duration::from_secs(15), "the pull camera live", || {

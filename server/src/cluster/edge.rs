@@ -64,6 +64,25 @@ impl Cluster {
         Some(placement)
     }
 
+    /// Where a live viewer of `camera` served here goes when this node drains: the live
+    /// placement as for a new viewer, this node left out.
+    pub fn place_live_elsewhere(&self, camera: &str) -> Result<String, String> {
+        let req = Request {
+            camera: camera.to_string(),
+            time_ms: now_ms(),
+            vbr_bps: report::DEFAULT_VBR_BPS,
+            kind: RequestKind::Live,
+        };
+        let (holder, edges) = Self::holder_and_edges(&self.state(), camera)
+            .ok_or_else(|| format!("no node holds camera {camera} live"))?;
+        let me = self.self_id.clone();
+        let how = How::Live { holder, edges };
+        match self.decide_excluding(&req, how, "drain", false, None, "local", Some(&me)) {
+            (Some(n), _, _) if n != me => Ok(n),
+            (_, _, reason) => Err(format!("no node can take it: {reason}")),
+        }
+    }
+
     /// The scheduler's side of a live placement asked by `from`: the chosen node, or the
     /// reason none can serve it.
     pub(super) fn decide_live_for(

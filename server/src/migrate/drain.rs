@@ -105,11 +105,16 @@ async fn run(drain: Arc<Drain>, node: Arc<Node>, cancel: CancellationToken) {
                          to ANNOUNCE): it stays until it reconnects"
                             .to_string(),
                     ),
-                    SessionKindView::Play => Err(
-                        "a drain does not move live viewers yet (`vigil ctl migrate` moves \
-                             one)"
-                            .to_string(),
-                    ),
+                    // A live viewer goes where a new viewer of its camera would be
+                    // served (its holder, or an edge relaying it); a TCP one is refused by
+                    // the move with why.
+                    SessionKindView::Play => {
+                        let camera = s.path.strip_prefix("live/").unwrap_or(&s.path);
+                        match cluster.place_live_elsewhere(camera) {
+                            Ok(to) => move_local(&node, &s.id, &to, None).await.map(|_| ()),
+                            Err(e) => Err(e),
+                        }
+                    }
                     SessionKindView::Playback => {
                         let camera = s.path.strip_prefix("playback/").unwrap_or(&s.path);
                         let pos = s.position_ms.load(Ordering::Relaxed);
