@@ -5,7 +5,8 @@
 //! cargo test --release -p vigil-tests --test migration_bench -- --ignored --nocapture --test-threads 1
 //! ```
 //!
-//! * a live viewer's handoff gap over 40 moves between the camera's holder and an edge;
+//! * a live viewer's handoff gap over 100 moves between the camera's holder and an edge,
+//!   per source mode;
 //! * handoff gap over 100 moves per source mode: the server's (last frame sent by the old
 //!   sender → first by the new) and the client's (inter-arrival of the two packets around the
 //!   move, and its excess over the media spacing of the two frames), lost and duplicated
@@ -158,11 +159,9 @@ fn report(title: &str, mut server: Vec<f64>, moved_at: &[Instant], seen: &[Seen]
     );
 }
 
-/// A live UDP viewer of the demo camera on node 1 (its holder) moved 40 times between
-/// node 1 and node 2 (an edge relaying the camera from node 1).
-#[test]
-#[ignore]
-fn bench_live_handoff_gap() {
+/// A live UDP viewer of the demo camera on node 1 (its holder) moved 100 times between
+/// node 1 and node 2 (an edge relaying the camera from node 1), in `mode`.
+fn live_gaps(mode: &str) {
     let c = secure_cluster::start(2, "", |_| String::new());
     let a = c.node(0);
     a.wait_live("live/demo");
@@ -176,8 +175,8 @@ fn bench_live_handoff_gap() {
     poll_until(Duration::from_secs(5), "media", || {
         (seen.lock().unwrap().len() > 50).then_some(())
     });
-    let (server, moved_at) = moves(&seen, 40, |k| {
-        migrate(a, &id, &c.members[(k + 1) % 2].id, "own")
+    let (server, moved_at) = moves(&seen, 100, |k| {
+        migrate(a, &id, &c.members[(k + 1) % 2].id, mode)
     });
     stop.store(true, Ordering::Relaxed);
     viewer.join().expect("viewer");
@@ -187,17 +186,31 @@ fn bench_live_handoff_gap() {
             .filter(|l| l.contains("live viewer continued here") && l.contains(how))
             .count()
     };
+    let seen = seen.lock().unwrap().clone();
+    let sources: std::collections::BTreeSet<_> = seen.iter().filter_map(|s| s.from).collect();
     println!(
-        "joins: {} right after the last packet sent, {} at a keyframe",
+        "joins: {} right after the last packet sent, {} at a keyframe; sources seen: {sources:?}",
         joins("Exact"),
         joins("Keyframe")
     );
     report(
-        "live viewer, own mode: 40 moves between the holder and an edge (25 fps)",
+        &format!("live viewer, {mode} mode: 100 moves between the holder and an edge (25 fps)"),
         server,
         &moved_at,
-        &seen.lock().unwrap().clone(),
+        &seen,
     );
+}
+
+#[test]
+#[ignore]
+fn bench_live_handoff_gap_own() {
+    live_gaps("own");
+}
+
+#[test]
+#[ignore]
+fn bench_live_handoff_gap_preserve() {
+    live_gaps("preserve");
 }
 
 #[test]

@@ -313,7 +313,7 @@ fn span_from(seen: &std::sync::Mutex<Vec<Seen>>, ip: &str) -> Duration {
     let mut from = seen
         .iter()
         .filter(|s| s.from.is_some_and(|a| a.ip().to_string() == ip));
-    match (from.next(), from.last()) {
+    match (from.next(), from.next_back()) {
         (Some(a), Some(b)) => b.at.duration_since(a.at),
         _ => Duration::ZERO,
     }
@@ -342,9 +342,11 @@ fn a_live_viewer_whose_sender_dies_is_taken_back() {
     migrate(a, &id, &c.members[1].id, "own");
     // Node 2 reports the viewer's progress once per lease (500 ms): with 1.5 s of its media
     // the steering node holds a report naming a packet node 2 sent.
-    poll_until(Duration::from_secs(10), "1.5 s of media from node 2", || {
-        (span_from(&seen, "127.0.0.2") > Duration::from_millis(1500)).then_some(())
-    });
+    poll_until(
+        Duration::from_secs(10),
+        "1.5 s of media from node 2",
+        || (span_from(&seen, "127.0.0.2") > Duration::from_millis(1500)).then_some(()),
+    );
     c.members[1].node.kill();
     let a = c.node(0);
     let back = packets_from(&seen, "127.0.0.1");
@@ -372,7 +374,11 @@ fn a_live_viewer_whose_sender_dies_is_taken_back() {
     for s in &seen {
         match first.get(&s.seq) {
             Some(&ts) => {
-                assert_eq!(ts, s.ts, "sequence {} came again with another timestamp", s.seq);
+                assert_eq!(
+                    ts, s.ts,
+                    "sequence {} came again with another timestamp",
+                    s.seq
+                );
                 repeated += 1;
             }
             None => {
@@ -398,7 +404,9 @@ fn a_live_viewer_whose_sender_dies_is_taken_back() {
         (secure_cluster::packets_on(n3, &id) > 200).then_some(())
     });
     c.members[2].node.kill();
-    ff.join()
-        .expect("ffmpeg")
-        .assert_plays("ffmpeg live, its sender killed and taken back", 299, 301);
+    ff.join().expect("ffmpeg").assert_plays(
+        "ffmpeg live, its sender killed and taken back",
+        299,
+        301,
+    );
 }

@@ -138,3 +138,53 @@ fn source_filtering_clients_play_through_moves_in_preserve_mode() {
     assert_eq!(err, None, "retina after {frames} frames");
     assert_eq!(frames, 280, "retina frames");
 }
+
+/// A live UDP viewer session of `n` (steered from there) not yet in `known`, once one plays.
+fn next_live(n: &Node, known: &mut BTreeSet<String>) -> String {
+    let id = poll_until(Duration::from_secs(15), "a new live viewer session", || {
+        n.api_json("/api/sessions")
+            .as_array()?
+            .iter()
+            .filter(|s| s["kind"] == "play" && s["steered_by"].is_null())
+            // A viewer over UDP, not an edge's relay (which reads over TCP).
+            .filter(|s| {
+                s["transport"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("client_port="))
+            })
+            .filter_map(|s| s["id"].as_str().map(str::to_string))
+            .find(|id| !known.contains(id))
+    });
+    known.insert(id.clone());
+    id
+}
+
+/// Live viewers of the demo camera (held by node 1) moved 1 → 2 → 3 → 1 in preserve mode
+/// (nodes 2 and 3 relay the camera as edges): GStreamer rtspsrc and retina, which keep only
+/// the source announced at SETUP, decode every frame without an error.
+#[test]
+fn source_filtering_clients_play_live_through_moves_in_preserve_mode() {
+    let c = secure_cluster::start(3, "", |_| String::new());
+    let a = c.node(0);
+    a.wait_live("live/demo");
+    secure_cluster::holder_known(&c);
+    let url = || secure_cluster::placed(&a.url("live/demo"));
+    let mut known = BTreeSet::new();
+
+    let gst_url = url();
+    let gst =
+        std::thread::spawn(move || gst_decode_h264(&gst_url, "udp", 150, Duration::from_secs(40)));
+    let id = next_live(a, &mut known);
+    tour(&c, &id);
+    let g = gst.join().expect("gst");
+    assert!(g.errors.is_empty(), "GStreamer errors: {:?}", g.errors);
+    assert_eq!(g.frames, 150, "GStreamer frames; output:\n{}", g.output);
+
+    let r_url = url();
+    let retina = std::thread::spawn(move || retina_udp_frames(&r_url, 150));
+    let id = next_live(a, &mut known);
+    tour(&c, &id);
+    let (frames, err) = retina.join().expect("retina");
+    assert_eq!(err, None, "retina after {frames} frames");
+    assert_eq!(frames, 150, "retina frames");
+}

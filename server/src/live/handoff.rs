@@ -232,10 +232,13 @@ mod tests {
         let b = hub_b(&[(20, true), (21, false)]);
         // 100 ms after A's last packet.
         let (mut r, joined) = Reader::continuing(b.clone(), &h, 1_100_000, Origin::Handoff);
-        assert_eq!(joined, vec![Some(Joined::Keyframe {
+        assert_eq!(
+            joined,
+            vec![Some(Joined::Keyframe {
                 advance: 9000,
                 skipped: 0
-            })]);
+            })]
+        );
         let e = b.current_epoch();
         push_payload(&b, e, 5002, 97_200, false, vec![0x41, 22]);
         push_payload(&b, e, 5003, 100_800, true, vec![0x41, 23]);
@@ -264,7 +267,14 @@ mod tests {
             (5, false),
         ]);
         let unsent_after = std::time::Instant::now();
-        push_payload(&hub, hub.current_epoch(), 5006, 90_000 + 6 * 3600, false, vec![0x41, 6]);
+        push_payload(
+            &hub,
+            hub.current_epoch(),
+            5006,
+            90_000 + 6 * 3600,
+            false,
+            vec![0x41, 6],
+        );
         let (mut r, joined) = Reader::continuing(
             hub.clone(),
             &h,

@@ -2,7 +2,9 @@
 //! the viewer sees. No sockets here; the RTSP connection (TCP) or a UDP pump task drives it
 //! and writes the batches it yields.
 
-use super::handoff::{digest, Joined, LiveHandoff, LiveTrack, Mark, Origin, MARK_RUN, MAX_SEQ_SKIP};
+use super::handoff::{
+    digest, Joined, LiveHandoff, LiveTrack, Mark, Origin, MARK_RUN, MAX_SEQ_SKIP,
+};
 use super::stream::{Packet, Read, Stream};
 use bytes::Bytes;
 use std::collections::VecDeque;

@@ -10,8 +10,8 @@
 
 use super::wire::{MigrationCall, MigrationReply, SessionStatus, WireStopped};
 use super::SessionCommand;
-use crate::live::handoff::LiveHandoff;
 use crate::cluster::Cluster;
+use crate::live::handoff::LiveHandoff;
 use crate::node::{Node, SessionInfo};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -381,15 +381,18 @@ mod tests {
                 st
             })
             .collect();
-        let frame = serde_json::to_vec(&crate::cluster::rpc::RpcResponse::Migration(
-            MigrationReply::Status(answer),
-        ))
-        .unwrap();
-        assert!(
-            frame.len() < crate::cluster::rpc::MAX_FRAME,
-            "{} bytes",
-            frame.len()
-        );
+        let fits = |answer: Vec<SessionStatus>, what: &str| {
+            let frame = serde_json::to_vec(&crate::cluster::rpc::RpcResponse::Migration(
+                MigrationReply::Status(answer),
+            ))
+            .unwrap();
+            assert!(
+                frame.len() < crate::cluster::rpc::MAX_FRAME,
+                "{what}: {} bytes",
+                frame.len()
+            );
+        };
+        fits(answer, "playback");
         // The same for live viewers: two tracks, full marks, the widest numbers.
         use crate::live::handoff::{LiveTrack, Mark, MARK_RUN};
         let track = LiveTrack {
@@ -413,15 +416,7 @@ mod tests {
                 ..status(s, true, false, None)
             })
             .collect();
-        let frame = serde_json::to_vec(&crate::cluster::rpc::RpcResponse::Migration(
-            MigrationReply::Status(answer),
-        ))
-        .unwrap();
-        assert!(
-            frame.len() < crate::cluster::rpc::MAX_FRAME,
-            "live: {} bytes",
-            frame.len()
-        );
+        fits(answer, "live");
     }
 
     #[test]

@@ -111,8 +111,7 @@ pub async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
     if !matches!(&play.sender, LiveSender::Remote(r) if r.node == from) {
         return;
     }
-    let LiveSender::Remote(remote) = std::mem::replace(&mut play.sender, LiveSender::None)
-    else {
+    let LiveSender::Remote(remote) = std::mem::replace(&mut play.sender, LiveSender::None) else {
         return;
     };
     let last = remote.last.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -127,10 +126,7 @@ pub async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
     // relay still running), else the camera as this node can serve it now.
     let fed = session.path.clone().filter(|p| p.stream.is_live());
     let camera = info.path.strip_prefix("live/").unwrap_or(&info.path);
-    let path = match fed.map_or_else(
-        || crate::ingest::relay::here_or_relayed(node, camera),
-        Ok,
-    ) {
+    let path = match fed.map_or_else(|| crate::ingest::relay::here_or_relayed(node, camera), Ok) {
         Ok(p) => p,
         Err(e) => {
             warn!(session = %info.id, node = %from, "sending node of a live viewer silent and the camera is not here ({e}): ending the session");
