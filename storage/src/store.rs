@@ -395,7 +395,7 @@ impl Store {
             ));
         }
         let path = self.inner.root.join(&segment.file);
-        let data = fs::read(&path).at(&path)?;
+        let data = read_noatime(&path).at(&path)?;
         let d =
             decode_segment(bytes::Bytes::from(data)).map_err(|reason| StorageError::Corrupt {
                 path: path.clone(),
@@ -550,4 +550,27 @@ impl Store {
             code => Some(io::Error::from_raw_os_error(code)),
         }
     }
+}
+
+/// Reads a whole file without updating its access time. A segment's first read after it
+/// was written would otherwise (under `relatime`) update its atime, which takes a handle on
+/// the filesystem's journal; while the recorders' fsyncs keep the journal committing (a
+/// saturated disk), that wait, not the read (the page cache answers it), can hold a
+/// playback read for seconds. `O_NOATIME` is refused (EPERM) for a file this process does
+/// not own: then the plain read.
+fn read_noatime(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOATIME)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => fs::File::open(path)?,
+        Err(e) => return Err(e),
+    };
+    let mut data = Vec::with_capacity(f.metadata().map_or(0, |m| m.len() as usize));
+    f.read_to_end(&mut data)?;
+    Ok(data)
 }
