@@ -552,12 +552,11 @@ impl Store {
     }
 }
 
-/// Reads a whole file without updating its access time. A segment's first read after it
-/// was written would otherwise (under `relatime`) update its atime, which takes a handle on
-/// the filesystem's journal; while the recorders' fsyncs keep the journal committing (a
-/// saturated disk), that wait, not the read (the page cache answers it), can hold a
-/// playback read for seconds. `O_NOATIME` is refused (EPERM) for a file this process does
-/// not own: then the plain read.
+/// Reads a whole file without updating its access time: under `relatime` a segment's first
+/// read after it was written is otherwise a metadata write (a journal handle on ext4, a
+/// SETATTR round trip on NFS) for a value nothing uses. It did not shorten the playback
+/// tail at a saturated disk (docs/BENCHMARKS.md, "City scale"), but costs nothing.
+/// `O_NOATIME` is refused (EPERM) for a file this process does not own: then the plain read.
 fn read_noatime(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
