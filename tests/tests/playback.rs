@@ -979,6 +979,19 @@ fn twenty_concurrent_playbacks_read_each_segment_once() {
     assert_eq!(stat(&s, "loads"), 1, "20 DESCRIBEs of one segment: {s}");
     assert_eq!(stat(&s, "hits") + stat(&s, "misses"), 20, "{s}");
     assert_eq!(stat(&s, "misses") - stat(&s, "coalesced"), 1, "{s}");
+    // Playback opens: 20, and the first of them found its segment not yet read.
+    assert_eq!(stat(&s, "opens"), 20, "{s}");
+    let cached = stat(&s, "opens_cached");
+    assert!(cached < 20, "the first open read its segment: {s}");
+    // One more open of that moment, the segment resident now: a cached open.
+    let mut c = RtspConn::connect(node.rtsp);
+    c.send(describe_at(burst, 1).as_bytes())
+        .expect("send DESCRIBE");
+    let r = c.response().expect("answer").expect("not closed");
+    assert_eq!(r.status.0, 200, "DESCRIBE: {}", r.reason);
+    let s = cache_stats(&node);
+    assert_eq!(stat(&s, "opens"), 21, "{s}");
+    assert_eq!(stat(&s, "opens_cached"), cached + 1, "{s}");
 
     let base = rec.first_ms + 10_050;
     let urls: Vec<String> = (0..20)

@@ -204,8 +204,14 @@ async fn recordings(
 
 pub fn cache_view(node: &Node) -> Option<CacheView> {
     let library = node.library.as_ref()?;
+    let mut stats = serde_json::to_value(library.cache.stats()).unwrap_or_default();
+    if let Some(o) = stats.as_object_mut() {
+        let (hits, total) = (&library.opens.hits, &library.opens.total);
+        o.insert("opens".into(), total.load(Ordering::Relaxed).into());
+        o.insert("opens_cached".into(), hits.load(Ordering::Relaxed).into());
+    }
     Some(CacheView {
-        stats: serde_json::to_value(library.cache.stats()).unwrap_or_default(),
+        stats,
         resident: library
             .cache
             .resident(GAP_MS)

@@ -141,6 +141,11 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         gauge!("vigil_cache_load_seconds_p99").set(s.load_p99_us as f64 / 1e6);
         gauge!("vigil_cache_load_seconds_sum").set(s.load_sum_us as f64 / 1e6);
         counter!("vigil_cache_load_count").absolute(s.load_count);
+        let hits = lib.opens.hits.load(Ordering::Relaxed);
+        let total = lib.opens.total.load(Ordering::Relaxed);
+        counter!("vigil_playback_opens_total", "first_segment" => "cached").absolute(hits);
+        counter!("vigil_playback_opens_total", "first_segment" => "read")
+            .absolute(total.saturating_sub(hits));
     }
     for r in node.recordings.all() {
         let labels = [("camera", r.camera.clone())];

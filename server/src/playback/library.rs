@@ -37,6 +37,17 @@ pub struct Library {
     /// `[storage.emulate] read_latency_ms`: added to every segment read (experiments and
     /// tests of how playback rides out a slow shared volume).
     pub read_latency: Duration,
+    /// Playback opens whose first segment was already in the cache, and all opens: what
+    /// the similarity placement is for (requests for nearby moments meeting in one cache),
+    /// seen per request rather than per segment.
+    pub opens: Arc<OpenCounts>,
+}
+
+/// See [`Library::opens`].
+#[derive(Debug, Default)]
+pub struct OpenCounts {
+    pub hits: std::sync::atomic::AtomicU64,
+    pub total: std::sync::atomic::AtomicU64,
 }
 
 impl Library {
@@ -51,6 +62,7 @@ impl Library {
             cache: SegmentCache::new(budget_bytes),
             read_ahead,
             read_latency,
+            opens: Arc::default(),
         }
     }
 
@@ -104,6 +116,20 @@ impl Library {
             .get_or_load(Self::key(meta), self.loader(meta))
             .await
             .map_err(LibraryError::Shared)
+    }
+
+    /// The first segment of a playback being opened (DESCRIBE): [`Library::segment`],
+    /// counted in [`Library::opens`] as a hit when it was resident when asked.
+    pub async fn open_segment(
+        &self,
+        meta: &SegmentMeta,
+    ) -> Result<Arc<CachedSegment>, LibraryError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.cache.contains(&Self::key(meta)) {
+            self.opens.hits.fetch_add(1, Relaxed);
+        }
+        self.opens.total.fetch_add(1, Relaxed);
+        self.segment(meta).await
     }
 
     /// One segment for a one-off sequential read (an export): from the cache when resident,

@@ -254,7 +254,7 @@ async fn open_first(
     first: &SegmentMeta,
     start_ms: i64,
 ) -> Result<(SessionDescription, i64), Response> {
-    let seg = library.segment(first).await.map_err(|e| {
+    let seg = library.open_segment(first).await.map_err(|e| {
         fail(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("reading the recording: {e}"),
