@@ -4,15 +4,14 @@
 //! `describe-view`: the view each DESCRIBE is placed on, rebuilt in full or kept (issue 13).
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::sync::Arc;
 use vigil_cluster::{
-    place, ClusterConfig, ClusterView, Indicators, LoadWeights, NodeView, PlaceState, Policy,
-    Request, Stream, StreamSource, ViewCache,
+    place, ClusterConfig, ClusterView, Decision, Indicators, LoadWeights, NodeView, PlaceState,
+    Policy, Request, Stream, StreamSource, ViewCache, ViewEntry,
 };
 
 const CAMERAS: usize = 1_000;
@@ -128,14 +127,15 @@ fn bench(c: &mut Criterion) {
 /// The view a node places a DESCRIBE on (issue 13), 50 nodes × 100 000 sessions: built in
 /// full from every member's entry (what each DESCRIBE did before), or kept by a
 /// [`ViewCache`] and updated for the entries that changed since the last DESCRIBE (none, or
-/// one member's new report), plus the copy of the chosen node's entry a decision stores.
+/// one member's new report); and a placed DESCRIBE's decision applied to the view and the
+/// chosen node's entry in place, against the copy of that entry it used to store.
 fn describe_view(c: &mut Criterion) {
     let mut g = c.benchmark_group("describe-view");
     let w = LoadWeights::default();
     let mut rng = StdRng::seed_from_u64(50);
     let view = build(50, 100_000, &mut rng);
-    let entries: Vec<Arc<NodeView>> = view.nodes().iter().cloned().map(Arc::new).collect();
-    let refs: Vec<&Arc<NodeView>> = entries.iter().collect();
+    let mut entries: Vec<ViewEntry> = view.nodes().iter().cloned().map(ViewEntry::new).collect();
+    let refs: Vec<&ViewEntry> = entries.iter().collect();
     g.bench_function("full-rebuild/50n-100ks", |b| {
         b.iter(|| {
             black_box(ClusterView::new(
@@ -152,11 +152,11 @@ fn describe_view(c: &mut Criterion) {
     g.bench_function("incremental-unchanged+entry-copy/50n-100ks", |b| {
         b.iter(|| {
             let v = cache.sync(&refs, w);
-            black_box(Arc::new(v.node(7).clone()))
+            black_box(ViewEntry::new(v.node(7).clone()))
         })
     });
     // Node 3 alternates between two reports: one member's entry rebuilt per DESCRIBE.
-    let other = Arc::new(NodeView::clone(&entries[3]));
+    let other = ViewEntry::new(NodeView::clone(&entries[3]));
     let mut alt = refs.clone();
     alt[3] = &other;
     let mut flip = false;
@@ -164,6 +164,40 @@ fn describe_view(c: &mut Criterion) {
         b.iter(|| {
             flip = !flip;
             black_box(cache.sync(if flip { &alt } else { &refs }, w).len())
+        })
+    });
+    drop(alt);
+    // What a placed DESCRIBE does now: the kept view (the entries collected as the server
+    // does), then the decision applied to it and to node 7's entry in place. Each decision
+    // adds a stream, so after each batch node 7 is put back (untimed) to keep the size.
+    let original = entries[7].clone();
+    let decision = |k: u64| Decision::Assign {
+        node: "node-7".into(),
+        estimated_load: 50.0,
+        reason: String::new(),
+        stream: Stream {
+            camera: format!("cam-{}", k % CAMERAS as u64),
+            position_ms: (k as i64 * 7_919) % SPAN_MS,
+            vbr_bps: 2e6,
+            source: StreamSource::Storage,
+            session: None,
+        },
+    };
+    g.bench_function("incremental-unchanged+apply-in-place/50n-100ks", |b| {
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for k in 0..iters {
+                let d = decision(k);
+                let t = Instant::now();
+                cache.sync(&entries.iter().collect::<Vec<_>>(), w);
+                cache
+                    .apply(&mut entries[7], &d)
+                    .expect("node-7 is in the view");
+                took += t.elapsed();
+            }
+            entries[7] = original.clone();
+            cache.sync(&entries.iter().collect::<Vec<_>>(), w);
+            took
         })
     });
     g.finish();

@@ -40,7 +40,7 @@ pub use view::{
     CachedRanges, CameraId, ClusterView, Indicators, NodeId, NodeView, Request, RequestKind,
     Stream, StreamSource,
 };
-pub use view_cache::ViewCache;
+pub use view_cache::{ViewCache, ViewEntry};
 
 /// Errors of the policy layer: names that do not resolve against the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

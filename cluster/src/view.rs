@@ -90,6 +90,12 @@ pub struct NodeView {
 }
 
 impl NodeView {
+    /// Adds a stream it serves (a placement applied): one more session.
+    pub fn push_stream(&mut self, s: Stream) {
+        self.sessions = self.sessions.saturating_add(1);
+        self.streams.push(s);
+    }
+
     /// A node with nothing running; tests and simulators fill in the rest.
     pub fn new(id: impl Into<NodeId>, bord_bps: f64) -> Self {
         Self {
@@ -464,8 +470,7 @@ impl ClusterView {
         if s.source != StreamSource::Live {
             insert_position(&mut self.index.playing, &s.camera, i, s.position_ms);
         }
-        self.nodes[i].sessions = self.nodes[i].sessions.saturating_add(1);
-        self.nodes[i].streams.push(s);
+        self.nodes[i].push_stream(s);
     }
 
     /// Removes stream `k` of node `i` (a migration source) and rebuilds that camera's entry.

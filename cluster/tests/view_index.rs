@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use std::sync::Arc;
 use vigil_cluster::similarity::{cache_hit, fd_cache, fd_cached, range_distance};
 use vigil_cluster::{
     ClusterView, LoadWeights, NodeView, Request, SchedConfig, Stream, StreamSource, ViewCache,
+    ViewEntry,
 };
 
 /// Ranges of any shape: overlapping, nested, long, single instants, unsorted.
@@ -96,21 +96,66 @@ proptest! {
         changed in prop::collection::vec(any::<bool>(), 6),
     ) {
         let w = LoadWeights::default();
-        let old: Vec<Arc<NodeView>> = before.into_iter().map(Arc::new).collect();
+        let old: Vec<ViewEntry> = before.into_iter().map(ViewEntry::new).collect();
         let mut cache = ViewCache::default();
         cache.sync(&old.iter().collect::<Vec<_>>(), w);
         // Same members (ids n0…), some of them with a new report.
-        let new: Vec<Arc<NodeView>> = old
+        let new: Vec<ViewEntry> = old
             .iter()
             .enumerate()
             .map(|(i, o)| match after.get(i) {
-                Some(n) if changed[i] => Arc::new(n.clone()),
+                Some(n) if changed[i] => ViewEntry::new(n.clone()),
                 _ => o.clone(),
             })
             .collect();
         let v = cache.sync(&new.iter().collect::<Vec<_>>(), w);
         prop_assert!(v.index_matches_rebuild());
-        let fresh = ClusterView::new(new.iter().map(|n| (**n).clone()).collect(), w);
+        let fresh = ClusterView::new(new.iter().map(|n| NodeView::clone(n)).collect(), w);
         prop_assert_eq!(&*v, &fresh);
+    }
+
+    /// Decisions applied in place (to the view and the chosen entry), some of them to an
+    /// entry changed since the last sync, between syncs: the view stays a fresh build of the
+    /// entries, and an in-place decision leaves nothing to re-index.
+    #[test]
+    fn decisions_applied_in_place_keep_the_view_a_fresh_build(
+        start in nodes(),
+        steps in prop::collection::vec(
+            (0usize..6, 0usize..4, 0i64..200_000, any::<bool>(), any::<bool>()),
+            1..12,
+        ),
+    ) {
+        let w = LoadWeights::default();
+        let mut entries: Vec<ViewEntry> = start.into_iter().map(ViewEntry::new).collect();
+        let mut cache = ViewCache::default();
+        for (k, (node, cam, pos, live, touch)) in steps.into_iter().enumerate() {
+            let i = node % entries.len();
+            cache.sync(&entries.iter().collect::<Vec<_>>(), w);
+            if touch {
+                // Changed behind the cache's back (a new report, an alive change).
+                entries[i].node_mut().cpu = 0.01 * k as f64;
+            }
+            let decision = vigil_cluster::Decision::Assign {
+                node: entries[i].id.clone(),
+                estimated_load: k as f64,
+                reason: String::new(),
+                stream: Stream {
+                    camera: format!("cam{cam}"),
+                    position_ms: pos,
+                    vbr_bps: 1e6,
+                    source: if live { StreamSource::Live } else { StreamSource::Storage },
+                    session: None,
+                },
+            };
+            let streams = entries[i].streams.len();
+            cache.apply(&mut entries[i], &decision).unwrap();
+            prop_assert_eq!(entries[i].streams.len(), streams + 1);
+            let refs: Vec<&ViewEntry> = entries.iter().collect();
+            prop_assert_eq!(cache.is_current(&refs), !touch);
+            let v = cache.sync(&refs, w);
+            prop_assert!(v.index_matches_rebuild());
+            let fresh = ClusterView::new(entries.iter().map(|n| NodeView::clone(n)).collect(), w);
+            prop_assert_eq!(&*v, &fresh);
+        }
     }
 }

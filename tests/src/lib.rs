@@ -1143,16 +1143,28 @@ pub fn start_member(
     priority: u32,
     extra: &str,
 ) -> (Node, SocketAddr) {
+    start_member_env(i, seed, key, priority, extra, &[])
+}
+
+/// [`start_member`] with environment variables for the node process.
+pub fn start_member_env(
+    i: usize,
+    seed: Option<SocketAddr>,
+    key: &str,
+    priority: u32,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (Node, SocketAddr) {
     let ip = format!("127.0.0.{}", i + 1);
     let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip))
         .parse()
         .expect("gossip address");
     let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
-    let node = NodeBuilder::new()
-        .ip(&ip)
-        .extra(&format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{key}\"\npriority = {priority}\n\n{extra}"
-        ))
-        .start();
-    (node, gossip)
+    let mut b = NodeBuilder::new().ip(&ip).extra(&format!(
+        "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{key}\"\npriority = {priority}\n\n{extra}"
+    ));
+    for (k, v) in env {
+        b = b.env(k, v);
+    }
+    (b.start(), gossip)
 }

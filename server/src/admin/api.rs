@@ -325,6 +325,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
                 sessions: nv.map_or(0, |n| n.sessions),
                 streams: nv.map_or(0, |n| n.streams.len()),
                 cache_bytes: r.map_or(0, |r| r.cache_bytes),
+                cached_ranges: nv.map_or(0, |n| n.cached.values().map(Vec::len).sum()),
                 live: r.map(|r| r.live.clone()).unwrap_or_default(),
                 edges: r.map(|r| r.edges.clone()).unwrap_or_default(),
                 priority: r.map(|r| r.priority),

@@ -123,6 +123,9 @@ pub struct ClusterNodeView {
     pub sessions: u32,
     pub streams: usize,
     pub cache_bytes: u64,
+    /// Resident cache ranges in its report, over every camera.
+    #[serde(default)]
+    pub cached_ranges: usize,
     pub live: Vec<String>,
     /// Cameras it relays from their holder (a live edge).
     #[serde(default)]

@@ -26,6 +26,7 @@ pub mod report_keys;
 mod reservations;
 pub mod rpc;
 mod shell;
+pub mod synthetic;
 pub mod transport;
 
 use std::sync::atomic::Ordering;

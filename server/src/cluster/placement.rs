@@ -3,10 +3,9 @@
 //! node holding the camera. Every decision is applied to the view and recorded.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use anyhow::Context;
-use vigil_cluster::{apply, place, Decision, NodeView, Policy, Request, RequestKind};
+use vigil_cluster::{place, Decision, Policy, Request, RequestKind, ViewEntry};
 
 use super::now_ms;
 use super::report;
@@ -363,7 +362,7 @@ impl Cluster {
                 view_cache,
                 ..
             } = &mut *st;
-            let nodes: Vec<&Arc<NodeView>> = views.values().map(|(_, v)| v).collect();
+            let nodes: Vec<&ViewEntry> = views.values().map(|(_, v)| v).collect();
             let view = view_cache.sync(&nodes, weights);
             match how {
                 How::Policy(policy) => {
@@ -403,14 +402,12 @@ impl Cluster {
             } => {
                 // Ingest answers are reads (`redirects` false): they reserve nothing.
                 let view = st.placement_view(weights);
-                if let Some(i) = view.index_of(node).filter(|_| redirects) {
-                    let before = view.load(i);
-                    if apply(view, &decision).is_ok() {
-                        // The view holds the decision already; the entry gets the same.
-                        let nv = Arc::new(view.node(i).clone());
-                        st.view_cache.adopt(i, nv.clone());
-                        if let Some(e) = st.views.get_mut(node) {
-                            e.1 = nv;
+                let before = view.index_of(node).map(|i| view.load(i));
+                if let Some(before) = before.filter(|_| redirects) {
+                    // The view and the node's entry get the decision in place (no copy of
+                    // the entry: issue 13).
+                    if let Some(e) = st.views.get_mut(node) {
+                        if st.view_cache.apply(&mut e.1, &decision).is_ok() {
                             let version = e.0;
                             st.reserve(super::reservations::Reservation {
                                 node: node.clone(),

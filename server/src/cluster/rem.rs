@@ -194,7 +194,7 @@ impl Cluster {
         // §A.5 step 6: both nodes' estimates stand until their next reports.
         for id in out.iter().flat_map(|(_, f, t, _)| [f, t]) {
             if let (Some(i), Some(e)) = (view.index_of(id), st.views.get_mut(id)) {
-                e.1 = Arc::new(view.node(i).clone());
+                e.1 = vigil_cluster::ViewEntry::new(view.node(i).clone());
             }
         }
         out

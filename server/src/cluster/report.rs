@@ -338,6 +338,8 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
     let mut live_count = (0usize, 0usize, 0usize);
     let mut last_draining = false;
     let mut last_movable: Vec<String> = Vec::new();
+    let mut synthetic = super::synthetic::Synthetic::from_env();
+    let mut last_padding = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     loop {
         tokio::select! {
@@ -371,20 +373,27 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
             .iter()
             .map(|c| c.camera.clone())
             .collect();
+        let padding = synthetic.poll(now_ms());
         let significant = fp != last_fp
             || live_now != live_count
             || draining != last_draining
-            || movable != last_movable;
+            || movable != last_movable
+            || padding != last_padding;
         if significant
             || last_publish.elapsed() >= Duration::from_secs(u64::from(feedback.period_s))
         {
-            let r = build(&node, &cluster, &mut sampler, feedback.period_s);
+            let mut r = build(&node, &cluster, &mut sampler, feedback.period_s);
+            if let Some((p, since)) = padding {
+                let at = r.at_ms;
+                p.apply(&mut r, since, at);
+            }
             cluster.publish(&r).await;
             last_publish = Instant::now();
             last_fp = fp;
             live_count = live_now;
             last_draining = draining;
             last_movable = movable;
+            last_padding = padding;
         }
     }
 }

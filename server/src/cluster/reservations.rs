@@ -88,8 +88,10 @@ impl State {
                     },
                 );
             }
-            self.views
-                .insert(id, (version, std::sync::Arc::new(one.node(0).clone())));
+            self.views.insert(
+                id,
+                (version, vigil_cluster::ViewEntry::new(one.node(0).clone())),
+            );
         }
     }
 }

@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use serde::Serialize;
 use tokio::sync::Notify;
 use tracing::info;
-use vigil_cluster::{ClusterConfig, ClusterView, NodeView, PlaceState, Policy};
+use vigil_cluster::{ClusterConfig, ClusterView, PlaceState, Policy, ViewEntry};
 use vigil_conf::Config;
 
 use super::bindings::CameraBindings;
@@ -62,8 +62,8 @@ pub(super) struct State {
     pub(super) members: Vec<Member>,
     /// Per node: the report version the view entry came from and the entry with the local
     /// decisions applied since (estimated load, added streams).
-    /// An entry's `Arc` is replaced whenever it changes (`view_cache` tells changes by it).
-    pub(super) views: BTreeMap<String, (u64, Arc<NodeView>)>,
+    /// Each entry's generation changes with it (`view_cache` tells changes by it).
+    pub(super) views: BTreeMap<String, (u64, ViewEntry)>,
     /// The placement view of `views`, updated per changed entry rather than rebuilt per
     /// decision (issue 13).
     pub(super) view_cache: vigil_cluster::ViewCache,
@@ -94,11 +94,14 @@ impl State {
             let entry = match self.views.remove(&m.id) {
                 Some((v, mut nv)) if v == m.report_version => {
                     if nv.alive != m.alive {
-                        Arc::make_mut(&mut nv).alive = m.alive;
+                        nv.node_mut().alive = m.alive;
                     }
                     (v, nv)
                 }
-                _ => (m.report_version, Arc::new(r.node_view(&m.id, m.alive))),
+                _ => (
+                    m.report_version,
+                    ViewEntry::new(r.node_view(&m.id, m.alive)),
+                ),
             };
             views.insert(m.id.clone(), entry);
         }
@@ -111,7 +114,7 @@ impl State {
         &mut self,
         weights: vigil_cluster::LoadWeights,
     ) -> &mut ClusterView {
-        let nodes: Vec<&Arc<NodeView>> = self.views.values().map(|(_, v)| v).collect();
+        let nodes: Vec<&ViewEntry> = self.views.values().map(|(_, v)| v).collect();
         self.view_cache.sync(&nodes, weights)
     }
 }
