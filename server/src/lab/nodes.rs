@@ -57,6 +57,25 @@ impl Site {
     }
 }
 
+/// Each node's `[storage.emulate] read_mbps`: the scenario's shared storage bandwidth split
+/// evenly among the nodes (a node's bucket is its own; the simulation's one FIFO is shared
+/// by all nodes, which the even split matches when every node reads).
+pub fn node_read_mbps(sc: &Scenario) -> f64 {
+    let (lo, hi) = vigil_conf::StorageEmulation::READ_MBPS_RANGE;
+    (sc.storage.bandwidth_mbps / sc.nodes.count.max(1) as f64).clamp(lo, hi)
+}
+
+/// What every lab report says of the storage emulation its nodes ran with.
+pub fn emulation_note(sc: &Scenario) -> String {
+    format!(
+        "`[storage.emulate] read_latency_ms = {}, read_mbps = {}` on every node: each segment read waits that long, then passes the node's read bandwidth, which all its concurrent reads share (FIFO). The scenario's storage is one LUN of {} Mb/s shared by all {} nodes; each node gets an even share, where the simulation queues all nodes' reads in one FIFO (the same when every node reads; a node reading alone has the whole LUN in the simulation, only its share here).",
+        sc.storage.latency_ms.round(),
+        node_read_mbps(sc),
+        sc.storage.bandwidth_mbps,
+        sc.nodes.count
+    )
+}
+
 pub fn node_id(i: usize) -> String {
     format!("lab-n{i}")
 }
@@ -135,6 +154,7 @@ segment_secs = {segment}
 
 [storage.emulate]
 read_latency_ms = {latency}
+read_mbps = {read_mbps}
 
 [cache]
 budget_mb = {cache}
@@ -163,6 +183,7 @@ rem = {rem}
                 root = site.root.display(),
                 segment = sc.workload.segment_secs,
                 latency = sc.storage.latency_ms.round() as u64,
+                read_mbps = node_read_mbps(sc),
                 cache = sc.nodes.cache_mb.round() as u64,
                 read_ahead = sc.nodes.read_ahead_segments,
                 priority = 10 * (i + 1),
