@@ -7,10 +7,11 @@
 //! - `balanced`: the scenario's `[cluster.gateway]`: sleep (§B.1), overload forecast and
 //!   camera moves by roulette (§B.2–§B.5), all by the scheduler's own code.
 //!
-//! Tours are dealt to gateways as `tours_per_node` says, over the cameras the scheduler
-//! bound to each (the lab moves a few with the operator's move first when a gateway has
-//! too few), and start in the simulator's order and times (`vigil_sim::gateway`), so both
-//! arms and the simulation run one workload. The report is the simulator's §B report
+//! Both arms start from one manual binding: every gateway bound to as many cameras as its
+//! tours leave even (the scheduler's roulette binding kept where it fits, the rest moved by
+//! the operator's move). Tours are dealt to gateways as `tours_per_node` says and start in
+//! the simulator's order and times (`vigil_sim::gateway`), so both arms and the simulation
+//! run one workload. The report is the simulator's §B report
 //! (mode "lab") plus the nodes' own counters.
 
 use std::collections::BTreeMap;
@@ -166,8 +167,10 @@ fn start_cluster(
         })
         .collect();
     let cluster = Cluster::spawn(site, sc.nodes.count, run, |i| NodeConfig {
+        // The scheduler waits for the others' first reports, so that its first binding
+        // spreads the cameras (the lab deals the rest by hand).
         cluster_keys: format!(
-            "bandwidth_bps = {}\n",
+            "election_grace_ms = 3000\nbandwidth_bps = {}\n",
             sc.nodes.bord_mbps * 1e6 * sc.nodes.capacity_of(i)
         ),
         // Live only: nothing is recorded (the cameras say `record = false`) or read back,
@@ -211,9 +214,23 @@ fn wait_all_live(cluster: &Cluster, cameras: usize) -> anyhow::Result<BTreeMap<S
     }
 }
 
-/// Each gateway's tour cameras: `tours_per_node[k] × cameras_per_tour` of those bound to
-/// node k. A gateway with too few gets cameras no tour needs from the others by the
-/// operator's move (`POST /api/cluster/cameras/{camera}/move`), the same two steps as §B.5.
+/// How many cameras each gateway is bound to for the run: its tours' cameras at least, the
+/// rest dealt so the gateways are as even as can be (the paper's 100 per gateway).
+fn targets(need: &[usize], cameras: usize) -> Vec<usize> {
+    let mut t = need.to_vec();
+    for _ in 0..cameras.saturating_sub(need.iter().sum()) {
+        if let Some(k) = (0..t.len()).min_by_key(|&k| (t[k], k)) {
+            t[k] += 1;
+        }
+    }
+    t
+}
+
+/// The manual binding both arms start from, and each gateway's tour cameras: node k bound
+/// to `targets` cameras, the first `tours_per_node[k] × cameras_per_tour` of them in tours.
+/// The scheduler's own binding is kept where it fits; the rest is moved by the operator's
+/// move (`POST /api/cluster/cameras/{camera}/move`, the same two steps as §B.5), several at
+/// once. Returns the tour cameras per node and the cameras moved.
 fn deal_cameras(
     cluster: &Cluster,
     g: &GatewaySpec,
@@ -222,35 +239,96 @@ fn deal_cameras(
     let n = cluster.nodes.len();
     let cpt = g.cameras_per_tour as usize;
     let need: Vec<usize> = g.tours_per_node.iter().map(|&t| t as usize * cpt).collect();
+    let target = targets(&need, held.len());
     let mut on: Vec<Vec<String>> = vec![Vec::new(); n];
     for (c, &k) in held {
         on[k].push(c.clone());
     }
-    let mut moved = 0;
+    let mut moves = Vec::new();
     for k in 0..n {
-        while on[k].len() < need[k] {
-            let Some(from) = (0..n).find(|&j| on[j].len() > need[j]) else {
+        while on[k].len() < target[k] {
+            let Some(from) = (0..n).find(|&j| on[j].len() > target[j]) else {
                 bail!("not enough cameras for the tours: {need:?} needed");
             };
             let cam = on[from].pop().unwrap_or_default();
-            let to = node_id(k);
-            let answer = crate::ctl::steer::post(
-                &cluster.nodes[0].api,
-                Some(nodes::TOKEN),
-                &format!("/api/cluster/cameras/{cam}/move"),
-                &serde_json::json!({ "to": to }),
-            )
-            .with_context(|| format!("moving {cam} to {to}"))?;
-            let r: crate::cluster::CameraMoveRecord =
-                serde_json::from_str(&answer).context("the move's answer")?;
-            if r.result != "moved" {
-                bail!("moving {cam} to {to}: {}", r.result);
-            }
+            moves.push((cam.clone(), node_id(k)));
             on[k].push(cam);
-            moved += 1;
         }
     }
-    Ok(((0..n).map(|k| on[k][..need[k]].to_vec()).collect(), moved))
+    let api = &cluster.nodes[0].api;
+    for batch in moves.chunks(8) {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = batch
+                .iter()
+                .map(|(cam, to)| s.spawn(move || move_camera(api, cam, to)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| bail!("a move's thread panicked"))
+                })
+                .collect::<anyhow::Result<Vec<()>>>()
+        })?;
+    }
+    Ok((
+        (0..n).map(|k| on[k][..need[k]].to_vec()).collect(),
+        moves.len(),
+    ))
+}
+
+/// The operator's move of `cam` to node `to`, through the scheduler.
+fn move_camera(api: &str, cam: &str, to: &str) -> anyhow::Result<()> {
+    let answer = crate::ctl::steer::post(
+        api,
+        Some(nodes::TOKEN),
+        &format!("/api/cluster/cameras/{cam}/move"),
+        &serde_json::json!({ "to": to }),
+    )
+    .with_context(|| format!("moving {cam} to {to}"))?;
+    let r: crate::cluster::CameraMoveRecord =
+        serde_json::from_str(&answer).context("the move's answer")?;
+    if r.result != "moved" {
+        bail!("moving {cam} to {to}: {}", r.result);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::targets;
+
+    #[test]
+    fn targets_even_out_what_the_tours_leave() {
+        assert_eq!(targets(&[20, 10, 4, 2], 100), [25, 25, 25, 25]);
+        assert_eq!(targets(&[20, 10, 4, 2], 50), [20, 10, 10, 10]);
+        assert_eq!(targets(&[4, 2], 8), [4, 4]);
+        assert_eq!(targets(&[4, 2], 5), [4, 2]);
+    }
+}
+
+/// The scheduler's §B.3–§B.5 moves in its decision log (`/api/cluster/scheduler`), into
+/// `into` by (decision time, camera): (from, to, whether it completed).
+fn overload_moves(
+    v: &serde_json::Value,
+    ids: &[String],
+    into: &mut BTreeMap<(i64, String), (usize, usize, bool)>,
+) {
+    let node = |x: &serde_json::Value| ids.iter().position(|i| Some(i.as_str()) == x.as_str());
+    for m in v["camera_moves"].as_array().into_iter().flatten() {
+        if m["trigger"] != "overload" {
+            continue;
+        }
+        let (Some(at), Some(cam), Some(f), Some(t)) = (
+            m["at_ms"].as_i64(),
+            m["camera"].as_str(),
+            node(&m["from"]),
+            node(&m["to"]),
+        ) else {
+            continue;
+        };
+        into.insert((at, cam.to_string()), (f, t, m["result"] == "moved"));
+    }
 }
 
 /// What the nodes themselves counted over one arm.
@@ -258,7 +336,7 @@ fn deal_cameras(
 struct ArmCounters {
     /// Per node: `vigil_rtsp_connections_total`.
     connections: Vec<u64>,
-    /// The scheduler's camera moves that completed (its decision log).
+    /// The scheduler's camera moves that completed (its decision log, read every second).
     moved: u64,
     /// Per node at the end: cameras bound, asleep.
     cameras: Vec<(u32, u32)>,
@@ -318,6 +396,7 @@ async fn run_arm(
             let mut asleep: BTreeMap<String, bool> = BTreeMap::new();
             let mut slept = 0u64;
             let mut last = Vec::new();
+            let mut logged = BTreeMap::new();
             let mut tick = plan.start;
             while tick < plan.end {
                 tick += Duration::from_secs(1);
@@ -339,11 +418,15 @@ async fn run_arm(
                 }
                 trace.push((at, s.iter().map(|n| n.gl).collect::<Vec<f64>>()));
                 last = s;
+                if let Some(v) = super::probe::get_json(api.clone(), "/api/cluster/scheduler").await
+                {
+                    overload_moves(&v, &ids, &mut logged);
+                }
             }
-            (trace, slept, last)
+            (trace, slept, last, logged)
         }
     };
-    let ((), (trace, slept, last)) =
+    let ((), (trace, slept, last, mut logged)) =
         tokio::join!(tours::run(plan.clone(), shared.clone()), sampler);
     bar.finish();
     let wall_s = wall.elapsed().as_secs_f64();
@@ -357,20 +440,15 @@ async fn run_arm(
                     .unwrap_or(0)
             })
             .collect();
-        let moves: Vec<(usize, usize)> = nodes::get_json(&apis[0], "/api/cluster/scheduler")
-            .and_then(|v| v["camera_moves"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter(|m| m["trigger"] == "overload" && m["result"] == "moved")
-            .filter_map(|m| {
-                let f = ids
-                    .iter()
-                    .position(|i| Some(i.as_str()) == m["from"].as_str())?;
-                let t = ids
-                    .iter()
-                    .position(|i| Some(i.as_str()) == m["to"].as_str())?;
-                Some((f, t))
-            })
+        // The decision log keeps the last 50 records, "no move" ones included: the sampler
+        // read it every second; this is the last read.
+        if let Some(v) = nodes::get_json(&apis[0], "/api/cluster/scheduler") {
+            overload_moves(&v, &ids, &mut logged);
+        }
+        let moves: Vec<(usize, usize)> = logged
+            .values()
+            .filter(|m| m.2)
+            .map(|&(f, t, _)| (f, t))
             .collect();
         (connections, moves)
     };
@@ -491,7 +569,7 @@ fn lab_report(
         (
             "Lab".into(),
             format!(
-                "real processes: {n} `vigil serve` nodes of this binary on 127.0.0.1…{n} (cluster certificates, the elected scheduler binding the pull cameras by §B.4 roulette) and a camera farm (one more `vigil serve` on {FARM_IP} publishing the demo clip: real H.264, a keyframe a second, {:.2} Mb/s); every node lists the same {} always-on pull cameras of the farm (one RTSP session each) and pulls those bound to it; recording off, no live edges (a viewer always goes to the camera's holder), restarted for every arm. manual: bindings fixed for the run (`camera_moves = false`, `ps_max = 0`); balanced: the scenario's `[cluster.gateway]` (sleep, forecast, camera moves by the scheduler's own code). Tours: `tours_per_node` × `cameras_per_tour` of the cameras bound to each gateway (a gateway with too few got some by the operator's move before the run), started in the simulator's order and times; every switch is a live start through the tour's seeded entry node, measured from connect to the first RTP packet of a keyframe (DESCRIBE, the 302 to the holder, SETUP, PLAY over UDP; an asleep camera is woken by that DESCRIBE). GL per node once a second as the scheduler would compute it (§B.2): C from the node's §A.1 CPU part, its viewers' streams over f_m·M_bs/8 with f_m = {:.3e} (scaled so a stream of the scenario's bitrate weighs X_l = {} MB/s), the awake share. All nodes share one machine, so every node's C is the machine's: only the streams and the awake share tell the nodes apart.",
+                "real processes: {n} `vigil serve` nodes of this binary on 127.0.0.1…{n} (cluster certificates, the elected scheduler binding the pull cameras by §B.4 roulette) and a camera farm (one more `vigil serve` on {FARM_IP} publishing the demo clip: real H.264, a keyframe a second, {:.2} Mb/s); every node lists the same {} always-on pull cameras of the farm (one RTSP session each) and pulls those bound to it; recording off, no live edges (a viewer always goes to the camera's holder), restarted for every arm. manual: bindings fixed for the run (`camera_moves = false`, `ps_max = 0`); balanced: the scenario's `[cluster.gateway]` (sleep, forecast, camera moves by the scheduler's own code). Tours: `tours_per_node` × `cameras_per_tour` of the cameras bound to each gateway (the lab first deals the cameras so that every gateway is bound to as many as the tours leave even, by the operator's move where the scheduler's roulette binding differs), started in the simulator's order and times; every switch is a live start through the tour's seeded entry node, measured from connect to the first RTP packet of a keyframe (DESCRIBE, the 302 to the holder, SETUP, PLAY over UDP; an asleep camera is woken by that DESCRIBE). GL per node once a second as the scheduler would compute it (§B.2): C from the node's §A.1 CPU part, its viewers' streams over f_m·M_bs/8 with f_m = {:.3e} (scaled so a stream of the scenario's bitrate weighs X_l = {} MB/s), the awake share. All nodes share one machine, so every node's C is the machine's: only the streams and the awake share tell the nodes apart.",
                 super::media::demo_bitrate_bps() / 1e6,
                 sc.workload.cameras,
                 mem_transfer_rate(sc, g),

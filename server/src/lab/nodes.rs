@@ -164,7 +164,7 @@ impl Cluster {
         };
         Cluster::spawn(site, sc.nodes.count, run, |i| NodeConfig {
             cluster_keys: format!(
-                "policy = \"{policy}\"\nbandwidth_bps = {}\n",
+                "election_grace_ms = 0\npolicy = \"{policy}\"\nbandwidth_bps = {}\n",
                 sc.nodes.bord_mbps * 1e6 * sc.nodes.capacity_of(i)
             ),
             tables: format!(
@@ -242,7 +242,6 @@ gossip_listen = "{gossip}"
 seeds = [{seeds}]
 key = "{KEY}"
 priority = {priority}
-election_grace_ms = 0
 rpc_listen = "{rpc}"
 ca_cert = "{ca}"
 node_cert = "{cert}"
