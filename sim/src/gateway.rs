@@ -506,3 +506,46 @@ pub fn gateway_report(
         ..Report::simulation(sc, command)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Ramp;
+
+    fn spec(tours: Vec<u32>) -> GatewaySpec {
+        GatewaySpec {
+            tours_per_node: tours,
+            cameras_per_tour: 2,
+            switch_secs: 5.0,
+            cpu_per_camera: 0.0,
+            cpu_per_viewer: 0.0,
+            start_ms: 0.0,
+            wake_ms: 0.0,
+            x_mbytes_per_stream: None,
+        }
+    }
+
+    #[test]
+    fn tours_start_interleaved_across_gateways() {
+        assert_eq!(
+            tour_order(&spec(vec![3, 1, 2])),
+            [(0, 0), (1, 0), (2, 0), (0, 1), (2, 1), (0, 2)]
+        );
+        assert!(tour_order(&spec(vec![0, 0])).is_empty());
+    }
+
+    /// Levels 2, 5, 5 over 10 s steps spread over 8 s: two tours at 0 and 4 s, three at
+    /// 10, 12.67 and 15.33 s, none in the held step; never more than the tours there are.
+    #[test]
+    fn tour_starts_follow_the_ramp() {
+        let r = Ramp {
+            steps: vec![2, 5, 5],
+            step_secs: 10.0,
+            settle_secs: 0.0,
+            spread_secs: Some(8.0),
+        };
+        let s = tour_starts(&r, 6);
+        assert_eq!(s, [0, 4_000_000, 10_000_000, 12_666_666, 15_333_333]);
+        assert_eq!(tour_starts(&r, 3).len(), 3);
+    }
+}

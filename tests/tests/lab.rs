@@ -2,7 +2,7 @@
 //! cameras, two policies, six closed-loop clients for 12 s each. The report folder must be
 //! complete, its sessions CSV must hold one row per request of each policy, every request
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
-//! with what the clients recorded.
+//! with what the clients recorded; the report says the storage emulation the nodes ran with.
 
 use vigil_tests::lab::{assert_started, connections_match, run_lab, table};
 
@@ -103,6 +103,15 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
     assert!(
         runs.matches(" 0 failed").count() == 2,
         "every request got a keyframe or a 503: {runs}"
+    );
+    // The storage emulation is said: the scenario's 4000 Mb/s LUN shared by the 2 nodes.
+    let emulation = md
+        .lines()
+        .find(|l| l.starts_with("**Storage emulation (lab).**"))
+        .expect("the storage emulation note");
+    assert!(
+        emulation.contains("read_latency_ms = 10, read_mbps = 2000"),
+        "{emulation}"
     );
     let cal = table(md, "Calibration");
     assert_eq!(cal.len(), 2, "one calibration row per policy: {cal:?}");
