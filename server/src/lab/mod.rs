@@ -11,6 +11,7 @@
 //! its `StepFigures` filled from measurements; the clients are `crate::client`'s viewer.
 //! `vod` scenarios (§A) run here; `gateway` scenarios (§B) in `gateway` (with `tours`).
 
+mod binding;
 mod calibrate;
 pub mod clients;
 mod gateway;
