@@ -409,6 +409,28 @@ mod tests {
     }
 
     #[test]
+    fn storage_read_bandwidth_is_off_by_default_and_validated() {
+        assert_eq!(
+            Config::from_toml("").unwrap().storage.emulate.read_mbps,
+            0.0
+        );
+        let ok = |v: &str| Config::from_toml(&format!("[storage.emulate]\nread_mbps = {v}"));
+        for good in ["0", "0.1", "200", "1e6"] {
+            let c = ok(good).unwrap_or_else(|e| panic!("read_mbps = {good}: {e}"));
+            assert_eq!(c.storage.emulate.read_mbps, good.parse::<f64>().unwrap());
+        }
+        for bad in ["-1", "0.05", "2e6", "nan", "inf"] {
+            let e = ok(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("storage.emulate.read_mbps must be 0 (off) or between 0.1 and"),
+                "read_mbps = {bad}: {e}"
+            );
+        }
+        // A typo in the table is an error, not a silently unlimited volume.
+        assert!(ok("1").is_ok() && Config::from_toml("[storage.emulate]\nread_mbs = 1").is_err());
+    }
+
+    #[test]
     fn typos_and_bad_values_are_rejected() {
         assert!(Config::from_toml("[rtsp]\nlisen = \"0.0.0.0:1\"").is_err());
         for bad in ["a b", "..", ".hidden", "a/b", ""] {

@@ -48,6 +48,33 @@ pub struct StorageEmulation {
     /// or failing LUN would: recording falls behind and drops visibly; live viewing must
     /// not notice. 0 = none.
     pub write_latency_ms: u64,
+    /// The node's read bandwidth to the volume in Mb/s, shared by all its segment reads at
+    /// once (concurrent reads queue for it as they would on one loaded LUN's link): a read
+    /// of B bytes takes at least 8·B / (read_mbps·10⁶) s, plus the other reads ahead of it.
+    /// 0 = unlimited.
+    pub read_mbps: f64,
+}
+
+impl StorageEmulation {
+    /// Bounds of `read_mbps` when on: below 0.1 Mb/s the limiter's 10 ms refill would be
+    /// a handful of bytes (its rounding a visible error), above 1 Tb/s it emulates nothing.
+    pub const READ_MBPS_RANGE: (f64, f64) = (0.1, 1_000_000.0);
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.read_latency_ms > 60_000 {
+            return Err(ConfigError::Invalid(
+                "storage.emulate.read_latency_ms must be at most 60000".into(),
+            ));
+        }
+        let (lo, hi) = Self::READ_MBPS_RANGE;
+        let r = self.read_mbps;
+        if !(r == 0.0 || (r >= lo && r <= hi)) {
+            return Err(ConfigError::Invalid(format!(
+                "storage.emulate.read_mbps must be 0 (off) or between {lo} and {hi} Mb/s, not {r}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -136,11 +163,7 @@ impl StorageConfig {
                 "storage.lease_ttl_secs must be between 1 and 3600".into(),
             ));
         }
-        if self.emulate.read_latency_ms > 60_000 {
-            return Err(ConfigError::Invalid(
-                "storage.emulate.read_latency_ms must be at most 60000".into(),
-            ));
-        }
+        self.emulate.validate()?;
         if self.writer_threads > 1024 {
             return Err(ConfigError::Invalid(
                 "storage.writer_threads must be at most 1024".into(),

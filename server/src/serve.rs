@@ -134,14 +134,23 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
             "storage emulation: every segment read is delayed (experiments only)"
         );
     }
+    if s.emulate.read_mbps > 0.0 {
+        tracing::warn!(
+            mbps = s.emulate.read_mbps,
+            "storage emulation: segment reads share a limited read bandwidth (experiments only)"
+        );
+    }
     let budget =
         usize::try_from(config.cache.budget_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-    Ok(Some(Library::new(
-        store,
-        budget,
-        config.cache.read_ahead_segments,
-        Duration::from_millis(s.emulate.read_latency_ms),
-    )))
+    Ok(Some(
+        Library::new(
+            store,
+            budget,
+            config.cache.read_ahead_segments,
+            Duration::from_millis(s.emulate.read_latency_ms),
+        )
+        .with_read_bandwidth(s.emulate.read_mbps),
+    ))
 }
 
 /// A recorder for every path that may carry a camera (push paths created later start

@@ -43,6 +43,36 @@ pub struct GatewaySpec {
     pub x_mbytes_per_stream: Option<f64>,
 }
 
+/// The tours in the order they start, as (gateway, its tour number): interleaved, the
+/// first tour of every gateway, then the second…, so each step adds tours on every gateway
+/// in proportion to `tours_per_node`. Shared with `vigil lab`, whose tours start alike.
+pub fn tour_order(g: &GatewaySpec) -> Vec<(usize, usize)> {
+    let most = g.tours_per_node.iter().copied().max().unwrap_or(0) as usize;
+    (0..most)
+        .flat_map(|i| {
+            g.tours_per_node
+                .iter()
+                .enumerate()
+                .filter(move |(_, &t)| i < t as usize)
+                .map(move |(k, _)| (k, i))
+        })
+        .collect()
+}
+
+/// When each of the first tours of [`tour_order`] starts: the ramp's level is the tours
+/// running; a step's new tours start evenly over its spread. At most `tours` entries.
+pub fn tour_starts(r: &crate::scenario::Ramp, tours: usize) -> Vec<Micros> {
+    let mut out = Vec::new();
+    for (i, &level) in r.steps.iter().enumerate() {
+        let level = (level as usize).min(tours);
+        let new = level.saturating_sub(out.len());
+        for j in 0..new {
+            out.push(secs(r.step_secs) * i as i64 + secs(r.spread()) * j as i64 / new as i64);
+        }
+    }
+    out
+}
+
 enum Ev {
     StartTour(usize),
     Switch(usize),
@@ -95,27 +125,14 @@ impl<'a> Sim<'a> {
             })
             .collect();
         // Tours: gateway k's tours take its first cameras, 4 by 4; started interleaved.
-        let mut by_node: Vec<Vec<Vec<usize>>> = Vec::new();
-        for (k, &t) in g.tours_per_node.iter().enumerate() {
-            let base = k * per;
-            by_node.push(
-                (0..t as usize)
-                    .map(|i| {
-                        let c0 = base + i * g.cameras_per_tour as usize;
-                        (c0..c0 + g.cameras_per_tour as usize).collect()
-                    })
-                    .collect(),
-            );
-        }
-        let mut tours = Vec::new();
-        let most = by_node.iter().map(Vec::len).max().unwrap_or(0);
-        for i in 0..most {
-            for list in &by_node {
-                if let Some(t) = list.get(i) {
-                    tours.push((t.clone(), 0));
-                }
-            }
-        }
+        let cpt = g.cameras_per_tour as usize;
+        let tours = tour_order(g)
+            .into_iter()
+            .map(|(k, i)| {
+                let c0 = k * per + i * cpt;
+                ((c0..c0 + cpt).collect(), 0)
+            })
+            .collect();
         let alpha = sc.cluster.gateway.alpha;
         Self {
             sc,
@@ -181,16 +198,8 @@ impl<'a> Sim<'a> {
             return 0;
         };
         let end = r.end_us();
-        // Tours start one by one over each step, up to its level.
-        let mut started = 0usize;
-        for (i, &level) in r.steps.iter().enumerate() {
-            let level = (level as usize).min(self.tours.len());
-            let new = level.saturating_sub(started);
-            for j in 0..new {
-                let at = secs(r.step_secs) * i as i64 + secs(r.spread()) * j as i64 / new as i64;
-                self.q.at(at, Ev::StartTour(started + j));
-            }
-            started = started.max(level);
+        for (t, at) in tour_starts(&r, self.tours.len()).into_iter().enumerate() {
+            self.q.at(at, Ev::StartTour(t));
         }
         self.q.at(0, Ev::Sample);
         while let Some(ev) = self.q.next_until(end) {
@@ -330,8 +339,67 @@ impl<'a> Sim<'a> {
     }
 }
 
+/// One arm's measurements, simulated or measured on real nodes (`vigil lab`): what the
+/// §B report is made of.
+#[derive(Debug, Clone, Default)]
+pub struct GatewayArm {
+    pub arm: String,
+    /// Live-start response times (ms) per ramp step's measured window.
+    pub starts: Vec<Vec<f64>>,
+    /// Cameras moved, as (from, to) node indexes.
+    pub moves: Vec<(usize, usize)>,
+    /// Cameras put to sleep.
+    pub slept: u64,
+    /// (seconds, GL per node).
+    pub trace: Vec<(f64, Vec<f64>)>,
+    pub rows: Vec<SessionRow>,
+    /// What the report says of the run (events and wall time, or the lab's run).
+    pub note: String,
+}
+
 /// Runs `manual` and/or `balanced` and writes the report.
 pub fn run(sc: &Scenario, g: &GatewaySpec, command: &str) -> Report {
+    let arms = sc
+        .arms()
+        .into_iter()
+        .map(|arm| {
+            let wall = std::time::Instant::now();
+            let mut sim = Sim::new(sc, g, arm == Arm::Balanced);
+            let events = sim.run();
+            GatewayArm {
+                arm: arm.to_string(),
+                starts: sim.starts,
+                moves: sim.moves,
+                slept: sim.slept,
+                trace: sim.trace,
+                rows: sim.rows,
+                note: format!(
+                    "{events} events in {:.2} s of wall time",
+                    wall.elapsed().as_secs_f64()
+                ),
+            }
+        })
+        .collect();
+    let mut r = gateway_report(sc, arms, "virtual time (s)", command);
+    r.notes.push((
+        "Model".into(),
+        "A gateway's CPU: cpu_per_camera per awake camera + cpu_per_viewer per viewer; a live start costs start_ms/(1 − R_cpu) (+ wake_ms if the camera slept). The balanced arm runs vigil-cluster's gateway functions every T_s.".into(),
+    ));
+    r.notes.push((
+        "Calibration".into(),
+        "Not compared here: `vigil lab` runs this scenario scaled down (`seed-gateway-lab`) on real processes, whose report is separate (docs/EVALUATION.md).".into(),
+    ));
+    r
+}
+
+/// The §B report of some arms: live-start response time per step, cameras moved and put
+/// to sleep, GL per node over time, and every live start as a session row.
+pub fn gateway_report(
+    sc: &Scenario,
+    arms: Vec<GatewayArm>,
+    x_label: &str,
+    command: &str,
+) -> Report {
     let levels: Vec<u32> = sc
         .ramp
         .as_ref()
@@ -356,38 +424,35 @@ pub fn run(sc: &Scenario, g: &GatewaySpec, command: &str) -> Report {
         ("Paper".into(), sc.paper.clone()),
         ("Scaling".into(), sc.scaling.clone()),
     ];
-    for arm in sc.arms() {
-        let balanced = arm == Arm::Balanced;
-        let wall = std::time::Instant::now();
-        let mut sim = Sim::new(sc, g, balanced);
-        let events = sim.run();
-        let wall = wall.elapsed().as_secs_f64();
+    for mut a in arms {
+        let arm = a.arm.clone();
         let mut pts = Vec::new();
-        for (s, level) in sim.starts.iter_mut().zip(&levels) {
+        for (s, level) in a.starts.iter_mut().zip(&levels) {
             let mean = s.iter().sum::<f64>() / s.len().max(1) as f64;
             let p95 = quantile(s, 0.95);
             pts.push((f64::from(*level), mean));
             table.rows.push(vec![
                 level.to_string(),
-                arm.to_string(),
+                arm.clone(),
                 s.len().to_string(),
                 format!("{mean:.1}"),
                 format!("{p95:.1}"),
             ]);
         }
-        let all: Vec<f64> = sim.starts.iter().flatten().copied().collect();
+        let all: Vec<f64> = a.starts.iter().flatten().copied().collect();
         notes.push((
-            format!("{arm}"),
+            arm.clone(),
             format!(
-                "mean live start over all measured windows {:.1} ms ({} starts); {events} events in {wall:.2} s of wall time",
+                "mean live start over all measured windows {:.1} ms ({} starts); {}",
                 all.iter().sum::<f64>() / all.len().max(1) as f64,
-                all.len()
+                all.len(),
+                a.note
             ),
         ));
-        means.push((arm.to_string(), pts));
-        if balanced {
+        means.push((arm.clone(), pts));
+        if arm == Arm::Balanced.to_string() {
             let mut counts: BTreeMap<(usize, usize), u32> = BTreeMap::new();
-            for m in &sim.moves {
+            for m in &a.moves {
                 *counts.entry(*m).or_default() += 1;
             }
             for ((f, t), c) in counts {
@@ -399,22 +464,26 @@ pub fn run(sc: &Scenario, g: &GatewaySpec, command: &str) -> Report {
             }
             moves_table
                 .rows
-                .push(vec!["(asleep)".into(), "–".into(), sim.slept.to_string()]);
+                .push(vec!["(asleep)".into(), "–".into(), a.slept.to_string()]);
         }
         let n = sc.nodes.count;
         plots.push(Plot {
             file: format!("gateway_load_{arm}"),
             title: format!("Gateway load GL per node over time ({arm})"),
-            x_label: "virtual time (s)".into(),
+            x_label: x_label.into(),
             y_label: "GL (§B.2)".into(),
             series: (0..n)
                 .map(|k| Series {
                     name: format!("V{}", k + 1),
-                    points: sim.trace.iter().map(|(t, l)| (*t, l[k])).collect(),
+                    points: a
+                        .trace
+                        .iter()
+                        .filter_map(|(t, l)| Some((*t, *l.get(k)?)))
+                        .collect(),
                 })
                 .collect(),
         });
-        sessions.extend(sim.rows);
+        sessions.extend(a.rows);
     }
     plots.insert(
         0,
@@ -429,19 +498,54 @@ pub fn run(sc: &Scenario, g: &GatewaySpec, command: &str) -> Report {
                 .collect(),
         },
     );
-    notes.push((
-        "Model".into(),
-        "A gateway's CPU: cpu_per_camera per awake camera + cpu_per_viewer per viewer; a live start costs start_ms/(1 − R_cpu) (+ wake_ms if the camera slept). The balanced arm runs vigil-cluster's gateway functions every T_s.".into(),
-    ));
-    notes.push((
-        "Calibration".into(),
-        "Not done: `vigil lab` runs vod (§A) scenarios only so far, so this scenario has no real-process run to compare with.".into(),
-    ));
     Report {
         notes,
         tables: vec![table, moves_table],
         plots,
         sessions,
         ..Report::simulation(sc, command)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Ramp;
+
+    fn spec(tours: Vec<u32>) -> GatewaySpec {
+        GatewaySpec {
+            tours_per_node: tours,
+            cameras_per_tour: 2,
+            switch_secs: 5.0,
+            cpu_per_camera: 0.0,
+            cpu_per_viewer: 0.0,
+            start_ms: 0.0,
+            wake_ms: 0.0,
+            x_mbytes_per_stream: None,
+        }
+    }
+
+    #[test]
+    fn tours_start_interleaved_across_gateways() {
+        assert_eq!(
+            tour_order(&spec(vec![3, 1, 2])),
+            [(0, 0), (1, 0), (2, 0), (0, 1), (2, 1), (0, 2)]
+        );
+        assert!(tour_order(&spec(vec![0, 0])).is_empty());
+    }
+
+    /// Levels 2, 5, 5 over 10 s steps spread over 8 s: two tours at 0 and 4 s, three at
+    /// 10, 12.67 and 15.33 s, none in the held step; never more than the tours there are.
+    #[test]
+    fn tour_starts_follow_the_ramp() {
+        let r = Ramp {
+            steps: vec![2, 5, 5],
+            step_secs: 10.0,
+            settle_secs: 0.0,
+            spread_secs: Some(8.0),
+        };
+        let s = tour_starts(&r, 6);
+        assert_eq!(s, [0, 4_000_000, 10_000_000, 12_666_666, 15_333_333]);
+        assert_eq!(tour_starts(&r, 3).len(), 3);
     }
 }

@@ -365,6 +365,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../scenarios/seed-gateway.toml"),
     ),
     (
+        "seed-gateway-lab",
+        include_str!("../scenarios/seed-gateway-lab.toml"),
+    ),
+    (
         "seed-feedback",
         include_str!("../scenarios/seed-feedback.toml"),
     ),

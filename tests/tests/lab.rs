@@ -2,12 +2,9 @@
 //! cameras, two policies, six closed-loop clients for 12 s each. The report folder must be
 //! complete, its sessions CSV must hold one row per request of each policy, every request
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
-//! with what the clients recorded.
+//! with what the clients recorded; the report says the storage emulation the nodes ran with.
 
-use std::collections::BTreeMap;
-use std::process::Command;
-use std::time::Duration;
-use vigil_tests::{run_with_timeout, vigil_bin};
+use vigil_tests::lab::{assert_started, connections_match, run_lab, table};
 
 const SCENARIO: &str = r#"
 name = "lab-tiny"
@@ -45,77 +42,18 @@ step_secs = 12.0
 settle_secs = 2.0
 "#;
 
-/// The CSV's rows as maps column → value (no field of this report holds a comma).
-fn rows(csv: &str) -> Vec<BTreeMap<String, String>> {
-    let mut lines = csv.lines();
-    let head: Vec<&str> = lines.next().expect("a header").split(',').collect();
-    lines
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            let cells: Vec<&str> = l.split(',').collect();
-            assert_eq!(cells.len(), head.len(), "row {l:?}");
-            head.iter()
-                .zip(cells)
-                .map(|(h, c)| (h.to_string(), c.to_string()))
-                .collect()
-        })
-        .collect()
-}
-
-/// The Markdown table under `## title`: its rows as cells.
-fn table(md: &str, title: &str) -> Vec<Vec<String>> {
-    let start = md
-        .find(&format!("## {title}"))
-        .unwrap_or_else(|| panic!("no table {title:?} in:\n{md}"));
-    md[start..]
-        .lines()
-        .skip(4)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .collect()
-}
-
 #[test]
 fn a_tiny_lab_run_writes_a_complete_consistent_report() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = dir.path().join("lab-tiny.toml");
-    std::fs::write(&scenario, SCENARIO).expect("write the scenario");
-    let out = dir.path().join("report");
-    let run = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("lab")
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out)
-            .current_dir(dir.path()),
-        Duration::from_secs(120),
+    let report = run_lab(
+        SCENARIO,
+        7,
+        &[
+            "response_mean.png",
+            "variance.png",
+            "calibration_response.png",
+        ],
     );
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "vigil lab failed:\n{stderr}");
-
-    for f in [
-        "report.md",
-        "sessions.csv",
-        "summary.csv",
-        "response_mean.png",
-        "variance.png",
-        "calibration_response.png",
-    ] {
-        let meta = std::fs::metadata(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-        assert!(meta.len() > 100, "{f} is {} bytes", meta.len());
-    }
-    let png = std::fs::read(out.join("response_mean.png")).expect("plot");
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-
-    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
-    assert!(md.contains("lab run, seed 7"), "{md}");
-    let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");
-    let rows = rows(&csv);
+    let (md, rows) = (&report.md, &report.rows);
 
     for policy in ["least-load", "similarity+rem"] {
         let mine: Vec<_> = rows.iter().filter(|r| r["policy"] == policy).collect();
@@ -130,15 +68,7 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
                 assert!(r["response_ms"].is_empty(), "{r:?}");
                 continue;
             }
-            let ms: f64 = r["response_ms"]
-                .parse()
-                .unwrap_or_else(|_| panic!("no first keyframe: {r:?}"));
-            assert!(ms > 0.0 && ms < 10_000.0, "{r:?}");
-            assert!(
-                r["node"] == "lab-n0" || r["node"] == "lab-n1",
-                "served by {:?}",
-                r["node"]
-            );
+            assert_started(r);
             assert!(r["camera"].starts_with("cam-00000"), "{r:?}");
         }
         // The measured figures count the requests made after the settle time.
@@ -147,7 +77,7 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
             .filter(|r| r["requested_s"].parse::<f64>().expect("seconds") >= 2.0)
             .collect();
         let measured_rejected = measured.iter().filter(|r| r["rejected"] == "true").count();
-        let fig = table(&md, "Figures per step");
+        let fig = table(md, "Figures per step");
         let row = fig
             .iter()
             .find(|c| c[1] == policy)
@@ -162,18 +92,8 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
         assert!(mean > 0.0, "{row:?}");
         // Every RTSP connection a client made was counted by the node it reached: the
         // entry node's, plus the target's after a 302; a 503 ends at the entry.
-        let own = table(&md, "Nodes' own counters");
-        let all = own
-            .iter()
-            .find(|c| c[0] == policy && c[1] == "all")
-            .unwrap_or_else(|| panic!("no totals of {policy}"));
-        let (node, clients) = all[2].split_once(" / ").expect("node / clients");
-        let redirects = mine.iter().filter(|r| r["redirected"] == "true").count();
-        assert_eq!(clients, (mine.len() + redirects).to_string(), "{all:?}");
-        assert_eq!(
-            node, clients,
-            "connections by the nodes vs the clients: {all:?}"
-        );
+        let own = table(md, "Nodes' own counters");
+        let all = connections_match(&own, policy, &mine);
         assert!(all[4].parse::<u64>().expect("storage reads") > 0, "{all:?}");
     }
     let runs = md
@@ -184,6 +104,15 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
         runs.matches(" 0 failed").count() == 2,
         "every request got a keyframe or a 503: {runs}"
     );
-    let cal = table(&md, "Calibration");
+    // The storage emulation is said: the scenario's 4000 Mb/s LUN shared by the 2 nodes.
+    let emulation = md
+        .lines()
+        .find(|l| l.starts_with("**Storage emulation (lab).**"))
+        .expect("the storage emulation note");
+    assert!(
+        emulation.contains("read_latency_ms = 10, read_mbps = 2000"),
+        "{emulation}"
+    );
+    let cal = table(md, "Calibration");
     assert_eq!(cal.len(), 2, "one calibration row per policy: {cal:?}");
 }

@@ -71,7 +71,7 @@ pub enum What {
 mod cameras;
 mod export;
 mod plan;
-mod steer;
+pub(crate) mod steer;
 
 /// The admin token: from the config file given, else from `VIGIL_API_TOKEN`.
 pub fn token(config: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {

@@ -244,11 +244,7 @@ pub fn lab_report(
         ),
         (
             "Storage emulation (lab)".into(),
-            format!(
-                "`[storage.emulate] read_latency_ms = {}` on every node (each segment read for playback waits that long); the scenario's shared bandwidth ({} Mb/s) is not emulated by the node, only by the simulation.",
-                sc.storage.latency_ms.round(),
-                sc.storage.bandwidth_mbps
-            ),
+            super::nodes::emulation_note(sc),
         ),
         ("Machine".into(), machine),
         (
@@ -264,7 +260,7 @@ pub fn lab_report(
 }
 
 /// The machine the run had: CPUs and memory from /proc, and the load average at the end.
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()

@@ -18,7 +18,9 @@ use vigil_sim::dist::{client_rng, offset, Ask, Asker};
 use vigil_sim::report::SessionRow;
 use vigil_sim::scenario::Scenario;
 
-use crate::client::{play, ClientError, ClientTransport, PlayOptions, PlayRequest, Player};
+use crate::client::{
+    play, ClientError, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket,
+};
 
 /// What one arm's clients share with the sampler and the report.
 #[derive(Default)]
@@ -138,14 +140,7 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
         scale: 1.0,
         ..SessionRow::default()
     };
-    let mut opts = PlayOptions::new(ClientTransport::Udp);
-    opts.play = PlayRequest::new();
-    let started = async {
-        let mut p = play(&url, opts).await?;
-        let first = p.next_keyframe(Duration::from_secs(10)).await?;
-        Ok::<_, ClientError>((p, first))
-    };
-    let (mut player, pkt) = match started.await {
+    let (mut player, pkt) = match first_keyframe(&url).await {
         Ok((p, Some((pkt, _)))) => (p, pkt),
         Ok((_, None)) => {
             fail(shared, "the stream ended before a keyframe");
@@ -211,6 +206,18 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
     teardown(player).await;
     finish(shared, row);
     ask.think_s
+}
+
+/// Plays `url` over UDP (following a 302) up to the first RTP packet of a keyframe, within
+/// 10 s: what the lab measures a start by, live or playback.
+pub async fn first_keyframe(
+    url: &str,
+) -> Result<(Player, Option<(ReceivedPacket, bool)>), ClientError> {
+    let mut opts = PlayOptions::new(ClientTransport::Udp);
+    opts.play = PlayRequest::new();
+    let mut p = play(url, opts).await?;
+    let first = p.next_keyframe(Duration::from_secs(10)).await?;
+    Ok((p, first))
 }
 
 async fn teardown(player: Player) {

@@ -9,13 +9,16 @@
 //! Reused, not rewritten: the scenario format and its validation, the clients' seeded draws
 //! and the report folder (Markdown, CSVs, plots) are `vigil-sim`'s; the per-step figures are
 //! its `StepFigures` filled from measurements; the clients are `crate::client`'s viewer.
-//! Only `vod` scenarios (§A) run here so far.
+//! `vod` scenarios (§A) run here; `gateway` scenarios (§B) in `gateway` (with `tours`).
 
+mod binding;
 mod calibrate;
 pub mod clients;
+mod gateway;
 pub mod media;
 pub mod nodes;
 mod probe;
+mod tours;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,12 +40,14 @@ pub fn run(
     threads: usize,
 ) -> anyhow::Result<()> {
     let (sc, out, command) = crate::sim::prepare("lab", scenario, out, seed)?;
-    if sc.kind != Kind::Vod {
-        bail!(
-            "scenario {}: `vigil lab` runs vod scenarios (§A) only so far; {:?} scenarios run in `vigil sim`",
+    match sc.kind {
+        Kind::Vod => {}
+        Kind::Gateway => return gateway::run(sc, out, command, threads),
+        _ => bail!(
+            "scenario {}: `vigil lab` runs vod (§A) and gateway (§B) scenarios so far; {:?} scenarios run in `vigil sim`",
             sc.name,
             sc.kind
-        );
+        ),
     }
     for arm in sc.arms() {
         if !matches!(arm, Arm::Place { .. }) {

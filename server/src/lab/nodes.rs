@@ -13,6 +13,8 @@ use vigil_sim::scenario::{Arm, Scenario};
 
 /// Cluster key of a lab run's gossip and redirect markers (loopback only, never shipped).
 const KEY: &str = "vigil-lab-cluster-key-not-a-secret";
+/// Admin token of the lab's nodes, for the lab's own writes (loopback only, never shipped).
+pub const TOKEN: &str = "vigil-lab-admin-token-not-a-secret";
 
 /// What every arm's cluster shares: the storage root and the certificates.
 pub struct Site {
@@ -24,13 +26,22 @@ pub struct Site {
 
 /// One running node.
 pub struct LabNode {
-    child: Option<Child>,
+    pub(crate) child: Option<Child>,
     pub id: String,
     pub ip: String,
     pub rtsp: SocketAddr,
     /// Admin API base URL (`http://ip:port`).
     pub api: String,
-    log: PathBuf,
+    pub(crate) log: PathBuf,
+}
+
+impl LabNode {
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 pub struct Cluster {
@@ -57,12 +68,31 @@ impl Site {
     }
 }
 
+/// Each node's `[storage.emulate] read_mbps`: the scenario's shared storage bandwidth split
+/// evenly among the nodes (a node's bucket is its own; the simulation's one FIFO is shared
+/// by all nodes, which the even split matches when every node reads).
+pub fn node_read_mbps(sc: &Scenario) -> f64 {
+    let (lo, hi) = vigil_conf::StorageEmulation::READ_MBPS_RANGE;
+    (sc.storage.bandwidth_mbps / sc.nodes.count.max(1) as f64).clamp(lo, hi)
+}
+
+/// What every lab report says of the storage emulation its nodes ran with.
+pub fn emulation_note(sc: &Scenario) -> String {
+    format!(
+        "`[storage.emulate] read_latency_ms = {}, read_mbps = {}` on every node: each segment read waits that long, then passes the node's read bandwidth, which all its concurrent reads share (FIFO). The scenario's storage is one LUN of {} Mb/s shared by all {} nodes; each node gets an even share, where the simulation queues all nodes' reads in one FIFO (the same when every node reads; a node reading alone has the whole LUN in the simulation, only its share here).",
+        sc.storage.latency_ms.round(),
+        node_read_mbps(sc),
+        sc.storage.bandwidth_mbps,
+        sc.nodes.count
+    )
+}
+
 pub fn node_id(i: usize) -> String {
     format!("lab-n{i}")
 }
 
 /// A port the OS says is free on `ip` now (TCP, or UDP when `udp`).
-fn free_port(ip: &str, udp: bool) -> anyhow::Result<u16> {
+pub(crate) fn free_port(ip: &str, udp: bool) -> anyhow::Result<u16> {
     let addr = format!("{ip}:0");
     Ok(if udp {
         std::net::UdpSocket::bind(&addr)?.local_addr()?.port()
@@ -71,19 +101,56 @@ fn free_port(ip: &str, udp: bool) -> anyhow::Result<u16> {
     })
 }
 
-fn get_json(api: &str, path: &str) -> Option<serde_json::Value> {
+/// The `[limits]` of every lab process: the lab's clients all come from 127.0.0.1.
+pub const LIMITS: &str = "[limits]
+describes_per_sec = 100000.0
+describe_burst = 100000
+requests_per_sec = 1000.0
+max_sessions_per_address = 100000
+max_connections_per_address = 100000
+";
+
+/// Starts `vigil serve` (this binary) with `config` written in `dir`; its log is there too.
+pub fn spawn_serve(bin: &Path, dir: &Path, config: &str) -> anyhow::Result<(Child, PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("vigil.toml");
+    std::fs::write(&path, config)?;
+    let log_path = dir.join("vigil.log");
+    let log = std::fs::File::create(&log_path)?;
+    let child = Command::new(bin)
+        .args(["serve", "--config"])
+        .arg(&path)
+        .env("VIGIL_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .current_dir(dir)
+        .spawn()
+        .context("starting a node")?;
+    Ok((child, log_path))
+}
+
+pub(crate) fn get_json(api: &str, path: &str) -> Option<serde_json::Value> {
     let body = crate::bench::get(api, path).ok()?;
     serde_json::from_str(&body).ok()
 }
 
+/// What a node's config holds beyond what every lab node has (addresses, limits, the
+/// cluster's membership and certificates): set per scenario kind.
+pub struct NodeConfig {
+    /// Keys of the `[cluster]` table (policy, Bord…).
+    pub cluster_keys: String,
+    /// Tables after `[cluster]` (storage, cache, `[cluster.*]`, cameras…).
+    pub tables: String,
+}
+
 impl Cluster {
-    /// Starts the nodes for `arm` and waits until every one sees all members alive and
-    /// node 0 (lowest priority value) elected.
+    /// Starts the nodes for `arm` of a vod scenario and waits until every one sees all
+    /// members alive and node 0 (lowest priority value) elected.
     pub fn start(site: &Site, sc: &Scenario, arm: Arm, run: usize) -> anyhow::Result<Cluster> {
         let Arm::Place { policy, rem } = arm else {
             bail!("arm {arm} is not a placement policy: `vigil lab` runs vod scenarios");
         };
-        let bin = std::env::current_exe().context("locating the vigil binary")?;
         // `[cluster.scheduler]` (with its weights subtable) as the serializer writes it.
         let sched = {
             let mut c = toml::Table::new();
@@ -95,7 +162,48 @@ impl Cluster {
             t.insert("cluster".into(), c.into());
             toml::to_string(&t).context("scheduler constants")?
         };
-        let n = sc.nodes.count;
+        Cluster::spawn(site, sc.nodes.count, run, |i| NodeConfig {
+            cluster_keys: format!(
+                "election_grace_ms = 0\npolicy = \"{policy}\"\nbandwidth_bps = {}\n",
+                sc.nodes.bord_mbps * 1e6 * sc.nodes.capacity_of(i)
+            ),
+            tables: format!(
+                r#"[storage]
+root = "{root}"
+segment_secs = {segment}
+
+[storage.emulate]
+read_latency_ms = {latency}
+read_mbps = {read_mbps}
+
+[cache]
+budget_mb = {cache}
+read_ahead_segments = {read_ahead}
+
+[cluster.migration]
+rem = {rem}
+
+{sched}
+"#,
+                root = site.root.display(),
+                segment = sc.workload.segment_secs,
+                latency = sc.storage.latency_ms.round() as u64,
+                read_mbps = node_read_mbps(sc),
+                cache = sc.nodes.cache_mb.round() as u64,
+                read_ahead = sc.nodes.read_ahead_segments,
+            ),
+        })
+    }
+
+    /// Starts `n` nodes of this binary, node i with `config(i)`, and waits until every one
+    /// sees all members alive and node 0 (lowest priority value) elected.
+    pub fn spawn(
+        site: &Site,
+        n: usize,
+        run: usize,
+        config: impl Fn(usize) -> NodeConfig,
+    ) -> anyhow::Result<Cluster> {
+        let bin = std::env::current_exe().context("locating the vigil binary")?;
         let mut nodes: Vec<LabNode> = Vec::with_capacity(n);
         let mut seed: Option<String> = None;
         for i in 0..n {
@@ -110,6 +218,10 @@ impl Cluster {
                 .map(|s| format!("\"{s}\""))
                 .unwrap_or_default();
             let udp_min = 61_000 + 800 * (i as u32 % 5);
+            let NodeConfig {
+                cluster_keys,
+                tables,
+            } = config(i);
             let config = format!(
                 r#"[node]
 id = "{id}"
@@ -121,72 +233,29 @@ udp_port_max = {udp_max}
 
 [http]
 listen = "{ip}:{api}"
+token = "{TOKEN}"
 
-[limits]
-describes_per_sec = 100000.0
-describe_burst = 100000
-requests_per_sec = 1000.0
-max_sessions_per_address = 100000
-max_connections_per_address = 100000
-
-[storage]
-root = "{root}"
-segment_secs = {segment}
-
-[storage.emulate]
-read_latency_ms = {latency}
-
-[cache]
-budget_mb = {cache}
-read_ahead_segments = {read_ahead}
-
+{LIMITS}
 [cluster]
 enabled = true
 gossip_listen = "{gossip}"
 seeds = [{seeds}]
 key = "{KEY}"
 priority = {priority}
-policy = "{policy}"
-bandwidth_bps = {bord}
-election_grace_ms = 0
 rpc_listen = "{rpc}"
 ca_cert = "{ca}"
 node_cert = "{cert}"
 node_key = "{key}"
-
-[cluster.migration]
-rem = {rem}
-
-{sched}
-"#,
+{cluster_keys}
+{tables}"#,
                 udp_max = udp_min + 799,
-                root = site.root.display(),
-                segment = sc.workload.segment_secs,
-                latency = sc.storage.latency_ms.round() as u64,
-                cache = sc.nodes.cache_mb.round() as u64,
-                read_ahead = sc.nodes.read_ahead_segments,
                 priority = 10 * (i + 1),
-                bord = sc.nodes.bord_mbps * 1e6 * sc.nodes.capacity_of(i),
                 ca = site.ca.join("ca.pem").display(),
                 cert = site.certs.join(format!("{id}.pem")).display(),
                 key = site.certs.join(format!("{id}.key")).display(),
             );
             let dir = site.dir.join(format!("run{run}-{id}"));
-            std::fs::create_dir_all(&dir)?;
-            let path = dir.join("vigil.toml");
-            std::fs::write(&path, config)?;
-            let log_path = dir.join("vigil.log");
-            let log = std::fs::File::create(&log_path)?;
-            let child = Command::new(&bin)
-                .args(["serve", "--config"])
-                .arg(&path)
-                .env("VIGIL_LOG", "warn")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .current_dir(&dir)
-                .spawn()
-                .context("starting a node")?;
+            let (child, log) = spawn_serve(&bin, &dir, &config)?;
             seed.get_or_insert(gossip);
             nodes.push(LabNode {
                 child: Some(child),
@@ -194,7 +263,7 @@ rem = {rem}
                 rtsp: format!("{ip}:{rtsp}").parse()?,
                 api: format!("http://{ip}:{api}"),
                 ip,
-                log: log_path,
+                log,
             });
         }
         let cluster = Cluster { nodes };
@@ -240,10 +309,7 @@ rem = {rem}
 
     pub fn stop(&mut self) {
         for n in &mut self.nodes {
-            if let Some(mut c) = n.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            n.kill();
         }
     }
 }

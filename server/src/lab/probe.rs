@@ -37,7 +37,7 @@ pub struct Sampled {
     pub trace: Vec<(f64, Vec<f64>)>,
 }
 
-async fn get_json(api: String, path: &'static str) -> Option<serde_json::Value> {
+pub(crate) async fn get_json(api: String, path: &'static str) -> Option<serde_json::Value> {
     let body = tokio::task::spawn_blocking(move || crate::bench::get(&api, path))
         .await
         .ok()?
@@ -151,7 +151,7 @@ pub struct NodeCounters {
 }
 
 /// Sum of a Prometheus text exposition's samples of `name` whose labels contain `label`.
-fn metric(text: &str, name: &str, label: &str) -> u64 {
+pub(crate) fn metric(text: &str, name: &str, label: &str) -> u64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {

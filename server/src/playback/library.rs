@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use vigil_cache::{SegmentCache, SegmentKey, Weighted};
 use vigil_storage::{CameraIndex, Segment, SegmentMeta, StorageError, Store};
 
+use super::bandwidth::ReadBandwidth;
+
 /// A cached segment (the cache's weight and range traits live in another crate than the
 /// segment type, hence the wrapper).
 pub struct CachedSegment(pub Segment);
@@ -37,6 +39,9 @@ pub struct Library {
     /// `[storage.emulate] read_latency_ms`: added to every segment read (experiments and
     /// tests of how playback rides out a slow shared volume).
     pub read_latency: Duration,
+    /// `[storage.emulate] read_mbps`: the node's one read bandwidth, shared by every
+    /// segment read (None = unlimited).
+    pub read_bandwidth: Option<Arc<ReadBandwidth>>,
     /// Playback opens whose first segment was already in the cache, and all opens: what
     /// the similarity placement is for (requests for nearby moments meeting in one cache),
     /// seen per request rather than per segment.
@@ -62,8 +67,15 @@ impl Library {
             cache: SegmentCache::new(budget_bytes),
             read_ahead,
             read_latency,
+            read_bandwidth: None,
             opens: Arc::default(),
         }
+    }
+
+    /// Every segment read passes the emulated link of `mbps` megabits per second (0 = off).
+    pub fn with_read_bandwidth(mut self, mbps: f64) -> Library {
+        self.read_bandwidth = ReadBandwidth::new(mbps).map(Arc::new);
+        self
     }
 
     /// The camera's index, refreshed from disk (off the async runtime).
@@ -91,11 +103,15 @@ impl Library {
         let store = self.store.clone();
         let meta = meta.clone();
         let latency = self.read_latency;
+        let bandwidth = self.read_bandwidth.clone();
         move || {
             Box::pin(async move {
                 let started = Instant::now();
                 if !latency.is_zero() {
                     tokio::time::sleep(latency).await;
+                }
+                if let Some(b) = &bandwidth {
+                    b.transfer(meta.bytes).await;
                 }
                 let camera = meta.camera.clone();
                 let seg = tokio::task::spawn_blocking(move || store.read_segment(&camera, &meta))
