@@ -373,6 +373,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../scenarios/seed-feedback-burst.toml"),
     ),
     (
+        "seed-feedback-lab",
+        include_str!("../scenarios/seed-feedback-lab.toml"),
+    ),
+    (
+        "seed-feedback-burst-lab",
+        include_str!("../scenarios/seed-feedback-burst-lab.toml"),
+    ),
+    (
         "seed-planner",
         include_str!("../scenarios/seed-planner.toml"),
     ),

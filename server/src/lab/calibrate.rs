@@ -264,7 +264,7 @@ pub fn lab_report(
 }
 
 /// The machine the run had: CPUs and memory from /proc, and the load average at the end.
-fn machine() -> String {
+pub(super) fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()

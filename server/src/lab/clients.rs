@@ -44,6 +44,51 @@ pub struct Plan {
     pub end: Instant,
 }
 
+impl Plan {
+    /// An arm's plan on `cluster`: the clients start half a second from now and stop
+    /// `total` seconds later.
+    pub fn new(
+        sc: Arc<Scenario>,
+        arm: vigil_sim::scenario::Arm,
+        cluster: &super::nodes::Cluster,
+        total: f64,
+    ) -> Arc<Plan> {
+        let start = Instant::now() + Duration::from_millis(500);
+        Arc::new(Plan {
+            sc,
+            arm: arm.to_string(),
+            nodes: cluster.nodes.iter().map(|n| n.rtsp).collect(),
+            start,
+            end: start + Duration::from_secs_f64(total),
+        })
+    }
+}
+
+impl Shared {
+    /// The report's line on an arm's run: requests, 503s, failures and their kinds, wall.
+    pub fn note(&self, arm: vigil_sim::scenario::Arm, requests: usize, wall: Duration) -> String {
+        let errors = self.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        format!(
+            "{arm}: {requests} requests, {} rejected (503), {} failed{}; wall {:.0} s",
+            self.rejected.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            if errors.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    errors
+                        .iter()
+                        .map(|(k, v)| format!("{v}× {k}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            },
+            wall.as_secs_f64()
+        )
+    }
+}
+
 /// Recordings start here (the simulator's epoch: same `time_ms` in both CSVs).
 pub use vigil_sim::vod::EPOCH_MS;
 

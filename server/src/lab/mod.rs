@@ -9,10 +9,11 @@
 //! Reused, not rewritten: the scenario format and its validation, the clients' seeded draws
 //! and the report folder (Markdown, CSVs, plots) are `vigil-sim`'s; the per-step figures are
 //! its `StepFigures` filled from measurements; the clients are `crate::client`'s viewer.
-//! Only `vod` scenarios (§A) run here so far.
+//! `vod` scenarios (§A) run here; `feedback` scenarios (§C) in [`feedback`].
 
 mod calibrate;
 pub mod clients;
+mod feedback;
 pub mod media;
 pub mod nodes;
 mod probe;
@@ -22,7 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
 use vigil_sim::report::SessionRow;
 use vigil_sim::scenario::{Arm, Kind, Scenario};
 use vigil_sim::vod::{ArmResult, StepAcc, StepFigures};
@@ -37,12 +37,13 @@ pub fn run(
     threads: usize,
 ) -> anyhow::Result<()> {
     let (sc, out, command) = crate::sim::prepare("lab", scenario, out, seed)?;
-    if sc.kind != Kind::Vod {
-        bail!(
-            "scenario {}: `vigil lab` runs vod scenarios (§A) only so far; {:?} scenarios run in `vigil sim`",
-            sc.name,
-            sc.kind
-        );
+    match sc.kind {
+        Kind::Vod => {}
+        Kind::Feedback => return feedback::run(sc, &out, &command, threads),
+        other => bail!(
+            "scenario {}: `vigil lab` runs vod (§A) and feedback (§C) scenarios so far; {other:?} scenarios run in `vigil sim`",
+            sc.name
+        ),
     }
     for arm in sc.arms() {
         if !matches!(arm, Arm::Place { .. }) {
@@ -131,21 +132,11 @@ async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, 
         spread_secs: None,
     });
     let total = ramp.step_secs * ramp.steps.len() as f64;
-    let start = Instant::now() + Duration::from_millis(500);
-    let plan = Arc::new(Plan {
-        sc: sc.clone(),
-        arm: arm.to_string(),
-        nodes: cluster.nodes.iter().map(|n| n.rtsp).collect(),
-        start,
-        end: start + Duration::from_secs_f64(total),
-    });
+    let plan = Plan::new(sc.clone(), arm, cluster, total);
     let shared = Arc::new(Shared::default());
     let apis: Vec<String> = cluster.nodes.iter().map(|n| n.api.clone()).collect();
     let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
-    let bar = ProgressBar::new(total as u64).with_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} s  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = probe::progress(total);
     let wall = Instant::now();
     let (_, sampled, cache) = tokio::join!(
         clients::run(plan.clone(), shared.clone()),
@@ -165,7 +156,6 @@ async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, 
     let mut rows: Vec<SessionRow> = shared.rows.lock().map(|r| r.clone()).unwrap_or_default();
     rows.sort_by(|a, b| a.requested_s.total_cmp(&b.requested_s));
     let moves: Vec<f64> = shared.moves.lock().map(|m| m.clone()).unwrap_or_default();
-    let errors = shared.errors.lock().map(|e| e.clone()).unwrap_or_default();
     let steps = ramp
         .steps
         .iter()
@@ -193,25 +183,7 @@ async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, 
             }
         })
         .collect();
-    let failed = shared.failed.load(std::sync::atomic::Ordering::Relaxed);
-    let note = format!(
-        "{arm}: {} requests, {} rejected (503), {failed} failed{}; wall {:.0} s",
-        rows.len(),
-        shared.rejected.load(std::sync::atomic::Ordering::Relaxed),
-        if errors.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({})",
-                errors
-                    .iter()
-                    .map(|(k, v)| format!("{v}× {k}"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        },
-        wall.as_secs_f64()
-    );
+    let note = shared.note(arm, rows.len(), wall);
     (
         ArmResult {
             arm,

@@ -84,12 +84,22 @@ impl Cluster {
             bail!("arm {arm} is not a placement policy: `vigil lab` runs vod scenarios");
         };
         let bin = std::env::current_exe().context("locating the vigil binary")?;
-        // `[cluster.scheduler]` (with its weights subtable) as the serializer writes it.
+        // The scenario's `[cluster.scheduler]` (§A), `[cluster.knn]` and `[cluster.feedback]`
+        // (§C) as the serializer writes them: the server reads the same structs.
         let sched = {
             let mut c = toml::Table::new();
+            let k = &sc.cluster;
             c.insert(
                 "scheduler".into(),
-                toml::Value::try_from(sc.cluster.sched).context("scheduler constants")?,
+                toml::Value::try_from(k.sched).context("scheduler constants")?,
+            );
+            c.insert(
+                "knn".into(),
+                toml::Value::try_from(&k.knn).context("knn constants")?,
+            );
+            c.insert(
+                "feedback".into(),
+                toml::Value::try_from(k.feedback).context("feedback constants")?,
             );
             let mut t = toml::Table::new();
             t.insert("cluster".into(), c.into());
@@ -128,6 +138,7 @@ describe_burst = 100000
 requests_per_sec = 1000.0
 max_sessions_per_address = 100000
 max_connections_per_address = 100000
+max_sessions = {max_sessions}
 
 [storage]
 root = "{root}"
@@ -166,6 +177,10 @@ rem = {rem}
                 cache = sc.nodes.cache_mb.round() as u64,
                 read_ahead = sc.nodes.read_ahead_segments,
                 priority = 10 * (i + 1),
+                max_sessions = match sc.nodes.max_sessions {
+                    0 => vigil_conf::Limits::default().max_sessions,
+                    m => m as usize,
+                },
                 bord = sc.nodes.bord_mbps * 1e6 * sc.nodes.capacity_of(i),
                 ca = site.ca.join("ca.pem").display(),
                 cert = site.certs.join(format!("{id}.pem")).display(),

@@ -37,7 +37,15 @@ pub struct Sampled {
     pub trace: Vec<(f64, Vec<f64>)>,
 }
 
-async fn get_json(api: String, path: &'static str) -> Option<serde_json::Value> {
+/// The progress bar of an arm's `total` seconds.
+pub fn progress(total: f64) -> ProgressBar {
+    ProgressBar::new(total as u64).with_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} s  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    )
+}
+
+pub(super) async fn get_json(api: String, path: &'static str) -> Option<serde_json::Value> {
     let body = tokio::task::spawn_blocking(move || crate::bench::get(&api, path))
         .await
         .ok()?
@@ -148,6 +156,13 @@ pub struct NodeCounters {
     /// `vigil_migrations_total{result="moved"}`.
     pub moved: u64,
     pub cache: CacheTotals,
+    /// `vigil_sessions_opened_total`: sessions its SETUPs created.
+    pub opened: u64,
+    /// `vigil_sessions_rejected_total` + `vigil_placements_rejected_total`: its 503s.
+    pub rejected: u64,
+    /// Its own gossip counters (`/api/cluster/nodes`): bytes and datagrams sent.
+    pub gossip_bytes: u64,
+    pub gossip_datagrams: u64,
 }
 
 /// Sum of a Prometheus text exposition's samples of `name` whose labels contain `label`.
@@ -164,6 +179,13 @@ fn metric(text: &str, name: &str, label: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// A node's own gossip counters: (bytes, datagrams) sent since it started.
+pub(super) async fn gossip_sent(api: &str) -> Option<(u64, u64)> {
+    let v = get_json(api.to_string(), "/api/cluster/nodes").await?;
+    let g = &v["gossip"];
+    Some((g["bytes_sent"].as_u64()?, g["datagrams_sent"].as_u64()?))
+}
+
 pub async fn node_counters(apis: &[String], ids: &[String]) -> Vec<NodeCounters> {
     let mut out = Vec::new();
     for (api, id) in apis.iter().zip(ids) {
@@ -173,11 +195,17 @@ pub async fn node_counters(apis: &[String], ids: &[String]) -> Vec<NodeCounters>
             .ok()
             .and_then(|r| r.ok())
             .unwrap_or_default();
+        let gossip = gossip_sent(api).await.unwrap_or_default();
         out.push(NodeCounters {
             id: id.clone(),
             connections: metric(&text, "vigil_rtsp_connections_total", ""),
             moved: metric(&text, "vigil_migrations_total", "moved"),
             cache: cache(std::slice::from_ref(api)).await,
+            opened: metric(&text, "vigil_sessions_opened_total", ""),
+            rejected: metric(&text, "vigil_sessions_rejected_total", "")
+                + metric(&text, "vigil_placements_rejected_total", ""),
+            gossip_bytes: gossip.0,
+            gossip_datagrams: gossip.1,
         });
     }
     out
