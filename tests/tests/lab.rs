@@ -4,9 +4,9 @@
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
 //! with what the clients recorded.
 
-use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
+use vigil_tests::report::{assert_files, rows, table};
 use vigil_tests::{run_with_timeout, vigil_bin};
 
 const SCENARIO: &str = r#"
@@ -45,41 +45,6 @@ step_secs = 12.0
 settle_secs = 2.0
 "#;
 
-/// The CSV's rows as maps column → value (no field of this report holds a comma).
-fn rows(csv: &str) -> Vec<BTreeMap<String, String>> {
-    let mut lines = csv.lines();
-    let head: Vec<&str> = lines.next().expect("a header").split(',').collect();
-    lines
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            let cells: Vec<&str> = l.split(',').collect();
-            assert_eq!(cells.len(), head.len(), "row {l:?}");
-            head.iter()
-                .zip(cells)
-                .map(|(h, c)| (h.to_string(), c.to_string()))
-                .collect()
-        })
-        .collect()
-}
-
-/// The Markdown table under `## title`: its rows as cells.
-fn table(md: &str, title: &str) -> Vec<Vec<String>> {
-    let start = md
-        .find(&format!("## {title}"))
-        .unwrap_or_else(|| panic!("no table {title:?} in:\n{md}"));
-    md[start..]
-        .lines()
-        .skip(4)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .collect()
-}
-
 #[test]
 fn a_tiny_lab_run_writes_a_complete_consistent_report() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -98,20 +63,17 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "vigil lab failed:\n{stderr}");
 
-    for f in [
-        "report.md",
-        "sessions.csv",
-        "summary.csv",
-        "response_mean.png",
-        "variance.png",
-        "calibration_response.png",
-    ] {
-        let meta = std::fs::metadata(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-        assert!(meta.len() > 100, "{f} is {} bytes", meta.len());
-    }
-    let png = std::fs::read(out.join("response_mean.png")).expect("plot");
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-
+    assert_files(
+        &out,
+        &[
+            "report.md",
+            "sessions.csv",
+            "summary.csv",
+            "response_mean.png",
+            "variance.png",
+            "calibration_response.png",
+        ],
+    );
     let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
     assert!(md.contains("lab run, seed 7"), "{md}");
     let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");

@@ -1,0 +1,51 @@
+//! Reading a `vigil lab` / `vigil sim` report folder in tests: the sessions CSV as rows and
+//! a Markdown table of `report.md` as cells.
+
+use std::collections::BTreeMap;
+
+/// The CSV's rows as maps column → value (no field of these reports holds a comma).
+pub fn rows(csv: &str) -> Vec<BTreeMap<String, String>> {
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            assert_eq!(cells.len(), head.len(), "row {l:?}");
+            head.iter()
+                .zip(cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The Markdown table under `## title`: its rows as cells.
+pub fn table(md: &str, title: &str) -> Vec<Vec<String>> {
+    let start = md
+        .find(&format!("## {title}"))
+        .unwrap_or_else(|| panic!("no table {title:?} in:\n{md}"));
+    md[start..]
+        .lines()
+        .skip(4)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// The files a report folder must hold, each a real file (over 100 bytes; PNGs with the
+/// PNG signature).
+pub fn assert_files(dir: &std::path::Path, files: &[&str]) {
+    for f in files {
+        let data = std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(data.len() > 100, "{f} is {} bytes", data.len());
+        if f.ends_with(".png") {
+            assert_eq!(&data[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+        }
+    }
+}
