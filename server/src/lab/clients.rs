@@ -161,11 +161,35 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
     }
     .to_rfc3339();
     let entry = ask.entry.min(plan.nodes.len().saturating_sub(1));
-    let url = format!(
-        "rtsp://{}/playback/{}?start={start}",
-        plan.nodes[entry],
-        camera_name(cam)
-    );
+    let target = Target {
+        url: format!(
+            "rtsp://{}/playback/{}?start={start}",
+            plan.nodes[entry],
+            camera_name(cam)
+        ),
+        entry,
+        camera: camera_name(cam),
+        time_ms: begin_ms,
+    };
+    watch(id, &target, ask, plan, shared).await
+}
+
+/// What one request asks for: the URL at its entry node, and what its row records.
+pub struct Target {
+    pub url: String,
+    /// Index of the entry node (a 302 elsewhere counts as redirected).
+    pub entry: usize,
+    pub camera: String,
+    /// Requested recording time (ms), 0 for a live view.
+    pub time_ms: i64,
+}
+
+/// One session of `target` for `ask.length_s` (and its VCR change): connect → first
+/// keyframe, media-source changes, TEARDOWN; its row goes to `shared`. Returns the pause
+/// before the client's next request.
+pub async fn watch(id: u64, target: &Target, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
+    let sc = &plan.sc;
+    let (url, entry) = (&target.url, target.entry);
     let t0 = Instant::now();
     let now_s = since(plan, t0);
     let ramp = sc.ramp.as_ref();
@@ -177,8 +201,8 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
         }),
         session,
         client: id,
-        camera: camera_name(cam),
-        time_ms: begin_ms,
+        camera: target.camera.clone(),
+        time_ms: target.time_ms,
         requested_s: now_s,
         scale: 1.0,
         ..SessionRow::default()
@@ -186,7 +210,7 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
     let mut opts = PlayOptions::new(ClientTransport::Udp);
     opts.play = PlayRequest::new();
     let started = async {
-        let mut p = play(&url, opts).await?;
+        let mut p = play(url, opts).await?;
         let first = p.next_keyframe(Duration::from_secs(10)).await?;
         Ok::<_, ClientError>((p, first))
     };

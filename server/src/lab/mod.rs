@@ -9,13 +9,15 @@
 //! Reused, not rewritten: the scenario format and its validation, the clients' seeded draws
 //! and the report folder (Markdown, CSVs, plots) are `vigil-sim`'s; the per-step figures are
 //! its `StepFigures` filled from measurements; the clients are `crate::client`'s viewer.
-//! `vod` scenarios (§A) run here; `feedback` scenarios (§C) in [`feedback`].
+//! `vod` scenarios (§A) run here; `feedback` scenarios (§C) in [`feedback`], `planner`
+//! scenarios (§D.2) in [`planner`].
 
 mod calibrate;
 pub mod clients;
 mod feedback;
 pub mod media;
 pub mod nodes;
+mod planner;
 mod probe;
 
 use std::path::{Path, PathBuf};
@@ -40,8 +42,9 @@ pub fn run(
     match sc.kind {
         Kind::Vod => {}
         Kind::Feedback => return feedback::run(sc, &out, &command, threads),
+        Kind::Planner => return planner::run(sc, &out, &command, threads),
         other => bail!(
-            "scenario {}: `vigil lab` runs vod (§A) and feedback (§C) scenarios so far; {other:?} scenarios run in `vigil sim`",
+            "scenario {}: `vigil lab` runs vod (§A), feedback (§C) and planner (§D.2) scenarios so far; {other:?} scenarios run in `vigil sim`",
             sc.name
         ),
     }

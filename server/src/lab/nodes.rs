@@ -81,8 +81,21 @@ impl Cluster {
     /// node 0 (lowest priority value) elected.
     pub fn start(site: &Site, sc: &Scenario, arm: Arm, run: usize) -> anyhow::Result<Cluster> {
         let Arm::Place { policy, rem } = arm else {
-            bail!("arm {arm} is not a placement policy: `vigil lab` runs vod scenarios");
+            bail!("arm {arm} is not a placement policy");
         };
+        Self::start_with(site, sc, policy, rem, &|_| Ok(String::new()), run)
+    }
+
+    /// [`Cluster::start`] with `policy` and REM given, and `extra(i)` appended to node i's
+    /// configuration (tables of its own: cameras, the planner).
+    pub fn start_with(
+        site: &Site,
+        sc: &Scenario,
+        policy: vigil_cluster::Policy,
+        rem: bool,
+        extra: &dyn Fn(usize) -> anyhow::Result<String>,
+        run: usize,
+    ) -> anyhow::Result<Cluster> {
         let bin = std::env::current_exe().context("locating the vigil binary")?;
         // The scenario's `[cluster.scheduler]` (§A), `[cluster.knn]` and `[cluster.feedback]`
         // (§C) as the serializer writes them: the server reads the same structs.
@@ -169,6 +182,7 @@ node_key = "{key}"
 rem = {rem}
 
 {sched}
+{extra}
 "#,
                 udp_max = udp_min + 799,
                 root = site.root.display(),
@@ -177,6 +191,7 @@ rem = {rem}
                 cache = sc.nodes.cache_mb.round() as u64,
                 read_ahead = sc.nodes.read_ahead_segments,
                 priority = 10 * (i + 1),
+                extra = extra(i)?,
                 max_sessions = match sc.nodes.max_sessions {
                     0 => vigil_conf::Limits::default().max_sessions,
                     m => m as usize,
