@@ -49,3 +49,45 @@ pub fn assert_files(dir: &std::path::Path, files: &[&str]) {
         }
     }
 }
+
+/// A finished `vigil lab` run of a scenario file: its report folder read back.
+pub struct LabRun {
+    /// Holds the scenario file and the report folder until dropped.
+    pub dir: tempfile::TempDir,
+    pub out: std::path::PathBuf,
+    /// `report.md`.
+    pub md: String,
+    /// `sessions.csv`'s rows.
+    pub rows: Vec<BTreeMap<String, String>>,
+}
+
+/// Runs `vigil lab` on `scenario` (TOML text) within 120 s, asserts it succeeded and that
+/// the folder holds `files` besides report.md, sessions.csv and summary.csv.
+pub fn run_lab(name: &str, scenario: &str, files: &[&str]) -> LabRun {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, scenario).expect("write the scenario");
+    let out = dir.path().join("report");
+    let run = crate::run_with_timeout(
+        std::process::Command::new(crate::vigil_bin())
+            .arg("lab")
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .current_dir(dir.path()),
+        std::time::Duration::from_secs(120),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "vigil lab failed:\n{stderr}");
+    let mut all = vec!["report.md", "sessions.csv", "summary.csv"];
+    all.extend(files);
+    assert_files(&out, &all);
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");
+    LabRun {
+        rows: rows(&csv),
+        dir,
+        out,
+        md,
+    }
+}

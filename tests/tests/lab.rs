@@ -4,10 +4,7 @@
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
 //! with what the clients recorded.
 
-use std::process::Command;
-use std::time::Duration;
-use vigil_tests::report::{assert_files, rows, table};
-use vigil_tests::{run_with_timeout, vigil_bin};
+use vigil_tests::report::{run_lab, table};
 
 const SCENARIO: &str = r#"
 name = "lab-tiny"
@@ -47,37 +44,17 @@ settle_secs = 2.0
 
 #[test]
 fn a_tiny_lab_run_writes_a_complete_consistent_report() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = dir.path().join("lab-tiny.toml");
-    std::fs::write(&scenario, SCENARIO).expect("write the scenario");
-    let out = dir.path().join("report");
-    let run = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("lab")
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out)
-            .current_dir(dir.path()),
-        Duration::from_secs(120),
-    );
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "vigil lab failed:\n{stderr}");
-
-    assert_files(
-        &out,
+    let lab = run_lab(
+        "lab-tiny",
+        SCENARIO,
         &[
-            "report.md",
-            "sessions.csv",
-            "summary.csv",
             "response_mean.png",
             "variance.png",
             "calibration_response.png",
         ],
     );
-    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let (md, rows) = (&lab.md, &lab.rows);
     assert!(md.contains("lab run, seed 7"), "{md}");
-    let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");
-    let rows = rows(&csv);
 
     for policy in ["least-load", "similarity+rem"] {
         let mine: Vec<_> = rows.iter().filter(|r| r["policy"] == policy).collect();
@@ -109,7 +86,7 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
             .filter(|r| r["requested_s"].parse::<f64>().expect("seconds") >= 2.0)
             .collect();
         let measured_rejected = measured.iter().filter(|r| r["rejected"] == "true").count();
-        let fig = table(&md, "Figures per step");
+        let fig = table(md, "Figures per step");
         let row = fig
             .iter()
             .find(|c| c[1] == policy)
@@ -124,7 +101,7 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
         assert!(mean > 0.0, "{row:?}");
         // Every RTSP connection a client made was counted by the node it reached: the
         // entry node's, plus the target's after a 302; a 503 ends at the entry.
-        let own = table(&md, "Nodes' own counters");
+        let own = table(md, "Nodes' own counters");
         let all = own
             .iter()
             .find(|c| c[0] == policy && c[1] == "all")
@@ -146,6 +123,6 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
         runs.matches(" 0 failed").count() == 2,
         "every request got a keyframe or a 503: {runs}"
     );
-    let cal = table(&md, "Calibration");
+    let cal = table(md, "Calibration");
     assert_eq!(cal.len(), 2, "one calibration row per policy: {cal:?}");
 }

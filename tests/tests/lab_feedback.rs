@@ -4,10 +4,7 @@
 //! complete, its figures must be the sessions CSV's, and what the clients counted
 //! (connections, sessions served, 503s) must equal the nodes' own counters.
 
-use std::process::Command;
-use std::time::Duration;
-use vigil_tests::report::{assert_files, rows, table};
-use vigil_tests::{run_with_timeout, vigil_bin};
+use vigil_tests::report::{run_lab, table};
 
 const SCENARIO: &str = r#"
 name = "feedback-tiny"
@@ -47,39 +44,20 @@ const POLICIES: [&str; 2] = ["least-connections", "knn-class"];
 
 #[test]
 fn a_tiny_feedback_lab_run_agrees_with_the_nodes_counters() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = dir.path().join("feedback-tiny.toml");
-    std::fs::write(&scenario, SCENARIO).expect("write the scenario");
-    let out = dir.path().join("report");
-    let run = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("lab")
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out)
-            .current_dir(dir.path()),
-        Duration::from_secs(120),
-    );
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "vigil lab failed:\n{stderr}");
-    assert_files(
-        &out,
+    let lab = run_lab(
+        "feedback-tiny",
+        SCENARIO,
         &[
-            "report.md",
-            "sessions.csv",
-            "summary.csv",
             "response_mean.png",
             "response_p95.png",
             "node_load_least-connections.png",
             "node_load_knn-class.png",
         ],
     );
-    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let (md, rows) = (&lab.md, &lab.rows);
     assert!(md.contains("lab run, seed 3"), "{md}");
-    let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");
-    let rows = rows(&csv);
-    let fig = table(&md, "Figures per step");
-    let own = table(&md, "Nodes' own counters");
+    let fig = table(md, "Figures per step");
+    let own = table(md, "Nodes' own counters");
     for policy in POLICIES {
         let mine: Vec<_> = rows.iter().filter(|r| r["policy"] == policy).collect();
         let accepted: Vec<_> = mine.iter().filter(|r| r["rejected"] == "false").collect();
@@ -152,6 +130,6 @@ fn a_tiny_feedback_lab_run_agrees_with_the_nodes_counters() {
         .find(|l| l.starts_with("**Runs.**"))
         .expect("the runs note");
     assert_eq!(runs.matches(" 0 failed").count(), 2, "{runs}");
-    let beside = table(&md, "Simulation beside");
+    let beside = table(md, "Simulation beside");
     assert_eq!(beside.len(), 4, "two steps × two policies: {beside:?}");
 }

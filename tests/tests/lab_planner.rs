@@ -5,10 +5,7 @@
 //! the report counts as accepted and refused, and the migrations its clients saw, must
 //! equal the nodes' own counters.
 
-use std::process::Command;
-use std::time::Duration;
-use vigil_tests::report::{assert_files, rows, table};
-use vigil_tests::{run_with_timeout, vigil_bin};
+use vigil_tests::report::{run_lab, table};
 
 const SCENARIO: &str = r#"
 name = "planner-tiny"
@@ -51,37 +48,15 @@ horizon_ms = 5000
 
 #[test]
 fn a_tiny_planner_lab_run_agrees_with_the_nodes_counters() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = dir.path().join("planner-tiny.toml");
-    std::fs::write(&scenario, SCENARIO).expect("write the scenario");
-    let out = dir.path().join("report");
-    let run = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("lab")
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out)
-            .current_dir(dir.path()),
-        Duration::from_secs(120),
+    let lab = run_lab(
+        "planner-tiny",
+        SCENARIO,
+        &["acceptance.png", "migrations.png"],
     );
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "vigil lab failed:\n{stderr}");
-    assert_files(
-        &out,
-        &[
-            "report.md",
-            "sessions.csv",
-            "summary.csv",
-            "acceptance.png",
-            "migrations.png",
-        ],
-    );
-    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let (md, rows) = (&lab.md, &lab.rows);
     assert!(md.contains("lab run, seed 5"), "{md}");
-    let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");
-    let rows = rows(&csv);
-    let fig = table(&md, "Acceptance and migrations");
-    let own = table(&md, "Nodes' own counters");
+    let fig = table(md, "Acceptance and migrations");
+    let own = table(md, "Nodes' own counters");
     let mut requests = Vec::new();
     for arm in ["no-planner", "planner"] {
         let mine: Vec<_> = rows.iter().filter(|r| r["policy"] == arm).collect();

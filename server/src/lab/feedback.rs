@@ -21,14 +21,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use indicatif::ProgressBar;
 use vigil_sim::feedback::{feedback_report, ArmOutcome, Labels, StepAcc};
 use vigil_sim::report::{Report, SessionRow, Table};
 use vigil_sim::scenario::{Arm, Scenario};
 
 use super::clients::{self, Plan, Shared};
-use super::nodes::{Cluster, Site};
+use super::nodes::Cluster;
 use super::probe::{self, NodeCounters};
 
 /// The lab's traffic columns: what the nodes' own gossip counters say.
@@ -47,12 +47,7 @@ pub(super) fn run(sc: Scenario, out: &Path, command: &str, threads: usize) -> an
         bail!("scenario {}: a feedback lab run needs a [ramp]", sc.name);
     }
     let simulated = vigil_sim::feedback::run(&sc, command);
-    let tmp = tempfile::Builder::new()
-        .prefix("vigil-lab-")
-        .tempdir()
-        .context("creating the lab's temp dir")?;
-    let site = Site::new(tmp.path(), sc.nodes.count)?;
-    super::write_library(&sc, &site.root)?;
+    let (_tmp, site) = super::prepare_site(&sc)?;
     let runtime = crate::bench::runtime(threads)?;
     let sc = Arc::new(sc);
     let mut arms = Vec::new();
@@ -66,14 +61,7 @@ pub(super) fn run(sc: Scenario, out: &Path, command: &str, threads: usize) -> an
     }
     drop(runtime);
     let report = lab_report(&sc, arms, runs, &simulated, command);
-    let written = report
-        .write(out)
-        .with_context(|| format!("writing the report to {}", out.display()))?;
-    if let Some(t) = report.tables.first() {
-        eprint!("{}", t.markdown());
-    }
-    println!("{}", written.dir.join("report.md").display());
-    Ok(())
+    super::write_report(&report, out, "Figures")
 }
 
 /// What the report says about one arm besides its figures.
@@ -89,20 +77,6 @@ struct Samples {
     trace: Vec<(f64, Vec<f64>)>,
     /// (seconds since the start, bytes sent, datagrams sent), summed over the nodes.
     gossip: Vec<(f64, u64, u64)>,
-}
-
-/// Each node's L as node 0 (the scheduler) sees it, in node order.
-async fn weights(api: &str, ids: &[String]) -> Option<Vec<f64>> {
-    let v = probe::get_json(api.to_string(), "/api/cluster/nodes").await?;
-    let nodes = v["nodes"].as_array()?;
-    ids.iter()
-        .map(|id| {
-            nodes
-                .iter()
-                .find(|n| n["id"].as_str() == Some(id))
-                .and_then(|n| n["weight"].as_f64())
-        })
-        .collect()
 }
 
 async fn sample(
@@ -129,7 +103,7 @@ async fn sample(
         if let Some((b, d)) = total {
             out.gossip.push((at, b, d));
         }
-        if let Some(l) = weights(&apis[0], &ids).await {
+        if let Some(l) = probe::per_node(&apis[0], &ids, "weight").await {
             out.trace.push((at, l));
         }
         bar.set_position(at as u64);

@@ -57,20 +57,7 @@ pub fn run(
     // the cache synchronously, so it runs here, before any tokio runtime exists.
     let simulated = vigil_sim::vod::run_vod(&sc);
 
-    let tmp = tempfile::Builder::new()
-        .prefix("vigil-lab-")
-        .tempdir()
-        .context("creating the lab's temp dir")?;
-    let site = Site::new(tmp.path(), sc.nodes.count)?;
-    let wrote = Instant::now();
-    write_library(&sc, &site.root)?;
-    eprintln!(
-        "vigil lab: {} cameras × {} recordings of {} s written in {:.1} s",
-        sc.workload.cameras,
-        sc.workload.recordings_per_camera,
-        sc.workload.recording_secs,
-        wrote.elapsed().as_secs_f64()
-    );
+    let (_tmp, site) = prepare_site(&sc)?;
     let runtime = crate::bench::runtime(threads)?;
     let sc = Arc::new(sc);
     let mut results = Vec::new();
@@ -84,14 +71,36 @@ pub fn run(
     }
     drop(runtime);
     let report = calibrate::lab_report(&sc, results, simulated, runs, &command);
+    write_report(&report, &out, "Calibration")
+}
+
+/// A temp dir (removed when the first value drops) holding the run's storage root with
+/// every camera's recordings and the nodes' certificates.
+fn prepare_site(sc: &Scenario) -> anyhow::Result<(tempfile::TempDir, Site)> {
+    let tmp = tempfile::Builder::new()
+        .prefix("vigil-lab-")
+        .tempdir()
+        .context("creating the lab's temp dir")?;
+    let site = Site::new(tmp.path(), sc.nodes.count)?;
+    let wrote = Instant::now();
+    write_library(sc, &site.root)?;
+    eprintln!(
+        "vigil lab: {} cameras × {} recordings of {} s written in {:.1} s",
+        sc.workload.cameras,
+        sc.workload.recordings_per_camera,
+        sc.workload.recording_secs,
+        wrote.elapsed().as_secs_f64()
+    );
+    Ok((tmp, site))
+}
+
+/// Writes the report folder, shows the table whose title starts with `show` on stderr
+/// and prints the report's path.
+fn write_report(report: &vigil_sim::report::Report, out: &Path, show: &str) -> anyhow::Result<()> {
     let written = report
-        .write(&out)
+        .write(out)
         .with_context(|| format!("writing the report to {}", out.display()))?;
-    if let Some(t) = report
-        .tables
-        .iter()
-        .find(|t| t.title.starts_with("Calibration"))
-    {
+    if let Some(t) = report.tables.iter().find(|t| t.title.starts_with(show)) {
         eprint!("{}", t.markdown());
     }
     println!("{}", written.dir.join("report.md").display());

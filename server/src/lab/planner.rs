@@ -29,7 +29,7 @@ use vigil_sim::report::{Plot, Report, Series, SessionRow, Table};
 use vigil_sim::scenario::{Arm, Scenario};
 
 use super::clients::{self, camera_name, recording_start_ms, Plan, Shared, Target};
-use super::nodes::{Cluster, Site};
+use super::nodes::Cluster;
 use super::probe::{self, NodeCounters};
 
 /// One request of the seeded arrival process.
@@ -106,12 +106,7 @@ pub(super) fn run(sc: Scenario, out: &Path, command: &str, threads: usize) -> an
         );
     }
     let arms = sc.arms();
-    let tmp = tempfile::Builder::new()
-        .prefix("vigil-lab-")
-        .tempdir()
-        .context("creating the lab's temp dir")?;
-    let site = Site::new(tmp.path(), sc.nodes.count)?;
-    super::write_library(&sc, &site.root)?;
+    let (_tmp, site) = super::prepare_site(&sc)?;
     let runtime = crate::bench::runtime(threads)?;
     let sc = Arc::new(sc);
     let duration = sweep.duration_min * 60.0;
@@ -131,14 +126,7 @@ pub(super) fn run(sc: Scenario, out: &Path, command: &str, threads: usize) -> an
     }
     drop(runtime);
     let report = lab_report(&sc, runs, command);
-    let written = report
-        .write(out)
-        .with_context(|| format!("writing the report to {}", out.display()))?;
-    if let Some(t) = report.tables.first() {
-        eprint!("{}", t.markdown());
-    }
-    println!("{}", written.dir.join("report.md").display());
-    Ok(())
+    super::write_report(&report, out, "Acceptance")
 }
 
 /// One (arm, rate) run: its sessions and the nodes' own counters after it.

@@ -53,8 +53,9 @@ pub(super) async fn get_json(api: String, path: &'static str) -> Option<serde_js
     serde_json::from_str(&body).ok()
 }
 
-/// Each node's Load as the scheduler (node 0) sees it, in node order.
-async fn loads(api: &str, ids: &[String]) -> Option<Vec<f64>> {
+/// Each node's `field` of `/api/cluster/nodes` as the node at `api` (the scheduler, node
+/// 0) sees it, in node order: `load` (§A.1) or `weight` (§C.2).
+pub(super) async fn per_node(api: &str, ids: &[String], field: &str) -> Option<Vec<f64>> {
     let v = get_json(api.to_string(), "/api/cluster/nodes").await?;
     let nodes = v["nodes"].as_array()?;
     ids.iter()
@@ -62,7 +63,7 @@ async fn loads(api: &str, ids: &[String]) -> Option<Vec<f64>> {
             nodes
                 .iter()
                 .find(|n| n["id"].as_str() == Some(id))
-                .and_then(|n| n["load"].as_f64())
+                .and_then(|n| n[field].as_f64())
         })
         .collect()
 }
@@ -117,7 +118,7 @@ pub async fn sample(
         else {
             continue;
         };
-        let Some(l) = loads(&apis[0], &ids).await else {
+        let Some(l) = per_node(&apis[0], &ids, "load").await else {
             continue;
         };
         let acc = &mut out.steps[s];
