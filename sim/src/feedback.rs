@@ -403,6 +403,15 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
     r
 }
 
+/// Milliseconds for the table; "–" for a step without a single response.
+fn ms(x: f64, none: bool) -> String {
+    if none || !x.is_finite() {
+        "–".into()
+    } else {
+        format!("{x:.2}")
+    }
+}
+
 /// The report of a feedback scenario's arms (simulated or measured): the figures per
 /// step, mean and p95 response time per level, and each arm's load weight L per node
 /// over time.
@@ -453,8 +462,8 @@ pub fn feedback_report(
                 arm.to_string(),
                 s.requests.to_string(),
                 s.rejected.to_string(),
-                format!("{mean:.2}"),
-                format!("{p95:.2}"),
+                ms(mean, s.responses.is_empty()),
+                ms(p95, s.responses.is_empty()),
                 format!("{:.3}", s.mean_sum / n),
                 format!("{:.3}", s.max_sum / n),
                 format!("{:.4}", s.variance_sum / n),

@@ -227,17 +227,29 @@ rem = {rem}
                 log: log_path,
             });
         }
-        let cluster = Cluster { nodes };
+        let mut cluster = Cluster { nodes };
         cluster.wait_formed()?;
         Ok(cluster)
     }
 
-    fn wait_formed(&self) -> anyhow::Result<()> {
+    /// Also returns at once, with its log, when a node has exited (a bad configuration).
+    fn wait_formed(&mut self) -> anyhow::Result<()> {
         let n = self.nodes.len();
         let first = node_id(0);
         let deadline = Instant::now() + Duration::from_secs(60);
-        for node in &self.nodes {
+        for node in &mut self.nodes {
             loop {
+                if let Some(status) = node
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
+                    bail!(
+                        "node {} exited ({status}) before the cluster formed; its log:\n{}",
+                        node.id,
+                        std::fs::read_to_string(&node.log).unwrap_or_default()
+                    );
+                }
                 let v = get_json(&node.api, "/api/cluster/nodes");
                 let ok = v.as_ref().is_some_and(|v| {
                     let alive = v["nodes"].as_array().map_or(0, |a| {
