@@ -25,7 +25,7 @@ use anyhow::bail;
 use indicatif::ProgressBar;
 use vigil_sim::feedback::{feedback_report, ArmOutcome, Labels, StepAcc};
 use vigil_sim::report::{Report, SessionRow, Table};
-use vigil_sim::scenario::{Arm, Scenario};
+use vigil_sim::scenario::{Arm, Ramp, Scenario};
 
 use super::clients::{self, Plan, Shared};
 use super::nodes::Cluster;
@@ -43,9 +43,9 @@ pub(super) fn run(sc: Scenario, out: &Path, command: &str, threads: usize) -> an
             bail!("scenario {}: arm {arm} is not a placement policy", sc.name);
         }
     }
-    if sc.ramp.is_none() {
+    let Some(ramp) = sc.ramp.clone() else {
         bail!("scenario {}: a feedback lab run needs a [ramp]", sc.name);
-    }
+    };
     let simulated = vigil_sim::feedback::run(&sc, command);
     let (_tmp, site) = super::prepare_site(&sc)?;
     let runtime = crate::bench::runtime(threads)?;
@@ -54,7 +54,7 @@ pub(super) fn run(sc: Scenario, out: &Path, command: &str, threads: usize) -> an
     let mut runs = Vec::new();
     for (k, arm) in sc.arms().into_iter().enumerate() {
         let mut cluster = Cluster::start(&site, &sc, arm, k)?;
-        let (outcome, run) = runtime.block_on(run_arm(sc.clone(), arm, &cluster));
+        let (outcome, run) = runtime.block_on(run_arm(sc.clone(), &ramp, arm, &cluster));
         cluster.stop();
         arms.push(outcome);
         runs.push(run);
@@ -123,10 +123,7 @@ async fn sample(
     }
 }
 
-async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmOutcome, Run) {
-    let Some(ramp) = sc.ramp.clone() else {
-        unreachable!("checked by run")
-    };
+async fn run_arm(sc: Arc<Scenario>, ramp: &Ramp, arm: Arm, cluster: &Cluster) -> (ArmOutcome, Run) {
     let total = ramp.step_secs * ramp.steps.len() as f64;
     let plan = Plan::new(sc.clone(), arm, cluster, total);
     let shared = Arc::new(Shared::default());
