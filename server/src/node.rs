@@ -177,6 +177,12 @@ pub struct Counters {
     pub reader_skips: AtomicU64,
     pub sessions_timed_out: AtomicU64,
     pub sessions_rejected: AtomicU64,
+    /// Sessions created by a first SETUP (every kind): with `sessions_rejected` and
+    /// `placements_rejected`, what an experiment's clients can check their own counts
+    /// against.
+    pub sessions_opened: AtomicU64,
+    /// DESCRIBEs answered 503 because the placement policy found no node for them.
+    pub placements_rejected: AtomicU64,
 }
 
 pub struct Node {

@@ -35,18 +35,44 @@ enum Ev {
     Report(usize),
 }
 
-#[derive(Default, Clone)]
-struct StepAcc {
-    requests: u64,
-    rejected: u64,
-    responses: Vec<f64>,
-    reports: u64,
-    report_bytes: u64,
-    samples: u64,
-    variance_sum: f64,
-    mean_sum: f64,
-    max_sum: f64,
+/// One step's counters of an arm: simulated here, measured by `vigil lab` (which fills
+/// `reports` and `report_bytes` from the nodes' gossip counters).
+#[derive(Debug, Default, Clone)]
+pub struct StepAcc {
+    pub requests: u64,
+    pub rejected: u64,
+    /// Response times (ms) of the accepted requests.
+    pub responses: Vec<f64>,
+    pub reports: u64,
+    pub report_bytes: u64,
+    /// Samples of the per-node load weight L (one a second) and their sums.
+    pub samples: u64,
+    pub variance_sum: f64,
+    pub mean_sum: f64,
+    pub max_sum: f64,
 }
+
+/// One arm's outcome: what the figures table and the plots are made of.
+pub struct ArmOutcome {
+    pub arm: Arm,
+    pub steps: Vec<StepAcc>,
+    /// (seconds since the start, L per node).
+    pub trace: Vec<(f64, Vec<f64>)>,
+    pub rows: Vec<SessionRow>,
+}
+
+/// How a runner names its report traffic and its time axis.
+pub struct Labels {
+    /// The two traffic columns (count, KiB).
+    pub traffic: [&'static str; 2],
+    pub time: &'static str,
+}
+
+/// The simulator's labels: report JSON as the model counts it, virtual time.
+pub const SIM_LABELS: Labels = Labels {
+    traffic: ["reports", "report KiB"],
+    time: "virtual time (s)",
+};
 
 struct Sim<'a> {
     sc: &'a Scenario,
@@ -339,87 +365,132 @@ impl<'a> Sim<'a> {
 
 /// Runs the arms of a feedback scenario and writes their report.
 pub fn run(sc: &Scenario, command: &str) -> Report {
+    let simulated = sc
+        .ramp
+        .as_ref()
+        .map_or(0.0, |r| r.step_secs * r.steps.len() as f64);
+    let mut speed = Vec::new();
+    let mut arms = Vec::new();
+    for arm in sc.arms() {
+        let wall = std::time::Instant::now();
+        let mut sim = Sim::new(sc, arm);
+        let events = sim.run();
+        speed.push(Speed {
+            arm: arm.to_string(),
+            simulated_s: simulated,
+            wall_s: wall.elapsed().as_secs_f64(),
+            events,
+        });
+        arms.push(ArmOutcome {
+            arm,
+            steps: sim.acc,
+            trace: sim.trace,
+            rows: sim.rows,
+        });
+    }
+    let mut r = feedback_report(sc, arms, &SIM_LABELS, command);
+    r.tables.push(Table::speed(&speed));
+    r.notes.extend([
+        (
+            "Model".into(),
+            "Live viewers; the scheduler sees a node only through its reports, sent on the §C.5 period (vigil-cluster's FeedbackPeriod), and what it applied itself since. A viewer costs its bitrate on the link and cpu_per_gbps of CPU, both divided by the node's capacity; response time grows as 1/(1 − ρ) with ρ = max(θ_cpu, θ_net).".into(),
+        ),
+        (
+            "Calibration".into(),
+            "`vigil lab seed-feedback-lab` runs this scenario's scaled twin on real processes (docs/EVALUATION.md); nothing here was fitted to it.".into(),
+        ),
+    ]);
+    r
+}
+
+/// Milliseconds for the table; "–" for a step without a single response.
+fn ms(x: f64, none: bool) -> String {
+    if none || !x.is_finite() {
+        "–".into()
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// The report of a feedback scenario's arms (simulated or measured): the figures per
+/// step, mean and p95 response time per level, and each arm's load weight L per node
+/// over time.
+pub fn feedback_report(
+    sc: &Scenario,
+    arms: Vec<ArmOutcome>,
+    labels: &Labels,
+    command: &str,
+) -> Report {
     let levels: Vec<u32> = sc
         .ramp
         .as_ref()
         .map(|r| r.steps.clone())
         .unwrap_or_default();
+    let mut columns: Vec<String> = [
+        "clients",
+        "policy",
+        "requests",
+        "rejected",
+        "mean ms",
+        "p95 ms",
+        "mean L",
+        "max L",
+        "variance of L",
+    ]
+    .map(String::from)
+    .to_vec();
+    columns.extend(labels.traffic.map(String::from));
     let mut table = Table {
         title: "Figures per step (measured after each step's settle time)".into(),
-        columns: [
-            "clients",
-            "policy",
-            "requests",
-            "rejected",
-            "mean ms",
-            "p95 ms",
-            "mean L",
-            "max L",
-            "variance of L",
-            "reports",
-            "report KiB",
-        ]
-        .map(String::from)
-        .to_vec(),
+        columns,
         rows: Vec::new(),
     };
-    let mut speed = Vec::new();
     let mut per_arm = Vec::new();
     let mut sessions = Vec::new();
-    let mut trace_plot = None;
-    let simulated = sc
-        .ramp
-        .as_ref()
-        .map_or(0.0, |r| r.step_secs * r.steps.len() as f64);
-    for arm in sc.arms() {
-        let wall = std::time::Instant::now();
-        let mut sim = Sim::new(sc, arm);
-        let events = sim.run();
-        let wall = wall.elapsed().as_secs_f64();
-        speed.push(Speed {
-            arm: arm.to_string(),
-            simulated_s: simulated,
-            wall_s: wall,
-            events,
-        });
+    let mut traces = Vec::new();
+    for a in arms {
+        let arm = a.arm;
         let mut figs = Vec::new();
-        for (a, level) in sim.acc.iter().zip(&levels) {
-            let mut r = a.responses.clone();
+        for (s, level) in a.steps.iter().zip(&levels) {
+            let mut r = s.responses.clone();
             let mean = r.iter().sum::<f64>() / r.len().max(1) as f64;
             let p95 = quantile(&mut r, 0.95);
-            let n = a.samples.max(1) as f64;
+            let n = s.samples.max(1) as f64;
             figs.push((*level, mean, p95));
             table.rows.push(vec![
                 level.to_string(),
                 arm.to_string(),
-                a.requests.to_string(),
-                a.rejected.to_string(),
-                format!("{mean:.2}"),
-                format!("{p95:.2}"),
-                format!("{:.3}", a.mean_sum / n),
-                format!("{:.3}", a.max_sum / n),
-                format!("{:.4}", a.variance_sum / n),
-                a.reports.to_string(),
-                format!("{:.1}", a.report_bytes as f64 / 1024.0),
+                s.requests.to_string(),
+                s.rejected.to_string(),
+                ms(mean, s.responses.is_empty()),
+                ms(p95, s.responses.is_empty()),
+                format!("{:.3}", s.mean_sum / n),
+                format!("{:.3}", s.max_sum / n),
+                format!("{:.4}", s.variance_sum / n),
+                s.reports.to_string(),
+                format!("{:.1}", s.report_bytes as f64 / 1024.0),
             ]);
         }
-        if trace_plot.is_none() && !sim.trace.is_empty() {
-            let n = sim.trace[0].1.len();
-            trace_plot = Some(Plot {
+        if let Some(n) = a.trace.first().map(|t| t.1.len()) {
+            traces.push(Plot {
                 file: format!("node_load_{arm}"),
                 title: format!("Load weight L per node ({arm})"),
-                x_label: "virtual time (s)".into(),
+                x_label: labels.time.into(),
                 y_label: "L (§C.2)".into(),
                 series: (0..n)
                     .map(|i| Series {
                         name: format!("n{i} (capacity {})", sc.nodes.capacity_of(i)),
-                        points: sim.trace.iter().map(|(t, l)| (*t, l[i])).collect(),
+                        points: a
+                            .trace
+                            .iter()
+                            .filter_map(|(t, l)| Some((*t, *l.get(i)?)))
+                            .collect(),
                     })
                     .collect(),
             });
         }
         per_arm.push((arm, figs));
-        sessions.extend(sim.rows);
+        sessions.extend(a.rows);
     }
     let line = |file: &str, title: &str, f: fn(&(u32, f64, f64)) -> f64| Plot {
         file: file.into(),
@@ -438,21 +509,13 @@ pub fn run(sc: &Scenario, command: &str) -> Report {
         line("response_mean", "Mean response time (live start)", |x| x.1),
         line("response_p95", "p95 response time (live start)", |x| x.2),
     ];
-    plots.extend(trace_plot);
+    plots.extend(traces);
     Report {
         notes: vec![
             ("Paper".into(), sc.paper.clone()),
             ("Scaling".into(), sc.scaling.clone()),
-            (
-                "Model".into(),
-                "Live viewers; the scheduler sees a node only through its reports, sent on the §C.5 period (vigil-cluster's FeedbackPeriod), and what it applied itself since. A viewer costs its bitrate on the link and cpu_per_gbps of CPU, both divided by the node's capacity; response time grows as 1/(1 − ρ) with ρ = max(θ_cpu, θ_net).".into(),
-            ),
-            (
-                "Calibration".into(),
-                "Not done: `vigil lab` runs vod (§A) scenarios only so far, so this scenario has no real-process run to compare with.".into(),
-            ),
         ],
-        tables: vec![table, Table::speed(&speed)],
+        tables: vec![table],
         plots,
         sessions,
         ..Report::simulation(sc, command)

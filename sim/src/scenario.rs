@@ -294,6 +294,11 @@ pub struct Sweep {
     pub replicas_per_node: usize,
     /// "matched" (replica counts follow popularity) and/or "mismatched" (uniform).
     pub layouts: Vec<Layout>,
+    /// `vigil lab` only: the share of requests that are playbacks of recordings (any node,
+    /// movable); the rest are live views served by the camera's holder alone. The
+    /// simulation's videos all have their replicas and ignore it.
+    #[serde(default)]
+    pub playback_share: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -377,8 +382,20 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../scenarios/seed-feedback-burst.toml"),
     ),
     (
+        "seed-feedback-lab",
+        include_str!("../scenarios/seed-feedback-lab.toml"),
+    ),
+    (
+        "seed-feedback-burst-lab",
+        include_str!("../scenarios/seed-feedback-burst-lab.toml"),
+    ),
+    (
         "seed-planner",
         include_str!("../scenarios/seed-planner.toml"),
+    ),
+    (
+        "seed-planner-lab",
+        include_str!("../scenarios/seed-planner-lab.toml"),
     ),
     ("scale-20", include_str!("../scenarios/scale-20.toml")),
     ("scale-100", include_str!("../scenarios/scale-100.toml")),
@@ -650,6 +667,9 @@ impl Scenario {
                             n.count, s.replicas_per_node, w.cameras
                         ),
                     ));
+                }
+                if !(0.0..=1.0).contains(&s.playback_share) {
+                    return Err(self.bad("sweep.playback_share", "a share in 0..=1"));
                 }
                 if s.layouts.is_empty() {
                     return Err(self.bad("sweep.layouts", "matched and/or mismatched"));

@@ -6,7 +6,7 @@ pub mod auth;
 pub mod browser;
 pub mod export;
 pub mod fuzz;
-pub mod lab;
+pub mod report;
 pub mod secure_cluster;
 
 use std::net::{SocketAddr, TcpListener};

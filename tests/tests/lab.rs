@@ -4,7 +4,7 @@
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
 //! with what the clients recorded; the report says the storage emulation the nodes ran with.
 
-use vigil_tests::lab::{assert_started, connections_match, run_lab, table};
+use vigil_tests::report::{assert_started, connections_match, run_lab, table};
 
 const SCENARIO: &str = r#"
 name = "lab-tiny"
@@ -45,8 +45,8 @@ settle_secs = 2.0
 #[test]
 fn a_tiny_lab_run_writes_a_complete_consistent_report() {
     let report = run_lab(
+        "lab-tiny",
         SCENARIO,
-        7,
         &[
             "response_mean.png",
             "variance.png",
@@ -54,6 +54,7 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
         ],
     );
     let (md, rows) = (&report.md, &report.rows);
+    assert!(md.contains("lab run, seed 7"), "{md}");
 
     for policy in ["least-load", "similarity+rem"] {
         let mine: Vec<_> = rows.iter().filter(|r| r["policy"] == policy).collect();
@@ -90,6 +91,9 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
         assert_eq!(row[3], measured_rejected.to_string(), "rejections: {row:?}");
         let mean: f64 = row[4].parse().expect("mean ms");
         assert!(mean > 0.0, "{row:?}");
+        // First-segment hits, counted by the nodes at each playback open: a ratio.
+        let first: f64 = row[10].parse().expect("first-segment hits");
+        assert!((0.0..=1.0).contains(&first), "first-segment hits: {row:?}");
         // Every RTSP connection a client made was counted by the node it reached: the
         // entry node's, plus the target's after a 302; a 503 ends at the entry.
         let own = table(md, "Nodes' own counters");

@@ -6,7 +6,7 @@
 //! counters must agree with the tours': every live start is one RTSP connection to its
 //! entry node plus one to the holder after a 302, the cameras moved are the scheduler's.
 
-use vigil_tests::lab::{assert_started, connections_match, run_lab, table};
+use vigil_tests::report::{assert_started, connections_match, run_lab, table};
 
 const SCENARIO: &str = r#"
 name = "lab-gw-tiny"
@@ -53,8 +53,8 @@ sample_period_ms = 1000
 #[test]
 fn a_tiny_gateway_lab_run_writes_a_complete_consistent_report() {
     let report = run_lab(
+        "lab-gateway-tiny",
         SCENARIO,
-        3,
         &[
             "live_start_mean.png",
             "gateway_load_manual.png",
@@ -62,6 +62,7 @@ fn a_tiny_gateway_lab_run_writes_a_complete_consistent_report() {
         ],
     );
     let (md, rows) = (&report.md, &report.rows);
+    assert!(md.contains("lab run, seed 3"), "{md}");
     let figures = table(md, "Live-start response time per step");
     let own = table(md, "Nodes' own counters");
     for arm in ["manual", "balanced"] {

@@ -322,6 +322,8 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
                         .name()
                         .to_string()
                 }),
+                weight: r.map(|r| vigil_cluster::load_weight(&r.indicators, &knn.omega)),
+                period_s: r.map(|r| r.period_s),
                 sessions: nv.map_or(0, |n| n.sessions),
                 streams: nv.map_or(0, |n| n.streams.len()),
                 cache_bytes: r.map_or(0, |r| r.cache_bytes),

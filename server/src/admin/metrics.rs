@@ -36,6 +36,14 @@ pub fn install() -> Option<PrometheusHandle> {
         "SETUPs refused by a configured limit"
     );
     describe_counter!(
+        "vigil_sessions_opened_total",
+        "Sessions created by a first SETUP"
+    );
+    describe_counter!(
+        "vigil_placements_rejected_total",
+        "DESCRIBEs answered 503: the cluster's placement found no node for them"
+    );
+    describe_counter!(
         "vigil_auth_refusals_total",
         "RTSP requests refused by authentication: challenge (401, no credentials yet), failure (wrong credentials), backoff (address refused after failures), forbidden (403, no right)"
     );
@@ -103,6 +111,8 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         ("vigil_reader_skips_total", &c.reader_skips),
         ("vigil_sessions_timed_out_total", &c.sessions_timed_out),
         ("vigil_sessions_rejected_total", &c.sessions_rejected),
+        ("vigil_sessions_opened_total", &c.sessions_opened),
+        ("vigil_placements_rejected_total", &c.placements_rejected),
     ] {
         counter!(name).absolute(v.load(Ordering::Relaxed));
     }

@@ -120,6 +120,12 @@ pub struct ClusterNodeView {
     pub reserved: usize,
     /// §C.3 class from the §C.1 indicators.
     pub class: Option<String>,
+    /// §C.2 load weight L = ω·θ of its last report's indicators (0–1).
+    #[serde(default)]
+    pub weight: Option<f64>,
+    /// The §C.5 period (s) its last report was published on.
+    #[serde(default)]
+    pub period_s: Option<u32>,
     pub sessions: u32,
     pub streams: usize,
     pub cache_bytes: u64,

@@ -46,6 +46,51 @@ pub struct Plan {
     pub end: Instant,
 }
 
+impl Plan {
+    /// An arm's plan on `cluster`: the clients start half a second from now and stop
+    /// `total` seconds later.
+    pub fn new(
+        sc: Arc<Scenario>,
+        arm: vigil_sim::scenario::Arm,
+        cluster: &super::nodes::Cluster,
+        total: f64,
+    ) -> Arc<Plan> {
+        let start = Instant::now() + Duration::from_millis(500);
+        Arc::new(Plan {
+            sc,
+            arm: arm.to_string(),
+            nodes: cluster.nodes.iter().map(|n| n.rtsp).collect(),
+            start,
+            end: start + Duration::from_secs_f64(total),
+        })
+    }
+}
+
+impl Shared {
+    /// The report's line on an arm's run: requests, 503s, failures and their kinds, wall.
+    pub fn note(&self, arm: vigil_sim::scenario::Arm, requests: usize, wall: Duration) -> String {
+        let errors = self.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        format!(
+            "{arm}: {requests} requests, {} rejected (503), {} failed{}; wall {:.0} s",
+            self.rejected.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            if errors.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    errors
+                        .iter()
+                        .map(|(k, v)| format!("{v}× {k}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            },
+            wall.as_secs_f64()
+        )
+    }
+}
+
 /// Recordings start here (the simulator's epoch: same `time_ms` in both CSVs).
 pub use vigil_sim::vod::EPOCH_MS;
 
@@ -118,11 +163,35 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
     }
     .to_rfc3339();
     let entry = ask.entry.min(plan.nodes.len().saturating_sub(1));
-    let url = format!(
-        "rtsp://{}/playback/{}?start={start}",
-        plan.nodes[entry],
-        camera_name(cam)
-    );
+    let target = Target {
+        url: format!(
+            "rtsp://{}/playback/{}?start={start}",
+            plan.nodes[entry],
+            camera_name(cam)
+        ),
+        entry,
+        camera: camera_name(cam),
+        time_ms: begin_ms,
+    };
+    watch(id, &target, ask, plan, shared).await
+}
+
+/// What one request asks for: the URL at its entry node, and what its row records.
+pub struct Target {
+    pub url: String,
+    /// Index of the entry node (a 302 elsewhere counts as redirected).
+    pub entry: usize,
+    pub camera: String,
+    /// Requested recording time (ms), 0 for a live view.
+    pub time_ms: i64,
+}
+
+/// One session of `target` for `ask.length_s` (and its VCR change): connect → first
+/// keyframe, media-source changes, TEARDOWN; its row goes to `shared`. Returns the pause
+/// before the client's next request.
+pub async fn watch(id: u64, target: &Target, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
+    let sc = &plan.sc;
+    let (url, entry) = (&target.url, target.entry);
     let t0 = Instant::now();
     let now_s = since(plan, t0);
     let ramp = sc.ramp.as_ref();
@@ -134,13 +203,13 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
         }),
         session,
         client: id,
-        camera: camera_name(cam),
-        time_ms: begin_ms,
+        camera: target.camera.clone(),
+        time_ms: target.time_ms,
         requested_s: now_s,
         scale: 1.0,
         ..SessionRow::default()
     };
-    let (mut player, pkt) = match first_keyframe(&url).await {
+    let (mut player, pkt) = match first_keyframe(url).await {
         Ok((p, Some((pkt, _)))) => (p, pkt),
         Ok((_, None)) => {
             fail(shared, "the stream ended before a keyframe");

@@ -181,6 +181,7 @@ fn start_cluster(
             "[storage]\nroot = \"{}\"\n\n[cluster.edge]\nenabled = false\n\n{gateway}\n{cameras}",
             site.root.display()
         ),
+        ..NodeConfig::default()
     })?;
     Ok(cluster)
 }

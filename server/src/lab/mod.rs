@@ -9,14 +9,17 @@
 //! Reused, not rewritten: the scenario format and its validation, the clients' seeded draws
 //! and the report folder (Markdown, CSVs, plots) are `vigil-sim`'s; the per-step figures are
 //! its `StepFigures` filled from measurements; the clients are `crate::client`'s viewer.
-//! `vod` scenarios (§A) run here; `gateway` scenarios (§B) in `gateway` (with `tours`).
+//! `vod` scenarios (§A) run here; `gateway` scenarios (§B) in `gateway` (with `tours`),
+//! `feedback` scenarios (§C) in [`feedback`], `planner` scenarios (§D.2) in [`planner`].
 
 mod binding;
 mod calibrate;
 pub mod clients;
+mod feedback;
 mod gateway;
 pub mod media;
 pub mod nodes;
+mod planner;
 mod probe;
 mod tours;
 
@@ -25,7 +28,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
 use vigil_sim::report::SessionRow;
 use vigil_sim::scenario::{Arm, Kind, Scenario};
 use vigil_sim::vod::{ArmResult, StepAcc, StepFigures};
@@ -43,11 +45,8 @@ pub fn run(
     match sc.kind {
         Kind::Vod => {}
         Kind::Gateway => return gateway::run(sc, out, command, threads),
-        _ => bail!(
-            "scenario {}: `vigil lab` runs vod (§A) and gateway (§B) scenarios so far; {:?} scenarios run in `vigil sim`",
-            sc.name,
-            sc.kind
-        ),
+        Kind::Feedback => return feedback::run(sc, &out, &command, threads),
+        Kind::Planner => return planner::run(sc, &out, &command, threads),
     }
     for arm in sc.arms() {
         if !matches!(arm, Arm::Place { .. }) {
@@ -58,20 +57,7 @@ pub fn run(
     // the cache synchronously, so it runs here, before any tokio runtime exists.
     let simulated = vigil_sim::vod::run_vod(&sc);
 
-    let tmp = tempfile::Builder::new()
-        .prefix("vigil-lab-")
-        .tempdir()
-        .context("creating the lab's temp dir")?;
-    let site = Site::new(tmp.path(), sc.nodes.count)?;
-    let wrote = Instant::now();
-    write_library(&sc, &site.root)?;
-    eprintln!(
-        "vigil lab: {} cameras × {} recordings of {} s written in {:.1} s",
-        sc.workload.cameras,
-        sc.workload.recordings_per_camera,
-        sc.workload.recording_secs,
-        wrote.elapsed().as_secs_f64()
-    );
+    let (_tmp, site) = prepare_site(&sc)?;
     let runtime = crate::bench::runtime(threads)?;
     let sc = Arc::new(sc);
     let mut results = Vec::new();
@@ -85,14 +71,36 @@ pub fn run(
     }
     drop(runtime);
     let report = calibrate::lab_report(&sc, results, simulated, runs, &command);
+    write_report(&report, &out, "Calibration")
+}
+
+/// A temp dir (removed when the first value drops) holding the run's storage root with
+/// every camera's recordings and the nodes' certificates.
+fn prepare_site(sc: &Scenario) -> anyhow::Result<(tempfile::TempDir, Site)> {
+    let tmp = tempfile::Builder::new()
+        .prefix("vigil-lab-")
+        .tempdir()
+        .context("creating the lab's temp dir")?;
+    let site = Site::new(tmp.path(), sc.nodes.count)?;
+    let wrote = Instant::now();
+    write_library(sc, &site.root)?;
+    eprintln!(
+        "vigil lab: {} cameras × {} recordings of {} s written in {:.1} s",
+        sc.workload.cameras,
+        sc.workload.recordings_per_camera,
+        sc.workload.recording_secs,
+        wrote.elapsed().as_secs_f64()
+    );
+    Ok((tmp, site))
+}
+
+/// Writes the report folder, shows the table whose title starts with `show` on stderr
+/// and prints the report's path.
+fn write_report(report: &vigil_sim::report::Report, out: &Path, show: &str) -> anyhow::Result<()> {
     let written = report
-        .write(&out)
+        .write(out)
         .with_context(|| format!("writing the report to {}", out.display()))?;
-    if let Some(t) = report
-        .tables
-        .iter()
-        .find(|t| t.title.starts_with("Calibration"))
-    {
+    if let Some(t) = report.tables.iter().find(|t| t.title.starts_with(show)) {
         eprint!("{}", t.markdown());
     }
     println!("{}", written.dir.join("report.md").display());
@@ -136,21 +144,11 @@ async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, 
         spread_secs: None,
     });
     let total = ramp.step_secs * ramp.steps.len() as f64;
-    let start = Instant::now() + Duration::from_millis(500);
-    let plan = Arc::new(Plan {
-        sc: sc.clone(),
-        arm: arm.to_string(),
-        nodes: cluster.nodes.iter().map(|n| n.rtsp).collect(),
-        start,
-        end: start + Duration::from_secs_f64(total),
-    });
+    let plan = Plan::new(sc.clone(), arm, cluster, total);
     let shared = Arc::new(Shared::default());
     let apis: Vec<String> = cluster.nodes.iter().map(|n| n.api.clone()).collect();
     let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
-    let bar = ProgressBar::new(total as u64).with_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} s  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = probe::progress(total);
     let wall = Instant::now();
     let (_, sampled, cache) = tokio::join!(
         clients::run(plan.clone(), shared.clone()),
@@ -170,7 +168,6 @@ async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, 
     let mut rows: Vec<SessionRow> = shared.rows.lock().map(|r| r.clone()).unwrap_or_default();
     rows.sort_by(|a, b| a.requested_s.total_cmp(&b.requested_s));
     let moves: Vec<f64> = shared.moves.lock().map(|m| m.clone()).unwrap_or_default();
-    let errors = shared.errors.lock().map(|e| e.clone()).unwrap_or_default();
     let steps = ramp
         .steps
         .iter()
@@ -192,31 +189,16 @@ async fn run_arm(sc: Arc<Scenario>, arm: Arm, cluster: &Cluster) -> (ArmResult, 
                 ..l
             };
             StepFigures {
-                // A client cannot see whether its first segment came from the cache.
-                first_hit_ratio: f64::NAN,
+                // The nodes' count: a client cannot see where its first segment came from.
+                first_hit_ratio: match c.opens {
+                    0 => f64::NAN,
+                    n => c.opens_cached as f64 / n as f64,
+                },
                 ..StepFigures::from_acc(level, &acc)
             }
         })
         .collect();
-    let failed = shared.failed.load(std::sync::atomic::Ordering::Relaxed);
-    let note = format!(
-        "{arm}: {} requests, {} rejected (503), {failed} failed{}; wall {:.0} s",
-        rows.len(),
-        shared.rejected.load(std::sync::atomic::Ordering::Relaxed),
-        if errors.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({})",
-                errors
-                    .iter()
-                    .map(|(k, v)| format!("{v}× {k}"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        },
-        wall.as_secs_f64()
-    );
+    let note = shared.note(arm, rows.len(), wall);
     (
         ArmResult {
             arm,

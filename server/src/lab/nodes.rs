@@ -137,7 +137,10 @@ pub(crate) fn get_json(api: &str, path: &str) -> Option<serde_json::Value> {
 
 /// What a node's config holds beyond what every lab node has (addresses, limits, the
 /// cluster's membership and certificates): set per scenario kind.
+#[derive(Default)]
 pub struct NodeConfig {
+    /// Keys added to the `[limits]` table (a session cap).
+    pub limits: String,
     /// Keys of the `[cluster]` table (policy, Bord…).
     pub cluster_keys: String,
     /// Tables after `[cluster]` (storage, cache, `[cluster.*]`, cameras…).
@@ -145,24 +148,55 @@ pub struct NodeConfig {
 }
 
 impl Cluster {
-    /// Starts the nodes for `arm` of a vod scenario and waits until every one sees all
-    /// members alive and node 0 (lowest priority value) elected.
+    /// Starts the nodes for `arm` of a placement scenario and waits until every one sees
+    /// all members alive and node 0 (lowest priority value) elected.
     pub fn start(site: &Site, sc: &Scenario, arm: Arm, run: usize) -> anyhow::Result<Cluster> {
         let Arm::Place { policy, rem } = arm else {
-            bail!("arm {arm} is not a placement policy: `vigil lab` runs vod scenarios");
+            bail!("arm {arm} is not a placement policy");
         };
-        // `[cluster.scheduler]` (with its weights subtable) as the serializer writes it.
+        Self::start_with(site, sc, policy, rem, &|_| Ok(String::new()), run)
+    }
+
+    /// [`Cluster::start`] with `policy` and REM given, and `extra(i)` appended to node i's
+    /// configuration (tables of its own: cameras, the planner).
+    pub fn start_with(
+        site: &Site,
+        sc: &Scenario,
+        policy: vigil_cluster::Policy,
+        rem: bool,
+        extra: &dyn Fn(usize) -> anyhow::Result<String>,
+        run: usize,
+    ) -> anyhow::Result<Cluster> {
+        // The scenario's `[cluster.scheduler]` (§A), `[cluster.knn]` and `[cluster.feedback]`
+        // (§C) as the serializer writes them: the server reads the same structs.
         let sched = {
             let mut c = toml::Table::new();
+            let k = &sc.cluster;
             c.insert(
                 "scheduler".into(),
-                toml::Value::try_from(sc.cluster.sched).context("scheduler constants")?,
+                toml::Value::try_from(k.sched).context("scheduler constants")?,
+            );
+            c.insert(
+                "knn".into(),
+                toml::Value::try_from(&k.knn).context("knn constants")?,
+            );
+            c.insert(
+                "feedback".into(),
+                toml::Value::try_from(k.feedback).context("feedback constants")?,
             );
             let mut t = toml::Table::new();
             t.insert("cluster".into(), c.into());
             toml::to_string(&t).context("scheduler constants")?
         };
+        let max_sessions = match sc.nodes.max_sessions {
+            0 => vigil_conf::Limits::default().max_sessions,
+            m => m as usize,
+        };
+        let extras = (0..sc.nodes.count)
+            .map(extra)
+            .collect::<anyhow::Result<Vec<String>>>()?;
         Cluster::spawn(site, sc.nodes.count, run, |i| NodeConfig {
+            limits: format!("max_sessions = {max_sessions}\n"),
             cluster_keys: format!(
                 "election_grace_ms = 0\npolicy = \"{policy}\"\nbandwidth_bps = {}\n",
                 sc.nodes.bord_mbps * 1e6 * sc.nodes.capacity_of(i)
@@ -184,6 +218,7 @@ read_ahead_segments = {read_ahead}
 rem = {rem}
 
 {sched}
+{extra}
 "#,
                 root = site.root.display(),
                 segment = sc.workload.segment_secs,
@@ -191,6 +226,7 @@ rem = {rem}
                 read_mbps = node_read_mbps(sc),
                 cache = sc.nodes.cache_mb.round() as u64,
                 read_ahead = sc.nodes.read_ahead_segments,
+                extra = extras[i],
             ),
         })
     }
@@ -219,6 +255,7 @@ rem = {rem}
                 .unwrap_or_default();
             let udp_min = 61_000 + 800 * (i as u32 % 5);
             let NodeConfig {
+                limits,
                 cluster_keys,
                 tables,
             } = config(i);
@@ -235,7 +272,7 @@ udp_port_max = {udp_max}
 listen = "{ip}:{api}"
 token = "{TOKEN}"
 
-{LIMITS}
+{LIMITS}{limits}
 [cluster]
 enabled = true
 gossip_listen = "{gossip}"
@@ -266,17 +303,29 @@ node_key = "{key}"
                 log,
             });
         }
-        let cluster = Cluster { nodes };
+        let mut cluster = Cluster { nodes };
         cluster.wait_formed()?;
         Ok(cluster)
     }
 
-    fn wait_formed(&self) -> anyhow::Result<()> {
+    /// Also returns at once, with its log, when a node has exited (a bad configuration).
+    fn wait_formed(&mut self) -> anyhow::Result<()> {
         let n = self.nodes.len();
         let first = node_id(0);
         let deadline = Instant::now() + Duration::from_secs(60);
-        for node in &self.nodes {
+        for node in &mut self.nodes {
             loop {
+                if let Some(status) = node
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
+                    bail!(
+                        "node {} exited ({status}) before the cluster formed; its log:\n{}",
+                        node.id,
+                        std::fs::read_to_string(&node.log).unwrap_or_default()
+                    );
+                }
                 let v = get_json(&node.api, "/api/cluster/nodes");
                 let ok = v.as_ref().is_some_and(|v| {
                     let alive = v["nodes"].as_array().map_or(0, |a| {

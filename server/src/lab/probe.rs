@@ -1,7 +1,7 @@
 //! What the lab reads from the nodes while the clients run: every second the scheduler's
 //! view of each node's §A.1 Load (`/api/cluster/nodes`) for λ (§A.2 eq. 3), and at the
 //! edges of each step's measured window every node's cache counters (`/api/cache`: hits,
-//! misses, storage reads).
+//! misses, storage reads, playback opens served from the cache).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,6 +18,9 @@ pub struct CacheTotals {
     pub hits: u64,
     pub misses: u64,
     pub loads: u64,
+    /// Playback opens (DESCRIBEs answered), and those whose first segment was cached.
+    pub opens: u64,
+    pub opens_cached: u64,
 }
 
 impl CacheTotals {
@@ -26,6 +29,8 @@ impl CacheTotals {
             hits: self.hits.saturating_sub(before.hits),
             misses: self.misses.saturating_sub(before.misses),
             loads: self.loads.saturating_sub(before.loads),
+            opens: self.opens.saturating_sub(before.opens),
+            opens_cached: self.opens_cached.saturating_sub(before.opens_cached),
         }
     }
 }
@@ -37,6 +42,14 @@ pub struct Sampled {
     pub trace: Vec<(f64, Vec<f64>)>,
 }
 
+/// The progress bar of an arm's `total` seconds.
+pub fn progress(total: f64) -> ProgressBar {
+    ProgressBar::new(total as u64).with_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} s  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    )
+}
+
 pub(crate) async fn get_json(api: String, path: &'static str) -> Option<serde_json::Value> {
     let body = tokio::task::spawn_blocking(move || crate::bench::get(&api, path))
         .await
@@ -45,8 +58,9 @@ pub(crate) async fn get_json(api: String, path: &'static str) -> Option<serde_js
     serde_json::from_str(&body).ok()
 }
 
-/// Each node's Load as the scheduler (node 0) sees it, in node order.
-async fn loads(api: &str, ids: &[String]) -> Option<Vec<f64>> {
+/// Each node's `field` of `/api/cluster/nodes` as the node at `api` (the scheduler, node
+/// 0) sees it, in node order: `load` (§A.1) or `weight` (§C.2).
+pub(super) async fn per_node(api: &str, ids: &[String], field: &str) -> Option<Vec<f64>> {
     let v = get_json(api.to_string(), "/api/cluster/nodes").await?;
     let nodes = v["nodes"].as_array()?;
     ids.iter()
@@ -54,7 +68,7 @@ async fn loads(api: &str, ids: &[String]) -> Option<Vec<f64>> {
             nodes
                 .iter()
                 .find(|n| n["id"].as_str() == Some(id))
-                .and_then(|n| n["load"].as_f64())
+                .and_then(|n| n[field].as_f64())
         })
         .collect()
 }
@@ -67,6 +81,8 @@ async fn cache(apis: &[String]) -> CacheTotals {
             t.hits += s["hits"].as_u64().unwrap_or(0);
             t.misses += s["misses"].as_u64().unwrap_or(0);
             t.loads += s["loads"].as_u64().unwrap_or(0);
+            t.opens += s["opens"].as_u64().unwrap_or(0);
+            t.opens_cached += s["opens_cached"].as_u64().unwrap_or(0);
         }
     }
     t
@@ -109,7 +125,7 @@ pub async fn sample(
         else {
             continue;
         };
-        let Some(l) = loads(&apis[0], &ids).await else {
+        let Some(l) = per_node(&apis[0], &ids, "load").await else {
             continue;
         };
         let acc = &mut out.steps[s];
@@ -148,6 +164,13 @@ pub struct NodeCounters {
     /// `vigil_migrations_total{result="moved"}`.
     pub moved: u64,
     pub cache: CacheTotals,
+    /// `vigil_sessions_opened_total`: sessions its SETUPs created.
+    pub opened: u64,
+    /// `vigil_sessions_rejected_total` + `vigil_placements_rejected_total`: its 503s.
+    pub rejected: u64,
+    /// Its own gossip counters (`/api/cluster/nodes`): bytes and datagrams sent.
+    pub gossip_bytes: u64,
+    pub gossip_datagrams: u64,
 }
 
 /// Sum of a Prometheus text exposition's samples of `name` whose labels contain `label`.
@@ -164,6 +187,13 @@ pub(crate) fn metric(text: &str, name: &str, label: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// A node's own gossip counters: (bytes, datagrams) sent since it started.
+pub(super) async fn gossip_sent(api: &str) -> Option<(u64, u64)> {
+    let v = get_json(api.to_string(), "/api/cluster/nodes").await?;
+    let g = &v["gossip"];
+    Some((g["bytes_sent"].as_u64()?, g["datagrams_sent"].as_u64()?))
+}
+
 pub async fn node_counters(apis: &[String], ids: &[String]) -> Vec<NodeCounters> {
     let mut out = Vec::new();
     for (api, id) in apis.iter().zip(ids) {
@@ -173,11 +203,17 @@ pub async fn node_counters(apis: &[String], ids: &[String]) -> Vec<NodeCounters>
             .ok()
             .and_then(|r| r.ok())
             .unwrap_or_default();
+        let gossip = gossip_sent(api).await.unwrap_or_default();
         out.push(NodeCounters {
             id: id.clone(),
             connections: metric(&text, "vigil_rtsp_connections_total", ""),
             moved: metric(&text, "vigil_migrations_total", "moved"),
             cache: cache(std::slice::from_ref(api)).await,
+            opened: metric(&text, "vigil_sessions_opened_total", ""),
+            rejected: metric(&text, "vigil_sessions_rejected_total", "")
+                + metric(&text, "vigil_placements_rejected_total", ""),
+            gossip_bytes: gossip.0,
+            gossip_datagrams: gossip.1,
         });
     }
     out

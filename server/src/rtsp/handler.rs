@@ -184,7 +184,8 @@ impl Conn {
                     return Some(Response::new(StatusCode::FOUND).header("Location", location));
                 }
                 Placement::Reject(reason) => {
-                    return Some(fail(StatusCode::SERVICE_UNAVAILABLE, reason))
+                    crate::node::Node::bump(&self.node.counters.placements_rejected);
+                    return Some(fail(StatusCode::SERVICE_UNAVAILABLE, reason));
                 }
             }
         }

@@ -384,6 +384,7 @@ impl Conn {
                 Some(Response::new(StatusCode::FOUND).header("Location", location))
             }
             crate::cluster::Placement::Reject(reason) => {
+                crate::node::Node::bump(&self.node.counters.placements_rejected);
                 Some(fail(StatusCode::SERVICE_UNAVAILABLE, reason))
             }
         }

@@ -98,6 +98,7 @@ impl Conn {
                     }
                 }
                 self.session = Some(self.new_session(&mut plan));
+                Node::bump(&self.node.counters.sessions_opened);
             }
         }
         let Some(session) = self.session.as_mut() else {

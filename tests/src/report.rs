@@ -1,66 +1,9 @@
-//! Reading a `vigil lab` / `vigil sim` report folder: its sessions CSV and its Markdown
-//! tables.
+//! Reading a `vigil lab` / `vigil sim` report folder in tests: the sessions CSV as rows and
+//! a Markdown table of `report.md` as cells.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
 
-use crate::{run_with_timeout, vigil_bin};
-
-/// A report folder `vigil lab` wrote, read back.
-pub struct LabReport {
-    /// Holds the folder: dropped, it is deleted.
-    pub dir: tempfile::TempDir,
-    pub out: PathBuf,
-    /// `report.md`.
-    pub md: String,
-    /// `sessions.csv`'s rows.
-    pub rows: Vec<BTreeMap<String, String>>,
-}
-
-/// Runs `vigil lab` on the scenario `toml` (within 120 s) and checks that the report folder
-/// holds `report.md`, both CSVs and the `plots`, each of some substance, and that the report
-/// names the seed.
-pub fn run_lab(toml: &str, seed: u64, plots: &[&str]) -> LabReport {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = dir.path().join("scenario.toml");
-    std::fs::write(&scenario, toml).expect("write the scenario");
-    let out = dir.path().join("report");
-    let run = run_with_timeout(
-        Command::new(vigil_bin())
-            .arg("lab")
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out)
-            .current_dir(dir.path()),
-        Duration::from_secs(120),
-    );
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "vigil lab failed:\n{stderr}");
-    for f in ["report.md", "sessions.csv", "summary.csv"]
-        .iter()
-        .chain(plots)
-    {
-        let meta = std::fs::metadata(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-        assert!(meta.len() > 100, "{f} is {} bytes", meta.len());
-        if f.ends_with(".png") {
-            let png = std::fs::read(out.join(f)).expect("plot");
-            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{f}");
-        }
-    }
-    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
-    assert!(md.contains(&format!("lab run, seed {seed}")), "{md}");
-    let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");
-    LabReport {
-        dir,
-        out,
-        md,
-        rows: rows(&csv),
-    }
-}
-
-/// The CSV's rows as maps column → value (no field of this report holds a comma).
+/// The CSV's rows as maps column → value (no field of these reports holds a comma).
 pub fn rows(csv: &str) -> Vec<BTreeMap<String, String>> {
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().expect("a header").split(',').collect();
@@ -93,6 +36,60 @@ pub fn table(md: &str, title: &str) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect()
+}
+
+/// The files a report folder must hold, each a real file (over 100 bytes; PNGs with the
+/// PNG signature).
+pub fn assert_files(dir: &std::path::Path, files: &[&str]) {
+    for f in files {
+        let data = std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(data.len() > 100, "{f} is {} bytes", data.len());
+        if f.ends_with(".png") {
+            assert_eq!(&data[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+        }
+    }
+}
+
+/// A finished `vigil lab` run of a scenario file: its report folder read back.
+pub struct LabRun {
+    /// Holds the scenario file and the report folder until dropped.
+    pub dir: tempfile::TempDir,
+    pub out: std::path::PathBuf,
+    /// `report.md`.
+    pub md: String,
+    /// `sessions.csv`'s rows.
+    pub rows: Vec<BTreeMap<String, String>>,
+}
+
+/// Runs `vigil lab` on `scenario` (TOML text) within 120 s, asserts it succeeded and that
+/// the folder holds `files` besides report.md, sessions.csv and summary.csv.
+pub fn run_lab(name: &str, scenario: &str, files: &[&str]) -> LabRun {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, scenario).expect("write the scenario");
+    let out = dir.path().join("report");
+    let run = crate::run_with_timeout(
+        std::process::Command::new(crate::vigil_bin())
+            .arg("lab")
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .current_dir(dir.path()),
+        std::time::Duration::from_secs(120),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "vigil lab failed:\n{stderr}");
+    let mut all = vec!["report.md", "sessions.csv", "summary.csv"];
+    all.extend(files);
+    assert_files(&out, &all);
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let csv = std::fs::read_to_string(out.join("sessions.csv")).expect("sessions.csv");
+    LabRun {
+        rows: rows(&csv),
+        dir,
+        out,
+        md,
+    }
 }
 
 /// The "all" row of the nodes' own counters table for `policy`, once its RTSP connections
