@@ -31,8 +31,11 @@ pub fn wait_all_live(cluster: &Cluster, cameras: usize) -> anyhow::Result<BTreeM
             return Ok(held);
         }
         if Instant::now() > deadline {
+            let states = nodes::get_json(&cluster.nodes[0].api, "/api/cameras")
+                .map(|v| v.to_string())
+                .unwrap_or_default();
             bail!(
-                "{} of {cameras} cameras live on the nodes after 60 s",
+                "{} of {cameras} cameras live on the nodes after 60 s; node 0's /api/cameras: {states}",
                 held.len()
             );
         }

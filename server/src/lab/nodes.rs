@@ -44,6 +44,13 @@ impl LabNode {
     }
 }
 
+/// A lab run that fails half-way (a bail on the way out) leaves no process behind.
+impl Drop for LabNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 pub struct Cluster {
     pub nodes: Vec<LabNode>,
 }
