@@ -75,12 +75,7 @@ impl Cluster {
         };
         let (holder, edges) = Self::holder_and_edges(&self.state(), camera)
             .ok_or_else(|| format!("no node holds camera {camera} live"))?;
-        let me = self.self_id.clone();
-        let how = How::Live { holder, edges };
-        match self.decide_excluding(&req, how, "drain", false, None, "local", Some(&me)) {
-            (Some(n), _, _) if n != me => Ok(n),
-            (_, _, reason) => Err(format!("no node can take it: {reason}")),
-        }
+        self.decide_elsewhere(&req, How::Live { holder, edges })
     }
 
     /// The scheduler's side of a live placement asked by `from`: the chosen node, or the

@@ -211,9 +211,13 @@ impl Cluster {
             vbr_bps,
             kind: RequestKind::Playback,
         };
+        self.decide_elsewhere(&req, How::Policy(self.policy))
+    }
+
+    /// A draining node's decision for `req` by `how`, itself left out (recorded as `drain`).
+    pub(super) fn decide_elsewhere(&self, req: &Request, how: How) -> Result<String, String> {
         let me = self.self_id.clone();
-        let how = How::Policy(self.policy);
-        match self.decide_excluding(&req, how, "drain", false, None, "local", Some(&me)) {
+        match self.decide_excluding(req, how, "drain", false, None, "local", Some(&me)) {
             (Some(n), _, _) if n != me => Ok(n),
             (_, _, reason) => Err(format!("no node can take it: {reason}")),
         }
