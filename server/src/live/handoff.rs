@@ -110,6 +110,15 @@ mod tests {
             .collect()
     }
 
+    /// What the reader sends now: each packet's header and payload, and the payloads' ids.
+    fn read(r: &mut Reader) -> (Vec<(RtpHeader, Vec<u8>)>, Vec<u8>) {
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        let got = headers(&out);
+        let ids = got.iter().map(|(_, p)| p[1]).collect();
+        (got, ids)
+    }
+
     /// Node A's viewer sent `sent` (payload ids, the first a keyframe): its handoff.
     fn sent_on_a(sent: &[u8]) -> (LiveHandoff, Vec<(RtpHeader, Vec<u8>)>) {
         let a = stream();
@@ -184,10 +193,7 @@ mod tests {
             false,
             vec![0x41, 8],
         );
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let got = headers(&out);
-        let ids: Vec<u8> = got.iter().map(|(_, p)| p[1]).collect();
+        let (got, ids) = read(&mut r);
         assert_eq!(ids, [6, 7, 8], "the next packets, none twice");
         for (k, (hd, _)) in got.iter().enumerate() {
             let k = k as u16 + 1;
@@ -216,10 +222,7 @@ mod tests {
         ]);
         let (mut r, joined) = Reader::continuing(b, &h, 1_040_000, Origin::Handoff);
         assert_eq!(joined, vec![Some(Joined::Exact)]);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let got = headers(&out);
-        let ids: Vec<u8> = got.iter().map(|(_, p)| p[1]).collect();
+        let (got, ids) = read(&mut r);
         assert_eq!(ids, [3, 9, 4]);
         assert_eq!(got[0].0.sequence, last.sequence.wrapping_add(1));
     }
@@ -243,10 +246,7 @@ mod tests {
         push_payload(&b, e, 5002, 97_200, false, vec![0x41, 22]);
         push_payload(&b, e, 5003, 100_800, true, vec![0x41, 23]);
         push_payload(&b, e, 5004, 104_400, false, vec![0x41, 24]);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let got = headers(&out);
-        let ids: Vec<u8> = got.iter().map(|(_, p)| p[1]).collect();
+        let (got, ids) = read(&mut r);
         assert_eq!(ids, [23, 24], "from the next keyframe, not the cached one");
         assert_eq!(got[0].0.sequence, last.sequence.wrapping_add(1));
         assert_eq!(got[0].0.timestamp, last.timestamp.wrapping_add(9000));
@@ -282,10 +282,7 @@ mod tests {
             Origin::Heartbeat { unsent_after },
         );
         assert_eq!(joined, vec![Some(Joined::AfterReport)]);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let got = headers(&out);
-        let ids: Vec<u8> = got.iter().map(|(_, p)| p[1]).collect();
+        let (got, ids) = read(&mut r);
         // 4 and 5 again, numbered as B numbered them: exact duplicates; then 6, not a
         // keyframe, is fine: the viewer's decoder never lost its place.
         assert_eq!(ids, [4, 5, 6]);
@@ -321,10 +318,7 @@ mod tests {
         let Some(Joined::Keyframe { skipped, .. }) = joined[0] else {
             panic!("{joined:?}");
         };
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let got = headers(&out);
-        let ids: Vec<u8> = got.iter().map(|(_, p)| p[1]).collect();
+        let (got, ids) = read(&mut r);
         assert_eq!(ids, [23, 24], "at once, from the keyframe after the cut");
         assert_eq!(
             got[0].0.sequence,
@@ -356,9 +350,7 @@ mod tests {
         );
         let e = hub.current_epoch();
         push_payload(&hub, e, 5002, 97_200, true, vec![0x41, 22]);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let got = headers(&out);
+        let (got, _) = read(&mut r);
         assert_eq!(got.len(), 1);
         assert_eq!(
             got[0].0.sequence,
