@@ -239,6 +239,24 @@ impl CameraIndex {
             .map(|e| self.meta(e))
     }
 
+    /// Up to `n` segments after `seg`, in order, none starting at or after `end_ms` (a
+    /// bounded playback's read-ahead stops at its end, not in the camera's next recording).
+    pub fn following(&self, seg: &SegmentMeta, n: usize, end_ms: Option<i64>) -> Vec<SegmentMeta> {
+        let mut out = Vec::with_capacity(n);
+        let mut cur = seg.clone();
+        while out.len() < n {
+            let Some(next) = self.next_after(&cur) else {
+                break;
+            };
+            if end_ms.is_some_and(|end| next.start_ms >= end) {
+                break;
+            }
+            out.push(next.clone());
+            cur = next;
+        }
+        out
+    }
+
     /// Recorded ranges `(start, end)`: segments are merged while the gap between one's end and
     /// the next one's start is at most `max_gap_ms`.
     pub fn ranges(&self, max_gap_ms: i64) -> Vec<(i64, i64)> {
@@ -353,6 +371,38 @@ mod tests {
         assert_eq!(hour_dir_name(-1), "1969-12-31T23");
         assert!(is_hour_dir_name(&hour_dir_name(1_700_000_000_000)));
         assert!(!is_hour_dir_name(".tmp"));
+    }
+
+    #[test]
+    fn following_stops_at_the_count_the_end_and_the_last_segment() {
+        let mut ix = CameraIndex::new("c");
+        // Two recordings: 0–12 s and, after a gap, 20–28 s.
+        for (s, e) in [
+            (0, 4000),
+            (4000, 8000),
+            (8000, 12000),
+            (20000, 24000),
+            (24000, 28000),
+        ] {
+            ix.insert(entry(s, e));
+        }
+        let first = ix.segment_at(0).expect("segment");
+        let starts = |v: Vec<SegmentMeta>| v.iter().map(|m| m.start_ms).collect::<Vec<_>>();
+        assert_eq!(starts(ix.following(&first, 2, None)), vec![4000, 8000]);
+        // Unbounded, the read-ahead runs on into the next recording.
+        assert_eq!(
+            starts(ix.following(&first, 4, None)),
+            vec![4000, 8000, 20000, 24000]
+        );
+        // Bounded by the first recording's end, it stops there.
+        assert_eq!(
+            starts(ix.following(&first, 4, Some(12000))),
+            vec![4000, 8000]
+        );
+        // An end inside a segment keeps that segment.
+        assert_eq!(starts(ix.following(&first, 4, Some(4001))), vec![4000]);
+        let last = ix.segment_at(24000).expect("segment");
+        assert!(ix.following(&last, 2, None).is_empty());
     }
 
     #[test]

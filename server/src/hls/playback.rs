@@ -117,7 +117,7 @@ pub async fn serve(
                     .await
                     .map_err(|e| ExportError::Unexportable(e.to_string()))?
             };
-            library.read_ahead(&index, meta);
+            library.read_ahead(&index, meta, Some(end));
             let mut timeline = Timeline::new(t0, end, tracks.map.clone(), &tracks.timescales());
             let cut = timeline.cut(&seg.0, if at == 0 { from } else { 0 });
             let mut seq = at as u32;

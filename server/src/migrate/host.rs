@@ -233,7 +233,7 @@ impl Host {
             Ok(s) => s,
             Err(e) => return failed(format!("reading {}: {e}", spec.camera)),
         };
-        library.read_ahead(&index, &meta);
+        library.read_ahead(&index, &meta, spec.end_ms);
         let sdp = match sdp::parse(&seg.0.header.sdp) {
             Ok(s) => s,
             Err(e) => return failed(format!("recorded SDP: {e}")),

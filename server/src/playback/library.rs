@@ -164,16 +164,12 @@ impl Library {
             .map_err(LibraryError::from)
     }
 
-    /// Start loading the segments after `meta` that a playing session will need next.
-    pub fn read_ahead(&self, index: &CameraIndex, meta: &SegmentMeta) {
-        let mut cur = meta.clone();
-        for _ in 0..self.read_ahead {
-            let Some(next) = index.next_after(&cur) else {
-                return;
-            };
-            let next = next.clone();
+    /// Start loading the segments after `meta` that a playing session will need next: none
+    /// that starts at or after `end_ms`, the playback's end, when it has one (the camera's
+    /// next recording is not what a bounded playback will play).
+    pub fn read_ahead(&self, index: &CameraIndex, meta: &SegmentMeta, end_ms: Option<i64>) {
+        for next in index.following(meta, self.read_ahead, end_ms) {
             self.cache.prefetch(Self::key(&next), self.loader(&next));
-            cur = next;
         }
     }
 }

@@ -263,7 +263,7 @@ pub async fn run(
                 finish!();
             }
         };
-        library.read_ahead(&index, &cursor.segment);
+        library.read_ahead(&index, &cursor.segment, params.end_ms);
         if let Some(g) = gap.take() {
             g.rebase(&mut tracks, &segment.0);
         }
