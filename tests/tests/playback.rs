@@ -1034,6 +1034,9 @@ fn twenty_concurrent_playbacks_read_each_segment_once() {
     });
     let loads = stat(&stats, "loads");
     eprintln!("cache after 20 concurrent sessions: {stats}");
+    // One open per session: its DESCRIBE. The SETUP after it reads the same segment but
+    // is not a second (cached) open, which would make every other open look like a hit.
+    assert_eq!(stat(&stats, "opens"), 41, "{stats}");
     assert_eq!(stat(&stats, "load_errors"), 0, "{stats}");
     assert_eq!(stat(&stats, "evictions"), 0, "{stats}");
     assert_eq!(

@@ -246,6 +246,15 @@ fn base_url(uri: &str) -> String {
     }
 }
 
+/// Which request reads a playback's first segment. A DESCRIBE opens the playback and is
+/// counted in [`Library::opens`] (was its first segment cached?); the SETUP after it
+/// re-reads what that DESCRIBE loaded and must not count as a second, cached, open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenedBy {
+    Describe,
+    Setup,
+}
+
 /// The recorded SDP of the first segment and the presentation's origin: the time of the
 /// first frame served for `start_ms` (the keyframe at or before it, or the segment's first
 /// frame when `start_ms` precedes the segment).
@@ -253,8 +262,13 @@ async fn open_first(
     library: &Library,
     first: &SegmentMeta,
     start_ms: i64,
+    by: OpenedBy,
 ) -> Result<(SessionDescription, i64), Response> {
-    let seg = library.open_segment(first).await.map_err(|e| {
+    let seg = match by {
+        OpenedBy::Describe => library.open_segment(first).await,
+        OpenedBy::Setup => library.segment(first).await,
+    };
+    let seg = seg.map_err(|e| {
         fail(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("reading the recording: {e}"),
@@ -324,10 +338,11 @@ impl Conn {
         let Some(library) = self.node.library.clone() else {
             return fail(StatusCode::NOT_FOUND, "recording is disabled");
         };
-        let (sdp, origin) = match open_first(&library, &first, preq.start_ms).await {
-            Ok(x) => x,
-            Err(r) => return r,
-        };
+        let (sdp, origin) =
+            match open_first(&library, &first, preq.start_ms, OpenedBy::Describe).await {
+                Ok(x) => x,
+                Err(r) => return r,
+            };
         let end = window::end_of(preq.end_ms, None, index.last_ms().unwrap_or(origin));
         let duration = npt_of(end, origin);
         let mut body = sdp.render(
@@ -398,7 +413,7 @@ impl Conn {
             .library
             .clone()
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "recording is disabled"))?;
-        let (sdp, origin_ms) = open_first(&library, &first, preq.start_ms).await?;
+        let (sdp, origin_ms) = open_first(&library, &first, preq.start_ms, OpenedBy::Setup).await?;
         Ok(Playback {
             req: preq,
             origin_ms,
