@@ -154,6 +154,13 @@ pub struct Nodes {
     /// Relative capacity per node (link and CPU), heterogeneous nodes; empty = all 1.
     #[serde(default)]
     pub capacity: Vec<f64>,
+    /// All nodes on one machine (`vigil lab`): a node reads C and M (§A.1) from the
+    /// machine's /proc, so every node reports the same — modelled as the mean of the nodes'
+    /// own — and only N tells the nodes apart, as in the lab. Their Bord is a configured
+    /// figure, not a link (loopback): requests do not queue behind N (ρ = C) and the first
+    /// packet's transmission is not modelled.
+    #[serde(default)]
+    pub shared_host: bool,
 }
 
 impl Nodes {
@@ -192,6 +199,42 @@ fn d_report_ms() -> u64 {
 pub struct Storage {
     pub latency_ms: f64,
     pub bandwidth_mbps: f64,
+    /// false: no emulation — reads cost what the machine's own disk costs (the lab's nodes
+    /// run without `[storage.emulate]`; the simulation reads in zero time). Every scenario
+    /// runs both ways (`--no-emulation`), so a result can be told apart from the knob.
+    #[serde(default = "d_emulate")]
+    pub emulate: bool,
+}
+
+fn d_emulate() -> bool {
+    true
+}
+
+impl Storage {
+    /// The read latency applied, in ms (0 without emulation).
+    pub fn read_latency_ms(&self) -> f64 {
+        if self.emulate {
+            self.latency_ms
+        } else {
+            0.0
+        }
+    }
+
+    /// The shared read bandwidth applied, in Mb/s (`None`: unlimited, without emulation).
+    pub fn read_mbps(&self) -> Option<f64> {
+        self.emulate.then_some(self.bandwidth_mbps)
+    }
+
+    /// What a report says of the storage model (the simulation's side).
+    pub fn describe(&self) -> String {
+        match self.read_mbps() {
+            Some(mbps) => format!(
+                "every segment read waits {} ms and shares {mbps} Mb/s with all other reads (FIFO)",
+                self.latency_ms
+            ),
+            None => "no storage emulation: segment reads take no time".into(),
+        }
+    }
 }
 
 /// What clients ask for and how they behave.
@@ -355,6 +398,7 @@ fn d_storage() -> Storage {
     Storage {
         latency_ms: 10.0,
         bandwidth_mbps: 4000.0,
+        emulate: true,
     }
 }
 

@@ -175,6 +175,49 @@ fn similarity_finds_the_first_segment_cached_more_often_than_least_load() {
     assert!(sim > ll, "similarity {sim:.3} vs least-load {ll:.3}");
 }
 
+/// Without the storage emulation a read takes no time: a start whose first segment came
+/// from storage is then as quick as one served from the cache (with it, most of 10 ms slower),
+/// and the report says which storage it modelled.
+#[test]
+fn without_the_storage_emulation_a_storage_start_costs_no_read_time() {
+    // Mean response of the starts that read storage minus that of the cached ones.
+    let read_cost = |sc: &Scenario| {
+        let rep = simulate(sc, "x").expect("simulated");
+        let mean = |hit: bool| {
+            let v: Vec<f64> = rep
+                .sessions
+                .iter()
+                .filter(|r| r.first_hit == hit)
+                .filter_map(|r| r.response_ms)
+                .collect();
+            assert!(!v.is_empty(), "some starts with first_hit = {hit}");
+            v.iter().sum::<f64>() / v.len() as f64
+        };
+        let note = rep
+            .notes
+            .iter()
+            .find(|(h, _)| h == "Storage emulation")
+            .map(|(_, t)| t.clone())
+            .expect("the storage note");
+        (mean(false) - mean(true), note)
+    };
+    let mut sc = tiny();
+    let (emulated, note) = read_cost(&sc);
+    assert!(note.starts_with("every segment read waits 10 ms"), "{note}");
+    // Most of the 10 ms read (a start joining a read already under way waits less).
+    assert!(
+        emulated >= 5.0,
+        "a storage start costs {emulated:.2} ms more"
+    );
+    sc.storage.emulate = false;
+    let (plain, note) = read_cost(&sc);
+    assert!(note.starts_with("no storage emulation"), "{note}");
+    assert!(
+        plain.abs() < 1.0,
+        "a storage start costs {plain:.2} ms more"
+    );
+}
+
 /// seed-planner shrunk: 4 nodes of cap 10, 60 Zipf videos, 20 replicas per node (each
 /// video on one or a few nodes), 20 min sessions, a rate past full load, 3 h.
 fn tiny_planner() -> Scenario {

@@ -337,13 +337,13 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
         (
             "Storage emulation".into(),
             format!(
-                "every segment read waits {} ms and shares {} Mb/s with all other reads (FIFO); {} MiB cache per node, {} segments read ahead.",
-                storage.latency_ms, storage.bandwidth_mbps, sc.nodes.cache_mb, sc.nodes.read_ahead_segments
+                "{}; {} MiB cache per node, {} segments read ahead.",
+                storage.describe(), sc.nodes.cache_mb, sc.nodes.read_ahead_segments
             ),
         ),
         (
             "Model".into(),
-            "Virtual time; the placement and REM code is vigil-cluster's, unchanged; each node's cache is vigil-cache's SegmentCache (same byte budget and LRU). Response time = RTSP round trips (DESCRIBE at a random entry node, the scheduler call, the 302, DESCRIBE/SETUP/PLAY at the chosen node, each costing request_ms/(1−ρ)) + the first segment (cache or storage) + the first keyframe over the node's spare bandwidth. Nodes report within report_ms of every change; REM runs on each report.".into(),
+            "Virtual time; the placement and REM code is vigil-cluster's, unchanged; each node's cache is vigil-cache's SegmentCache (same byte budget and LRU). Response time = RTSP round trips (DESCRIBE at a random entry node, the scheduler call, the 302, DESCRIBE/SETUP/PLAY at the chosen node, each costing request_ms/(1−ρ)) + the first segment (cache or storage) + the keyframe's first RTP packet over the node's spare bandwidth (what the lab measures). Nodes report within report_ms of every change; REM runs on each report.".into(),
         ),
         (
             "Calibration".into(),

@@ -7,8 +7,9 @@
 //! - A request is `Req(camera, T)` with T the start of the chosen recording (§A testbed).
 //! - Response time = DESCRIBE to a random entry node (+ one node round trip to ask the
 //!   scheduler, + a round trip for the 302 when placed elsewhere) + DESCRIBE, SETUP, PLAY on
-//!   the chosen node, where DESCRIBE needs the first segment (cache or storage), + sending
-//!   the first keyframe (1 s of video) over the node's remaining bandwidth. Each request
+//!   the chosen node, where DESCRIBE needs the first segment (cache or storage), + the
+//!   first RTP packet of the keyframe over the node's remaining bandwidth: the instant the
+//!   lab measures (`vigil lab`, connect → first packet beginning a keyframe). Each request
 //!   costs `request_ms / (1 − ρ)` on a node whose utilisation ρ = max(C, N).
 //! - A node's report (§A.1: C from the bytes it moves, M from its cache, N from its
 //!   streams, a stream counted as storage-read when its last segment missed the cache)
@@ -34,6 +35,13 @@ pub use metrics::{quantile, vod_report, ArmResult, StepAcc, StepFigures, TRACE_N
 
 /// Recordings start here (ms since the epoch): 2026-01-01T00:00:00Z.
 pub const EPOCH_MS: i64 = 1_767_225_600_000;
+/// Where recording `rec` of every camera starts (ms since the epoch): the recordings
+/// follow each other an hour apart (the lab writes them there).
+pub fn recording_start_ms(sc: &Scenario, rec: usize) -> i64 {
+    let span = (sc.workload.recording_secs * 1000.0).round() as i64 + 3_600_000;
+    EPOCH_MS + rec as i64 * span
+}
+
 /// The server's report limits (`cluster::report`): merge gap and ranges kept.
 const CACHE_GAP_MS: i64 = 1500;
 const MAX_RANGES_PER_CAMERA: usize = 16;
@@ -50,7 +58,7 @@ enum Ev {
     Request { client: u32 },
     Need { session: u32, gen: u32, seg: u32 },
     Resume { session: u32, gen: u32, seg: u32 },
-    LoadDone { node: u32, cam: u32, seg: u32 },
+    LoadDone { node: u32, media: u32, seg: u32 },
     Vcr { session: u32, scale: f64 },
     End { session: u32 },
     Gossip,
@@ -72,6 +80,8 @@ struct Node {
 struct Session {
     client: u32,
     cam: u32,
+    /// The recording played ([`VodSim::media`]): segments are cached per recording.
+    media: u32,
     /// First segment index's recording time (the request's T).
     begin_ms: i64,
     node: u32,
@@ -105,6 +115,7 @@ pub struct VodSim<'a> {
     place_state: PlaceState,
     policy_rng: StdRng,
     /// (node, camera, segment) → completion time of the read in flight.
+    /// Reads in flight by (node, media, segment).
     inflight: HashMap<(u32, u32, u32), Micros>,
     storage_free_at: Micros,
     asker: Asker,
@@ -193,10 +204,10 @@ impl<'a> VodSim<'a> {
                     self.on_resume(session, seg);
                 }
             }
-            Ev::LoadDone { node, cam, seg } => {
-                self.inflight.remove(&(node, cam, seg));
-                let start = self.seg_start(seg);
-                let cam_name = &self.cameras[cam as usize];
+            Ev::LoadDone { node, media, seg } => {
+                self.inflight.remove(&(node, media, seg));
+                let start = self.seg_time(media, seg);
+                let cam_name = &self.cameras[self.camera_of(media) as usize];
                 self.nodes[node as usize].cache.insert(
                     cam_name,
                     start,
@@ -222,6 +233,27 @@ impl<'a> VodSim<'a> {
     /// simulation are laid out alike; the camera and T tell them apart).
     fn seg_start(&self, seg: u32) -> i64 {
         seg as i64 * self.seg_ms
+    }
+
+    /// A recording by its index in the workload (camera × recordings per camera + which).
+    fn media(&self, cam: u32, rec: u32) -> u32 {
+        cam * self.sc.workload.recordings_per_camera as u32 + rec
+    }
+
+    fn camera_of(&self, media: u32) -> u32 {
+        media / self.sc.workload.recordings_per_camera as u32
+    }
+
+    fn rec_begin(&self, rec: u32) -> i64 {
+        recording_start_ms(self.sc, rec as usize)
+    }
+
+    /// Segment `seg` of recording `media`: its recording time, which with the camera is
+    /// the segment's cache key (as a real node's: one camera's recordings are different
+    /// segments).
+    fn seg_time(&self, media: u32, seg: u32) -> i64 {
+        let rec = media % self.sc.workload.recordings_per_camera as u32;
+        self.rec_begin(rec) + self.seg_start(seg)
     }
 
     fn measuring(&self) -> Option<usize> {
@@ -270,9 +302,9 @@ impl<'a> VodSim<'a> {
             entry,
         } = self.asker.ask(&mut self.clients[client as usize].rng);
         let cam = (pick / w.recordings_per_camera) as u32;
-        let rec = pick % w.recordings_per_camera;
-        let rec_span = (w.recording_secs * 1000.0).round() as i64 + 3_600_000;
-        let begin_ms = EPOCH_MS + rec as i64 * rec_span;
+        let rec = (pick % w.recordings_per_camera) as u32;
+        let media = self.media(cam, rec);
+        let begin_ms = self.rec_begin(rec);
         let vbr = w.bitrate_mbps * 1e6;
         let req = Request::playback(self.cameras[cam as usize].clone(), begin_ms, vbr);
         let Arm::Place { policy, rem: _ } = self.arm else {
@@ -329,10 +361,11 @@ impl<'a> VodSim<'a> {
         if redirected {
             pre += 2 * rtt;
         }
-        let (hit, avail) = self.fetch(n as u32, cam, 0, true);
+        // The chosen node reads the first segment when the DESCRIBE reaches it.
+        let (hit, avail) = self.fetch_at(n as u32, media, 0, true, now + pre);
         let proc_n = self.proc(n);
         let describe_done = (now + pre + proc_n).max(avail);
-        let first = describe_done + 2 * (rtt + proc_n) + self.gop_send(n) + rtt / 2;
+        let first = describe_done + 2 * (rtt + proc_n) + self.first_packet(n) + rtt / 2;
         let response = first - now;
         row.node = self.nodes[n].id.clone();
         row.redirected = redirected;
@@ -348,6 +381,7 @@ impl<'a> VodSim<'a> {
         self.sessions.push(Session {
             client,
             cam,
+            media,
             begin_ms,
             node: n as u32,
             scale: 1.0,
@@ -361,7 +395,7 @@ impl<'a> VodSim<'a> {
             alive: true,
         });
         self.attach(sid, n);
-        self.read_ahead(n as u32, cam, 0);
+        self.read_ahead(n as u32, media, 0);
         self.q.at(
             first + self.seg_us,
             Ev::Need {
@@ -389,29 +423,50 @@ impl<'a> VodSim<'a> {
         secs(self.sc.nodes.request_ms / 1000.0 / (1.0 - rho))
     }
 
+    /// ρ = max(C, N). On a shared host Bord is a configured figure, not a link (the lab's
+    /// nodes talk over loopback), so nothing queues on it: ρ = C.
     fn utilisation(&self, n: usize) -> f64 {
-        let node = &self.nodes[n];
-        let bord = self.bord(n);
         let cpu = self.cpu(n);
-        cpu.max(node.net_bps / bord)
+        if self.sc.nodes.shared_host {
+            return cpu;
+        }
+        let node = &self.nodes[n];
+        cpu.max(node.net_bps / self.bord(n))
     }
 
-    /// The first keyframe (1 s of video) over what is left of the node's link.
-    fn gop_send(&self, n: usize) -> Micros {
+    /// The keyframe's first RTP packet (an MTU) over what is left of the node's link.
+    fn first_packet(&self, n: usize) -> Micros {
+        const PACKET_BITS: f64 = 1400.0 * 8.0;
+        if self.sc.nodes.shared_host {
+            return 0;
+        }
         let bord = self.bord(n);
         let free = (1.0 - self.nodes[n].net_bps / bord).max(0.02);
-        let bits = self.sc.workload.bitrate_mbps * 1e6;
-        secs(bits / (bord * free))
+        secs(PACKET_BITS / (bord * free))
     }
 
-    /// Asks node n's cache for a segment: (hit, when it is available). A miss joins the
-    /// read in flight or starts one. Counts a lookup when `count`.
-    fn fetch(&mut self, n: u32, cam: u32, seg: u32, count: bool) -> (bool, Micros) {
-        let start = self.seg_start(seg);
+    /// Asks node n's cache for a segment now: (hit, when it is available). A miss joins
+    /// the read in flight or starts one. Counts a lookup when `count`.
+    fn fetch(&mut self, n: u32, media: u32, seg: u32, count: bool) -> (bool, Micros) {
+        let now = self.q.now();
+        self.fetch_at(n, media, seg, count, now)
+    }
+
+    /// [`Self::fetch`] by a request that reaches the node at `at` (≥ now): a miss starts
+    /// its read then. The cache is looked up now: what a few ms change is not modelled.
+    fn fetch_at(
+        &mut self,
+        n: u32,
+        media: u32,
+        seg: u32,
+        count: bool,
+        at: Micros,
+    ) -> (bool, Micros) {
+        let start = self.seg_time(media, seg);
         let hit = self.nodes[n as usize]
             .cache
-            .get(&self.cameras[cam as usize], start);
-        let now = self.q.now();
+            .get(&self.cameras[self.camera_of(media) as usize], start);
+        let now = at;
         if count {
             if let Some(s) = self.measuring() {
                 let st = &mut self.m.steps[s];
@@ -425,42 +480,57 @@ impl<'a> VodSim<'a> {
         if hit {
             return (true, now);
         }
-        (false, self.load(n, cam, seg))
+        (false, self.load_at(n, media, seg, at))
     }
 
-    /// The read of (n, cam, seg) in flight, or a new one: FIFO over the storage bandwidth,
+    /// The read of (n, media, seg) in flight, or a new one: FIFO over the storage bandwidth,
     /// then the fixed latency.
-    fn load(&mut self, n: u32, cam: u32, seg: u32) -> Micros {
-        if let Some(&done) = self.inflight.get(&(n, cam, seg)) {
+    fn load(&mut self, n: u32, media: u32, seg: u32) -> Micros {
+        let now = self.q.now();
+        self.load_at(n, media, seg, now)
+    }
+
+    /// [`Self::load`] starting at `at` (≥ now).
+    fn load_at(&mut self, n: u32, media: u32, seg: u32, at: Micros) -> Micros {
+        if let Some(&done) = self.inflight.get(&(n, media, seg)) {
             return done;
         }
-        let now = self.q.now();
+        let now = at;
         let st = &self.sc.storage;
-        let xfer = secs(self.seg_bytes as f64 * 8.0 / (st.bandwidth_mbps * 1e6));
+        let xfer = st
+            .read_mbps()
+            .map_or(0, |mbps| secs(self.seg_bytes as f64 * 8.0 / (mbps * 1e6)));
         let begin = now.max(self.storage_free_at);
         self.storage_free_at = begin + xfer;
-        let done = self.storage_free_at + secs(st.latency_ms / 1000.0);
-        self.inflight.insert((n, cam, seg), done);
-        self.q.at(done, Ev::LoadDone { node: n, cam, seg });
+        let done = self.storage_free_at + secs(st.read_latency_ms() / 1000.0);
+        self.inflight.insert((n, media, seg), done);
+        self.q.at(
+            done,
+            Ev::LoadDone {
+                node: n,
+                media,
+                seg,
+            },
+        );
         if let Some(s) = self.measuring() {
             self.m.steps[s].reads += 1;
         }
         done
     }
 
-    fn read_ahead(&mut self, n: u32, cam: u32, seg: u32) {
+    fn read_ahead(&mut self, n: u32, media: u32, seg: u32) {
         for k in 1..=self.sc.nodes.read_ahead_segments {
             let s = seg + k;
             if s >= self.segs {
                 break;
             }
-            let start = self.seg_start(s);
+            let start = self.seg_time(media, s);
             if !self.nodes[n as usize]
                 .cache
-                .contains(&self.cameras[cam as usize], start)
-                && !self.inflight.contains_key(&(n, cam, s))
+                .contains(&self.cameras[self.camera_of(media) as usize], start)
+                && !self.inflight.contains_key(&(n, media, s))
             {
-                self.load(n, cam, s);
+                self.load(n, media, s);
             }
         }
     }
@@ -487,9 +557,9 @@ impl<'a> VodSim<'a> {
             return;
         }
         let s = &self.sessions[sid as usize];
-        let (n, cam) = (s.node, s.cam);
-        let (hit, avail) = self.fetch(n, cam, seg, true);
-        self.read_ahead(n, cam, seg);
+        let (n, media) = (s.node, s.media);
+        let (hit, avail) = self.fetch(n, media, seg, true);
+        self.read_ahead(n, media, seg);
         let now = self.q.now();
         let s = &mut self.sessions[sid as usize];
         s.hit = hit;
@@ -583,8 +653,8 @@ impl<'a> VodSim<'a> {
             );
         } else {
             // Waiting for storage: resume when the read is done (a fresh event).
-            let (gen, seg, n, cam) = (s.gen, s.seg, s.node, s.cam);
-            let done = self.inflight.get(&(n, cam, seg)).copied().unwrap_or(now);
+            let (gen, seg, n, media) = (s.gen, s.seg, s.node, s.media);
+            let done = self.inflight.get(&(n, media, seg)).copied().unwrap_or(now);
             self.q.at(
                 done,
                 Ev::Resume {
@@ -695,16 +765,36 @@ impl<'a> VodSim<'a> {
     }
 
     /// C of §A.1: CPU grows with the bytes the node moves (less on a bigger node).
+    /// On a shared host every node's C is the machine's (the mean of the nodes' own).
     fn cpu(&self, i: usize) -> f64 {
+        self.host_mean(i, Self::own_cpu)
+    }
+
+    fn own_cpu(&self, i: usize) -> f64 {
         let c = self.sc.nodes.cpu_per_gbps * self.nodes[i].moved_bps / 1e9;
         (c / self.sc.nodes.capacity_of(i)).min(1.0)
     }
 
-    /// M of §A.1: the process and OS, plus the playback cache.
+    /// M of §A.1 (the machine's on a shared host, as C).
     fn mem(&self, i: usize) -> f64 {
+        self.host_mean(i, Self::own_mem)
+    }
+
+    /// The process and OS, plus the playback cache.
+    fn own_mem(&self, i: usize) -> f64 {
         let nc = &self.sc.nodes;
         let mib = 1024.0 * 1024.0;
         ((nc.ram_base_mb * mib + self.nodes[i].cache.bytes() as f64) / (nc.ram_mb * mib)).min(1.0)
+    }
+
+    /// Node i's own `f`, or on a shared host the mean over all nodes (what one machine's
+    /// /proc shows every node).
+    fn host_mean(&self, i: usize, f: fn(&Self, usize) -> f64) -> f64 {
+        if !self.sc.nodes.shared_host {
+            return f(self, i);
+        }
+        let n = self.nodes.len().max(1);
+        (0..n).map(|k| f(self, k)).sum::<f64>() / n as f64
     }
 
     /// Reports of the nodes that changed reach the scheduler; REM runs on each (§A.5).
@@ -767,11 +857,11 @@ impl<'a> VodSim<'a> {
             return;
         }
         self.detach(sid);
-        let (cam, seg) = {
+        let (media, seg) = {
             let s = &self.sessions[sid as usize];
-            (s.cam, s.seg)
+            (s.media, s.seg)
         };
-        let (hit, _) = self.fetch(to as u32, cam, seg, false);
+        let (hit, _) = self.fetch(to as u32, media, seg, false);
         self.sessions[sid as usize].hit = hit;
         self.attach(sid, to);
         self.refresh(to);
@@ -782,19 +872,17 @@ impl<'a> VodSim<'a> {
         }
     }
 
-    /// λ (§A.2 eq. 3) and mean Load over the nodes' true loads (a fresh report of each).
+    /// λ (§A.2 eq. 3) and mean Load as the scheduler sees them: its view of each node (the
+    /// last report, plus the decisions placed and moves made since), which is what the lab
+    /// samples from the real scheduler (`/api/cluster/nodes`).
     fn sample(&mut self) {
         let Some(s) = self.measuring() else {
             return;
         };
-        let w = self.cfg.sched.weights;
-        let loads: Vec<f64> = (0..self.nodes.len())
-            .map(|i| {
-                self.refresh(i);
-                let net = self.nodes[i].net_bps / self.bord(i);
-                100.0 * (w.cpu * self.cpu(i) + w.mem * self.mem(i) + w.net * net)
-            })
-            .collect();
+        for i in 0..self.nodes.len() {
+            self.refresh(i);
+        }
+        let loads: Vec<f64> = (0..self.view.len()).map(|i| self.view.load(i)).collect();
         let st = &mut self.m.steps[s];
         st.samples += 1;
         st.variance_sum += vigil_cluster::load_variance(&loads);
@@ -818,4 +906,49 @@ pub fn run_vod(sc: &Scenario) -> Vec<ArmResult> {
             ArmResult::from_sim(arm, sim, events, wall.elapsed())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a run the nodes' caches hold different amounts, so their own M differ; on a
+    /// shared host every node reports the machine's C and M (the mean of their own).
+    #[test]
+    fn on_a_shared_host_every_node_reports_the_machines_cpu_and_memory() {
+        let mut sc = crate::scenario::builtin("seed-vod-lab").expect("built in");
+        sc.nodes.count = 3;
+        let r = sc.ramp.as_mut().expect("ramp");
+        r.steps = vec![30];
+        r.step_secs = 20.0;
+        r.settle_secs = 5.0;
+        let arm = Arm::Place {
+            policy: vigil_cluster::Policy::Similarity,
+            rem: false,
+        };
+        for shared in [false, true] {
+            sc.nodes.shared_host = shared;
+            let mut sim = VodSim::new(&sc, arm);
+            sim.run();
+            let views: Vec<NodeView> = (0..3).map(|i| sim.node_view(i)).collect();
+            let own_mem: Vec<f64> = (0..3).map(|i| sim.own_mem(i)).collect();
+            assert!(
+                own_mem.iter().any(|&m| (m - own_mem[0]).abs() > 1e-9),
+                "the caches differ: {own_mem:?}"
+            );
+            let mean = own_mem.iter().sum::<f64>() / 3.0;
+            for (i, v) in views.iter().enumerate() {
+                if shared {
+                    assert!(
+                        (v.mem - mean).abs() < 1e-12,
+                        "node {i}: {} vs {mean}",
+                        v.mem
+                    );
+                    assert!((v.cpu - views[0].cpu).abs() < 1e-12, "node {i}");
+                } else {
+                    assert!((v.mem - own_mem[i]).abs() < 1e-12, "node {i}");
+                }
+            }
+        }
+    }
 }
