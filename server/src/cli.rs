@@ -64,6 +64,10 @@ pub enum Command {
         /// Seed of the workload and the policies' draws (default: the scenario's).
         #[arg(long)]
         seed: Option<u64>,
+        /// Run without the storage emulation (`[storage.emulate]`): reads cost what this
+        /// machine's disk costs (the simulation: nothing).
+        #[arg(long)]
+        no_emulation: bool,
     },
     /// Run a vod scenario (seed-vod-lab, or a scenario file) on real processes: starts the
     /// nodes on 127.0.0.x, writes the recordings, runs every policy on the same seeded
@@ -77,6 +81,10 @@ pub enum Command {
         /// Seed of the workload and the policies' draws (default: the scenario's).
         #[arg(long)]
         seed: Option<u64>,
+        /// Run without the storage emulation (`[storage.emulate]`): reads cost what this
+        /// machine's disk costs (the simulation: nothing).
+        #[arg(long)]
+        no_emulation: bool,
         /// Worker threads of the clients' runtime.
         #[arg(long, default_value_t = 2)]
         threads: usize,
@@ -190,13 +198,15 @@ pub fn main() -> ExitCode {
             scenario,
             out,
             seed,
-        } => crate::sim::run(&scenario, out, seed),
+            no_emulation,
+        } => crate::sim::run(&scenario, out, seed, no_emulation),
         Command::Lab {
             scenario,
             out,
             seed,
+            no_emulation,
             threads,
-        } => crate::lab::run(&scenario, out, seed, threads),
+        } => crate::lab::run(&scenario, out, seed, no_emulation, threads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

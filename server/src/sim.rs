@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 /// A folder name under `./reports` that does not exist yet (`mode`: sim or lab).
-fn default_out(scenario: &str, mode: &str, seed: u64) -> PathBuf {
+fn default_out(scenario: &str, mode: &str, seed: u64, emulate: bool) -> PathBuf {
     let stem = Path::new(scenario)
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("scenario")
         .to_string();
-    let base = PathBuf::from("reports").join(format!("{stem}-{mode}-seed{seed}"));
+    let plain = if emulate { "" } else { "-no-emulation" };
+    let base = PathBuf::from("reports").join(format!("{stem}-{mode}-seed{seed}{plain}"));
     let mut dir = base.clone();
     let mut n = 2;
     while dir.exists() {
@@ -22,21 +23,31 @@ fn default_out(scenario: &str, mode: &str, seed: u64) -> PathBuf {
 }
 
 /// A run's scenario (seed overridden), report folder and the command that reproduces it
-/// (`mode`: sim or lab), said on stderr.
+/// (`mode`: sim or lab), said on stderr. `no_emulation` turns the scenario's storage
+/// emulation off.
 pub(crate) fn prepare(
     mode: &str,
     scenario: &str,
     out: Option<PathBuf>,
     seed: Option<u64>,
+    no_emulation: bool,
 ) -> anyhow::Result<(vigil_sim::scenario::Scenario, PathBuf, String)> {
     let mut sc = vigil_sim::scenario::load(scenario)?;
     if let Some(seed) = seed {
         sc.seed = seed;
     }
-    let out = out.unwrap_or_else(|| default_out(scenario, mode, sc.seed));
+    if no_emulation {
+        sc.storage.emulate = false;
+    }
+    let out = out.unwrap_or_else(|| default_out(scenario, mode, sc.seed, sc.storage.emulate));
     let command = format!(
-        "vigil {mode} {scenario} --seed {} --out {}",
+        "vigil {mode} {scenario} --seed {}{} --out {}",
         sc.seed,
+        if sc.storage.emulate {
+            ""
+        } else {
+            " --no-emulation"
+        },
         out.display()
     );
     eprintln!(
@@ -50,8 +61,13 @@ pub(crate) fn prepare(
     Ok((sc, out, command))
 }
 
-pub fn run(scenario: &str, out: Option<PathBuf>, seed: Option<u64>) -> anyhow::Result<()> {
-    let (sc, out, command) = prepare("sim", scenario, out, seed)?;
+pub fn run(
+    scenario: &str,
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+    no_emulation: bool,
+) -> anyhow::Result<()> {
+    let (sc, out, command) = prepare("sim", scenario, out, seed, no_emulation)?;
     // The simulator drives the playback cache synchronously: it must not run inside a
     // tokio runtime, and this thread has none.
     let report = vigil_sim::simulate(&sc, &command)?;

@@ -64,6 +64,11 @@ pub struct LabRun {
 /// Runs `vigil lab` on `scenario` (TOML text) within 120 s, asserts it succeeded and that
 /// the folder holds `files` besides report.md, sessions.csv and summary.csv.
 pub fn run_lab(name: &str, scenario: &str, files: &[&str]) -> LabRun {
+    run_lab_with(name, scenario, files, &[])
+}
+
+/// [`run_lab`] with more arguments to `vigil lab` (e.g. `--no-emulation`).
+pub fn run_lab_with(name: &str, scenario: &str, files: &[&str], args: &[&str]) -> LabRun {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join(format!("{name}.toml"));
     std::fs::write(&path, scenario).expect("write the scenario");
@@ -74,6 +79,7 @@ pub fn run_lab(name: &str, scenario: &str, files: &[&str]) -> LabRun {
             .arg(&path)
             .arg("--out")
             .arg(&out)
+            .args(args)
             .current_dir(dir.path()),
         std::time::Duration::from_secs(120),
     );

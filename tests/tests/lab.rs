@@ -4,7 +4,7 @@
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
 //! with what the clients recorded; the report says the storage emulation the nodes ran with.
 
-use vigil_tests::report::{assert_started, connections_match, run_lab, table};
+use vigil_tests::report::{assert_started, connections_match, run_lab, run_lab_with, table};
 
 const SCENARIO: &str = r#"
 name = "lab-tiny"
@@ -119,4 +119,38 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
     );
     let cal = table(md, "Calibration");
     assert_eq!(cal.len(), 2, "one calibration row per policy: {cal:?}");
+}
+
+/// `--no-emulation`: the same scenario, one policy, on nodes without `[storage.emulate]`
+/// (their segments are read from this machine's disk): the run completes, the nodes still
+/// read storage and count it, and the report says how it ran and how to run it again.
+#[test]
+fn a_tiny_lab_run_without_the_storage_emulation_says_so() {
+    let scenario = SCENARIO
+        .replace(
+            r#"policies = ["least-load", "similarity+rem"]"#,
+            r#"policies = ["least-load"]"#,
+        )
+        .replace("step_secs = 12.0", "step_secs = 8.0");
+    let report = run_lab_with("lab-plain", &scenario, &[], &["--no-emulation"]);
+    let (md, rows) = (&report.md, &report.rows);
+    assert!(md.contains("--no-emulation"), "the command says it: {md}");
+    let emulation = md
+        .lines()
+        .find(|l| l.starts_with("**Storage emulation (lab).**"))
+        .expect("the storage emulation note");
+    assert!(
+        emulation.contains("None (`--no-emulation`)") && !emulation.contains("read_mbps ="),
+        "{emulation}"
+    );
+    let mine: Vec<_> = rows.iter().collect();
+    assert!(!mine.is_empty(), "requests were made");
+    for r in &mine {
+        if r["rejected"] != "true" {
+            assert_started(r);
+        }
+    }
+    let own = table(md, "Nodes' own counters");
+    let all = connections_match(&own, "least-load", &mine);
+    assert!(all[4].parse::<u64>().expect("storage reads") > 0, "{all:?}");
 }

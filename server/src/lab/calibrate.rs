@@ -218,8 +218,6 @@ pub fn lab_report(
     r.tables.retain(|t| t.title != "Simulator speed");
     r.tables.push(own);
     r.tables.push(cal);
-    // Not observable from a client (which segment a node served from its cache).
-    r.plots.retain(|p| p.file != "first_hit_ratio");
     r.plots.push(cal_plot);
     let machine = machine();
     r.notes
@@ -233,7 +231,7 @@ pub fn lab_report(
         (
             "Lab".into(),
             format!(
-                "real processes: {} `vigil serve` nodes of this binary on 127.0.0.1…{n} (one shared storage root in a temp dir, cluster certificates, placement over QUIC, REM's moves by the migration RPC), restarted for every policy (cold caches); {} cameras × {} recordings of {} s of the demo clip (real H.264, a keyframe a second, {:.2} Mb/s) written once and hard-linked per camera; the clients are vigil's own RTSP viewer over UDP in this process, one task per client, drawing their requests from the simulator's seeded streams. Response time = connect to the entry node → first RTP packet of a keyframe (DESCRIBE, the scheduler's 302, SETUP, PLAY). λ: the scheduler's view of each node's §A.1 Load (`/api/cluster/nodes`) once a second; hit ratio and storage reads: the nodes' `/api/cache` counters over each measured window; migrations: changes of a session's media source seen by its client. The first-segment hit ratio is not observable by a client (NaN). All nodes share one machine, so each node's C and M (§A.1, from /proc) are the machine's: only N tells the nodes apart.",
+                "real processes: {} `vigil serve` nodes of this binary on 127.0.0.1…{n} (one shared storage root in a temp dir, cluster certificates, placement over QUIC, REM's moves by the migration RPC), restarted for every policy (cold caches); {} cameras × {} recordings of {} s of the demo clip (real H.264, a keyframe a second, {:.2} Mb/s) written once and hard-linked per camera; the clients are vigil's own RTSP viewer over UDP in this process, one task per client, drawing their requests from the simulator's seeded streams. Response time = connect to the entry node → first RTP packet of a keyframe (DESCRIBE, the scheduler's 302, SETUP, PLAY). λ: the scheduler's view of each node's §A.1 Load (`/api/cluster/nodes`) once a second; hit ratio and storage reads: the nodes' `/api/cache` counters over each measured window; migrations: changes of a session's media source seen by its client. First-segment hits: the nodes' playback opens whose first segment was in their cache (`/api/cache` `opens_cached` / `opens`) over the same windows. All nodes share one machine, so each node's C and M (§A.1, from /proc) are the machine's: only N tells the nodes apart.",
                 sc.nodes.count,
                 sc.workload.cameras,
                 sc.workload.recordings_per_camera,

@@ -91,14 +91,8 @@ impl Shared {
     }
 }
 
-/// Recordings start here (the simulator's epoch: same `time_ms` in both CSVs).
-pub use vigil_sim::vod::EPOCH_MS;
-
-/// Start time of recording `rec` of every camera (ms), as the simulator lays them out.
-pub fn recording_start_ms(sc: &Scenario, rec: usize) -> i64 {
-    let span = (sc.workload.recording_secs * 1000.0).round() as i64 + 3_600_000;
-    EPOCH_MS + rec as i64 * span
-}
+/// Recordings start where the simulator lays them out (same `time_ms` in both CSVs).
+pub use vigil_sim::vod::recording_start_ms;
 
 pub fn camera_name(cam: usize) -> String {
     format!("cam-{cam:06}")
@@ -158,16 +152,18 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
     let cam = ask.recording / w.recordings_per_camera;
     let rec = ask.recording % w.recordings_per_camera;
     let begin_ms = recording_start_ms(sc, rec);
-    let start = vigil_proto::rtsp::UtcTime {
-        unix_millis: begin_ms,
-    }
-    .to_rfc3339();
+    let time = |unix_millis| vigil_proto::rtsp::UtcTime { unix_millis }.to_rfc3339();
+    // The request is for one recording, as the simulator's is: the node ends the playback
+    // (BYE) at the recording's end instead of going on into the camera's next one.
+    let end_ms = begin_ms + (w.recording_secs * 1000.0).round() as i64;
     let entry = ask.entry.min(plan.nodes.len().saturating_sub(1));
     let target = Target {
         url: format!(
-            "rtsp://{}/playback/{}?start={start}",
+            "rtsp://{}/playback/{}?start={}&end={}",
             plan.nodes[entry],
-            camera_name(cam)
+            camera_name(cam),
+            time(begin_ms),
+            time(end_ms)
         ),
         entry,
         camera: camera_name(cam),

@@ -39,9 +39,10 @@ pub fn run(
     scenario: &str,
     out: Option<PathBuf>,
     seed: Option<u64>,
+    no_emulation: bool,
     threads: usize,
 ) -> anyhow::Result<()> {
-    let (sc, out, command) = crate::sim::prepare("lab", scenario, out, seed)?;
+    let (sc, out, command) = crate::sim::prepare("lab", scenario, out, seed, no_emulation)?;
     match sc.kind {
         Kind::Vod => {}
         Kind::Gateway => return gateway::run(sc, out, command, threads),

@@ -77,21 +77,37 @@ impl Site {
 
 /// Each node's `[storage.emulate] read_mbps`: the scenario's shared storage bandwidth split
 /// evenly among the nodes (a node's bucket is its own; the simulation's one FIFO is shared
-/// by all nodes, which the even split matches when every node reads).
-pub fn node_read_mbps(sc: &Scenario) -> f64 {
+/// by all nodes, which the even split matches when every node reads). `None` without
+/// emulation.
+pub fn node_read_mbps(sc: &Scenario) -> Option<f64> {
     let (lo, hi) = vigil_conf::StorageEmulation::READ_MBPS_RANGE;
-    (sc.storage.bandwidth_mbps / sc.nodes.count.max(1) as f64).clamp(lo, hi)
+    sc.storage
+        .read_mbps()
+        .map(|mbps| (mbps / sc.nodes.count.max(1) as f64).clamp(lo, hi))
+}
+
+/// The nodes' `[storage.emulate]` table for the scenario (empty without emulation).
+fn emulation_table(sc: &Scenario) -> String {
+    match node_read_mbps(sc) {
+        Some(read_mbps) => format!(
+            "[storage.emulate]\nread_latency_ms = {}\nread_mbps = {read_mbps}\n",
+            sc.storage.latency_ms.round() as u64
+        ),
+        None => String::new(),
+    }
 }
 
 /// What every lab report says of the storage emulation its nodes ran with.
 pub fn emulation_note(sc: &Scenario) -> String {
-    format!(
-        "`[storage.emulate] read_latency_ms = {}, read_mbps = {}` on every node: each segment read waits that long, then passes the node's read bandwidth, which all its concurrent reads share (FIFO). The scenario's storage is one LUN of {} Mb/s shared by all {} nodes; each node gets an even share, where the simulation queues all nodes' reads in one FIFO (the same when every node reads; a node reading alone has the whole LUN in the simulation, only its share here).",
-        sc.storage.latency_ms.round(),
-        node_read_mbps(sc),
-        sc.storage.bandwidth_mbps,
-        sc.nodes.count
-    )
+    match node_read_mbps(sc) {
+        Some(read_mbps) => format!(
+            "`[storage.emulate] read_latency_ms = {}, read_mbps = {read_mbps}` on every node: each segment read waits that long, then passes the node's read bandwidth, which all its concurrent reads share (FIFO). The scenario's storage is one LUN of {} Mb/s shared by all {} nodes; each node gets an even share, where the simulation queues all nodes' reads in one FIFO (the same when every node reads; a node reading alone has the whole LUN in the simulation, only its share here).",
+            sc.storage.latency_ms.round(),
+            sc.storage.bandwidth_mbps,
+            sc.nodes.count
+        ),
+        None => "None (`--no-emulation`): the nodes run without `[storage.emulate]` and read segments from the machine's disk — in practice its page cache, the recordings having just been written — so a storage read costs well under a millisecond; the simulation reads in zero time.".into(),
+    }
 }
 
 pub fn node_id(i: usize) -> String {
@@ -213,10 +229,7 @@ impl Cluster {
 root = "{root}"
 segment_secs = {segment}
 
-[storage.emulate]
-read_latency_ms = {latency}
-read_mbps = {read_mbps}
-
+{emulate}
 [cache]
 budget_mb = {cache}
 read_ahead_segments = {read_ahead}
@@ -229,8 +242,7 @@ rem = {rem}
 "#,
                 root = site.root.display(),
                 segment = sc.workload.segment_secs,
-                latency = sc.storage.latency_ms.round() as u64,
-                read_mbps = node_read_mbps(sc),
+                emulate = emulation_table(sc),
                 cache = sc.nodes.cache_mb.round() as u64,
                 read_ahead = sc.nodes.read_ahead_segments,
                 extra = extras[i],
@@ -373,5 +385,26 @@ node_key = "{key}"
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nodes_emulate_the_scenarios_storage_unless_told_not_to() {
+        let mut sc = vigil_sim::scenario::builtin("seed-vod-lab").expect("built in");
+        // 4000 Mb/s shared by 5 nodes, 10 ms per read.
+        assert_eq!(node_read_mbps(&sc), Some(800.0));
+        assert_eq!(
+            emulation_table(&sc),
+            "[storage.emulate]\nread_latency_ms = 10\nread_mbps = 800\n"
+        );
+        assert!(emulation_note(&sc).contains("read_mbps = 800"));
+        sc.storage.emulate = false;
+        assert_eq!(node_read_mbps(&sc), None);
+        assert_eq!(emulation_table(&sc), "");
+        assert!(emulation_note(&sc).starts_with("None (`--no-emulation`)"));
     }
 }
