@@ -119,6 +119,15 @@ fn a_tiny_lab_run_writes_a_complete_consistent_report() {
     );
     let cal = table(md, "Calibration");
     assert_eq!(cal.len(), 2, "one calibration row per policy: {cal:?}");
+    // Response time, λ and storage reads, each as ratios sim / lab, and first-segment hits.
+    for row in &cal {
+        assert_eq!(row.len(), 12, "{row:?}");
+        let hits: Vec<f64> = row[11]
+            .split(" / ")
+            .map(|x| x.parse().expect("a ratio"))
+            .collect();
+        assert!(hits.iter().all(|h| (0.0..=1.0).contains(h)), "{row:?}");
+    }
 }
 
 /// `--no-emulation`: the same scenario, one policy, on nodes without `[storage.emulate]`
