@@ -106,7 +106,7 @@ pub fn emulation_note(sc: &Scenario) -> String {
             sc.storage.bandwidth_mbps,
             sc.nodes.count
         ),
-        None => "None (`--no-emulation`): the nodes run without `[storage.emulate]` and read segments from the machine's disk — in practice its page cache, the recordings having just been written — so a storage read costs well under a millisecond; the simulation reads in zero time.".into(),
+        None => "None (`--no-emulation`): the nodes run without `[storage.emulate]` and read segments from the machine's disk — in practice its page cache, the recordings having just been written — so a storage read costs a file read and the segment's parse; the simulation reads in zero time.".into(),
     }
 }
 
