@@ -12,7 +12,7 @@ use super::nodes::{self, node_id, Cluster};
 
 /// Camera → the node it is bound to and live on, as node 0 shows it, once all are.
 pub fn wait_all_live(cluster: &Cluster, cameras: usize) -> anyhow::Result<BTreeMap<String, usize>> {
-    let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
+    let ids = cluster.ids();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let held: BTreeMap<String, usize> = nodes::get_json(&cluster.nodes[0].api, "/api/cameras")

@@ -131,8 +131,8 @@ async fn run_arm(sc: Arc<Scenario>, ramp: &Ramp, arm: Arm, cluster: &Cluster) ->
     let total = ramp.step_secs * ramp.steps.len() as f64;
     let plan = Plan::new(sc.clone(), arm, cluster, total);
     let shared = Arc::new(Shared::default());
-    let apis: Vec<String> = cluster.nodes.iter().map(|n| n.api.clone()).collect();
-    let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
+    let apis = cluster.apis();
+    let ids = cluster.ids();
     let bar = probe::progress(total);
     let wall = Instant::now();
     let (_, samples) = tokio::join!(

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
 use vigil_sim::gateway::{gateway_report, tour_order, tour_starts, GatewayArm, GatewaySpec};
 use vigil_sim::report::{Report, Table};
 use vigil_sim::scenario::{Arm, Scenario};
@@ -258,13 +257,10 @@ async fn run_arm(
         switch: Duration::from_secs_f64(g.switch_secs),
     });
     let shared = Arc::new(TourShared::default());
-    let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
-    let apis: Vec<String> = cluster.nodes.iter().map(|n| n.api.clone()).collect();
+    let ids = cluster.ids();
+    let apis = cluster.apis();
     let cfg = gateway_config(&sc, g, arm);
-    let bar = ProgressBar::new(total as u64).with_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} s  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::probe::progress(total);
     let wall = Instant::now();
     let sampler = {
         let (plan, shared, bar) = (plan.clone(), shared.clone(), bar.clone());

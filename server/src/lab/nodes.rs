@@ -171,6 +171,16 @@ pub struct NodeConfig {
 }
 
 impl Cluster {
+    /// Every node's admin API address, in node order.
+    pub fn apis(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.api.clone()).collect()
+    }
+
+    /// Every node's id, in node order.
+    pub fn ids(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.id.clone()).collect()
+    }
+
     /// Starts the nodes for `arm` of a placement scenario and waits until every one sees
     /// all members alive and node 0 (lowest priority value) elected.
     pub fn start(site: &Site, sc: &Scenario, arm: Arm, run: usize) -> anyhow::Result<Cluster> {

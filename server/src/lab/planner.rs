@@ -152,8 +152,8 @@ async fn run_rate(
 ) -> RateRun {
     let plan = Plan::new(sc.clone(), arm, cluster, duration);
     let shared = Arc::new(Shared::default());
-    let apis: Vec<String> = cluster.nodes.iter().map(|n| n.api.clone()).collect();
-    let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
+    let apis = cluster.apis();
+    let ids = cluster.ids();
     let bar = probe::progress(duration);
     bar.set_message(format!(
         "{arm} · λ = {lambda}/min · {} requests",
