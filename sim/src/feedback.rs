@@ -421,11 +421,7 @@ pub fn feedback_report(
     labels: &Labels,
     command: &str,
 ) -> Report {
-    let levels: Vec<u32> = sc
-        .ramp
-        .as_ref()
-        .map(|r| r.steps.clone())
-        .unwrap_or_default();
+    let levels = sc.levels();
     let mut columns: Vec<String> = [
         "clients",
         "policy",

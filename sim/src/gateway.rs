@@ -400,11 +400,7 @@ pub fn gateway_report(
     x_label: &str,
     command: &str,
 ) -> Report {
-    let levels: Vec<u32> = sc
-        .ramp
-        .as_ref()
-        .map(|r| r.steps.clone())
-        .unwrap_or_default();
+    let levels = sc.levels();
     let mut table = Table {
         title: "Live-start response time per step (tours running)".into(),
         columns: ["tours", "binding", "starts", "mean ms", "p95 ms"]

@@ -726,6 +726,14 @@ impl Scenario {
         Ok(())
     }
 
+    /// The ramp's levels (clients per step), none without a ramp.
+    pub fn levels(&self) -> Vec<u32> {
+        self.ramp
+            .as_ref()
+            .map(|r| r.steps.clone())
+            .unwrap_or_default()
+    }
+
     /// One recorded segment's bytes (what the cache charges for it).
     pub fn segment_bytes(&self) -> usize {
         (self.workload.bitrate_mbps * 1e6 / 8.0 * self.workload.segment_secs).round() as usize

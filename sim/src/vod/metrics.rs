@@ -114,12 +114,7 @@ pub fn quantile(xs: &mut [f64], p: f64) -> f64 {
 
 impl ArmResult {
     pub(super) fn from_sim(arm: Arm, sim: super::VodSim<'_>, events: u64, wall: Duration) -> Self {
-        let levels = sim
-            .sc
-            .ramp
-            .as_ref()
-            .map(|r| r.steps.clone())
-            .unwrap_or_default();
+        let levels = sim.sc.levels();
         let simulated = sim
             .sc
             .ramp

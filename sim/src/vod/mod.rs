@@ -879,6 +879,8 @@ impl<'a> VodSim<'a> {
         let Some(s) = self.measuring() else {
             return;
         };
+        // The nodes' N and C inputs, which request timing reads, kept current once a second
+        // as before; the loads sampled are the scheduler's, not these.
         for i in 0..self.nodes.len() {
             self.refresh(i);
         }
