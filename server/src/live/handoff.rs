@@ -119,6 +119,17 @@ mod tests {
         (got, ids)
     }
 
+    /// `hd` is the `k`-th packet after `last` in one RTP numbering: same SSRC, sequence
+    /// `k` further, timestamp `k` frames (3600 ticks) further.
+    fn assert_follows(hd: &RtpHeader, last: &RtpHeader, k: u16) {
+        assert_eq!(hd.ssrc, last.ssrc);
+        assert_eq!(hd.sequence, last.sequence.wrapping_add(k));
+        assert_eq!(
+            hd.timestamp,
+            last.timestamp.wrapping_add(3600 * u32::from(k))
+        );
+    }
+
     /// Node A's viewer sent `sent` (payload ids, the first a keyframe): its handoff.
     fn sent_on_a(sent: &[u8]) -> (LiveHandoff, Vec<(RtpHeader, Vec<u8>)>) {
         let a = stream();
@@ -196,13 +207,7 @@ mod tests {
         let (got, ids) = read(&mut r);
         assert_eq!(ids, [6, 7, 8], "the next packets, none twice");
         for (k, (hd, _)) in got.iter().enumerate() {
-            let k = k as u16 + 1;
-            assert_eq!(hd.ssrc, last.ssrc);
-            assert_eq!(hd.sequence, last.sequence.wrapping_add(k));
-            assert_eq!(
-                hd.timestamp,
-                last.timestamp.wrapping_add(3600 * u32::from(k))
-            );
+            assert_follows(hd, &last, k as u16 + 1);
         }
     }
 
@@ -287,13 +292,7 @@ mod tests {
         // keyframe, is fine: the viewer's decoder never lost its place.
         assert_eq!(ids, [4, 5, 6]);
         for (hd, p) in &got {
-            let k = u16::from(p[1]) - 3;
-            assert_eq!(hd.ssrc, reported.ssrc);
-            assert_eq!(hd.sequence, reported.sequence.wrapping_add(k));
-            assert_eq!(
-                hd.timestamp,
-                reported.timestamp.wrapping_add(3600 * u32::from(k))
-            );
+            assert_follows(hd, &reported, u16::from(p[1]) - 3);
         }
     }
 
