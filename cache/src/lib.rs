@@ -4,15 +4,18 @@
 //! one camera read the same segments. This cache keeps recently played segments in memory so
 //! that such sessions cost one storage read per segment (single-flight), bounds the memory by
 //! bytes rather than entries (segments vary widely in size with bitrate), reads ahead of
-//! playing sessions, and lists what it holds per camera so the cluster scheduler can send a
-//! playback request to the node that already holds those segments.
+//! playing sessions, keeps the segments where playbacks began apart from the ones sessions
+//! stream through (the `resident` module: a viewer waits only for the first), and lists
+//! what it holds per camera so the cluster scheduler can send a playback request to the
+//! node that already holds those segments.
 //!
-//! Locking: one `std::sync::Mutex` guards the LRU, the byte total and the in-flight table. It
+//! Locking: one `std::sync::Mutex` guards the resident lists and the in-flight table. It
 //! is held only for map operations — never across an `.await`, never while a loader runs, and
 //! never while a loader's future is created — so a slow storage read delays nobody but its
 //! waiters.
 
 mod ranges;
+mod resident;
 mod stats;
 
 use std::any::Any;
@@ -23,9 +26,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use lru::LruCache;
 use tokio::sync::watch;
 
+use resident::Resident;
 pub use stats::CacheStats;
 use stats::Counters;
 
@@ -72,9 +75,8 @@ type ErasedErr = Arc<dyn Any + Send + Sync>;
 type Outcome<V> = Option<Result<Arc<V>, ErasedErr>>;
 
 struct State<V> {
-    /// Unbounded by count: the byte budget, not the entry count, decides eviction.
-    lru: LruCache<SegmentKey, Arc<V>>,
-    bytes: usize,
+    /// The resident segments (recent and protected start lists, one byte budget).
+    res: Resident<V>,
     /// Keys being loaded, each with the channel its result will be published on.
     inflight: HashMap<SegmentKey, watch::Receiver<Outcome<V>>>,
 }
@@ -150,7 +152,7 @@ impl<V: Weighted> Inner<V> {
 
     fn lookup(self: &Arc<Self>, key: &SegmentKey) -> Lookup<V> {
         let mut st = self.lock();
-        if let Some(v) = st.lru.get(key) {
+        if let Some(v) = st.res.get(key) {
             return Lookup::Hit(Arc::clone(v));
         }
         if let Some(rx) = st.inflight.get(key) {
@@ -180,20 +182,11 @@ impl<V: Weighted> Inner<V> {
             c.oversize.fetch_add(1, Relaxed);
             return;
         }
-        if let Some(old) = st.lru.put(key.clone(), Arc::clone(value)) {
-            // Only reachable when waiters with a different error type loaded the key twice.
-            st.bytes -= old.weight();
-        }
-        st.bytes += weight;
-        while st.bytes > self.budget {
-            let Some((_, old)) = st.lru.pop_lru() else {
-                break;
-            };
-            st.bytes -= old.weight();
-            c.evictions.fetch_add(1, Relaxed);
-        }
-        c.bytes.store(st.bytes, Relaxed);
-        c.entries.store(st.lru.len(), Relaxed);
+        // A key already resident is only reloaded when waiters with a different error type
+        // loaded it twice; `put` replaces it.
+        let evicted = st.res.put(key.clone(), Arc::clone(value), weight);
+        c.evictions.fetch_add(evicted, Relaxed);
+        c.publish(&st.res);
     }
 }
 
@@ -235,17 +228,26 @@ async fn wait<V: Weighted>(mut rx: watch::Receiver<Outcome<V>>) -> Outcome<V> {
 }
 
 impl<V: Weighted> SegmentCache<V> {
-    /// A cache holding at most `budget_bytes` (sum of [`Weighted::weight`]).
+    /// A cache holding at most `budget_bytes` (sum of [`Weighted::weight`]), plain LRU.
     pub fn new(budget_bytes: usize) -> Self {
+        Self::with_start_budget(budget_bytes, 0)
+    }
+
+    /// A cache holding at most `budget_bytes`, of which up to `start_bytes` keep the
+    /// segments where playbacks began ([`protect_start`](Self::protect_start)) out of the
+    /// LRU order of the rest; see the `resident` module for why.
+    pub fn with_start_budget(budget_bytes: usize, start_bytes: usize) -> Self {
+        let res = Resident::new(budget_bytes, start_bytes);
+        let counters = Counters::default();
+        counters.publish(&res);
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
-                    lru: LruCache::unbounded(),
-                    bytes: 0,
+                    res,
                     inflight: HashMap::new(),
                 }),
                 budget: budget_bytes,
-                counters: Counters::default(),
+                counters,
             }),
         }
     }
@@ -321,7 +323,7 @@ impl<V: Weighted> SegmentCache<V> {
     /// [`get_or_load`](Self::get_or_load), which counts the miss, so one request is never
     /// counted as two misses.
     pub fn get(&self, key: &SegmentKey) -> Option<Arc<V>> {
-        let v = self.inner.lock().lru.get(key).cloned();
+        let v = self.inner.lock().res.get(key).cloned();
         if v.is_some() {
             self.inner.counters.hits.fetch_add(1, Relaxed);
         }
@@ -347,7 +349,7 @@ impl<V: Weighted> SegmentCache<V> {
         };
         {
             let st = self.inner.lock();
-            if st.lru.contains(&key) || st.inflight.contains_key(&key) {
+            if st.res.contains(&key) || st.inflight.contains_key(&key) {
                 return false;
             }
         }
@@ -365,10 +367,29 @@ impl<V: Weighted> SegmentCache<V> {
         }
     }
 
+    /// Inserts a value loaded elsewhere (the simulator's reads complete in virtual time),
+    /// as a finished load would: evicting to the budget. Counts no hit, miss or load.
+    pub fn insert_loaded(&self, key: SegmentKey, value: V) {
+        let value = Arc::new(value);
+        let weight = value.weight();
+        self.inner.finish(&key, Some((&value, weight)));
+    }
+
     /// Whether `key` is resident. Does not count as a hit nor refresh its recency, so the
     /// scheduler and read-ahead can probe without distorting eviction.
     pub fn contains(&self, key: &SegmentKey) -> bool {
-        self.inner.lock().lru.contains(key)
+        self.inner.lock().res.contains(key)
+    }
+
+    /// Marks a resident segment as one where a playback began: it moves to the protected
+    /// start list (most recent there) and outlives the segments sessions stream through.
+    /// Returns whether it is protected now (false: not resident, no start budget, or the
+    /// segment is larger than it). Counts no hit.
+    pub fn protect_start(&self, key: &SegmentKey) -> bool {
+        let mut st = self.inner.lock();
+        let done = st.res.protect(key);
+        self.inner.counters.publish(&st.res);
+        done
     }
 
     /// Whether a load of `key` is in flight.
@@ -395,7 +416,7 @@ impl<V: Weighted> SegmentCache<V> {
     pub fn resident(&self, max_gap_ms: i64) -> BTreeMap<String, Vec<(i64, i64)>> {
         let spans: Vec<(String, i64, i64)> = {
             let st = self.inner.lock();
-            st.lru
+            st.res
                 .iter()
                 .map(|(k, v)| (k.camera.clone(), k.start_ms, v.end_ms()))
                 .collect()

@@ -41,6 +41,15 @@ pub struct CacheStats {
     pub bytes: u64,
     /// Resident entries.
     pub entries: u64,
+    /// Bytes of the segments where playbacks began, kept in the protected start list.
+    pub start_bytes: u64,
+    /// That list's current limit, adapted within `[cache] start_share` of the budget.
+    pub start_limit_bytes: u64,
+    /// Segments read again that a recent list without the start list would still have
+    /// held: what keeping start segments cost (each shrinks the limit).
+    pub start_list_rereads: u64,
+    /// Playbacks beginning again at a start segment the list had not kept (each grows it).
+    pub start_list_misses: u64,
     /// The configured byte budget.
     pub budget_bytes: u64,
     /// Median storage-read latency over the last 1024 loads, in microseconds.
@@ -67,10 +76,24 @@ pub(crate) struct Counters {
     /// Mirrors of the state under the cache lock, so `stats()` never takes that lock.
     pub bytes: AtomicUsize,
     pub entries: AtomicUsize,
+    pub start_bytes: AtomicUsize,
+    pub start_limit: AtomicUsize,
+    pub start_rereads: AtomicU64,
+    pub start_misses: AtomicU64,
     pub latency: LatencyRing,
 }
 
 impl Counters {
+    /// Mirrors the resident set's sizes (called under the cache lock after a change).
+    pub fn publish<V: crate::Weighted>(&self, res: &crate::resident::Resident<V>) {
+        self.bytes.store(res.bytes(), Relaxed);
+        self.entries.store(res.len(), Relaxed);
+        self.start_bytes.store(res.start_bytes(), Relaxed);
+        self.start_limit.store(res.start_limit(), Relaxed);
+        self.start_rereads.store(res.rereads, Relaxed);
+        self.start_misses.store(res.start_misses, Relaxed);
+    }
+
     pub fn snapshot(&self, budget_bytes: usize) -> CacheStats {
         let (p50, p99) = self.latency.percentiles();
         CacheStats {
@@ -84,6 +107,10 @@ impl Counters {
             oversize: self.oversize.load(Relaxed),
             bytes: self.bytes.load(Relaxed) as u64,
             entries: self.entries.load(Relaxed) as u64,
+            start_bytes: self.start_bytes.load(Relaxed) as u64,
+            start_limit_bytes: self.start_limit.load(Relaxed) as u64,
+            start_list_rereads: self.start_rereads.load(Relaxed),
+            start_list_misses: self.start_misses.load(Relaxed),
             budget_bytes: budget_bytes as u64,
             load_p50_us: p50,
             load_p99_us: p99,

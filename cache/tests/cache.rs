@@ -286,6 +286,66 @@ async fn get_or_load_joins_a_prefetch_in_flight() {
     assert_eq!((s.loads, s.misses, s.coalesced), (1, 1, 1));
 }
 
+/// The segment a playback began at outlives the segments streamed after it; a segment read
+/// again that the start list's memory pushed out shrinks that list; a playback beginning
+/// again at a start it did not keep grows it back.
+#[tokio::test]
+async fn a_start_segment_outlives_streamed_segments_and_the_start_list_adapts() {
+    // 500 bytes, up to 200 for start segments; segments of 100.
+    let cache = SegmentCache::<Seg>::with_start_budget(500, 200);
+    assert_eq!(
+        cache.stats().start_limit_bytes,
+        200,
+        "the limit starts at the budget"
+    );
+    for t in [0, 1] {
+        cache
+            .get_or_load(key("start", t), || seg(t, 100))
+            .await
+            .unwrap();
+        assert!(cache.protect_start(&key("start", t)));
+    }
+    assert!(!cache.protect_start(&key("cam", 99)), "not resident");
+    // Read-ahead and reads stream through the 300 bytes left: plain LRU would have
+    // evicted both starts.
+    assert!(cache.prefetch(key("cam", 0), || seg(0, 100)));
+    eventually("read-ahead resident", || cache.contains(&key("cam", 0))).await;
+    for t in 1..=4 {
+        let start = t * 4_000;
+        cache
+            .get_or_load(key("cam", start), || seg(start, 100))
+            .await
+            .unwrap();
+    }
+    let s = cache.stats();
+    assert!(cache.contains(&key("start", 0)) && cache.contains(&key("start", 1)));
+    assert!(!cache.contains(&key("cam", 0)) && !cache.contains(&key("cam", 4_000)));
+    assert_eq!(
+        (s.bytes, s.start_bytes, s.start_limit_bytes),
+        (500, 200, 200)
+    );
+    // The read-ahead segment is asked for after all: a read the start list cost.
+    cache
+        .get_or_load(key("cam", 0), || seg(0, 100))
+        .await
+        .unwrap();
+    let s = cache.stats();
+    assert_eq!(
+        (s.start_list_rereads, s.start_limit_bytes, s.start_bytes),
+        (1, 100, 100),
+        "{s:?}"
+    );
+    // Start 0 was demoted to make room; a playback beginning there again gets it back.
+    assert!(cache.contains(&key("start", 0)));
+    assert!(cache.protect_start(&key("start", 0)));
+    let s = cache.stats();
+    assert_eq!(
+        (s.start_list_misses, s.start_limit_bytes, s.start_bytes),
+        (1, 200, 200),
+        "{s:?}"
+    );
+}
+
 #[tokio::test]
 async fn load_outlives_a_cancelled_caller() {
     let cache = SegmentCache::<Seg>::new(1_000);

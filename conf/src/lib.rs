@@ -14,8 +14,8 @@ pub use auth::{AuthConfig, Rights, UserConfig};
 pub use camera::{camera_id_error, is_valid_camera_id, CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
 pub use recording::{
-    CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode, StorageConfig,
-    StorageEmulation,
+    check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,
+    StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
 };
 
 use serde::Deserialize;
@@ -290,6 +290,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        self.cache.validate()?;
         let r = &self.rtsp;
         if r.udp_port_min > r.udp_port_max || r.udp_port_max - r.udp_port_min < 1 {
             return Err(ConfigError::Invalid(format!(
@@ -445,5 +446,15 @@ mod tests {
         assert!(Config::from_toml("[limits]\nsession_timeout_secs = 0").is_err());
         assert!(Config::from_toml("[rtsp]\nudp_port_min = 30000\nudp_port_max = 20000").is_err());
         assert!(Config::from_toml("[rtsp]\npublisher_conflict = \"maybe\"").is_err());
+        for bad in ["1.5", "-0.1", "nan"] {
+            let e = Config::from_toml(&format!("[cache]\nstart_share = {bad}")).unwrap_err();
+            assert!(e.to_string().contains("cache.start_share"), "{e}");
+        }
+        let c = Config::from_toml("[cache]\nbudget_mb = 100\nstart_share = 0.5").unwrap();
+        assert_eq!(c.cache.start_bytes(), 50 << 20);
+        assert_eq!(
+            Config::default().cache.start_share,
+            DEFAULT_CACHE_START_SHARE
+        );
     }
 }

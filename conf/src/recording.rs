@@ -109,6 +109,24 @@ pub struct CacheConfig {
     pub budget_mb: u64,
     /// Segments loaded ahead of each playing session.
     pub read_ahead_segments: usize,
+    /// Share of the budget that keeps the segments where playbacks began out of the LRU
+    /// order of the segments sessions stream through (vigil-cache's `resident` module:
+    /// only a playback's first segment is on the viewer's critical path).
+    pub start_share: f64,
+}
+
+/// `[cache] start_share` by default: a quarter of the budget, room for the first segments
+/// of 128 recordings at 2 Mb/s and 4 s segments in the default 512 MiB.
+pub const DEFAULT_CACHE_START_SHARE: f64 = 0.25;
+
+/// Why a `start_share` is not usable, if it is not: 0 (off) up to 0.9 (the rest of the
+/// budget must still hold the segments being played and read ahead).
+pub fn check_cache_start_share(share: f64) -> Result<(), String> {
+    if (0.0..=0.9).contains(&share) {
+        Ok(())
+    } else {
+        Err(format!("{share} is not between 0 and 0.9"))
+    }
 }
 
 impl Default for CacheConfig {
@@ -116,7 +134,20 @@ impl Default for CacheConfig {
         Self {
             budget_mb: 512,
             read_ahead_segments: 2,
+            start_share: DEFAULT_CACHE_START_SHARE,
         }
+    }
+}
+
+impl CacheConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        check_cache_start_share(self.start_share)
+            .map_err(|e| ConfigError::Invalid(format!("cache.start_share: {e}")))
+    }
+
+    /// The protected start list's size in bytes.
+    pub fn start_bytes(&self) -> usize {
+        (self.budget_mb.saturating_mul(1 << 20) as f64 * self.start_share) as usize
     }
 }
 

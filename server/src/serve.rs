@@ -149,7 +149,8 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
             config.cache.read_ahead_segments,
             Duration::from_millis(s.emulate.read_latency_ms),
         )
-        .with_read_bandwidth(s.emulate.read_mbps),
+        .with_read_bandwidth(s.emulate.read_mbps)
+        .with_start_budget(config.cache.start_bytes()),
     ))
 }
 

@@ -68,8 +68,6 @@ pub fn run(
     no_emulation: bool,
 ) -> anyhow::Result<()> {
     let (sc, out, command) = prepare("sim", scenario, out, seed, no_emulation)?;
-    // The simulator drives the playback cache synchronously: it must not run inside a
-    // tokio runtime, and this thread has none.
     let report = vigil_sim::simulate(&sc, &command)?;
     let written = report
         .write(&out)

@@ -4,14 +4,9 @@
 //! The simulator owns time, so it also owns single flight (a miss waits for the read in
 //! flight in *virtual* time) and read-ahead; the cache only sees what a node's cache sees at
 //! the instant a read completes (an insert) and when a session asks for a segment (a
-//! lookup that refreshes recency). Inserts go through `get_or_load` with a loader that is
-//! already done: outside a tokio runtime the cache runs the load inline, so one poll
-//! completes it. The simulator must therefore never run inside a tokio runtime.
+//! lookup that refreshes recency).
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 
 use vigil_cache::{SegmentCache, SegmentKey, Weighted};
 
@@ -34,21 +29,20 @@ pub struct SimCache {
     inner: SegmentCache<Seg>,
 }
 
-/// Polls a future that cannot wait once. `None` if it would have waited, which only happens
-/// inside a tokio runtime (the cache then spawns the load instead of running it inline).
-fn ready<F: Future>(f: F) -> Option<F::Output> {
-    let mut f = pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
-}
-
 impl SimCache {
-    pub fn new(budget_bytes: usize) -> Self {
+    /// `start_share` of the budget keeps the segments where playbacks began.
+    pub fn new(budget_bytes: f64, start_share: f64) -> Self {
         Self {
-            inner: SegmentCache::new(budget_bytes),
+            inner: SegmentCache::with_start_budget(
+                budget_bytes as usize,
+                (budget_bytes * start_share) as usize,
+            ),
         }
+    }
+
+    /// A playback began at this resident segment (the node's `open_segment`).
+    pub fn protect_start(&self, camera: &str, start_ms: i64) -> bool {
+        self.inner.protect_start(&SegmentKey::new(camera, start_ms))
     }
 
     /// A session asks for a segment: resident → true (and most recently used).
@@ -64,14 +58,7 @@ impl SimCache {
     /// A storage read completed: the segment enters the cache (evicting by LRU to fit).
     pub fn insert(&self, camera: &str, start_ms: i64, end_ms: i64, bytes: usize) {
         let key = SegmentKey::new(camera, start_ms);
-        let fut = self.inner.get_or_load(
-            key,
-            move || async move { Ok::<_, ()>(Seg { bytes, end_ms }) },
-        );
-        if ready(fut).is_none() {
-            // Only inside a tokio runtime, which the simulator never enters (see above).
-            debug_assert!(false, "the simulator's cache ran inside a tokio runtime");
-        }
+        self.inner.insert_loaded(key, Seg { bytes, end_ms });
     }
 
     pub fn bytes(&self) -> usize {
@@ -95,7 +82,7 @@ mod tests {
     #[test]
     fn byte_budget_and_lru_order_are_the_real_caches() {
         // Budget of 3 segments of 100 bytes.
-        let c = SimCache::new(300);
+        let c = SimCache::new(300.0, 0.0);
         for s in 0..3 {
             c.insert("a", s * 4000, s * 4000 + 4000, 100);
         }

@@ -15,8 +15,7 @@
 //!   calibration note can put both runs' ratios side by side.
 //!
 //! Pure and deterministic: a scenario and its seed give the same report, byte for byte
-//! except the wall-clock speed figures. No I/O except `Report::write`. Never run [`simulate`]
-//! inside a tokio runtime (see [`cache`]).
+//! except the wall-clock speed figures. No I/O except `Report::write`.
 
 pub mod cache;
 pub mod dist;

@@ -136,6 +136,10 @@ pub struct Nodes {
     /// Playback cache budget (the node's `[cache] budget_mb`).
     #[serde(default = "d_cache")]
     pub cache_mb: f64,
+    /// Share of the cache kept for the segments where playbacks began (the node's
+    /// `[cache] start_share`).
+    #[serde(default = "d_start_share")]
+    pub cache_start_share: f64,
     /// Segments read ahead of each playing session (`[cache] read_ahead_segments`).
     #[serde(default = "d_read_ahead")]
     pub read_ahead_segments: u32,
@@ -178,6 +182,9 @@ fn d_ram_base() -> f64 {
 }
 fn d_cache() -> f64 {
     512.0
+}
+fn d_start_share() -> f64 {
+    vigil_conf::DEFAULT_CACHE_START_SHARE
 }
 fn d_read_ahead() -> u32 {
     2
@@ -541,6 +548,9 @@ impl Scenario {
         }
         if !nonneg(n.cache_mb) {
             return Err(self.bad("nodes.cache_mb", format!("{} is negative", n.cache_mb)));
+        }
+        if let Err(e) = vigil_conf::check_cache_start_share(n.cache_start_share) {
+            return Err(self.bad("nodes.cache_start_share", e));
         }
         if !nonneg(n.cpu_per_gbps) || !nonneg(n.request_ms) {
             return Err(self.bad("nodes.cpu_per_gbps", "cpu_per_gbps and request_ms ≥ 0"));

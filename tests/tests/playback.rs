@@ -948,6 +948,69 @@ fn two_nodes_share_one_root() {
     assert_eq!(stat(&cache_stats(&a), "loads"), 0, "A served no playback");
 }
 
+/// The segment a playback began at (its DESCRIBE) is moved to the cache's protected start
+/// list (`[cache] start_share`), the segments read ahead after it are not; a second
+/// playback from that moment opens from memory; with `start_share = 0` nothing is kept apart.
+#[test]
+fn the_segment_a_playback_began_at_is_kept_in_the_start_list() {
+    let rec = recording();
+    let with_share = |share: f64| {
+        let extra = format!(
+            "{}\n[cache]\nbudget_mb = 8\nstart_share = {share}\n",
+            storage(rec.root.path(), 2.0)
+        );
+        NodeBuilder::new().extra(&extra).start()
+    };
+    let describe = |node: &Node| {
+        let mut c = RtspConn::connect(node.rtsp);
+        let url = playback_url(node, CAM, rec.first_ms + 4_050, None);
+        let r = c.request("DESCRIBE", &url, &[("Accept", "application/sdp")], None);
+        assert_eq!(r.status.0, 200, "DESCRIBE: {}", r.reason);
+    };
+    let settled = |node: &Node| {
+        poll_until(Duration::from_secs(5), "no load in flight", || {
+            let s = cache_stats(node);
+            (stat(&s, "load_count") == stat(&s, "loads")).then_some(s)
+        })
+    };
+
+    let node = with_share(0.5);
+    let s = cache_stats(&node);
+    assert_eq!(stat(&s, "start_limit_bytes"), 4 << 20, "{s}");
+    assert_eq!(stat(&s, "start_bytes"), 0, "{s}");
+    describe(&node);
+    let s = settled(&node);
+    let start = stat(&s, "start_bytes");
+    assert!(start > 0, "the opened segment is protected: {s}");
+    assert_eq!(start, stat(&s, "bytes"), "it is all the cache holds: {s}");
+    // Playing from that moment opens it from memory and reads the next segments ahead:
+    // those are not starts.
+    let url = playback_url(&node, CAM, rec.first_ms + 4_050, None);
+    runtime().block_on(async {
+        let mut p = play(&url, PlayOptions::new(ClientTransport::Tcp))
+            .await
+            .expect("play");
+        let mut cont = Continuity::new(&p);
+        assert_starts_on_keyframe(&mut p, &mut cont, "start list").await;
+        p.teardown().await.expect("teardown");
+    });
+    let s = settled(&node);
+    assert_eq!((stat(&s, "opens"), stat(&s, "opens_cached")), (2, 1), "{s}");
+    assert!(stat(&s, "prefetches") > 0, "read-ahead ran: {s}");
+    assert_eq!(
+        stat(&s, "start_bytes"),
+        start,
+        "read-ahead is not protected: {s}"
+    );
+    assert!(stat(&s, "bytes") > start, "{s}");
+
+    let plain = with_share(0.0);
+    describe(&plain);
+    let s = settled(&plain);
+    assert_eq!(stat(&s, "start_bytes"), 0, "{s}");
+    assert!(stat(&s, "bytes") > 0, "{s}");
+}
+
 /// 20 clients of one camera at nearby moments at once read each segment from storage once
 /// (single flight), whatever the interleaving. First 20 DESCRIBEs of one segment sent at the
 /// same instant (raw connections, all requests written before any answer is read): one
@@ -1337,6 +1400,10 @@ fn ctl_shows_recordings_and_cache() {
     assert_eq!(d.status.0, 200);
     let text = ctl(&node, &["cache"]);
     assert!(text.contains("storage reads 1"), "vigil ctl cache:\n{text}");
+    assert!(
+        text.contains("start list: ") && text.contains("playback opens 1, from memory 0"),
+        "vigil ctl cache:\n{text}"
+    );
     let seg = &rec.segments[0];
     assert!(
         text.contains(CAM) && text.contains(&rfc3339(seg.start_ms)),
@@ -1345,4 +1412,7 @@ fn ctl_shows_recordings_and_cache() {
     let json = ctl(&node, &["--json", "cache"]);
     let v: serde_json::Value = serde_json::from_str(&json).expect("ctl --json cache");
     assert_eq!(v["stats"]["loads"], 1, "{v}");
+    // The opened segment is the start list's one entry: all the cache holds.
+    assert_eq!(v["stats"]["start_bytes"], v["stats"]["bytes"], "{v}");
+    assert!(v["stats"]["start_bytes"].as_u64() > Some(0), "{v}");
 }

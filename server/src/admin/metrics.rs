@@ -70,6 +70,18 @@ pub fn install() -> Option<PrometheusHandle> {
     );
     describe_gauge!("vigil_cache_bytes", "Bytes held by the playback cache");
     describe_gauge!(
+        "vigil_cache_start_bytes",
+        "Bytes of the segments where playbacks began, kept in the start list"
+    );
+    describe_gauge!(
+        "vigil_cache_start_limit_bytes",
+        "The start list's current limit (adapts within [cache] start_share)"
+    );
+    describe_counter!(
+        "vigil_cache_start_list_rereads_total",
+        "Segments read again that the start list's memory pushed out (each shrinks it)"
+    );
+    describe_gauge!(
         "vigil_cache_load_seconds_p99",
         "Storage read latency, p99 of recent loads"
     );
@@ -147,6 +159,9 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         counter!("vigil_cache_load_errors_total").absolute(s.load_errors);
         gauge!("vigil_cache_bytes").set(s.bytes as f64);
         gauge!("vigil_cache_entries").set(s.entries as f64);
+        gauge!("vigil_cache_start_bytes").set(s.start_bytes as f64);
+        gauge!("vigil_cache_start_limit_bytes").set(s.start_limit_bytes as f64);
+        counter!("vigil_cache_start_list_rereads_total").absolute(s.start_list_rereads);
         gauge!("vigil_cache_load_seconds_p50").set(s.load_p50_us as f64 / 1e6);
         gauge!("vigil_cache_load_seconds_p99").set(s.load_p99_us as f64 / 1e6);
         gauge!("vigil_cache_load_seconds_sum").set(s.load_sum_us as f64 / 1e6);

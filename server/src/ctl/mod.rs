@@ -194,6 +194,13 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 n("hits"), n("misses"), n("loads"), n("evictions"), n("bytes"), n("budget_bytes"),
                 n("load_p50_us"), n("load_p99_us")
             );
+            println!(
+                "start list: {} bytes of {} (limit)  playback opens {}, from memory {}",
+                n("start_bytes"),
+                n("start_limit_bytes"),
+                n("opens"),
+                n("opens_cached")
+            );
             table.set_header(["CAMERA", "FROM", "TO", "SECS"]);
             for (cam, ranges) in &c.resident {
                 for x in ranges {

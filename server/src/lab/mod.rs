@@ -54,8 +54,7 @@ pub fn run(
             bail!("scenario {}: arm {arm} is not a placement policy", sc.name);
         }
     }
-    // The simulation of the same scenario and seed, for the calibration table. It drives
-    // the cache synchronously, so it runs here, before any tokio runtime exists.
+    // The simulation of the same scenario and seed, for the calibration table.
     let simulated = vigil_sim::vod::run_vod(&sc);
 
     let (_tmp, site) = prepare_site(&sc)?;

@@ -243,6 +243,7 @@ segment_secs = {segment}
 [cache]
 budget_mb = {cache}
 read_ahead_segments = {read_ahead}
+start_share = {start_share}
 
 [cluster.migration]
 rem = {rem}
@@ -255,6 +256,7 @@ rem = {rem}
                 emulate = emulation_table(sc),
                 cache = sc.nodes.cache_mb.round() as u64,
                 read_ahead = sc.nodes.read_ahead_segments,
+                start_share = sc.nodes.cache_start_share,
                 extra = extras[i],
             ),
         })

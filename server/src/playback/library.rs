@@ -72,6 +72,13 @@ impl Library {
         }
     }
 
+    /// Keeps up to `bytes` of the segments where playbacks began out of the LRU order of
+    /// the rest (`[cache] start_share`; vigil-cache's `resident` module says why).
+    pub fn with_start_budget(mut self, bytes: usize) -> Library {
+        self.cache = SegmentCache::with_start_budget(self.cache.budget_bytes(), bytes);
+        self
+    }
+
     /// Every segment read passes the emulated link of `mbps` megabits per second (0 = off).
     pub fn with_read_bandwidth(mut self, mbps: f64) -> Library {
         self.read_bandwidth = ReadBandwidth::new(mbps).map(Arc::new);
@@ -135,17 +142,21 @@ impl Library {
     }
 
     /// The first segment of a playback being opened (DESCRIBE): [`Library::segment`],
-    /// counted in [`Library::opens`] as a hit when it was resident when asked.
+    /// counted in [`Library::opens`] as a hit when it was resident when asked, and then
+    /// protected as a start segment (the next viewer starting here waits for no read).
     pub async fn open_segment(
         &self,
         meta: &SegmentMeta,
     ) -> Result<Arc<CachedSegment>, LibraryError> {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.cache.contains(&Self::key(meta)) {
+        let key = Self::key(meta);
+        if self.cache.contains(&key) {
             self.opens.hits.fetch_add(1, Relaxed);
         }
         self.opens.total.fetch_add(1, Relaxed);
-        self.segment(meta).await
+        let seg = self.segment(meta).await?;
+        self.cache.protect_start(&key);
+        Ok(seg)
     }
 
     /// One segment for a one-off sequential read (an export): from the cache when resident,

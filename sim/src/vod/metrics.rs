@@ -332,13 +332,16 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
         (
             "Storage emulation".into(),
             format!(
-                "{}; {} MiB cache per node, {} segments read ahead.",
-                storage.describe(), sc.nodes.cache_mb, sc.nodes.read_ahead_segments
+                "{}; {} MiB cache per node (up to {:.0} % of it keeping the segments where playbacks began), {} segments read ahead.",
+                storage.describe(),
+                sc.nodes.cache_mb,
+                sc.nodes.cache_start_share * 100.0,
+                sc.nodes.read_ahead_segments
             ),
         ),
         (
             "Model".into(),
-            "Virtual time; the placement and REM code is vigil-cluster's, unchanged; each node's cache is vigil-cache's SegmentCache (same byte budget and LRU). Response time = RTSP round trips (DESCRIBE at a random entry node, the scheduler call, the 302, DESCRIBE/SETUP/PLAY at the chosen node, each costing request_ms/(1−ρ)) + the first segment (cache or storage) + the keyframe's first RTP packet over the node's spare bandwidth (what the lab measures). Nodes report within report_ms of every change; REM runs on each report.".into(),
+            "Virtual time; the placement and REM code is vigil-cluster's, unchanged; each node's cache is vigil-cache's SegmentCache (same byte budget, LRU and protected start list). Response time = RTSP round trips (DESCRIBE at a random entry node, the scheduler call, the 302, DESCRIBE/SETUP/PLAY at the chosen node, each costing request_ms/(1−ρ)) + the first segment (cache or storage) + the keyframe's first RTP packet over the node's spare bandwidth (what the lab measures). Nodes report within report_ms of every change; REM runs on each report.".into(),
         ),
         (
             "Calibration".into(),

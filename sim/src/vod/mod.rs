@@ -17,7 +17,7 @@
 
 mod metrics;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rand::rngs::StdRng;
 use vigil_cluster::{
@@ -117,6 +117,8 @@ pub struct VodSim<'a> {
     /// (node, camera, segment) → completion time of the read in flight.
     /// Reads in flight by (node, media, segment).
     inflight: HashMap<(u32, u32, u32), Micros>,
+    /// Reads in flight of a segment where a session began: protected when they land.
+    start_reads: HashSet<(u32, u32, u32)>,
     storage_free_at: Micros,
     asker: Asker,
     seg_us: Micros,
@@ -136,7 +138,7 @@ impl<'a> VodSim<'a> {
         let nodes: Vec<Node> = (0..n.count)
             .map(|i| Node {
                 id: format!("n{i:04}"),
-                cache: SimCache::new((n.cache_mb * 1024.0 * 1024.0) as usize),
+                cache: SimCache::new(n.cache_mb * 1024.0 * 1024.0, n.cache_start_share),
                 sessions: Vec::new(),
                 net_bps: 0.0,
                 moved_bps: 0.0,
@@ -159,6 +161,7 @@ impl<'a> VodSim<'a> {
             place_state: PlaceState::default(),
             policy_rng: policy_rng(sc.seed),
             inflight: HashMap::new(),
+            start_reads: HashSet::new(),
             storage_free_at: 0,
             asker: Asker::new(w, n.count),
             seg_us: secs(w.segment_secs),
@@ -208,12 +211,11 @@ impl<'a> VodSim<'a> {
                 self.inflight.remove(&(node, media, seg));
                 let start = self.seg_time(media, seg);
                 let cam_name = &self.cameras[self.camera_of(media) as usize];
-                self.nodes[node as usize].cache.insert(
-                    cam_name,
-                    start,
-                    start + self.seg_ms,
-                    self.seg_bytes,
-                );
+                let cache = &self.nodes[node as usize].cache;
+                cache.insert(cam_name, start, start + self.seg_ms, self.seg_bytes);
+                if self.start_reads.remove(&(node, media, seg)) {
+                    cache.protect_start(cam_name, start);
+                }
             }
             Ev::Vcr { session, scale } => self.on_vcr(session, scale),
             Ev::End { session } => self.end_session(session),
@@ -363,6 +365,13 @@ impl<'a> VodSim<'a> {
         }
         // The chosen node reads the first segment when the DESCRIBE reaches it.
         let (hit, avail) = self.fetch_at(n as u32, media, 0, true, now + pre);
+        // As a node's `open_segment`: the segment a playback began at is protected.
+        if hit {
+            let cam_name = &self.cameras[cam as usize];
+            self.nodes[n].cache.protect_start(cam_name, begin_ms);
+        } else {
+            self.start_reads.insert((n as u32, media, 0));
+        }
         let proc_n = self.proc(n);
         let describe_done = (now + pre + proc_n).max(avail);
         let first = describe_done + 2 * (rtt + proc_n) + self.first_packet(n) + rtt / 2;
