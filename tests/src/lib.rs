@@ -48,6 +48,14 @@ pub fn vigil_bin() -> PathBuf {
     .clone()
 }
 
+/// One heavy test of a test binary at a time (hold the guard for the test's length): cluster
+/// tests share loopback addresses, and several clusters with UDP viewers at once on a 2-core
+/// machine starve the viewers' sockets (a lost RTP packet is a decode error).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Poll `f` until it returns Some, or panic with `what` after `timeout`.
 pub fn poll_until<T>(timeout: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
     poll_every(Duration::from_millis(20), timeout, what, f)

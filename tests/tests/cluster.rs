@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use vigil_tests::ctl;
 use vigil_tests::placed_by_hand;
 use vigil_tests::{alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of};
+use vigil_tests::{ctl, serial};
 use vigil_tests::{
     ffmpeg_decode, ffmpeg_decode_cmd, gst_decode_h264, poll_until, spawn_background, Node,
     NodeBuilder, RtspConn, DEMO_CAMERA,
@@ -41,12 +41,6 @@ fn now_ms() -> i64 {
 struct Member {
     node: Node,
     gossip: SocketAddr,
-}
-
-/// One cluster test at a time: they share loopback addresses and the 2-core machine.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Starts members on 127.0.0.1.., the first being the seed of the others.

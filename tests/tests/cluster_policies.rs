@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vigil_server::client::{play, ClientTransport, PlayOptions};
-use vigil_tests::ctl;
 use vigil_tests::placed_by_hand;
 use vigil_tests::{alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of};
+use vigil_tests::{ctl, serial};
 use vigil_tests::{poll_until, Node, NodeBuilder, RtspConn};
 
 const KEY: &str = "test-cluster-key-policies-0123456789";
@@ -41,12 +41,6 @@ fn storage(root: &Path) -> String {
         "[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n",
         root.display()
     )
-}
-
-/// One cluster test at a time: they share loopback addresses and a 2-core machine.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Starts `N` members on 127.0.0.1..5 (priority 10, 20, ...; node 1 seeds the others).

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use vigil_tests::secure_cluster::{self, assert_one_stream, playback_session};
-use vigil_tests::{ctl, poll_until, rfc3339, spawn_ffmpeg_decode, Node, NodeBuilder, DEMO_CAMERA};
+use vigil_tests::{
+    ctl, poll_until, rfc3339, serial, spawn_ffmpeg_decode, Node, NodeBuilder, DEMO_CAMERA,
+};
 
 /// Sessions of `n` hosted for another node.
 fn hosted(n: &Node) -> usize {
@@ -19,6 +21,7 @@ fn hosted(n: &Node) -> usize {
 /// one continuous stream.
 #[test]
 fn rem_moves_streams_off_a_node_pushed_past_sigma_by_scale() {
+    let _serial = serial();
     // Thresholds under which three playbacks are light at 1× and overloaded at 3× (REM_KEYS).
     let (c, viewers) = secure_cluster::rem_scenario();
     let n2 = c.node(1);
@@ -82,6 +85,7 @@ fn live_holder(n: &Node, camera: &str) -> Option<String> {
 /// node is re-bound to one that is not.
 #[test]
 fn drain_moves_every_udp_session_off_with_viewers_decoding() {
+    let _serial = serial();
     // A camera source outside the cluster, pulled by whichever node the scheduler binds.
     let source = NodeBuilder::new()
         .ip("127.0.0.4")
