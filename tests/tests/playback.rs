@@ -95,6 +95,14 @@ fn stat(stats: &serde_json::Value, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("cache stats without {key}: {stats}"))
 }
 
+/// The cache's stats once no storage read is in flight (read-ahead ends quickly).
+fn settled_cache_stats(node: &Node) -> serde_json::Value {
+    poll_until(Duration::from_secs(5), "no load in flight", || {
+        let s = cache_stats(node);
+        (stat(&s, "load_count") == stat(&s, "loads")).then_some(s)
+    })
+}
+
 /// A counter of `/metrics` with labels, e.g. `vigil_recording_errors_total{camera="demo"}`.
 fn labelled_metric(node: &Node, name: &str, label: &str) -> f64 {
     let text = node.try_api("/metrics").unwrap_or_default();
@@ -967,19 +975,12 @@ fn the_segment_a_playback_began_at_is_kept_in_the_start_list() {
         let r = c.request("DESCRIBE", &url, &[("Accept", "application/sdp")], None);
         assert_eq!(r.status.0, 200, "DESCRIBE: {}", r.reason);
     };
-    let settled = |node: &Node| {
-        poll_until(Duration::from_secs(5), "no load in flight", || {
-            let s = cache_stats(node);
-            (stat(&s, "load_count") == stat(&s, "loads")).then_some(s)
-        })
-    };
-
     let node = with_share(0.5);
     let s = cache_stats(&node);
     assert_eq!(stat(&s, "start_limit_bytes"), 4 << 20, "{s}");
     assert_eq!(stat(&s, "start_bytes"), 0, "{s}");
     describe(&node);
-    let s = settled(&node);
+    let s = settled_cache_stats(&node);
     let start = stat(&s, "start_bytes");
     assert!(start > 0, "the opened segment is protected: {s}");
     assert_eq!(start, stat(&s, "bytes"), "it is all the cache holds: {s}");
@@ -994,7 +995,7 @@ fn the_segment_a_playback_began_at_is_kept_in_the_start_list() {
         assert_starts_on_keyframe(&mut p, &mut cont, "start list").await;
         p.teardown().await.expect("teardown");
     });
-    let s = settled(&node);
+    let s = settled_cache_stats(&node);
     assert_eq!((stat(&s, "opens"), stat(&s, "opens_cached")), (2, 1), "{s}");
     assert!(stat(&s, "prefetches") > 0, "read-ahead ran: {s}");
     assert_eq!(
@@ -1006,7 +1007,7 @@ fn the_segment_a_playback_began_at_is_kept_in_the_start_list() {
 
     let plain = with_share(0.0);
     describe(&plain);
-    let s = settled(&plain);
+    let s = settled_cache_stats(&plain);
     assert_eq!(stat(&s, "start_bytes"), 0, "{s}");
     assert!(stat(&s, "bytes") > 0, "{s}");
 }
@@ -1090,11 +1091,7 @@ fn twenty_concurrent_playbacks_read_each_segment_once() {
         }
     });
     // Loads still in flight (read-ahead) finish quickly; then every read is resident.
-    let stats = poll_until(Duration::from_secs(5), "no load in flight", || {
-        let s = cache_stats(&node);
-        let settled = stat(&s, "load_count") == stat(&s, "loads");
-        settled.then_some(s)
-    });
+    let stats = settled_cache_stats(&node);
     let loads = stat(&stats, "loads");
     eprintln!("cache after 20 concurrent sessions: {stats}");
     // One open per session: its DESCRIBE. The SETUP after it reads the same segment but
