@@ -150,10 +150,15 @@ impl<V: Weighted> Inner<V> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lookup(self: &Arc<Self>, key: &SegmentKey) -> Lookup<V> {
+    /// `demand`: a session asks and will wait (not read-ahead): a miss may shrink the
+    /// start list (`Resident::demand_miss`).
+    fn lookup(self: &Arc<Self>, key: &SegmentKey, demand: bool) -> Lookup<V> {
         let mut st = self.lock();
         if let Some(v) = st.res.get(key) {
             return Lookup::Hit(Arc::clone(v));
+        }
+        if demand && st.res.demand_miss(key) {
+            self.counters.publish(&st.res);
         }
         if let Some(rx) = st.inflight.get(key) {
             return Lookup::Wait(rx.clone());
@@ -275,7 +280,7 @@ impl<V: Weighted> SegmentCache<V> {
         let mut load = Some(load);
         let mut missed = false;
         loop {
-            let (rx, leader) = match self.inner.lookup(&key) {
+            let (rx, leader) = match self.inner.lookup(&key, !missed) {
                 Lookup::Hit(v) => {
                     if !missed {
                         c.hits.fetch_add(1, Relaxed);
@@ -354,7 +359,7 @@ impl<V: Weighted> SegmentCache<V> {
             }
         }
         // Re-checked inside `lookup`: another caller may have started a load meanwhile.
-        match self.inner.lookup(&key) {
+        match self.inner.lookup(&key, false) {
             Lookup::Lead(slot, _rx) => {
                 let c = &self.inner.counters;
                 let fut = load();
@@ -373,6 +378,16 @@ impl<V: Weighted> SegmentCache<V> {
         let value = Arc::new(value);
         let weight = value.weight();
         self.inner.finish(&key, Some((&value, weight)));
+    }
+
+    /// A session asked for `key`, found it absent and waits for a load made elsewhere (the
+    /// simulator's reads, in virtual time): what [`get_or_load`](Self::get_or_load) notes
+    /// on its own miss, so the start list adapts the same way.
+    pub fn demand_miss(&self, key: &SegmentKey) {
+        let mut st = self.inner.lock();
+        if st.res.demand_miss(key) {
+            self.inner.counters.publish(&st.res);
+        }
     }
 
     /// Whether `key` is resident. Does not count as a hit nor refresh its recency, so the

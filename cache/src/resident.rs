@@ -17,10 +17,14 @@
 //! smaller recent list evicts segments (read-ahead among them) that are read again soon,
 //! each a second storage read and possibly a stall. So the list's limit adapts between 0 and
 //! `start_budget` as ARC (Megiddo & Modha, FAST 2003) adapts its split, from two "ghost"
-//! lists of keys recently pushed out: a segment loaded again while it is among the last
+//! lists of keys recently pushed out: a session waiting for a segment that is among the last
 //! `start_bytes` evicted from the recent list (what a recent list as large as the whole
 //! budget would still hold) shrinks the limit by its size; a playback beginning again at a
-//! start segment the list did not keep grows it by its size. Where playbacks rarely begin
+//! start segment the list did not keep grows it by its size. Both are a viewer waiting for
+//! storage, so the split settles where the list costs the sessions as many waits as it
+//! saves the starts. A segment read ahead again does not shrink it: a second storage read
+//! that no viewer waits for is the price the list is meant to pay (counting those too kept
+//! the list at a fraction of what the starts needed when many sessions share recordings). Where playbacks rarely begin
 //! at the same place twice, or memory is short for the sessions, the cache falls towards
 //! plain LRU; where starts repeat and memory allows, the list stays.
 //!
@@ -128,11 +132,9 @@ impl<V: Weighted> Resident<V> {
     /// Inserts (or replaces) a loaded value in its list and evicts to the budget; returns
     /// how many entries were evicted.
     pub fn put(&mut self, key: SegmentKey, value: Arc<V>, weight: usize) -> u64 {
-        if self.recent_ghosts.take(&key).is_some() {
-            // Read again although a recent list without the protected one would hold it.
-            self.rereads += 1;
-            self.start_limit = self.start_limit.saturating_sub(weight);
-        }
+        // Resident again: no longer a ghost. Whether the read cost a viewer a wait was
+        // decided when it was asked for (`demand_miss`), not here.
+        self.recent_ghosts.take(&key);
         if let Some(old) = self.starts.peek_mut(&key) {
             let old_w = std::mem::replace(old, value).weight();
             self.start_bytes = self.start_bytes - old_w + weight;
@@ -145,6 +147,22 @@ impl<V: Weighted> Resident<V> {
         }
         self.demote_overflow();
         self.evict()
+    }
+
+    /// A session asked for `key` and it is not resident: the viewer waits for storage. If
+    /// the key is among the last `start_bytes` evicted from the recent list, the protected
+    /// list's memory caused that wait: the limit shrinks by the key's size (and the list's
+    /// overflow is demoted). Returns whether it did. Read-ahead reloading a ghost does not
+    /// count: it costs a storage read, which the list is allowed to trade for a start kept,
+    /// but no viewer waits for it.
+    pub fn demand_miss(&mut self, key: &SegmentKey) -> bool {
+        let Some(w) = self.recent_ghosts.take(key) else {
+            return false;
+        };
+        self.rereads += 1;
+        self.start_limit = self.start_limit.saturating_sub(w);
+        self.demote_overflow();
+        true
     }
 
     /// A playback began at this segment: it moves to the protected list (or is refreshed
@@ -344,17 +362,28 @@ mod tests {
         }
         assert!(!r.contains(&key(10)) && !r.contains(&key(11)));
         assert_eq!((r.rereads, r.start_limit()), (0, 200));
-        // 10 is read again: a 400-byte recent list would still hold it. The limit falls
-        // to 100 and start 0 (the protected tail) is demoted.
+        // Read ahead again, 10 costs a read but no wait: the limit stays.
         put(&mut r, 10, 100);
+        assert_eq!((r.rereads, r.start_limit()), (0, 200));
+        put(&mut r, 14, 100);
+        put(&mut r, 15, 100);
+        assert!(!r.contains(&key(10)), "evicted again");
+        // Now a session waits for 10: a 400-byte recent list would still hold it. The limit
+        // falls to 100 and start 0 (the protected tail) is demoted.
+        assert!(r.demand_miss(&key(10)));
+        assert!(!r.demand_miss(&key(10)), "counted once");
         assert_eq!((r.rereads, r.start_limit(), r.start_bytes()), (1, 100, 100));
+        put(&mut r, 10, 100);
         // The ghosts are now bounded by the 100 protected bytes: only the newest eviction
         // counts. 13 is evicted first, then 10, 0 and 20: 13 is forgotten.
         for s in 20..=23 {
             put(&mut r, s, 100);
         }
-        put(&mut r, 13, 100);
-        assert_eq!(r.rereads, 1, "evicted too long ago to be the list's cost");
+        assert!(
+            !r.demand_miss(&key(13)),
+            "evicted too long ago to be the list's cost"
+        );
+        assert_eq!(r.rereads, 1);
     }
 
     #[test]
@@ -364,9 +393,11 @@ mod tests {
         put(&mut r, 1, 100);
         put(&mut r, 2, 100);
         assert!(r.protect(&key(0)) && r.protect(&key(1)));
-        // A reread shrinks the limit to 100: 0 is demoted and becomes a start ghost.
+        // A wait for a segment the list pushed out shrinks the limit to 100: 0 is demoted
+        // and becomes a start ghost.
         put(&mut r, 3, 100);
         put(&mut r, 4, 100);
+        assert!(r.demand_miss(&key(2)));
         put(&mut r, 2, 100);
         assert_eq!((r.start_limit(), r.start_bytes()), (100, 100));
         assert!(r.contains(&key(0)), "demoted, still resident");
@@ -384,8 +415,9 @@ mod tests {
         for s in 6..=9 {
             put(&mut r, s, 100);
         }
-        put(&mut r, 9 - 3, 100);
-        assert_eq!(r.start_limit(), 0, "a reread took the only 100 bytes");
+        assert!(r.demand_miss(&key(6)));
+        put(&mut r, 6, 100);
+        assert_eq!(r.start_limit(), 0, "a wait took the only 100 bytes");
         put(&mut r, 0, 100);
         assert!(!r.protect(&key(0)), "no room");
         assert!(r.protect(&key(0)), "asked again: room made");

@@ -286,8 +286,9 @@ async fn get_or_load_joins_a_prefetch_in_flight() {
     assert_eq!((s.loads, s.misses, s.coalesced), (1, 1, 1));
 }
 
-/// The segment a playback began at outlives the segments streamed after it; a segment read
-/// again that the start list's memory pushed out shrinks that list; a playback beginning
+/// The segment a playback began at outlives the segments streamed after it; a session
+/// waiting for a segment the start list's memory pushed out shrinks that list (read-ahead
+/// loading one again does not); a playback beginning
 /// again at a start it did not keep grows it back.
 #[tokio::test]
 async fn a_start_segment_outlives_streamed_segments_and_the_start_list_adapts() {
@@ -324,7 +325,18 @@ async fn a_start_segment_outlives_streamed_segments_and_the_start_list_adapts() 
         (s.bytes, s.start_bytes, s.start_limit_bytes),
         (500, 200, 200)
     );
-    // The read-ahead segment is asked for after all: a read the start list cost.
+    // Read ahead again, an evicted segment costs a storage read but no viewer waits: the
+    // limit stays.
+    assert!(cache.prefetch(key("cam", 4_000), || seg(4_000, 100)));
+    eventually("read-ahead resident", || cache.contains(&key("cam", 4_000))).await;
+    let s = cache.stats();
+    assert_eq!(
+        (s.start_list_rereads, s.start_limit_bytes),
+        (0, 200),
+        "{s:?}"
+    );
+    // The first read-ahead segment is asked for after all: a session waits for a read the
+    // start list cost.
     cache
         .get_or_load(key("cam", 0), || seg(0, 100))
         .await

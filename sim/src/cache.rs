@@ -50,6 +50,11 @@ impl SimCache {
         self.inner.get(&SegmentKey::new(camera, start_ms)).is_some()
     }
 
+    /// A session asked for a segment that is not resident and waits for its read.
+    pub fn demand_miss(&self, camera: &str, start_ms: i64) {
+        self.inner.demand_miss(&SegmentKey::new(camera, start_ms));
+    }
+
     /// Resident, without touching recency (read-ahead's probe).
     pub fn contains(&self, camera: &str, start_ms: i64) -> bool {
         self.inner.contains(&SegmentKey::new(camera, start_ms))

@@ -489,6 +489,12 @@ impl<'a> VodSim<'a> {
         if hit {
             return (true, now);
         }
+        if count {
+            // The viewer waits for this read (the start, or a segment read ahead too late).
+            self.nodes[n as usize]
+                .cache
+                .demand_miss(&self.cameras[self.camera_of(media) as usize], start);
+        }
         (false, self.load_at(n, media, seg, at))
     }
 
