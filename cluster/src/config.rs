@@ -45,6 +45,13 @@ pub struct SchedConfig {
     pub t_max_ms: i64,
     /// §A.5 REM probability at Load_max⁻.
     pub p_max: f64,
+    /// `affinity` policy (beyond the papers): requests whose T falls in one stretch of this
+    /// length of one camera are ranked to the same node. Viewers of nearby moments meet in
+    /// one cache; a shorter stretch spreads one recording's viewers over more nodes.
+    pub affinity_bucket_ms: i64,
+    /// `affinity`: ε of the bounded load — a node takes its stretch while its estimate stays
+    /// within (1 + ε) × the mean load after the request, plus one request's worth.
+    pub affinity_slack: f64,
 }
 
 impl Default for SchedConfig {
@@ -57,7 +64,43 @@ impl Default for SchedConfig {
             t_min_ms: 100,
             t_max_ms: 10_000,
             p_max: 0.8,
+            affinity_bucket_ms: 600_000,
+            affinity_slack: 0.1,
         }
+    }
+}
+
+impl SchedConfig {
+    /// What every consumer of the §A constants needs to hold (the node's config, the
+    /// simulator's scenarios): weights on a 0–100 Load, ordered thresholds, a probability.
+    /// The message names the offending field.
+    pub fn check(&self) -> Result<(), String> {
+        let w = self.weights;
+        if ((w.cpu + w.mem + w.net) - 1.0).abs() > 1e-6
+            || [w.cpu, w.mem, w.net].iter().any(|x| *x < 0.0)
+        {
+            return Err(format!(
+                "weights must be non-negative and add up to 1 (cpu + mem + net = {})",
+                w.cpu + w.mem + w.net
+            ));
+        }
+        if !(0.0..=100.0).contains(&self.load_min)
+            || !(0.0..=100.0).contains(&self.load_max)
+            || self.load_min >= self.load_max
+        {
+            return Err("need 0 <= load_min < load_max <= 100".into());
+        }
+        if !(0.0..=1.0).contains(&self.p_max)
+            || self.t_min_ms < 0
+            || self.t_max_ms <= self.t_min_ms
+            || self.ld < 0.0
+        {
+            return Err("need 0 <= p_max <= 1, 0 <= t_min_ms < t_max_ms, ld >= 0".into());
+        }
+        if self.affinity_bucket_ms <= 0 || !(0.0..=10.0).contains(&self.affinity_slack) {
+            return Err("need affinity_bucket_ms > 0 and 0 <= affinity_slack <= 10".into());
+        }
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@
 //! live in the server and feed this crate snapshots. Section numbers refer to
 //! `shared/ALGORITHMS.md`.
 
+pub mod affinity;
 pub mod camera_move;
 pub mod config;
 pub mod edge;
@@ -45,7 +46,7 @@ pub use view_cache::{ViewCache, ViewEntry};
 /// Errors of the policy layer: names that do not resolve against the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterError {
-    #[error("unknown placement policy {0:?} (expected one of similarity, cache-aware, least-load, least-connections, round-robin, knn-class)")]
+    #[error("unknown placement policy {0:?} (expected one of {names})", names = place::policy_names())]
     UnknownPolicy(String),
     #[error("node {0:?} is not in the cluster view")]
     UnknownNode(NodeId),

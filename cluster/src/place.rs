@@ -8,6 +8,7 @@ use std::str::FromStr;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::affinity::{bucket, load_bound, rank};
 use crate::config::{ClusterConfig, SchedConfig};
 use crate::knn::NodeClass;
 use crate::load::{delta_load, load_state, LoadState};
@@ -29,16 +30,20 @@ pub enum Policy {
     RoundRobin,
     /// §C.3–C.4.
     KnnClass,
+    /// Beyond the papers: each stretch of a recording ranked to one node by rendezvous
+    /// hashing, under a bounded load (`affinity`).
+    Affinity,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 6] = [
+    pub const ALL: [Policy; 7] = [
         Policy::Similarity,
         Policy::CacheAware,
         Policy::LeastLoad,
         Policy::LeastConnections,
         Policy::RoundRobin,
         Policy::KnnClass,
+        Policy::Affinity,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,8 +54,14 @@ impl Policy {
             Policy::LeastConnections => "least-connections",
             Policy::RoundRobin => "round-robin",
             Policy::KnnClass => "knn-class",
+            Policy::Affinity => "affinity",
         }
     }
+}
+
+/// Every policy name, comma-separated (for the error that lists them).
+pub fn policy_names() -> String {
+    Policy::ALL.map(Policy::name).join(", ")
 }
 
 impl fmt::Display for Policy {
@@ -136,6 +147,7 @@ pub fn place(
         }),
         Policy::RoundRobin => round_robin(view, req, s, state),
         Policy::KnnClass => knn_class(view, req, cfg, rng),
+        Policy::Affinity => affinity(view, req, s),
     }
 }
 
@@ -352,6 +364,46 @@ fn first_fit(
             n.id,
             view.load(i),
             n.sessions
+        ) + &skips.suffix();
+        return assign(view, i, req, est, hit, reason);
+    }
+    skips.reject(s.ld)
+}
+
+/// Recording affinity (module `affinity`): the nodes in rendezvous order for the request's
+/// stretch `(camera, ⌊T / affinity_bucket_ms⌋)`; the first whose estimate stays within the
+/// bounded-load limit and is not overloaded takes it. The limit always admits the lightest
+/// node, so a request is refused only when every node would be overloaded.
+fn affinity(view: &ClusterView, req: &Request, s: &SchedConfig) -> Decision {
+    let a = eligible(view);
+    let n = alive_in(&a).count();
+    let sum: f64 = alive_in(&a).map(|i| view.load(i)).sum();
+    // One request's worth on a miss (the larger ΔLoad) on the lightest node: the "+1 ball".
+    let delta = argmin(alive_in(&a), |i| (view.load(i), 0.0)).map_or(0.0, |i| {
+        delta_load(req.vbr_bps, view.node(i).bord_bps, false, view.weights())
+    });
+    let bound = load_bound(sum, n, delta, s.affinity_slack);
+    let stretch = bucket(req.time_ms, s.affinity_bucket_ms);
+    let order = rank(
+        &req.camera,
+        stretch,
+        alive_in(&a).map(|i| (i, view.node(i).id.as_str())),
+    );
+    let mut skips = Skips::default();
+    for (k, &i) in order.iter().enumerate() {
+        let (est, hit) = estimate(view, i, req, s);
+        if load_state(est, s) == LoadState::Overloaded {
+            skips.overloaded += 1;
+            continue;
+        }
+        if est > bound {
+            continue;
+        }
+        let reason = format!(
+            "affinity rank {} of {n} for {} stretch {stretch} on {}, est load {est:.1} (bound {bound:.1})",
+            k + 1,
+            req.camera,
+            view.node(i).id
         ) + &skips.suffix();
         return assign(view, i, req, est, hit, reason);
     }

@@ -268,3 +268,134 @@ fn computed_load_and_fresh_reports() {
     v.update_node(n);
     assert!(close(v.load(0), 66.0));
 }
+
+/// An `affinity` placement (it draws nothing and keeps no state).
+fn affine(v: &ClusterView, camera: &str, t: i64, cfg: &ClusterConfig) -> Decision {
+    let mut rng = StdRng::seed_from_u64(0);
+    place(
+        v,
+        &Request::playback(camera, t, VBR),
+        Policy::Affinity,
+        &mut PlaceState::default(),
+        cfg,
+        &mut rng,
+    )
+}
+
+/// The nodes of `v` in rendezvous order for `(camera, bucket)`.
+fn rendezvous(v: &ClusterView, camera: &str, bucket: i64) -> Vec<String> {
+    let order = vigil_cluster::affinity::rank(
+        camera,
+        bucket,
+        v.nodes()
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (i, n.id.as_str())),
+    );
+    order.into_iter().map(|i| v.node(i).id.clone()).collect()
+}
+
+#[test]
+fn affinity_keeps_a_stretch_on_its_rendezvous_node_within_the_load_bound() {
+    let cfg = ClusterConfig::default();
+    let flat = view(vec![
+        node("n0", 20.0, &[]),
+        node("n1", 20.0, &[]),
+        node("n2", 20.0, &[]),
+    ]);
+    let order = rendezvous(&flat, "cam7", 0);
+    // T = 0 and T = 599 999 ms are one 10-minute stretch: the first rendezvous choice.
+    for t in [0, 599_999] {
+        let d = affine(&flat, "cam7", t, &cfg);
+        assert_eq!(node_of(&d), order[0], "T = {t}");
+    }
+    // T = 600 000 is the next stretch, ranked on its own.
+    let next = rendezvous(&flat, "cam7", 1);
+    let d = affine(&flat, "cam7", 600_000, &cfg);
+    assert_eq!(node_of(&d), next[0]);
+
+    // The first choice at 24, the others at 20: sum 64, Δ = MISS = 0.56 on the lightest,
+    // mean after = 64.56 / 3 = 21.52. With ε = 0.1 the bound is 1.1 · 21.52 + 0.56 =
+    // 24.232 < 24.56 (24 + Δ): the second choice takes it. With ε = 0.2 the bound is
+    // 26.384: the first choice keeps it.
+    let loaded = |first: f64| {
+        view(
+            ["n0", "n1", "n2"]
+                .iter()
+                .map(|&id| node(id, if id == order[0] { first } else { 20.0 }, &[]))
+                .collect(),
+        )
+    };
+    let v = loaded(24.0);
+    let d = affine(&v, "cam7", 0, &cfg);
+    assert_eq!(node_of(&d), order[1]);
+    match &d {
+        Decision::Assign {
+            estimated_load,
+            reason,
+            ..
+        } => {
+            assert!(close(*estimated_load, 20.56), "{estimated_load}");
+            assert!(
+                reason.contains("affinity rank 2 of 3") && reason.contains("bound 24.2"),
+                "{reason}"
+            );
+        }
+        Decision::Reject { reason } => panic!("{reason}"),
+    }
+    let mut wide = cfg.clone();
+    wide.sched.affinity_slack = 0.2;
+    assert_eq!(node_of(&affine(&v, "cam7", 0, &wide)), order[0]);
+
+    // Overload (Load_max 95) is checked before the bound: 94.8 + 0.56 is skipped even when
+    // ε is large enough to admit it.
+    wide.sched.affinity_slack = 10.0;
+    let d = affine(&loaded(94.8), "cam7", 0, &wide);
+    assert_eq!(node_of(&d), order[1]);
+    assert!(
+        matches!(&d, Decision::Assign { reason, .. } if reason.contains("after skipping 1 overloaded"))
+    );
+
+    // No node with a free session: refused.
+    let mut full = flat.clone();
+    for i in 0..3 {
+        let mut n = full.node(i).clone();
+        n.max_sessions = 0;
+        full.update_node(n);
+    }
+    assert!(matches!(
+        affine(&full, "cam7", 0, &cfg),
+        Decision::Reject { .. }
+    ));
+}
+
+#[test]
+fn affinity_spreads_a_burst_of_one_stretch_once_its_node_passes_the_bound() {
+    // 30 requests for one stretch on three idle nodes, each applied to the view (§A.4 step
+    // 5): the first choice takes them until its estimate would pass the bound, then the
+    // second; no node ends more than (1 + ε)·mean + Δ.
+    let cfg = ClusterConfig::default();
+    let mut v = view(vec![
+        node("n0", 0.0, &[]),
+        node("n1", 0.0, &[]),
+        node("n2", 0.0, &[]),
+    ]);
+    let order = rendezvous(&v, "cam3", 0);
+    let mut firsts = 0;
+    for _ in 0..30 {
+        let d = affine(&v, "cam3", 0, &cfg);
+        if node_of(&d) == order[0] {
+            firsts += 1;
+        }
+        apply(&mut v, &d).unwrap();
+    }
+    let loads: Vec<f64> = (0..3).map(|i| v.load(i)).collect();
+    let mean = loads.iter().sum::<f64>() / 3.0;
+    for l in &loads {
+        assert!(*l <= 1.1 * mean + MISS + 1e-9, "{loads:?}");
+    }
+    assert!(
+        firsts > 10 && firsts < 30,
+        "first choice took {firsts} of 30"
+    );
+}

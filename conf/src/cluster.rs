@@ -258,32 +258,9 @@ impl ClusterConf {
                 "cluster.migration: need 0 < heartbeat_ms < lease_ms < takeback_ms".into(),
             ));
         }
-        let s = &c.scheduler;
-        let w = s.weights;
-        if ((w.cpu + w.mem + w.net) - 1.0).abs() > 1e-6
-            || [w.cpu, w.mem, w.net].iter().any(|x| *x < 0.0)
-        {
-            return Err(ConfigError::Invalid(
-                "cluster.scheduler.weights must be non-negative and add up to 1".into(),
-            ));
-        }
-        if !(0.0..=100.0).contains(&s.load_min)
-            || !(0.0..=100.0).contains(&s.load_max)
-            || s.load_min > s.load_max
-        {
-            return Err(ConfigError::Invalid(
-                "cluster.scheduler: need 0 <= load_min <= load_max <= 100".into(),
-            ));
-        }
-        if !(0.0..=1.0).contains(&s.p_max)
-            || s.t_min_ms < 0
-            || s.t_max_ms <= s.t_min_ms
-            || s.ld < 0.0
-        {
-            return Err(ConfigError::Invalid(
-                "cluster.scheduler: need 0 <= p_max <= 1, 0 <= t_min_ms < t_max_ms, ld >= 0".into(),
-            ));
-        }
+        c.scheduler
+            .check()
+            .map_err(|e| ConfigError::Invalid(format!("cluster.scheduler: {e}")))?;
         let f = &c.feedback;
         if f.min_s == 0
             || f.min_s > f.max_s
@@ -410,7 +387,7 @@ mod tests {
         assert_eq!(c.cluster.migration.mode, "own");
         let t = format!(
             "{ok}[cluster.scheduler]\nload_min = 40\np_max = 0.5\nt_max_ms = 20000\n\
-             weights = {{ cpu = 0.2, mem = 0.2, net = 0.6 }}\n[cluster.gateway]\nalpha = 0.5\n\
+             weights = {{ cpu = 0.2, mem = 0.2, net = 0.6 }}\naffinity_slack = 0.3\n[cluster.gateway]\nalpha = 0.5\n\
              [cluster.feedback]\nmin_s = 2\n[cluster.migration]\nmode = \"preserve\"\nrem = false\n"
         );
         let c = Config::from_toml(&t).unwrap();
@@ -418,6 +395,7 @@ mod tests {
         assert_eq!(c.cluster.scheduler.p_max, 0.5);
         assert_eq!(c.cluster.scheduler.t_max_ms, 20000);
         assert_eq!(c.cluster.scheduler.weights.net, 0.6);
+        assert_eq!(c.cluster.scheduler.affinity_slack, 0.3);
         assert_eq!(c.cluster.gateway.alpha, 0.5);
         assert_eq!(c.cluster.feedback.min_s, 2);
         assert_eq!(c.cluster.migration.mode, "preserve");
@@ -444,6 +422,14 @@ mod tests {
                 "weights",
             ),
             ("[cluster.scheduler]\nlod_min = 1\n", "lod_min"),
+            (
+                "[cluster.scheduler]\naffinity_bucket_ms = 0\n",
+                "affinity_bucket_ms",
+            ),
+            (
+                "[cluster.scheduler]\naffinity_slack = -1\n",
+                "affinity_slack",
+            ),
             ("[cluster.migration]\nmode = \"teleport\"\n", "teleport"),
             ("[cluster.migration]\nlease_ms = 10\n", "heartbeat_ms"),
             ("[cluster.feedback]\nmin_s = 0\n", "feedback"),

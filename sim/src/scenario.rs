@@ -619,19 +619,8 @@ impl Scenario {
         if !pos(w.vcr_after_mean_secs) || !nonneg(w.rtt_ms) {
             return Err(self.bad("workload.vcr_after_mean_secs", "must be > 0 (rtt_ms ≥ 0)"));
         }
-        let sched = &self.cluster.sched;
-        let wsum = sched.weights.cpu + sched.weights.mem + sched.weights.net;
-        if (wsum - 1.0).abs() > 1e-6 {
-            return Err(self.bad(
-                "cluster.sched.weights",
-                format!("cpu + mem + net = {wsum}, must be 1"),
-            ));
-        }
-        if sched.load_min >= sched.load_max || sched.t_min_ms >= sched.t_max_ms {
-            return Err(self.bad(
-                "cluster.sched",
-                "load_min < load_max and t_min_ms < t_max_ms",
-            ));
+        if let Err(e) = self.cluster.sched.check() {
+            return Err(self.bad("cluster.sched", e));
         }
         match self.kind {
             Kind::Vod | Kind::Feedback | Kind::Gateway => {
@@ -783,7 +772,8 @@ mod tests {
                 "least-load",
                 "similarity",
                 "similarity+rem",
-                "cache-aware+rem"
+                "cache-aware+rem",
+                "affinity+rem"
             ]
         );
         let p = builtin("seed-planner").unwrap();
