@@ -186,20 +186,9 @@ impl ClusterConf {
                     .into(),
             ));
         }
-        const POLICIES: [&str; 6] = [
-            "similarity",
-            "cache-aware",
-            "least-load",
-            "least-connections",
-            "round-robin",
-            "knn-class",
-        ];
-        if !POLICIES.contains(&c.policy.as_str()) {
-            return Err(ConfigError::Invalid(format!(
-                "cluster.policy {:?}: expected one of {}",
-                c.policy,
-                POLICIES.join(", ")
-            )));
+        // The policy layer's own list: a policy added there is accepted here.
+        if let Err(e) = c.policy.parse::<vigil_cluster::Policy>() {
+            return Err(ConfigError::Invalid(format!("cluster.policy: {e}")));
         }
         if c.bandwidth_bps.is_nan() || c.bandwidth_bps <= 0.0 {
             return Err(ConfigError::Invalid(

@@ -31,6 +31,12 @@ const KEY: &str = "test-cluster-key-policies-0123456789";
 const N: usize = 5;
 /// Bord of every node: see the module documentation.
 const BORD: &str = "bandwidth_bps = 15000000.0";
+/// The affinity node's stretch: one day, so the test's few seconds of recording fall in one
+/// (unless recorded across midnight UTC; each request is checked against its own stretch).
+const AFFINITY_BUCKET_MS: i64 = 86_400_000;
+/// `[cluster.scheduler]` of the affinity node: the stretch above, and an ε that keeps every
+/// request on its first choice.
+const AFFINITY: &str = "[cluster.scheduler]\naffinity_bucket_ms = 86400000\naffinity_slack = 10.0";
 
 fn camera(id: &str) -> String {
     format!("[[camera]]\nid = \"{id}\"\nsource = \"demo\"\non_demand = false\n")
@@ -215,14 +221,14 @@ impl Drop for Viewer {
 }
 
 /// Five nodes on a shared storage root; node 1 records the demo camera and four more demo
-/// cameras; nodes 1–4 place with the default `similarity` policy, node 5 with `least-load`
-/// (in this increment the node asked decides with its own configured policy, issue 4 §4's
-/// fallback, so one cluster exercises both).
+/// cameras; nodes 1–3 place with the default `similarity` policy, node 4 with `affinity`,
+/// node 5 with `least-load` (in this increment the node asked decides with its own
+/// configured policy, issue 4 §4's fallback, so one cluster exercises all three).
 ///
 /// * Membership converges; `vigil ctl nodes` on every node lists all five and the scheduler.
 /// * Similarity: a viewer plays `demo` on node 3 (placed there by hand with the marker). Once
 ///   the others' views show it, a DESCRIBE for a nearby moment of `demo` sent to each of
-///   nodes 1–4 lands on node 3 (302 to node 3, or 200 from node 3 itself): §A.4 step 3 picks
+///   nodes 1–3 lands on node 3 (302 to node 3, or 200 from node 3 itself): §A.4 step 3 picks
 ///   from B = {node 3}, and node 3 stays light (module documentation), so nothing drops it.
 /// * Distinct cameras: one DESCRIBE per other camera, all to node 2. None of them is played
 ///   anywhere, so §A.4 step 2 picks the least loaded node and step 5 adds ≈ 5.7 to it at once.
@@ -233,6 +239,11 @@ impl Drop for Viewer {
 ///   node would need it ≥ 5·5.7 ≈ 28 below the others: impossible, so at least 2 distinct
 ///   targets, and not all on node 3 (the node already playing, which similarity chose every
 ///   time). Each decision's reason names the least-load rule.
+/// * affinity (node 4, ε = 10 so that the load bound, unit-tested in `vigil-cluster`, cannot
+///   move a request off its first choice): six DESCRIBEs for moments of one stretch of
+///   `demo` (a one-day `affinity_bucket_ms`) all land on the node that rendezvous hashing
+///   ranks first for it, computed here from the node ids alone — whoever plays the camera
+///   and whatever the loads; each of the four other cameras lands on its own first choice.
 #[test]
 fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
     let _serial = serial();
@@ -240,9 +251,10 @@ fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
     let root = tempfile::tempdir().unwrap();
     let others = ["cam-b", "cam-c", "cam-d", "cam-e"];
     let nodes = start_cluster(
-        |i| {
-            let policy = if i == 4 { "least-load" } else { "similarity" };
-            format!("{BORD}\npolicy = \"{policy}\"")
+        |i| match i {
+            3 => format!("{BORD}\npolicy = \"affinity\"\n{AFFINITY}"),
+            4 => format!("{BORD}\npolicy = \"least-load\""),
+            _ => format!("{BORD}\npolicy = \"similarity\""),
         },
         |i| {
             let mut s = storage(root.path());
@@ -310,7 +322,7 @@ fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
             rfc3339(ms + 2000)
         )
     };
-    for (i, n) in nodes.iter().enumerate().take(4) {
+    for (i, n) in nodes.iter().enumerate().take(3) {
         let t = describe_target(
             n,
             &nodes,
@@ -357,6 +369,31 @@ fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
         ll.iter().any(|&t| t != k + 1),
         "least-load all on node 3: {ll:?}"
     );
+
+    // affinity on node 4: each camera's stretch on its first rendezvous choice.
+    let first_choice = |cam: &str, ms: i64| {
+        let stretch = vigil_cluster::affinity::bucket(ms, AFFINITY_BUCKET_MS);
+        let order = vigil_cluster::affinity::rank(
+            cam,
+            stretch,
+            ids.iter().enumerate().map(|(i, id)| (i, id.as_str())),
+        );
+        let id = &ids[order[0]];
+        nodes.iter().position(|n| node_id(n) == *id).unwrap()
+    };
+    for i in 0..6 {
+        let ms = first_ms + 500 + 250 * i;
+        let t = describe_target(&nodes[3], &nodes, &url_at(&nodes[3], "demo", ms));
+        let why = last_reason(&nodes[3]);
+        assert!(why.starts_with("affinity rank 1 of 5 for demo"), "{why}");
+        assert_eq!(t, first_choice("demo", ms), "{why}");
+    }
+    for c in others {
+        let ms = first_ms + 500;
+        let t = describe_target(&nodes[3], &nodes, &url_at(&nodes[3], c, ms));
+        let why = last_reason(&nodes[3]);
+        assert_eq!(t, first_choice(c, ms), "{c}: {why}");
+    }
 
     let v = viewer.finish();
     assert!(v.error.is_none(), "{:?}", v.error);
