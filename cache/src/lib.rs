@@ -341,8 +341,11 @@ impl<V: Weighted> SegmentCache<V> {
     /// Returns whether a load was started. Outside a tokio runtime it does nothing (returns
     /// `false`): read-ahead is an optimisation and must never block or panic its caller.
     /// The outcome is only observable through the cache: a success becomes resident, an
-    /// error is counted in `load_errors` and dropped. Does not count a hit or a miss, and
-    /// does not refresh the recency of a resident key.
+    /// error is counted in `load_errors` and dropped. Does not count a hit or a miss.
+    ///
+    /// A resident key is made most recently used ([`touch`](Self::touch)): the session
+    /// reading ahead will ask for it within a segment or two, and left where another
+    /// session's read put it, it could be evicted before then and cost this one a wait.
     pub fn prefetch<F, Fut, E>(&self, key: SegmentKey, load: F) -> bool
     where
         F: FnOnce() -> Fut,
@@ -353,8 +356,8 @@ impl<V: Weighted> SegmentCache<V> {
             return false;
         };
         {
-            let st = self.inner.lock();
-            if st.res.contains(&key) || st.inflight.contains_key(&key) {
+            let mut st = self.inner.lock();
+            if st.res.get(&key).is_some() || st.inflight.contains_key(&key) {
                 return false;
             }
         }
@@ -388,6 +391,13 @@ impl<V: Weighted> SegmentCache<V> {
         if st.res.demand_miss(key) {
             self.inner.counters.publish(&st.res);
         }
+    }
+
+    /// Read-ahead found `key` resident: makes it most recently used without counting a hit
+    /// (what [`prefetch`](Self::prefetch) does; the simulator, which owns its reads, calls
+    /// it directly). Returns whether it is resident.
+    pub fn touch(&self, key: &SegmentKey) -> bool {
+        self.inner.lock().res.get(key).is_some()
     }
 
     /// Whether `key` is resident. Does not count as a hit nor refresh its recency, so the

@@ -114,6 +114,42 @@ async fn budget_respected_and_lru_order() {
     assert!(s.bytes <= s.budget_bytes);
 }
 
+/// Read-ahead that finds a segment resident starts no load but makes it most recently
+/// used: the session reading ahead asks for it next, so it must outlive the segments read
+/// since (left where another session's read put it, it was evicted first and that session
+/// waited for storage). No hit is counted: no one asked for it yet.
+#[tokio::test]
+async fn read_ahead_of_a_resident_segment_keeps_it() {
+    let cache = SegmentCache::<Seg>::new(300);
+    for t in 0..3 {
+        cache
+            .get_or_load(key("c", t), || seg(t, 100))
+            .await
+            .unwrap();
+    }
+    // 0 is the least recently used.
+    assert!(
+        !cache.prefetch(key("c", 0), || seg(0, 100)),
+        "resident: no load"
+    );
+    cache
+        .get_or_load(key("c", 3), || seg(3, 100))
+        .await
+        .unwrap();
+    assert!(cache.contains(&key("c", 0)), "read ahead: kept");
+    assert!(!cache.contains(&key("c", 1)), "the LRU one now");
+    let s = cache.stats();
+    assert_eq!((s.hits, s.misses, s.loads, s.prefetches), (0, 4, 4, 0));
+    // `touch` is the same step for a caller that owns its reads (the simulator).
+    assert!(cache.touch(&key("c", 2)));
+    assert!(!cache.touch(&key("c", 1)), "not resident");
+    cache
+        .get_or_load(key("c", 4), || seg(4, 100))
+        .await
+        .unwrap();
+    assert!(cache.contains(&key("c", 2)) && !cache.contains(&key("c", 0)));
+}
+
 #[tokio::test]
 async fn contains_does_not_refresh_recency() {
     let cache = SegmentCache::<Seg>::new(200);

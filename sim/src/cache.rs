@@ -55,7 +55,13 @@ impl SimCache {
         self.inner.demand_miss(&SegmentKey::new(camera, start_ms));
     }
 
-    /// Resident, without touching recency (read-ahead's probe).
+    /// Read-ahead's probe: resident → true, and most recently used (the session will ask
+    /// for it next), as the node's `prefetch` does.
+    pub fn touch(&self, camera: &str, start_ms: i64) -> bool {
+        self.inner.touch(&SegmentKey::new(camera, start_ms))
+    }
+
+    /// Resident, without touching recency.
     pub fn contains(&self, camera: &str, start_ms: i64) -> bool {
         self.inner.contains(&SegmentKey::new(camera, start_ms))
     }

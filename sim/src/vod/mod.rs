@@ -542,7 +542,7 @@ impl<'a> VodSim<'a> {
             let start = self.seg_time(media, s);
             if !self.nodes[n as usize]
                 .cache
-                .contains(&self.cameras[self.camera_of(media) as usize], start)
+                .touch(&self.cameras[self.camera_of(media) as usize], start)
                 && !self.inflight.contains_key(&(n, media, s))
             {
                 self.load(n, media, s);
