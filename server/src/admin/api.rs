@@ -170,7 +170,9 @@ async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
 /// Gaps shorter than this are jitter between segments, not missing video.
 pub const GAP_MS: i64 = 1500;
 
-async fn recording_status(State(st): State<AppState>) -> Json<Vec<crate::record::RecordStatus>> {
+async fn recording_status(
+    State(st): State<AppState>,
+) -> Json<Vec<crate::node::recordings::RecordStatus>> {
     Json(st.node.recordings.all())
 }
 

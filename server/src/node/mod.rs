@@ -1,5 +1,8 @@
 //! State shared by every task of one node: the paths it serves, its sessions, its UDP ports.
 
+pub mod recordings;
+pub mod writer_pool;
+
 use crate::live::stream::{RingLimits, Stream};
 use crate::net::ports::PortAllocator;
 use serde::Serialize;
@@ -193,7 +196,7 @@ pub struct Node {
     pub counters: Counters,
     pub shutdown: CancellationToken,
     /// Recording state per camera (for the API and metrics).
-    pub recordings: Arc<crate::record::Recordings>,
+    pub recordings: Arc<recordings::Recordings>,
     /// Recordings and the playback cache; None when recording is disabled.
     pub library: Option<crate::playback::library::Library>,
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
