@@ -169,5 +169,5 @@ async fn run(
     path.set_relay_from(None);
     drop(puller);
     node.release_path(&path.name);
-    crate::cluster::notify_change(&node);
+    node.notify_change();
 }

@@ -56,7 +56,7 @@ impl Drain {
             return DrainStatus::default();
         };
         cluster.draining.store(on, Ordering::Relaxed);
-        crate::cluster::notify_change(node);
+        node.notify_change();
         if let Some(c) = this.run.lock().unwrap_or_else(|p| p.into_inner()).take() {
             c.cancel();
         }

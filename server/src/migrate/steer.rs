@@ -384,7 +384,7 @@ pub(super) fn committed(
     *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
         (to != here).then(|| to.to_string());
     info.moves.fetch_add(1, Ordering::Relaxed);
-    crate::cluster::notify_change(node);
+    node.notify_change();
     MoveReport {
         session: info.id.clone(),
         from,
@@ -470,5 +470,5 @@ async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
         pb.tracks = Some(last.tracks);
         pb.resume = last.resume;
     }
-    crate::cluster::notify_change(node);
+    node.notify_change();
 }

@@ -166,7 +166,7 @@ pub async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
     );
     pump.set_paused(play.paused);
     play.sender = LiveSender::Local(pump);
-    crate::cluster::notify_change(node);
+    node.notify_change();
 }
 
 /// Moves the media of a live UDP viewer to `to` (or back here): one handoff.

@@ -217,6 +217,10 @@ pub struct Node {
     pub limit_stats: crate::limits::LimitStats,
     /// Cameras being watched over live HLS.
     pub hls: crate::hls::Registry,
+    /// Wakes whoever reports the node's state (the cluster's report task) on a significant
+    /// change. The node owns it so that it needs to know nothing of its listeners: the
+    /// modules above it learn of changes from here rather than being called by name.
+    changed: tokio::sync::Notify,
 }
 
 impl Node {
@@ -242,6 +246,7 @@ impl Node {
             connections: Default::default(),
             limit_stats: Default::default(),
             hls: Default::default(),
+            changed: tokio::sync::Notify::new(),
             config,
         };
         for cam in &node.config.cameras {
@@ -345,12 +350,12 @@ impl Node {
 
     pub fn register_session(&self, info: Arc<SessionInfo>) {
         self.sessions_mut().insert(info.id.clone(), info);
-        crate::cluster::notify_change(self);
+        self.notify_change();
     }
 
     pub fn unregister_session(&self, id: &str) {
         self.sessions_mut().remove(id);
-        crate::cluster::notify_change(self);
+        self.notify_change();
     }
 
     pub fn session(&self, id: &str) -> Option<Arc<SessionInfo>> {
@@ -361,6 +366,20 @@ impl Node {
         let mut v: Vec<_> = self.sessions_mut().values().cloned().collect();
         v.sort_by_key(|s| s.started_at);
         v
+    }
+
+    /// A significant change (a session started, ended, moved or changed its rate; the node
+    /// began or stopped draining): the report is to go out at once. One permit is kept
+    /// (`notify_one`), so a change made while the listener is busy is not lost, and a burst
+    /// of them wakes it once.
+    pub fn notify_change(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Completes at the next [`Node::notify_change`] (or at once for one made since the
+    /// last wait).
+    pub async fn changed(&self) {
+        self.changed.notified().await
     }
 
     pub fn bump(counter: &AtomicU64) {
