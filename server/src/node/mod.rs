@@ -202,8 +202,6 @@ pub struct Node {
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
     pub tasks: TaskTracker,
     pub started: Instant,
-    /// The cluster shell, when `[cluster] enabled` (set once at start-up).
-    pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
     /// The heartbeat to the nodes sending sessions steered from here (started on the first
     /// move).
     pub heartbeats: std::sync::OnceLock<Arc<crate::migrate::heartbeat::Heartbeats>>,
@@ -236,7 +234,6 @@ impl Node {
             library,
             tasks: TaskTracker::new(),
             started: Instant::now(),
-            cluster: std::sync::OnceLock::new(),
             heartbeats: std::sync::OnceLock::new(),
             auth: crate::auth::Auth::new(config.auth.as_ref()),
             describes: Mutex::new(crate::limits::RateLimiter::new(

@@ -11,6 +11,7 @@
 
 mod writer;
 
+use crate::cluster::Cluster;
 use crate::live::stream::{Read, Stream, StreamInfo};
 use crate::node::recordings::Recordings;
 use crate::node::writer_pool::Lane;
@@ -37,7 +38,8 @@ pub fn wanted(node: &Node, camera: &str) -> bool {
 
 /// Start recording `path` unless recording is off (node-wide, for this camera, or for
 /// cameras not in the config under `record = "listed"`) or a recorder already runs for it.
-pub fn start(node: &Arc<Node>, path: &Arc<PathEntry>) {
+/// `cluster`: the node's cluster shell when on (a camera bound elsewhere is recorded there).
+pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEntry>) {
     let Some(library) = &node.library else { return };
     let camera = path.name.strip_prefix("live/").unwrap_or(&path.name);
     if !wanted(node, camera)
@@ -48,8 +50,15 @@ pub fn start(node: &Arc<Node>, path: &Arc<PathEntry>) {
         return;
     }
     let span = tracing::info_span!("record", camera = %camera);
-    node.tasks
-        .spawn(run(node.clone(), path.clone(), library.store.clone()).instrument(span));
+    node.tasks.spawn(
+        run(
+            node.clone(),
+            cluster.cloned(),
+            path.clone(),
+            library.store.clone(),
+        )
+        .instrument(span),
+    );
 }
 
 /// Apply the retention policy every minute, logging what it deleted.
@@ -77,7 +86,12 @@ pub async fn retention(node: Arc<Node>, store: Store) {
 }
 
 /// Record `path` for as long as the node runs.
-pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
+pub async fn run(
+    node: Arc<Node>,
+    cluster: Option<Arc<Cluster>>,
+    path: Arc<PathEntry>,
+    store: Store,
+) {
     let Some(camera) = path.name.strip_prefix("live/").map(str::to_string) else {
         return;
     };
@@ -101,10 +115,7 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
         // pulls it (a camera move in either direction; the lease passes over).
         while !stream.is_live()
             || path.relay_from().is_some()
-            || node
-                .cluster
-                .get()
-                .is_some_and(|c| c.bound_elsewhere(&camera))
+            || cluster.as_ref().is_some_and(|c| c.bound_elsewhere(&camera))
         {
             if !node
                 .path(&path.name)
