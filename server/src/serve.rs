@@ -1,5 +1,6 @@
 //! `vigil serve`: start every part of a node and stop it cleanly on SIGTERM/Ctrl-C.
 
+use crate::cluster::Cluster;
 use crate::node::Node;
 use crate::playback::library::Library;
 use anyhow::Context;
@@ -72,19 +73,29 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         api = %http.local_addr()?,
         "vigil node up"
     );
-    if node.config.cluster.enabled {
-        let cluster = crate::cluster::Cluster::start(&node).await?;
-        let _ = node.cluster.set(cluster);
-        crate::migrate::Service::install(&node);
-        crate::ingest::handover::Host::install(&node);
-    }
-    start_sources(&node);
-    node.tasks.spawn(crate::ingest::sleep::run(node.clone()));
-    start_recorders(&node);
+    // The cluster shell is created before anything that reads it starts, and each of those
+    // gets it from here: the node, below the cluster, does not hold it.
+    let cluster = if node.config.cluster.enabled {
+        let cluster = Cluster::start(&node).await?;
+        crate::migrate::Service::install(&node, &cluster);
+        crate::ingest::handover::Host::install(&node, &cluster);
+        Some(cluster)
+    } else {
+        None
+    };
+    start_sources(&node, cluster.as_ref());
+    node.tasks
+        .spawn(crate::ingest::sleep::run(node.clone(), cluster.clone()));
+    start_recorders(&node, cluster.as_ref());
     tokio::spawn(reload_on_sighup(node.clone(), config_path));
     let prometheus = crate::admin::metrics::install();
-    let api = tokio::spawn(crate::admin::api::serve(node.clone(), http, prometheus));
-    let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), rtsp));
+    let api = tokio::spawn(crate::admin::api::serve(
+        node.clone(),
+        cluster.clone(),
+        http,
+        prometheus,
+    ));
+    let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), cluster, rtsp));
     wait_for_signal().await;
     info!("shutting down: closing sessions");
     node.shutdown.cancel();
@@ -156,10 +167,10 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
 
 /// A recorder for every path that may carry a camera (push paths created later start
 /// theirs when they are created), and the retention sweep.
-fn start_recorders(node: &Arc<Node>) {
+fn start_recorders(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
     let Some(library) = &node.library else { return };
     for path in node.paths() {
-        crate::record::start(node, &path);
+        crate::record::start(node, cluster, &path);
     }
     node.tasks.spawn(crate::record::retention(
         node.clone(),
@@ -168,7 +179,7 @@ fn start_recorders(node: &Arc<Node>) {
 }
 
 /// Always-on sources start with the node; on-demand pulls start on first DESCRIBE.
-fn start_sources(node: &Arc<Node>) {
+fn start_sources(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
     for path in node.paths() {
         match &path.source {
             Source::Demo => {
@@ -177,7 +188,7 @@ fn start_sources(node: &Arc<Node>) {
                     .spawn(crate::ingest::demo::run(path.stream.clone(), cancel));
             }
             Source::Pull { .. } if !path.on_demand => {
-                crate::ingest::pull::ensure_running(node, &path)
+                crate::ingest::pull::ensure_running(node, cluster, &path)
             }
             _ => {}
         }

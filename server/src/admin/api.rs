@@ -1,8 +1,9 @@
 //! The admin HTTP server (axum).
 
 use super::views::{CacheView, PathView, RecordingsView, SessionView, TimeRange};
+use crate::cluster::Cluster;
 use crate::node::Node;
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -14,14 +15,35 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vigil_conf::Source;
 
+/// What the routes read. A route takes the parts it needs (`State<Arc<Node>>`,
+/// `State<Option<Arc<Cluster>>>`) or the whole.
 #[derive(Clone)]
-struct AppState {
+pub(super) struct AppState {
     node: Arc<Node>,
+    /// The cluster shell when `[cluster] enabled`: given by `serve`, since the node (below
+    /// the cluster) does not hold it.
+    cluster: Option<Arc<Cluster>>,
     prometheus: Option<PrometheusHandle>,
 }
 
+impl FromRef<AppState> for Arc<Node> {
+    fn from_ref(st: &AppState) -> Arc<Node> {
+        st.node.clone()
+    }
+}
+
+impl FromRef<AppState> for Option<Arc<Cluster>> {
+    fn from_ref(st: &AppState) -> Option<Arc<Cluster>> {
+        st.cluster.clone()
+    }
+}
+
 /// Every route, behind the admin token layer (`token`): a route added here is covered.
-pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
+pub fn router(
+    node: Arc<Node>,
+    cluster: Option<Arc<Cluster>>,
+    prometheus: Option<PrometheusHandle>,
+) -> Router {
     let gate = super::token::Gate {
         // Checked at start-up (`serve`); an unreadable file here leaves the API read-only.
         token: node.config.http.token().ok().flatten().map(Into::into),
@@ -43,11 +65,15 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
         .route("/hls/live/{camera}/{file}", get(hls_live))
         .route("/hls/playback/{camera}/{file}", get(hls_playback))
         .route("/metrics", get(metrics))
-        .merge(super::migrate_api::router(node.clone()))
-        .merge(super::plan_api::router(node.clone()))
-        .merge(super::cameras_api::router(node.clone()))
+        .merge(super::migrate_api::router())
+        .merge(super::plan_api::router())
+        .merge(super::cameras_api::router())
         .merge(super::console::router())
-        .with_state(AppState { node, prometheus })
+        .with_state(AppState {
+            node,
+            cluster,
+            prometheus,
+        })
         .layer(axum::middleware::from_fn_with_state(
             gate,
             super::token::layer,
@@ -56,12 +82,13 @@ pub fn router(node: Arc<Node>, prometheus: Option<PrometheusHandle>) -> Router {
 
 pub async fn serve(
     node: Arc<Node>,
+    cluster: Option<Arc<Cluster>>,
     listener: tokio::net::TcpListener,
     prometheus: Option<PrometheusHandle>,
 ) {
     let shutdown = node.shutdown.clone();
     tokio::spawn(sample_bitrates(node.clone()));
-    let app = router(node, prometheus);
+    let app = router(node, cluster, prometheus);
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
@@ -170,7 +197,9 @@ async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
 /// Gaps shorter than this are jitter between segments, not missing video.
 pub const GAP_MS: i64 = 1500;
 
-async fn recording_status(State(st): State<AppState>) -> Json<Vec<crate::record::RecordStatus>> {
+async fn recording_status(
+    State(st): State<AppState>,
+) -> Json<Vec<crate::node::recordings::RecordStatus>> {
     Json(st.node.recordings.all())
 }
 
@@ -288,9 +317,8 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
 
 const NO_CLUSTER: &str = "clustering is not enabled on this node ([cluster] enabled = true)\n";
 
-pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView> {
+pub fn cluster_nodes_view(c: &Cluster) -> super::views::ClusterNodesView {
     use super::views::{ClusterNodeView, ClusterNodesView, GossipView};
-    let c = node.cluster.get()?;
     let (scheduler, term) = c.scheduler();
     let view = c.view();
     let w = *view.weights();
@@ -338,7 +366,7 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
         .collect();
     let g = &c.stats;
     let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    Some(ClusterNodesView {
+    ClusterNodesView {
         self_id: c.self_id.clone(),
         scheduler,
         term,
@@ -350,13 +378,15 @@ pub fn cluster_nodes_view(node: &Node) -> Option<super::views::ClusterNodesView>
             rejected: ld(&g.rejected),
         },
         nodes,
-    })
+    }
 }
 
 async fn cluster_nodes(
     State(st): State<AppState>,
 ) -> Result<Json<super::views::ClusterNodesView>, (StatusCode, String)> {
-    cluster_nodes_view(&st.node)
+    st.cluster
+        .as_deref()
+        .map(cluster_nodes_view)
         .map(Json)
         .ok_or((StatusCode::NOT_FOUND, NO_CLUSTER.into()))
 }
@@ -365,7 +395,7 @@ async fn cluster_scheduler(
     State(st): State<AppState>,
 ) -> Result<Json<super::views::SchedulerView>, (StatusCode, String)> {
     use super::views::{DecisionView, SchedulerView};
-    let Some(c) = st.node.cluster.get() else {
+    let Some(c) = &st.cluster else {
         return Err((StatusCode::NOT_FOUND, NO_CLUSTER.into()));
     };
     let t = |ms| vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339();
@@ -406,6 +436,7 @@ async fn cluster_scheduler(
 /// reason when no node can take it).
 pub fn ingest_view(
     node: &Node,
+    cluster: Option<&Cluster>,
     camera: &str,
 ) -> Result<super::views::IngestView, (StatusCode, String)> {
     use super::views::IngestView;
@@ -419,7 +450,7 @@ pub fn ingest_view(
     let own_live = node
         .path(&format!("live/{camera}"))
         .is_some_and(|p| p.stream.is_live());
-    let Some(c) = node.cluster.get() else {
+    let Some(c) = cluster else {
         let base = node.config.cluster.rtsp_url_base(node.config.rtsp.listen);
         return Ok(IngestView {
             camera: camera.to_string(),
@@ -477,12 +508,11 @@ async fn ingest(
     State(st): State<AppState>,
     axum::extract::Path(camera): axum::extract::Path<String>,
 ) -> Result<Json<super::views::IngestView>, (StatusCode, String)> {
-    ingest_view(&st.node, &camera).map(Json)
+    ingest_view(&st.node, st.cluster.as_deref(), &camera).map(Json)
 }
 
-pub fn cluster_sessions_view(node: &Node) -> Option<super::views::ClusterSessionsView> {
+pub fn cluster_sessions_view(c: &Cluster) -> super::views::ClusterSessionsView {
     use super::views::{ClusterSessionView, ClusterSessionsView};
-    let c = node.cluster.get()?;
     let mut sessions = Vec::new();
     let mut truncated = Vec::new();
     for m in c.members() {
@@ -501,17 +531,19 @@ pub fn cluster_sessions_view(node: &Node) -> Option<super::views::ClusterSession
             kbps: s.kbps,
         }));
     }
-    Some(ClusterSessionsView {
+    ClusterSessionsView {
         self_id: c.self_id.clone(),
         sessions,
         truncated,
-    })
+    }
 }
 
 async fn cluster_sessions(
     State(st): State<AppState>,
 ) -> Result<Json<super::views::ClusterSessionsView>, (StatusCode, String)> {
-    cluster_sessions_view(&st.node)
+    st.cluster
+        .as_deref()
+        .map(cluster_sessions_view)
         .map(Json)
         .ok_or((StatusCode::NOT_FOUND, NO_CLUSTER.into()))
 }

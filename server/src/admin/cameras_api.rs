@@ -4,6 +4,7 @@
 //! held by another node from that node's gossip report (live and asleep lists, live
 //! streams).
 
+use crate::cluster::Cluster;
 use crate::node::Node;
 use axum::extract::State;
 use axum::routing::get;
@@ -31,14 +32,15 @@ pub struct CameraView {
     pub bound: String,
 }
 
-pub fn router<S: Clone + Send + Sync + 'static>(node: Arc<Node>) -> Router<S> {
-    Router::new()
-        .route("/api/cameras", get(cameras))
-        .with_state(node)
+pub(super) fn router() -> Router<super::api::AppState> {
+    Router::new().route("/api/cameras", get(cameras))
 }
 
-async fn cameras(State(node): State<Arc<Node>>) -> Json<Vec<CameraView>> {
-    Json(view(&node))
+async fn cameras(
+    State(node): State<Arc<Node>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
+) -> Json<Vec<CameraView>> {
+    Json(view(&node, cluster.as_deref()))
 }
 
 /// State, viewers and bitrate of a camera's hub on this node.
@@ -59,8 +61,8 @@ fn local(p: &crate::node::PathEntry) -> (String, Option<u64>, Option<u64>) {
     )
 }
 
-pub fn view(node: &Node) -> Vec<CameraView> {
-    let cluster = node.cluster.get();
+/// Every configured camera as this node sees it; `cluster`: the shell when on.
+pub fn view(node: &Node, cluster: Option<&Cluster>) -> Vec<CameraView> {
     let bindings = cluster.map(|c| c.bindings());
     let members = cluster.map(|c| c.members()).unwrap_or_default();
     let decisions = cluster.map(|c| c.decisions()).unwrap_or_default();

@@ -6,6 +6,8 @@
 //! `POST /api/cluster/cameras/{camera}/move` `{"to": NODE}` → a camera move's record. Any node answers
 //! for any other: the call is forwarded over the cluster RPC.
 
+use super::api::AppState;
+use crate::cluster::Cluster;
 use crate::migrate::drain::DrainStatus;
 use crate::migrate::wire::{MigrationCall, MigrationReply, MoveReport, SourceMode};
 use crate::node::Node;
@@ -26,7 +28,7 @@ pub struct MigrateBody {
 
 type ApiError = (StatusCode, String);
 
-pub fn router<S: Clone + Send + Sync + 'static>(node: Arc<Node>) -> Router<S> {
+pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/api/sessions/{id}/migrate", post(migrate))
         .route(
@@ -35,11 +37,10 @@ pub fn router<S: Clone + Send + Sync + 'static>(node: Arc<Node>) -> Router<S> {
         )
         .route("/api/cluster/nodes/{id}/undrain", post(undrain))
         .route("/api/cluster/cameras/{camera}/move", post(move_camera))
-        .with_state(node)
 }
 
-fn cluster_of(node: &Node) -> Result<&Arc<crate::cluster::Cluster>, ApiError> {
-    node.cluster.get().ok_or((
+fn cluster_of(cluster: &Option<Arc<Cluster>>) -> Result<&Arc<Cluster>, ApiError> {
+    cluster.as_ref().ok_or((
         StatusCode::NOT_FOUND,
         "the cluster is off on this node\n".into(),
     ))
@@ -47,10 +48,11 @@ fn cluster_of(node: &Node) -> Result<&Arc<crate::cluster::Cluster>, ApiError> {
 
 async fn migrate(
     State(node): State<Arc<Node>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
     Path(id): Path<String>,
     Json(body): Json<MigrateBody>,
 ) -> Result<Json<MoveReport>, ApiError> {
-    let cluster = cluster_of(&node)?;
+    let cluster = cluster_of(&cluster)?;
     let mode = match body.mode.as_deref().map(str::parse::<SourceMode>) {
         None => None,
         Some(Ok(m)) => Some(m),
@@ -62,7 +64,7 @@ async fn migrate(
             format!("node {} is not a live member of the cluster\n", body.to),
         ));
     }
-    crate::migrate::move_anywhere(&node, &id, &body.to, mode)
+    crate::migrate::move_anywhere(&node, Some(cluster), &id, &body.to, mode)
         .await
         .map(Json)
         .map_err(|e| {
@@ -78,11 +80,11 @@ async fn migrate(
 /// `POST /api/cluster/cameras/{camera}/move` `{"to": NODE}`: an operator's camera move
 /// (issue 11 §2), carried out by the scheduler (forwarded there over the cluster RPC).
 async fn move_camera(
-    State(node): State<Arc<Node>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
     Path(camera): Path<String>,
     Json(body): Json<MigrateBody>,
 ) -> Result<Json<crate::cluster::CameraMoveRecord>, ApiError> {
-    let cluster = cluster_of(&node)?;
+    let cluster = cluster_of(&cluster)?;
     if !vigil_conf::is_valid_camera_id(&camera) {
         return Err((
             StatusCode::BAD_REQUEST,
@@ -104,11 +106,11 @@ async fn move_camera(
 }
 
 async fn drain_call(
-    node: &Node,
+    cluster: &Option<Arc<Cluster>>,
     id: &str,
     call: MigrationCall,
 ) -> Result<Json<DrainStatus>, ApiError> {
-    let cluster = cluster_of(node)?;
+    let cluster = cluster_of(cluster)?;
     if id == cluster.self_id {
         let Some(svc) = cluster.migration.get() else {
             return Err((
@@ -141,22 +143,22 @@ async fn drain_call(
 }
 
 async fn drain(
-    State(node): State<Arc<Node>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
     Path(id): Path<String>,
 ) -> Result<Json<DrainStatus>, ApiError> {
-    drain_call(&node, &id, MigrationCall::Drain { undrain: false }).await
+    drain_call(&cluster, &id, MigrationCall::Drain { undrain: false }).await
 }
 
 async fn undrain(
-    State(node): State<Arc<Node>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
     Path(id): Path<String>,
 ) -> Result<Json<DrainStatus>, ApiError> {
-    drain_call(&node, &id, MigrationCall::Drain { undrain: true }).await
+    drain_call(&cluster, &id, MigrationCall::Drain { undrain: true }).await
 }
 
 async fn drain_status(
-    State(node): State<Arc<Node>>,
+    State(cluster): State<Option<Arc<Cluster>>>,
     Path(id): Path<String>,
 ) -> Result<Json<DrainStatus>, ApiError> {
-    drain_call(&node, &id, MigrationCall::DrainStatus).await
+    drain_call(&cluster, &id, MigrationCall::DrainStatus).await
 }

@@ -127,7 +127,7 @@ impl Cluster {
 /// Every node follows the bindings it sees: the bound node runs the pull of an always-on
 /// camera (an on-demand one starts on DESCRIBE), the others stop theirs. A camera with no
 /// binding yet is pulled by nobody.
-pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Cluster) {
+pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
     let bindings = cluster.bindings();
     for path in node.paths() {
         if !path.configured || !matches!(path.source, vigil_conf::Source::Pull { .. }) {
@@ -139,13 +139,13 @@ pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Cluster) {
         if bindings.cameras.get(camera) == Some(&cluster.self_id) {
             cluster.arrived(camera);
             if !path.on_demand {
-                crate::ingest::pull::ensure_running(node, &path);
+                crate::ingest::pull::ensure_running(node, Some(cluster), &path);
             }
         } else if cluster.is_incoming(camera) {
             // Pulled for a move here (§B.5) that has not re-bound it yet.
         } else if path.relay_from().is_none() {
             // (A relay of this node as an edge uses the same slot and ends by itself.)
-            crate::ingest::relay::let_go(node, &path, camera);
+            crate::ingest::relay::let_go(node, cluster, &path, camera);
         }
     }
 }

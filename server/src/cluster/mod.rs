@@ -40,19 +40,10 @@ pub use placement::{IngestTarget, Placement};
 pub use planner::{PlanRecord, PlanView, PlannedMove};
 pub use shell::{Cluster, DecisionRecord, Member};
 
-use crate::node::Node;
-
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Sessions counted by the node changed: wake the report task.
-pub fn notify_change(node: &Node) {
-    if let Some(c) = node.cluster.get() {
-        c.changed.notify_one();
-    }
 }
 
 /// Bitrate of a session, for the fingerprint of significant changes.

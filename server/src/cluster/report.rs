@@ -344,7 +344,7 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
     loop {
         tokio::select! {
             _ = node.shutdown.cancelled() => return,
-            _ = cluster.changed.notified() => {}
+            _ = node.changed() => {}
             _ = tick.tick() => {}
         }
         if last_second.elapsed() >= Duration::from_secs(1) {

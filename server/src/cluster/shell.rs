@@ -10,7 +10,6 @@ use anyhow::Context;
 use chitchat::{spawn_chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig};
 use rand::SeedableRng;
 use serde::Serialize;
-use tokio::sync::Notify;
 use tracing::info;
 use vigil_cluster::{ClusterConfig, ClusterView, PlaceState, Policy, ViewEntry};
 use vigil_conf::Config;
@@ -149,8 +148,6 @@ pub struct Cluster {
     pub(super) phi_liveness: bool,
     /// The origin of the monotonic milliseconds `liveness` is fed.
     pub(super) epoch: std::time::Instant,
-    /// A significant change (a session started or ended): publish the report at once.
-    pub changed: Notify,
     /// Serves the migration calls of other nodes (set once at start-up by `crate::migrate`,
     /// which depends on the cluster, not the other way round).
     pub migration: std::sync::OnceLock<Arc<dyn rpc::MigrationService>>,
@@ -309,7 +306,6 @@ impl Cluster {
                 reservations: Vec::new(),
                 gateway: Default::default(),
             }),
-            changed: Notify::new(),
             migration: std::sync::OnceLock::new(),
             camera_host: std::sync::OnceLock::new(),
             movable: Mutex::new(Vec::new()),

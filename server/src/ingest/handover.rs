@@ -8,29 +8,31 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use tracing::info;
 
-use crate::cluster::CameraHost;
+use crate::cluster::{CameraHost, Cluster};
 use crate::node::Node;
 
 pub struct Host {
     node: Weak<Node>,
+    /// The shell this host is registered with (weak: the shell holds the host).
+    cluster: Weak<Cluster>,
 }
 
 impl Host {
     /// Registers the node as a camera host with its cluster shell.
-    pub fn install(node: &Arc<Node>) {
-        if let Some(cluster) = node.cluster.get() {
-            let _ = cluster.camera_host.set(Arc::new(Host {
-                node: Arc::downgrade(node),
-            }));
-        }
+    pub fn install(node: &Arc<Node>, cluster: &Arc<Cluster>) {
+        let _ = cluster.camera_host.set(Arc::new(Host {
+            node: Arc::downgrade(node),
+            cluster: Arc::downgrade(cluster),
+        }));
     }
 }
 
 impl CameraHost for Host {
     fn take(&self, camera: String, timeout: Duration) -> BoxFuture<'static, Result<f64, String>> {
-        let node = self.node.upgrade();
+        let (node, cluster) = (self.node.upgrade(), self.cluster.upgrade());
         Box::pin(async move {
             let node = node.ok_or("the node is shutting down")?;
+            let cluster = cluster.ok_or("the node is shutting down")?;
             let path = node
                 .path(&format!("live/{camera}"))
                 .filter(|p| p.configured && matches!(p.source, vigil_conf::Source::Pull { .. }))
@@ -40,7 +42,7 @@ impl CameraHost for Host {
             }
             let started = Instant::now();
             let deadline = started + timeout;
-            super::pull::wake(&node, &path);
+            super::pull::wake(&node, Some(&cluster), &path);
             info!(
                 camera,
                 "taking the camera for a move: waiting for its first keyframe"
@@ -51,7 +53,7 @@ impl CameraHost for Host {
             };
             if !has {
                 // Nothing half-moved: the pull stops unless the camera got bound here.
-                if node.cluster.get().is_some_and(|c| !c.holds(&camera)) {
+                if !cluster.holds(&camera) {
                     super::pull::stop(&path);
                 }
                 return Err(format!(

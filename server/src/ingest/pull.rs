@@ -6,6 +6,7 @@
 //! resuming at the first keyframe.
 
 use super::Producer;
+use crate::cluster::Cluster;
 use crate::live::stream::StreamInfo;
 use crate::node::{Node, PathEntry};
 use futures::StreamExt;
@@ -22,14 +23,14 @@ use vigil_conf::{PullTransport, Source};
 use vigil_proto::rtp::RtpHeader;
 
 /// Start the pull task of a path if it is not running. Called at start-up for always-on
-/// cameras and by DESCRIBE for on-demand ones.
-pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
+/// cameras and by DESCRIBE for on-demand ones. `cluster`: the node's cluster shell when on.
+pub fn ensure_running(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEntry>) {
     let Source::Pull { url } = &path.source else {
         return;
     };
     // Cluster: only the node the scheduler bound the camera to pulls it (and, during a
     // camera move, the destination beside it).
-    if let Some(cluster) = node.cluster.get() {
+    if let Some(cluster) = cluster {
         let camera = path.name.strip_prefix("live/").unwrap_or(&path.name);
         if !cluster.holds(camera) && !cluster.is_incoming(camera) {
             return;
@@ -55,7 +56,7 @@ pub fn ensure_running(node: &Arc<Node>, path: &Arc<PathEntry>) {
 }
 
 /// A viewer asks for `path`: wake it if it sleeps (§B.1), then make sure it pulls.
-pub fn wake(node: &Arc<Node>, path: &Arc<PathEntry>) {
+pub fn wake(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEntry>) {
     let was = {
         let _puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
         path.asleep.swap(false, Ordering::AcqRel)
@@ -63,7 +64,7 @@ pub fn wake(node: &Arc<Node>, path: &Arc<PathEntry>) {
     if was {
         info!(path = %path.name, "waking: a viewer asked for it");
     }
-    ensure_running(node, path);
+    ensure_running(node, cluster, path);
 }
 
 /// Puts an always-on pull camera to sleep (§B.1): marks it asleep and disconnects upstream

@@ -48,12 +48,16 @@ pub fn ensure(
 
 /// `live/<camera>` served from this node: held here, or relayed from its holder (this node
 /// becomes an edge). The error says why neither.
-pub fn here_or_relayed(node: &Arc<Node>, camera: &str) -> Result<Arc<PathEntry>, String> {
+pub fn here_or_relayed(
+    node: &Arc<Node>,
+    cluster: Option<&Arc<Cluster>>,
+    camera: &str,
+) -> Result<Arc<PathEntry>, String> {
     let name = format!("live/{camera}");
     if let Some(p) = node.path(&name).filter(|p| p.is_held_live()) {
         return Ok(p);
     }
-    let cluster = node.cluster.get().ok_or("the cluster is off")?;
+    let cluster = cluster.ok_or("the cluster is off")?;
     let holder = cluster
         .live_holder_of(camera)
         .ok_or_else(|| format!("no node holds camera {camera} live"))?;
@@ -86,14 +90,10 @@ fn spawn(
 /// its pull stops. Watched, this node relays it from the new holder instead, and the pull
 /// stops only once the relay's producer has attached: the viewers splice onto the relay's
 /// first keyframe with their RTP identity unchanged, and nothing finishes their stream.
-pub fn let_go(node: &Arc<Node>, path: &Arc<PathEntry>, camera: &str) {
+pub fn let_go(node: &Arc<Node>, cluster: &Arc<Cluster>, path: &Arc<PathEntry>, camera: &str) {
     let watched = path.stream.readers.load(Ordering::Acquire) > 0 && path.stream.is_live();
-    let target = node
-        .cluster
-        .get()
-        .filter(|_| watched)
-        .and_then(|c| Some((c, c.live_holder_of(camera)?)));
-    let Some((cluster, holder)) = target else {
+    let holder = watched.then(|| cluster.live_holder_of(camera)).flatten();
+    let Some(holder) = holder else {
         super::pull::stop(path);
         return;
     };
@@ -169,5 +169,5 @@ async fn run(
     path.set_relay_from(None);
     drop(puller);
     node.release_path(&path.name);
-    crate::cluster::notify_change(&node);
+    node.notify_change();
 }

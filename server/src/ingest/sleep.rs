@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tracing::info;
 use vigil_cluster::gateway::{cameras_to_sleep, CameraUsage};
 
+use crate::cluster::Cluster;
 use crate::node::{Node, PathEntry};
 
 /// What the node remembers of one camera's use.
@@ -33,13 +34,14 @@ struct Use {
     asleep: bool,
 }
 
-/// The always-on pull cameras this node is responsible for.
-pub fn own_cameras(node: &Node) -> Vec<Arc<PathEntry>> {
+/// The always-on pull cameras this node is responsible for (with the cluster on, those
+/// bound to it).
+pub fn own_cameras(node: &Node, cluster: Option<&Cluster>) -> Vec<Arc<PathEntry>> {
     node.paths()
         .into_iter()
         .filter(|p| p.configured && !p.on_demand)
         .filter(|p| matches!(p.source, vigil_conf::Source::Pull { .. }))
-        .filter(|p| match node.cluster.get() {
+        .filter(|p| match cluster {
             Some(c) => c.holds(p.name.strip_prefix("live/").unwrap_or(&p.name)),
             None => true,
         })
@@ -52,9 +54,8 @@ fn watched(p: &PathEntry) -> bool {
     p.stream.readers.load(Ordering::Acquire) > 0
 }
 
-pub async fn run(node: Arc<Node>) {
+pub async fn run(node: Arc<Node>, cluster: Option<Arc<Cluster>>) {
     let cfg = node.config.cluster.gateway;
-    let cluster = node.cluster.get().cloned();
     if cfg.ps_max <= 0.0 && cluster.is_none() {
         return;
     }
@@ -69,7 +70,7 @@ pub async fn run(node: Arc<Node>) {
             _ = tick.tick() => {}
         }
         let now = Instant::now();
-        let cams = own_cameras(&node);
+        let cams = own_cameras(&node, cluster.as_deref());
         let mut usage = Vec::with_capacity(cams.len());
         let mut movable = Vec::new();
         for p in &cams {

@@ -3,6 +3,7 @@
 //! policy chooses, and its pull cameras are re-bound elsewhere by the scheduler.
 
 use super::move_local;
+use crate::cluster::Cluster;
 use crate::node::{Node, SessionKindView};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -51,12 +52,14 @@ impl Drain {
     }
 
     /// Starts (or stops) draining this node; returns the status at once.
-    pub fn set(this: &Arc<Drain>, node: &Arc<Node>, on: bool) -> DrainStatus {
-        let Some(cluster) = node.cluster.get() else {
-            return DrainStatus::default();
-        };
+    pub fn set(
+        this: &Arc<Drain>,
+        node: &Arc<Node>,
+        cluster: &Arc<Cluster>,
+        on: bool,
+    ) -> DrainStatus {
         cluster.draining.store(on, Ordering::Relaxed);
-        crate::cluster::notify_change(node);
+        node.notify_change();
         if let Some(c) = this.run.lock().unwrap_or_else(|p| p.into_inner()).take() {
             c.cancel();
         }
@@ -72,7 +75,8 @@ impl Drain {
             let cancel = CancellationToken::new();
             *this.run.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
             info!("draining: no new placements, moving sessions off");
-            node.tasks.spawn(run(this.clone(), node.clone(), cancel));
+            node.tasks
+                .spawn(run(this.clone(), node.clone(), cluster.clone(), cancel));
         } else {
             info!("undrained: taking placements again");
         }
@@ -80,10 +84,7 @@ impl Drain {
     }
 }
 
-async fn run(drain: Arc<Drain>, node: Arc<Node>, cancel: CancellationToken) {
-    let Some(cluster) = node.cluster.get().cloned() else {
-        return;
-    };
+async fn run(drain: Arc<Drain>, node: Arc<Node>, cluster: Arc<Cluster>, cancel: CancellationToken) {
     // Let the other nodes see the draining flag before their next placement.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let sessions: Vec<_> = node

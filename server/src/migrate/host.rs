@@ -17,6 +17,7 @@ use super::wire::{
     MigrationReply, PrepareSpec, SessionStatus, SourceMode, WireCursor, WireRun, WireStopped,
     WireTrack,
 };
+use crate::cluster::Cluster;
 use crate::node::{Node, SessionInfo, SessionKindView};
 use crate::playback::library::Library;
 use crate::playback::task::{
@@ -44,6 +45,9 @@ struct Hosted {
 
 pub struct Host {
     node: Arc<Node>,
+    /// The shell whose RPC serves this host (weak: the shell holds the host through the
+    /// migration service); a live viewer's camera may be relayed through it.
+    cluster: std::sync::Weak<Cluster>,
     sessions: Mutex<HashMap<String, Hosted>>,
     lives: Mutex<HashMap<String, live::HostedLive>>,
     raw: Mutex<Option<Arc<RawSender>>>,
@@ -125,9 +129,10 @@ pub fn stopped_to_wire(s: &Stopped) -> WireStopped {
 }
 
 impl Host {
-    pub fn new(node: Arc<Node>, lease: Duration) -> Arc<Host> {
+    pub fn new(node: Arc<Node>, cluster: &Arc<Cluster>, lease: Duration) -> Arc<Host> {
         let host = Arc::new(Host {
             node: node.clone(),
+            cluster: Arc::downgrade(cluster),
             sessions: Mutex::new(HashMap::new()),
             lives: Mutex::new(HashMap::new()),
             raw: Mutex::new(None),

@@ -18,6 +18,7 @@ pub mod steer;
 pub mod steer_live;
 pub mod wire;
 
+use crate::cluster::Cluster;
 use crate::node::Node;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,8 +91,10 @@ pub async fn move_local(
 }
 
 /// Moves session `id` wherever it is in the cluster: here, or through the node holding it.
+/// `cluster`: the node's cluster shell (None when off: only a session here can move).
 pub async fn move_anywhere(
     node: &Node,
+    cluster: Option<&Arc<Cluster>>,
     id: &str,
     to: &str,
     mode: Option<SourceMode>,
@@ -99,10 +102,7 @@ pub async fn move_anywhere(
     if node.session(id).is_some_and(|s| s.steered_by().is_none()) {
         return move_local(node, id, to, mode).await;
     }
-    let cluster = node
-        .cluster
-        .get()
-        .ok_or_else(|| format!("no session {id} on this node"))?;
+    let cluster = cluster.ok_or_else(|| format!("no session {id} on this node"))?;
     // The node holding the session's RTSP connection: the one a copy hosted here names,
     // else the one whose report lists it as its own.
     let owner = match node.session(id).and_then(|s| s.steered_by()) {
@@ -138,22 +138,24 @@ pub async fn move_anywhere(
 /// The node's side of the migration calls (registered with the cluster RPC).
 pub struct Service {
     node: std::sync::Weak<Node>,
+    /// The shell this service is registered with (weak: the shell holds the service).
+    cluster: std::sync::Weak<Cluster>,
     pub host: Arc<host::Host>,
     pub drain: Arc<drain::Drain>,
 }
 
 impl Service {
     /// Registers the node's migration service with its cluster shell.
-    pub fn install(node: &Arc<Node>) -> Option<Arc<Service>> {
-        let cluster = node.cluster.get()?;
+    pub fn install(node: &Arc<Node>, cluster: &Arc<Cluster>) -> Arc<Service> {
         let lease = Duration::from_millis(node.config.cluster.migration.lease_ms);
         let svc = Arc::new(Service {
             node: Arc::downgrade(node),
-            host: host::Host::new(node.clone(), lease),
+            cluster: Arc::downgrade(cluster),
+            host: host::Host::new(node.clone(), cluster, lease),
             drain: drain::Drain::new(),
         });
         let _ = cluster.migration.set(svc.clone());
-        Some(svc)
+        svc
     }
 }
 
@@ -161,9 +163,9 @@ impl crate::cluster::rpc::MigrationService for Service {
     fn handle(&self, call: MigrationCall) -> futures::future::BoxFuture<'static, MigrationReply> {
         let host = self.host.clone();
         let drain = self.drain.clone();
-        let node = self.node.upgrade();
+        let (node, cluster) = (self.node.upgrade(), self.cluster.upgrade());
         Box::pin(async move {
-            let Some(node) = node else {
+            let (Some(node), Some(cluster)) = (node, cluster) else {
                 return MigrationReply::Failed("shutting down".into());
             };
             match call {
@@ -180,13 +182,13 @@ impl crate::cluster::rpc::MigrationService for Service {
                 MigrationCall::Release { session } => host.release(&session),
                 // A session hosted here (steered elsewhere) is moved through its owner.
                 MigrationCall::MoveOut { session, to, mode } => {
-                    match move_anywhere(&node, &session, &to, mode).await {
+                    match move_anywhere(&node, Some(&cluster), &session, &to, mode).await {
                         Ok(m) => MigrationReply::Moved(m),
                         Err(e) => MigrationReply::Failed(e),
                     }
                 }
                 MigrationCall::Drain { undrain } => {
-                    MigrationReply::Drain(drain::Drain::set(&drain, &node, !undrain))
+                    MigrationReply::Drain(drain::Drain::set(&drain, &node, &cluster, !undrain))
                 }
                 MigrationCall::DrainStatus => MigrationReply::Drain(drain.status()),
             }

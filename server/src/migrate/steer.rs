@@ -159,7 +159,11 @@ pub(super) fn release_on(cluster: &Arc<Cluster>, node: &str, session: &str, time
 }
 
 /// Where a session's tracks go at the client, and the source ports it saw at SETUP.
-pub(super) fn wire_dests(node: &Node, outs: &[crate::playback::task::UdpOut]) -> Vec<WireDest> {
+pub(super) fn wire_dests(
+    node: &Node,
+    cluster: &Cluster,
+    outs: &[crate::playback::task::UdpOut],
+) -> Vec<WireDest> {
     outs.iter()
         .map(|o| {
             let (src_rtp, src_rtcp) = match &o.via {
@@ -171,7 +175,7 @@ pub(super) fn wire_dests(node: &Node, outs: &[crate::playback::task::UdpOut]) ->
             let own = |a: Option<std::net::SocketAddr>| {
                 let mut a = a.unwrap_or(node.config.rtsp.listen);
                 if a.ip().is_unspecified() {
-                    a.set_ip(session_local_ip(node));
+                    a.set_ip(session_local_ip(cluster));
                 }
                 a
             };
@@ -186,14 +190,20 @@ pub(super) fn wire_dests(node: &Node, outs: &[crate::playback::task::UdpOut]) ->
         .collect()
 }
 
-/// Runs a command sent to the task owning `session`.
-pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand) {
+/// Runs a command sent to the task owning `session`. `cluster`: the node's cluster shell
+/// (None when off: nothing can move).
+pub async fn handle(
+    node: &Arc<Node>,
+    cluster: Option<&Arc<Cluster>>,
+    session: &mut Session,
+    cmd: SessionCommand,
+) {
     match cmd {
         SessionCommand::Move { to, mode, reply } => {
             let r = if session.playback.is_none() && !session.is_tcp() {
-                super::steer_live::move_live(node, session, &to, mode).await
+                super::steer_live::move_live(node, cluster, session, &to, mode).await
             } else {
-                move_session(node, session, &to, mode).await
+                move_session(node, cluster, session, &to, mode).await
             };
             match &r {
                 Ok(m) => {
@@ -206,7 +216,7 @@ pub async fn handle(node: &Arc<Node>, session: &mut Session, cmd: SessionCommand
             let _ = reply.send(r);
         }
         SessionCommand::TakeBack { node: from } if session.playback.is_none() => {
-            super::steer_live::take_back(node, session, &from).await
+            super::steer_live::take_back(node, cluster, session, &from).await
         }
         SessionCommand::TakeBack { node: from } => take_back(node, session, &from).await,
     }
@@ -236,11 +246,12 @@ fn movable(node: &Node, session: &Session) -> Result<(), String> {
 /// Moves the media of `session` to `to` (or back here): one handoff.
 pub async fn move_session(
     node: &Arc<Node>,
+    cluster: Option<&Arc<Cluster>>,
     session: &mut Session,
     to: &str,
     mode: Option<SourceMode>,
 ) -> Result<MoveReport, String> {
-    let cluster = node.cluster.get().cloned().ok_or("the cluster is off")?;
+    let cluster = cluster.cloned().ok_or("the cluster is off")?;
     let here = cluster.self_id.clone();
     let current = session
         .playback
@@ -268,7 +279,7 @@ pub async fn move_session(
     let mut target = None;
     if to != here {
         let position_ms = info.position_ms.load(Ordering::Relaxed);
-        let dests = wire_dests(node, &pb.udp);
+        let dests = wire_dests(node, &cluster, &pb.udp);
         let spec = PrepareSpec {
             session: info.id.clone(),
             from: here.clone(),
@@ -384,7 +395,7 @@ pub(super) fn committed(
     *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) =
         (to != here).then(|| to.to_string());
     info.moves.fetch_add(1, Ordering::Relaxed);
-    crate::cluster::notify_change(node);
+    node.notify_change();
     MoveReport {
         session: info.id.clone(),
         from,
@@ -396,10 +407,9 @@ pub(super) fn committed(
     }
 }
 
-fn session_local_ip(node: &Node) -> std::net::IpAddr {
-    node.cluster
-        .get()
-        .and_then(|c| url::Url::parse(&c.rtsp_base).ok())
+fn session_local_ip(cluster: &Cluster) -> std::net::IpAddr {
+    url::Url::parse(&cluster.rtsp_base)
+        .ok()
         .and_then(|u| u.host_str().and_then(|h| h.parse().ok()))
         .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
 }
@@ -470,5 +480,5 @@ async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
         pb.tracks = Some(last.tracks);
         pb.resume = last.resume;
     }
-    crate::cluster::notify_change(node);
+    node.notify_change();
 }

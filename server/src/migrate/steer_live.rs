@@ -103,7 +103,12 @@ const RELAY_SLACK_MS: u64 = 200;
 /// the last packet it reported, resuming at the next keyframe, nothing it may have sent
 /// since sent twice). With no report, or no hub for the camera here within the RPC
 /// timeout, the viewer ends (its client reconnects).
-pub async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
+pub async fn take_back(
+    node: &Arc<Node>,
+    cluster: Option<&Arc<Cluster>>,
+    session: &mut Session,
+    from: &str,
+) {
     let info = session.info.clone();
     let Media::UdpPlay(play) = &mut session.media else {
         return;
@@ -126,7 +131,10 @@ pub async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
     // relay still running), else the camera as this node can serve it now.
     let fed = session.path.clone().filter(|p| p.stream.is_live());
     let camera = info.path.strip_prefix("live/").unwrap_or(&info.path);
-    let path = match fed.map_or_else(|| crate::ingest::relay::here_or_relayed(node, camera), Ok) {
+    let path = match fed.map_or_else(
+        || crate::ingest::relay::here_or_relayed(node, cluster, camera),
+        Ok,
+    ) {
         Ok(p) => p,
         Err(e) => {
             warn!(session = %info.id, node = %from, "sending node of a live viewer silent and the camera is not here ({e}): ending the session");
@@ -166,17 +174,18 @@ pub async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
     );
     pump.set_paused(play.paused);
     play.sender = LiveSender::Local(pump);
-    crate::cluster::notify_change(node);
+    node.notify_change();
 }
 
 /// Moves the media of a live UDP viewer to `to` (or back here): one handoff.
 pub async fn move_live(
     node: &Arc<Node>,
+    cluster: Option<&Arc<Cluster>>,
     session: &mut Session,
     to: &str,
     mode: Option<SourceMode>,
 ) -> Result<MoveReport, String> {
-    let cluster = node.cluster.get().cloned().ok_or("the cluster is off")?;
+    let cluster = cluster.cloned().ok_or("the cluster is off")?;
     if session.kind != vigil_proto::rtsp::SessionKind::Play {
         return Err("a publisher cannot move: its RTP comes to this node".into());
     }
@@ -226,7 +235,7 @@ pub async fn move_live(
             start_ms: 0,
             end_ms: None,
             client: info.client,
-            dests: wire_dests(node, &play.outs),
+            dests: wire_dests(node, &cluster, &play.outs),
             mode,
             cname: node.config.node.id.clone(),
             position_ms: 0,

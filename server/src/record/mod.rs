@@ -2,104 +2,26 @@
 //!
 //! A recorder is one more consumer of the path's hub (it does not count as a viewer, so it
 //! never keeps an on-demand camera connected by itself). It depacketises RTP into frames in
-//! the async task and queues them to the camera's lane of the node's writer pool (`pool`: a
-//! fixed number of threads for all cameras; storage I/O never runs on the async runtime nor
-//! on the blocking pool that playback reads use). A full disk, any write error, or a writer
-//! too far behind (frames dropped) shows for that camera in the log, the API and the
-//! metrics, while live viewing goes on; the writer retries and recording resumes by itself.
+//! the async task and queues them to the camera's lane of the node's writer pool
+//! (`node::writer_pool`: a fixed number of threads for all cameras; storage I/O never runs
+//! on the async runtime nor on the blocking pool that playback reads use). A full disk, any
+//! write error, or a writer too far behind (frames dropped) shows for that camera in the
+//! log, the API and the metrics (`node::recordings`), while live viewing goes on; the writer
+//! retries and recording resumes by itself.
 
-pub mod pool;
 mod writer;
 
+use crate::cluster::Cluster;
 use crate::live::stream::{Read, Stream, StreamInfo};
+use crate::node::recordings::Recordings;
+use crate::node::writer_pool::Lane;
 use crate::node::{Node, PathEntry};
-use pool::{Lane, WriterPool};
-use serde::Serialize;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tracing::{info, warn, Instrument};
 use vigil_proto::depacketize::Depacketizer;
 use vigil_storage::{Frame, Store, StreamHeader, TrackHeader};
 use writer::{CameraWriter, WriterMsg};
-
-/// What the API shows about one camera's recording.
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct RecordStatus {
-    pub camera: String,
-    /// "recording", "waiting" (no live stream), "error".
-    pub state: String,
-    pub error: Option<String>,
-    pub segments_written: u64,
-    pub bytes_written: u64,
-    pub errors: u64,
-    /// Frames lost before reaching storage: the writer pool was behind (the camera's queue
-    /// was full) or the recorder fell out of the live ring.
-    pub frames_dropped: u64,
-}
-
-/// Recording state of every camera of this node, and the writer pool they share.
-#[derive(Default)]
-pub struct Recordings {
-    status: Mutex<HashMap<String, RecordStatus>>,
-    pool: OnceLock<WriterPool>,
-}
-
-impl Recordings {
-    fn get(&self, camera: &str) -> Option<RecordStatus> {
-        let map = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(camera).cloned()
-    }
-
-    fn update(&self, camera: &str, f: impl FnOnce(&mut RecordStatus)) {
-        let mut map = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = map.get_mut(camera) {
-            return f(s);
-        }
-        let s = map
-            .entry(camera.to_string())
-            .or_insert_with(|| RecordStatus {
-                camera: camera.to_string(),
-                state: "waiting".into(),
-                ..Default::default()
-            });
-        f(s);
-    }
-
-    /// The writer pool, started on first use.
-    fn pool(&self, storage: &vigil_conf::StorageConfig) -> std::io::Result<&WriterPool> {
-        if let Some(p) = self.pool.get() {
-            return Ok(p);
-        }
-        let threads = storage.writer_threads();
-        let p = WriterPool::new(
-            threads,
-            storage.writer_queue_total_mb.saturating_mul(1 << 20),
-        )?;
-        info!(threads, "recording writer pool started");
-        Ok(self.pool.get_or_init(|| p))
-    }
-
-    /// The pool's figures, once it runs.
-    pub fn pool_stats(&self) -> Option<pool::PoolStats> {
-        self.pool.get().map(WriterPool::stats)
-    }
-
-    /// Finishes every queued write and stops the writer threads (at node exit, after the
-    /// recorders have ended).
-    pub fn shutdown(&self) {
-        if let Some(p) = self.pool.get() {
-            p.shutdown();
-        }
-    }
-
-    pub fn all(&self) -> Vec<RecordStatus> {
-        let map = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<_> = map.values().cloned().collect();
-        v.sort_by(|a, b| a.camera.cmp(&b.camera));
-        v
-    }
-}
 
 /// Whether `camera` is to be recorded: storage on, and the record mode and the camera's own
 /// `record` say so.
@@ -116,7 +38,8 @@ pub fn wanted(node: &Node, camera: &str) -> bool {
 
 /// Start recording `path` unless recording is off (node-wide, for this camera, or for
 /// cameras not in the config under `record = "listed"`) or a recorder already runs for it.
-pub fn start(node: &Arc<Node>, path: &Arc<PathEntry>) {
+/// `cluster`: the node's cluster shell when on (a camera bound elsewhere is recorded there).
+pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEntry>) {
     let Some(library) = &node.library else { return };
     let camera = path.name.strip_prefix("live/").unwrap_or(&path.name);
     if !wanted(node, camera)
@@ -127,8 +50,15 @@ pub fn start(node: &Arc<Node>, path: &Arc<PathEntry>) {
         return;
     }
     let span = tracing::info_span!("record", camera = %camera);
-    node.tasks
-        .spawn(run(node.clone(), path.clone(), library.store.clone()).instrument(span));
+    node.tasks.spawn(
+        run(
+            node.clone(),
+            cluster.cloned(),
+            path.clone(),
+            library.store.clone(),
+        )
+        .instrument(span),
+    );
 }
 
 /// Apply the retention policy every minute, logging what it deleted.
@@ -156,7 +86,12 @@ pub async fn retention(node: Arc<Node>, store: Store) {
 }
 
 /// Record `path` for as long as the node runs.
-pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
+pub async fn run(
+    node: Arc<Node>,
+    cluster: Option<Arc<Cluster>>,
+    path: Arc<PathEntry>,
+    store: Store,
+) {
     let Some(camera) = path.name.strip_prefix("live/").map(str::to_string) else {
         return;
     };
@@ -180,10 +115,7 @@ pub async fn run(node: Arc<Node>, path: Arc<PathEntry>, store: Store) {
         // pulls it (a camera move in either direction; the lease passes over).
         while !stream.is_live()
             || path.relay_from().is_some()
-            || node
-                .cluster
-                .get()
-                .is_some_and(|c| c.bound_elsewhere(&camera))
+            || cluster.as_ref().is_some_and(|c| c.bound_elsewhere(&camera))
         {
             if !node
                 .path(&path.name)

@@ -1,9 +1,9 @@
 //! The writer pool under slow writes: playback reads go on, and every camera gets written.
 
-use super::pool::WriterPool;
 use super::writer::{CameraWriter, WriterMsg};
 use super::FrameSink;
-use super::Recordings;
+use crate::node::recordings::Recordings;
+use crate::node::writer_pool::WriterPool;
 use crate::playback::library::Library;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;

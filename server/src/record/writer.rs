@@ -1,11 +1,11 @@
 //! One camera's storage writer, run by the writer pool: owns the store's `Recorder` while
 //! frames flow, and turns every failure into the camera's visible status.
 
-use super::pool::LaneWriter;
-use super::Recordings;
+use crate::node::recordings::Recordings;
+use crate::node::writer_pool::LaneWriter;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::{info, warn};
+use tracing::info;
 use vigil_storage::{Frame, StorageError, Store, StreamHeader};
 
 /// How often a failed writer (full disk) tries again.
@@ -151,30 +151,5 @@ impl LaneWriter for CameraWriter {
                 let _ = done.send(());
             }
         }
-    }
-}
-
-impl Recordings {
-    pub(super) fn fail(&self, camera: &str, e: &StorageError) {
-        let message = match e {
-            StorageError::DiskFull { path } => format!(
-                "disk full writing {}: recording stopped, retrying",
-                path.display()
-            ),
-            other => format!("{other}"),
-        };
-        self.error(camera, message);
-    }
-
-    /// Marks the camera in error with `message` (counted once per distinct message in a row).
-    pub(super) fn error(&self, camera: &str, message: String) {
-        warn!(camera, "recording error: {message}");
-        self.update(camera, |s| {
-            if s.error.as_deref() != Some(message.as_str()) {
-                s.errors += 1;
-            }
-            s.state = "error".into();
-            s.error = Some(message);
-        });
     }
 }

@@ -38,7 +38,7 @@ impl Conn {
                 r.reason = "Service Unavailable (too many DESCRIBEs from this address)".into();
                 return Some(r.header("Retry-After", retry_after(wait)));
             }
-            if let Some(cluster) = self.node.cluster.get() {
+            if let Some(cluster) = &self.cluster {
                 if let Some(marker) = cluster.accept_marker(&req.uri, self.auth.id) {
                     // The node that redirected here placed the request and, with [auth],
                     // checked this right for marker.user: no second login, no second placement.

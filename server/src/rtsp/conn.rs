@@ -6,6 +6,7 @@
 //! their own (see `udp_session`).
 
 use super::session::{Session, TrackTransport};
+use crate::cluster::Cluster;
 use crate::live::reader::OutPacket;
 use crate::net::tcp::InterleavedWriter;
 use crate::node::Node;
@@ -20,8 +21,9 @@ use tracing::{debug, info, info_span, warn, Instrument};
 use vigil_proto::rtcp;
 use vigil_proto::rtsp::{parse_frame, Frame, Limits, Response, SessionState};
 
-/// Accept RTSP connections until shutdown.
-pub async fn serve(node: Arc<Node>, listener: TcpListener) {
+/// Accept RTSP connections until shutdown. `cluster`: the node's cluster shell when
+/// `[cluster] enabled` (placement, migration, relays), handed to every connection.
+pub async fn serve(node: Arc<Node>, cluster: Option<Arc<Cluster>>, listener: TcpListener) {
     loop {
         let accepted = tokio::select! {
             _ = node.shutdown.cancelled() => return,
@@ -47,12 +49,12 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
                         continue;
                     }
                 };
-                let node = node.clone();
+                let (node, cluster) = (node.clone(), cluster.clone());
                 let span = info_span!("rtsp", %peer);
                 node.tasks.clone().spawn(
                     async move {
                         let _slot = slot;
-                        if let Err(e) = connection(node, stream, peer).await {
+                        if let Err(e) = connection(node, cluster, stream, peer).await {
                             debug!("connection ended: {e}");
                         }
                     }
@@ -71,6 +73,9 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener) {
 /// Per-connection state shared with the method handlers.
 pub struct Conn {
     pub node: Arc<Node>,
+    /// The cluster shell, when `[cluster] enabled`: given at accept by `serve` (the node
+    /// does not hold it, being below the cluster).
+    pub cluster: Option<Arc<Cluster>>,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub writer: OwnedWriteHalf,
@@ -109,7 +114,12 @@ const PUMP_BATCH: usize = 256;
 const TCP_SEND_BUFFER: usize = 256 * 1024;
 const SENDER_REPORT_EVERY: Duration = Duration::from_secs(5);
 
-async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
+async fn connection(
+    node: Arc<Node>,
+    cluster: Option<Arc<Cluster>>,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     // Without a cap Linux lets a viewer's send buffer grow to tcp_wmem's maximum (4 MB), so
     // a stalled viewer would be noticed only after seconds of buffered video and would pin
@@ -119,6 +129,7 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
     let (mut rd, writer) = stream.into_split();
     let mut conn = Conn {
         node: node.clone(),
+        cluster,
         peer,
         local,
         writer,
@@ -180,7 +191,7 @@ async fn connection(node: Arc<Node>, stream: TcpStream, peer: SocketAddr) -> std
             Event::Command(None) => conn.commands = None,
             Event::Command(Some(cmd)) => {
                 if let Some(session) = conn.session.as_mut() {
-                    crate::migrate::steer::handle(&node, session, cmd).await;
+                    crate::migrate::steer::handle(&node, conn.cluster.as_ref(), session, cmd).await;
                 }
             }
             Event::Shutdown => break Ok(()),

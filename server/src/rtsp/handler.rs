@@ -169,7 +169,7 @@ impl Conn {
     /// hold the camera). A request already placed by another node carries the marker and is
     /// served here. Without edges, a camera held elsewhere → 302 to its holder (issue 4 §6).
     async fn live_placement(&mut self, req: &Request) -> Option<Response> {
-        let cluster = self.node.cluster.get()?.clone();
+        let cluster = self.cluster.clone()?;
         let path = url_path(&req.uri)?;
         let camera = path.strip_prefix("live/")?;
         if !cluster.policy_cfg.edge.enabled {
@@ -230,7 +230,7 @@ impl Conn {
             let relayed = target.path.relay_from().is_some();
             if relayed || matches!(target.path.source, Source::Pull { .. }) {
                 if !relayed {
-                    crate::ingest::pull::wake(&self.node, &target.path);
+                    crate::ingest::pull::wake(&self.node, self.cluster.as_ref(), &target.path);
                     stream.wait_live(Duration::from_secs(10)).await;
                 } else {
                     // A relay keeps the edges' polled wait: waiting on the attach there made
@@ -289,7 +289,7 @@ impl Conn {
                 format!("{path} does not accept publishers (use live/<camera>)"),
             );
         };
-        crate::record::start(&self.node, &entry);
+        crate::record::start(&self.node, self.cluster.as_ref(), &entry);
         let session_id = new_session_id();
         let cancel = CancellationToken::new();
         {

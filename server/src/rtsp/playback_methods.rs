@@ -374,7 +374,7 @@ impl Conn {
         preq: &PlaybackRequest,
         index: &CameraIndex,
     ) -> Option<Response> {
-        let cluster = self.node.cluster.get()?;
+        let cluster = self.cluster.as_ref()?;
         if self.placed {
             return None;
         }

@@ -34,10 +34,13 @@ impl Host {
             return failed(format!("session {} is already hosted here", spec.session));
         }
         let name = format!("live/{}", spec.camera);
-        let path = match crate::ingest::relay::here_or_relayed(&self.node, &spec.camera) {
-            Ok(p) => p,
-            Err(e) => return failed(e),
-        };
+        let cluster = self.cluster.upgrade();
+        let path =
+            match crate::ingest::relay::here_or_relayed(&self.node, cluster.as_ref(), &spec.camera)
+            {
+                Ok(p) => p,
+                Err(e) => return failed(e),
+            };
         let wait = Duration::from_millis(self.node.config.cluster.migration.rpc_timeout_ms);
         let deadline = tokio::time::Instant::now() + wait.mul_f64(0.8);
         if !path.stream.wait_keyframe(deadline).await {

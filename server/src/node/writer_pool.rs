@@ -9,6 +9,10 @@
 //! and a camera whose writes are slow holds one thread while the other lanes continue on the
 //! others. The pool's threads are its own, never tokio's: playback reads keep their own lane
 //! (tokio's blocking pool) however slow the writers are.
+//!
+//! It lives under `node` because the node owns the one pool (in `Node::recordings`) that
+//! every recorder shares; it knows nothing of recording itself (`record::writer` is the
+//! [`LaneWriter`] it runs).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -1,5 +1,8 @@
 //! State shared by every task of one node: the paths it serves, its sessions, its UDP ports.
 
+pub mod recordings;
+pub mod writer_pool;
+
 use crate::live::stream::{RingLimits, Stream};
 use crate::net::ports::PortAllocator;
 use serde::Serialize;
@@ -193,14 +196,12 @@ pub struct Node {
     pub counters: Counters,
     pub shutdown: CancellationToken,
     /// Recording state per camera (for the API and metrics).
-    pub recordings: Arc<crate::record::Recordings>,
+    pub recordings: Arc<recordings::Recordings>,
     /// Recordings and the playback cache; None when recording is disabled.
     pub library: Option<crate::playback::library::Library>,
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
     pub tasks: TaskTracker,
     pub started: Instant,
-    /// The cluster shell, when `[cluster] enabled` (set once at start-up).
-    pub cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
     /// The heartbeat to the nodes sending sessions steered from here (started on the first
     /// move).
     pub heartbeats: std::sync::OnceLock<Arc<crate::migrate::heartbeat::Heartbeats>>,
@@ -214,6 +215,10 @@ pub struct Node {
     pub limit_stats: crate::limits::LimitStats,
     /// Cameras being watched over live HLS.
     pub hls: crate::hls::Registry,
+    /// Wakes whoever reports the node's state (the cluster's report task) on a significant
+    /// change. The node owns it so that it needs to know nothing of its listeners: the
+    /// modules above it learn of changes from here rather than being called by name.
+    changed: tokio::sync::Notify,
 }
 
 impl Node {
@@ -229,7 +234,6 @@ impl Node {
             library,
             tasks: TaskTracker::new(),
             started: Instant::now(),
-            cluster: std::sync::OnceLock::new(),
             heartbeats: std::sync::OnceLock::new(),
             auth: crate::auth::Auth::new(config.auth.as_ref()),
             describes: Mutex::new(crate::limits::RateLimiter::new(
@@ -239,6 +243,7 @@ impl Node {
             connections: Default::default(),
             limit_stats: Default::default(),
             hls: Default::default(),
+            changed: tokio::sync::Notify::new(),
             config,
         };
         for cam in &node.config.cameras {
@@ -342,12 +347,12 @@ impl Node {
 
     pub fn register_session(&self, info: Arc<SessionInfo>) {
         self.sessions_mut().insert(info.id.clone(), info);
-        crate::cluster::notify_change(self);
+        self.notify_change();
     }
 
     pub fn unregister_session(&self, id: &str) {
         self.sessions_mut().remove(id);
-        crate::cluster::notify_change(self);
+        self.notify_change();
     }
 
     pub fn session(&self, id: &str) -> Option<Arc<SessionInfo>> {
@@ -358,6 +363,20 @@ impl Node {
         let mut v: Vec<_> = self.sessions_mut().values().cloned().collect();
         v.sort_by_key(|s| s.started_at);
         v
+    }
+
+    /// A significant change (a session started, ended, moved or changed its rate; the node
+    /// began or stopped draining): the report is to go out at once. One permit is kept
+    /// (`notify_one`), so a change made while the listener is busy is not lost, and a burst
+    /// of them wakes it once.
+    pub fn notify_change(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Completes at the next [`Node::notify_change`] (or at once for one made since the
+    /// last wait).
+    pub async fn changed(&self) {
+        self.changed.notified().await
     }
 
     pub fn bump(counter: &AtomicU64) {
