@@ -297,7 +297,8 @@ fn rendezvous(v: &ClusterView, camera: &str, bucket: i64) -> Vec<String> {
 
 #[test]
 fn affinity_keeps_a_stretch_on_its_rendezvous_node_within_the_load_bound() {
-    let cfg = ClusterConfig::default();
+    let mut cfg = ClusterConfig::default();
+    cfg.sched.affinity_slack = 0.1;
     let flat = view(vec![
         node("n0", 20.0, &[]),
         node("n1", 20.0, &[]),
@@ -374,7 +375,8 @@ fn affinity_spreads_a_burst_of_one_stretch_once_its_node_passes_the_bound() {
     // 30 requests for one stretch on three idle nodes, each applied to the view (§A.4 step
     // 5): the first choice takes them until its estimate would pass the bound, then the
     // second; no node ends more than (1 + ε)·mean + Δ.
-    let cfg = ClusterConfig::default();
+    let mut cfg = ClusterConfig::default();
+    cfg.sched.affinity_slack = 0.1;
     let mut v = view(vec![
         node("n0", 0.0, &[]),
         node("n1", 0.0, &[]),

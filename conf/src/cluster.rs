@@ -376,7 +376,7 @@ mod tests {
         assert_eq!(c.cluster.migration.mode, "own");
         let t = format!(
             "{ok}[cluster.scheduler]\nload_min = 40\np_max = 0.5\nt_max_ms = 20000\n\
-             weights = {{ cpu = 0.2, mem = 0.2, net = 0.6 }}\naffinity_slack = 0.3\n[cluster.gateway]\nalpha = 0.5\n\
+             weights = {{ cpu = 0.2, mem = 0.2, net = 0.6 }}\naffinity_slack = 0.5\n[cluster.gateway]\nalpha = 0.5\n\
              [cluster.feedback]\nmin_s = 2\n[cluster.migration]\nmode = \"preserve\"\nrem = false\n"
         );
         let c = Config::from_toml(&t).unwrap();
@@ -384,7 +384,7 @@ mod tests {
         assert_eq!(c.cluster.scheduler.p_max, 0.5);
         assert_eq!(c.cluster.scheduler.t_max_ms, 20000);
         assert_eq!(c.cluster.scheduler.weights.net, 0.6);
-        assert_eq!(c.cluster.scheduler.affinity_slack, 0.3);
+        assert_eq!(c.cluster.scheduler.affinity_slack, 0.5);
         assert_eq!(c.cluster.gateway.alpha, 0.5);
         assert_eq!(c.cluster.feedback.min_s, 2);
         assert_eq!(c.cluster.migration.mode, "preserve");

@@ -47,7 +47,7 @@ fn tiny_run_writes_a_complete_consistent_report() {
     }
     // Every arm ran on the same workload: the first request of each is the same camera.
     let arms = sc.arms();
-    assert_eq!(arms.len(), 4);
+    assert_eq!(arms.len(), 5);
     let first = |a: &str| {
         report
             .sessions
