@@ -54,7 +54,7 @@ pub(crate) struct Resident<V> {
     /// Start segments the protected list did not keep (demoted, or refused for want of
     /// room), at most `start_budget` bytes of them.
     start_ghosts: Ghosts,
-    /// Loads of a recent ghost: reads the protected list cost.
+    /// Sessions that waited for a recent ghost: waits the protected list cost.
     pub rereads: u64,
     /// Playbacks beginning at a start ghost: starts the list could have kept.
     pub start_misses: u64,

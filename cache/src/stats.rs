@@ -45,8 +45,8 @@ pub struct CacheStats {
     pub start_bytes: u64,
     /// That list's current limit, adapted within `[cache] start_share` of the budget.
     pub start_limit_bytes: u64,
-    /// Segments read again that a recent list without the start list would still have
-    /// held: what keeping start segments cost (each shrinks the limit).
+    /// Sessions that waited for a segment a recent list without the start list would still
+    /// have held: what keeping start segments cost (each shrinks the limit).
     pub start_list_rereads: u64,
     /// Playbacks beginning again at a start segment the list had not kept (each grows it).
     pub start_list_misses: u64,

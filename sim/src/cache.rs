@@ -61,7 +61,9 @@ impl SimCache {
         self.inner.touch(&SegmentKey::new(camera, start_ms))
     }
 
-    /// Resident, without touching recency.
+    /// Resident, without touching recency (the tests' probe: the simulation itself asks by
+    /// `get` or `touch`, which refresh it, as the node does).
+    #[cfg(test)]
     pub fn contains(&self, camera: &str, start_ms: i64) -> bool {
         self.inner.contains(&SegmentKey::new(camera, start_ms))
     }

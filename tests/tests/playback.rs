@@ -302,6 +302,17 @@ async fn assert_starts_on_keyframe(
     first
 }
 
+/// A new TCP playback of `url` whose start passes [`assert_starts_on_keyframe`]; the player
+/// is returned at that point.
+async fn play_from_a_keyframe(url: &str, what: &str) -> Player {
+    let mut p = play(url, PlayOptions::new(ClientTransport::Tcp))
+        .await
+        .unwrap_or_else(|e| panic!("play ({what}): {e}"));
+    let mut cont = Continuity::new(&p);
+    assert_starts_on_keyframe(&mut p, &mut cont, what).await;
+    p
+}
+
 /// Read until `track`'s media clock has moved `secs` past `from` (RTP timestamp).
 async fn play_for(
     p: &mut Player,
@@ -988,11 +999,7 @@ fn the_segment_a_playback_began_at_is_kept_in_the_start_list() {
     // those are not starts.
     let url = playback_url(&node, CAM, rec.first_ms + 4_050, None);
     runtime().block_on(async {
-        let mut p = play(&url, PlayOptions::new(ClientTransport::Tcp))
-            .await
-            .expect("play");
-        let mut cont = Continuity::new(&p);
-        assert_starts_on_keyframe(&mut p, &mut cont, "start list").await;
+        let p = play_from_a_keyframe(&url, "start list").await;
         p.teardown().await.expect("teardown");
     });
     let s = settled_cache_stats(&node);
@@ -1361,11 +1368,7 @@ fn bad_playback_requests_get_clear_errors() {
     drop(c);
     // The node still serves: a new playback plays.
     runtime().block_on(async {
-        let mut p = play(&url, PlayOptions::new(ClientTransport::Tcp))
-            .await
-            .expect("play after bad input");
-        let mut cont = Continuity::new(&p);
-        assert_starts_on_keyframe(&mut p, &mut cont, "after bad input").await;
+        play_from_a_keyframe(&url, "after bad input").await;
     });
 }
 

@@ -79,7 +79,7 @@ pub fn install() -> Option<PrometheusHandle> {
     );
     describe_counter!(
         "vigil_cache_start_list_rereads_total",
-        "Segments read again that the start list's memory pushed out (each shrinks it)"
+        "Sessions that waited for a segment the start list's memory pushed out (each shrinks it)"
     );
     describe_gauge!(
         "vigil_cache_load_seconds_p99",
