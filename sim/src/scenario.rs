@@ -155,6 +155,12 @@ pub struct Nodes {
     /// `vod`: a node's changes reach the scheduler within this (ms); REM runs on them.
     #[serde(default = "d_report_ms")]
     pub report_ms: u64,
+    /// `vod`: from a report being built to the scheduler reading it (gossip's delivery;
+    /// 0 = at once). What the scheduler placed on the node meanwhile is dropped when the
+    /// report arrives, as the real scheduler drops a node's reservations on a new report
+    /// version. The scheduler's own report is read at once.
+    #[serde(default)]
+    pub report_delay_ms: u64,
     /// Relative capacity per node (link and CPU), heterogeneous nodes; empty = all 1.
     #[serde(default)]
     pub capacity: Vec<f64>,
@@ -570,6 +576,9 @@ impl Scenario {
         if n.report_ms == 0 {
             return Err(self.bad("nodes.report_ms", "must be > 0"));
         }
+        if n.report_delay_ms > 60_000 {
+            return Err(self.bad("nodes.report_delay_ms", "must be at most 60000 (1 min)"));
+        }
         if !nonneg(self.storage.latency_ms) || !pos(self.storage.bandwidth_mbps) {
             return Err(self.bad("storage", "latency_ms must be ≥ 0 and bandwidth_mbps > 0"));
         }
@@ -832,6 +841,10 @@ mod tests {
             arr.push(toml::Value::Table(v));
         }));
         assert!(e.contains("add up to"), "{e}");
+        let e = err(with(|t| {
+            table(t, "nodes").insert("report_delay_ms".into(), 120_000.into());
+        }));
+        assert!(e.contains("nodes.report_delay_ms"), "{e}");
         let e = err(with(|t| {
             table(t, "nodes").insert("colour".into(), "red".into());
         }));

@@ -424,6 +424,7 @@ async fn cluster_scheduler(
                 via: d.via.to_string(),
                 decided_by: Some(d.decided_by),
                 asked_by: d.asked_by,
+                vbr_bps: d.vbr_bps,
             })
             .collect(),
         migrations: c.rem_log(),

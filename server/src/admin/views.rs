@@ -180,6 +180,10 @@ pub struct DecisionView {
     pub decided_by: Option<String>,
     #[serde(default)]
     pub asked_by: Option<String>,
+    /// A playback's expected bitrate (bits/s), what the decision added to the chosen
+    /// node's estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vbr_bps: Option<f64>,
 }
 
 /// `GET /api/ingest/<camera>`: where a camera should push.

@@ -94,6 +94,7 @@ impl Cluster {
                     via: "scheduler",
                     decided_by: self.self_id.clone(),
                     asked_by: None,
+                    vbr_bps: None,
                 },
             );
         }

@@ -144,6 +144,7 @@ impl Cluster {
                 via: "scheduler",
                 decided_by: d.scheduler,
                 asked_by: None,
+                vbr_bps: playback_vbr(req),
             },
         );
         Ok(Some(placement))
@@ -417,6 +418,7 @@ impl Cluster {
                                 node: node.clone(),
                                 version,
                                 expires: now + self.reservation,
+                                decided_ms: now_ms(),
                                 delta: estimated_load - before,
                                 stream: stream.clone(),
                             });
@@ -459,6 +461,7 @@ impl Cluster {
                 via,
                 decided_by: self.self_id.clone(),
                 asked_by: asked_by.map(str::to_string),
+                vbr_bps: playback_vbr(req),
             },
         );
         (node, placement, reason)
@@ -499,9 +502,15 @@ impl Cluster {
                     via: "local",
                     decided_by: self.self_id.clone(),
                     asked_by: None,
+                    vbr_bps: None,
                 },
             );
         }
         found
     }
+}
+
+/// The bitrate a playback decision assumed (None for the other kinds).
+fn playback_vbr(req: &Request) -> Option<f64> {
+    (req.kind == RequestKind::Playback).then_some(req.vbr_bps)
 }

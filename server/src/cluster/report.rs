@@ -186,7 +186,8 @@ pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
                 };
                 let pos = s.position_ms.load(Ordering::Relaxed);
                 if pos == 0 {
-                    // Not playing yet: the requested start.
+                    // No position: set at SETUP to the start (so a session is listed before
+                    // its first frame), this one has none to report.
                     continue;
                 }
                 (

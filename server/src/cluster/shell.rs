@@ -18,6 +18,7 @@ use super::bindings::CameraBindings;
 use super::membership::{refresh_loop, KEY_TERM};
 use super::now_ms;
 use super::report::{self, Report};
+use super::reservations;
 use super::rpc;
 use super::transport::{AuthTransport, GossipStats};
 use crate::node::Node;
@@ -31,7 +32,8 @@ pub struct Member {
     pub gossip: SocketAddr,
     pub alive: bool,
     pub term: u64,
-    /// Chitchat version of the report key: a new version replaces local estimates.
+    /// Chitchat version of the report key: a new version replaces the local estimates
+    /// decided before it was built (`reservations`).
     pub report_version: u64,
     pub report: Option<Arc<Report>>,
 }
@@ -55,6 +57,9 @@ pub struct DecisionRecord {
     pub decided_by: String,
     /// The node that asked the scheduler (on the scheduler, for calls from other nodes).
     pub asked_by: Option<String>,
+    /// A playback's expected bitrate, from the segment it starts in: what the decision
+    /// added to the chosen node's estimate (§A.4 step 5).
+    pub vbr_bps: Option<f64>,
 }
 
 pub(super) struct State {
@@ -85,8 +90,13 @@ pub(super) struct State {
 
 impl State {
     /// Replaces the members and rebuilds the placement view from their reports.
-    pub(super) fn set_members(&mut self, members: Vec<Member>) {
-        // Placement view: keep local estimates until the node's next report.
+    pub(super) fn set_members(
+        &mut self,
+        members: Vec<Member>,
+        weights: vigil_cluster::LoadWeights,
+    ) {
+        // Placement view: local estimates stay on the entry until the node's next report,
+        // which keeps those decided after it was built (`reservations`).
         let mut views = BTreeMap::new();
         for m in &members {
             let Some(r) = &m.report else { continue };
@@ -97,10 +107,19 @@ impl State {
                     }
                     (v, nv)
                 }
-                _ => (
-                    m.report_version,
-                    ViewEntry::new(r.node_view(&m.id, m.alive)),
-                ),
+                _ => {
+                    let version = m.report_version;
+                    reservations::carry_over(&mut self.reservations, &m.id, version, r.at_ms);
+                    let e = reservations::entry(
+                        r,
+                        &m.id,
+                        m.alive,
+                        version,
+                        &self.reservations,
+                        weights,
+                    );
+                    (version, e)
+                }
             };
             views.insert(m.id.clone(), entry);
         }

@@ -104,8 +104,8 @@ pub struct SessionInfo {
     pub packets: AtomicU64,
     /// Current sending rate (playback: grows with Scale), for the load model.
     pub rate_bps: AtomicU64,
-    /// Playback: media time (ms since the epoch) of the last frame sent, 0 before the first
-    /// (the §A.3 "current position" the cluster gossips).
+    /// Playback: media time (ms since the epoch) of the last frame sent; from SETUP to the
+    /// first frame, where it starts (the §A.3 "current position" the cluster gossips).
     pub position_ms: std::sync::atomic::AtomicI64,
     pub cancel: CancellationToken,
     /// The node sending this session's media when it is not this one (it migrated).

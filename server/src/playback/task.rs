@@ -312,7 +312,11 @@ pub async fn run(
             info.packets
                 .fetch_add(packets.len() as u64, Ordering::Relaxed);
             info.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-            info.rate_bps.store(rate.bps(), Ordering::Relaxed);
+            // Until the meter spans 0.1 s it has no rate: the expected one set at SETUP (or
+            // the last run's) stays.
+            if let Some(bps) = rate.bps() {
+                info.rate_bps.store(bps, Ordering::Relaxed);
+            }
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
             let held = Instant::now();
             if send(&sink, f.track as usize, packets).await.is_err() {
@@ -566,14 +570,12 @@ impl RateMeter {
         }
     }
 
-    fn bps(&self) -> u64 {
+    /// None until the window spans 0.1 s (one frame's bytes over no time is no rate).
+    fn bps(&self) -> Option<u64> {
         let span = match (self.window.front(), self.window.back()) {
             (Some(a), Some(b)) => b.0.duration_since(a.0).as_secs_f64(),
             _ => 0.0,
         };
-        if span < 0.1 {
-            return 0;
-        }
-        (self.sum as f64 * 8.0 / span) as u64
+        (span >= 0.1).then(|| (self.sum as f64 * 8.0 / span) as u64)
     }
 }

@@ -51,6 +51,9 @@ pub struct Playback {
     pub rtcp_watch: CancellationToken,
     /// The node sending this session's media after a migration (None: this node).
     pub remote: Option<crate::migrate::steer::Remote>,
+    /// The bitrate of the segment it starts in: the session's rate in the node's report
+    /// until the sender has measured one.
+    pub expected_bps: Option<f64>,
 }
 
 /// Where a stopped sender left the pacing line, for a handoff that continues it.
@@ -332,7 +335,7 @@ impl Conn {
         };
         // Unknown camera or time: 404 above, from the node asked. Otherwise, in a cluster,
         // place the request unless it was placed already (the redirect marker).
-        if let Some(r) = self.place_playback(req, &preq, &index).await {
+        if let Some(r) = self.place_playback(req, &preq, &first).await {
             return r;
         }
         let Some(library) = self.node.library.clone() else {
@@ -372,22 +375,16 @@ impl Conn {
         &self,
         req: &Request,
         preq: &PlaybackRequest,
-        index: &CameraIndex,
+        first: &SegmentMeta,
     ) -> Option<Response> {
         let cluster = self.cluster.as_ref()?;
         if self.placed {
             return None;
         }
-        // Expected VBR: the recording's average bitrate.
-        let span_ms = index
-            .first_ms()
-            .zip(index.last_ms())
-            .map_or(0, |(a, b)| b - a);
-        let vbr = if span_ms > 0 {
-            index.total_bytes() as f64 * 8000.0 / span_ms as f64
-        } else {
-            crate::cluster::report::DEFAULT_VBR_BPS
-        };
+        // Expected VBR: the bitrate of the recording where the playback starts.
+        let vbr = first
+            .bitrate_bps()
+            .unwrap_or(crate::cluster::report::DEFAULT_VBR_BPS);
         match cluster
             .place_playback(&preq.camera, preq.start_ms, vbr)
             .await
@@ -427,6 +424,7 @@ impl Conn {
             range_end: None,
             rtcp_watch: CancellationToken::new(),
             remote: None,
+            expected_bps: first.bitrate_bps(),
         })
     }
 

@@ -313,6 +313,16 @@ impl Conn {
             self.peer,
             cancel,
         ));
+        if let Some(pb) = &plan.playback {
+            // Listed in the node's report from now on, at its start and expected bitrate:
+            // the scheduler's estimate for this placement lapses with the next report, and
+            // a report that left the session out until its first frame would show the
+            // node lighter than it is (least-load would send it the next request too).
+            info.position_ms.store(pb.origin_ms, Ordering::Relaxed);
+            if let Some(bps) = pb.expected_bps {
+                info.rate_bps.store(bps as u64, Ordering::Relaxed);
+            }
+        }
         let (commands, commands_rx) = tokio::sync::mpsc::channel(4);
         *info.commands.lock().unwrap_or_else(|p| p.into_inner()) = Some(commands);
         self.commands = Some(commands_rx);

@@ -13,7 +13,9 @@
 //!   costs `request_ms / (1 − ρ)` on a node whose utilisation ρ = max(C, N).
 //! - A node's report (§A.1: C from the bytes it moves, M from its cache, N from its
 //!   streams, a stream counted as storage-read when its last segment missed the cache)
-//!   reaches the scheduler within `report_ms` of any change; REM runs on each such report.
+//!   is built within `report_ms` of any change and reaches the scheduler `report_delay_ms`
+//!   later (gossip), replacing what the scheduler had placed on the node since it was
+//!   built; REM runs on each such report.
 
 mod metrics;
 
@@ -55,15 +57,40 @@ const SAMPLE: Micros = SEC;
 
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    Request { client: u32 },
-    Need { session: u32, gen: u32, seg: u32 },
-    Resume { session: u32, gen: u32, seg: u32 },
-    LoadDone { node: u32, media: u32, seg: u32 },
-    Vcr { session: u32, scale: f64 },
-    End { session: u32 },
+    Request {
+        client: u32,
+    },
+    Need {
+        session: u32,
+        gen: u32,
+        seg: u32,
+    },
+    Resume {
+        session: u32,
+        gen: u32,
+        seg: u32,
+    },
+    LoadDone {
+        node: u32,
+        media: u32,
+        seg: u32,
+    },
+    Vcr {
+        session: u32,
+        scale: f64,
+    },
+    End {
+        session: u32,
+    },
     Gossip,
+    /// A report built `report_delay_ms` ago reaches the scheduler.
+    Deliver {
+        report: u32,
+    },
     Sample,
-    Step { step: u32 },
+    Step {
+        step: u32,
+    },
 }
 
 struct Node {
@@ -120,6 +147,14 @@ pub struct VodSim<'a> {
     /// Reads in flight of a segment where a session began: protected when they land.
     start_reads: HashSet<(u32, u32, u32)>,
     storage_free_at: Micros,
+    /// Reports on their way to the scheduler (`report_delay_ms`), by number: the node, when
+    /// it was built, the report.
+    in_transit: HashMap<u32, (usize, Micros, NodeView)>,
+    next_report: u32,
+    /// Placements of the last `report_delay_ms` (node, when, load added, decision): a
+    /// report built before one does not show it, and the scheduler keeps it over that
+    /// report (the server's `cluster::reservations::carry_over`).
+    placed: Vec<(usize, Micros, f64, Decision)>,
     asker: Asker,
     seg_us: Micros,
     seg_ms: i64,
@@ -163,6 +198,9 @@ impl<'a> VodSim<'a> {
             inflight: HashMap::new(),
             start_reads: HashSet::new(),
             storage_free_at: 0,
+            in_transit: HashMap::new(),
+            next_report: 0,
+            placed: Vec::new(),
             asker: Asker::new(w, n.count),
             seg_us: secs(w.segment_secs),
             seg_ms,
@@ -223,6 +261,11 @@ impl<'a> VodSim<'a> {
                 self.gossip();
                 self.q
                     .after(self.sc.nodes.report_ms as i64 * MS, Ev::Gossip);
+            }
+            Ev::Deliver { report } => {
+                if let Some(r) = self.in_transit.remove(&report) {
+                    self.deliver(vec![r]);
+                }
             }
             Ev::Sample => {
                 self.sample();
@@ -351,7 +394,14 @@ impl<'a> VodSim<'a> {
         let Some(n) = self.view.index_of(node) else {
             return;
         };
+        let before = self.view.load(n);
         let _ = apply(&mut self.view, &d);
+        if self.sc.nodes.report_delay_ms > 0 {
+            let keep = now - self.sc.nodes.report_delay_ms as i64 * MS;
+            self.placed.retain(|(_, at, _, _)| *at >= keep);
+            let delta = self.view.load(n) - before;
+            self.placed.push((n, now, delta, d.clone()));
+        }
         let sid = self.sessions.len() as u32;
         // Response time (module doc).
         let rtt = secs(w.rtt_ms / 1000.0);
@@ -812,22 +862,58 @@ impl<'a> VodSim<'a> {
         (0..n).map(|k| f(self, k)).sum::<f64>() / n as f64
     }
 
-    /// Reports of the nodes that changed reach the scheduler; REM runs on each (§A.5).
+    /// The nodes that changed build their reports; each reaches the scheduler
+    /// `report_delay_ms` later (the scheduler's own at once).
     fn gossip(&mut self) {
-        let dirty: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].dirty)
-            .collect();
-        if dirty.is_empty() {
-            return;
-        }
-        let mut views = self.view.nodes().to_vec();
-        for &i in &dirty {
-            views[i] = self.node_view(i);
+        let delay = self.sc.nodes.report_delay_ms as i64 * MS;
+        let mut now = Vec::new();
+        for i in 0..self.nodes.len() {
+            if !self.nodes[i].dirty {
+                continue;
+            }
             self.nodes[i].dirty = false;
+            let report = (i, self.q.now(), self.node_view(i));
+            if delay == 0 || i == SCHEDULER {
+                now.push(report);
+            } else {
+                let n = self.next_report;
+                self.next_report = n.wrapping_add(1);
+                self.in_transit.insert(n, report);
+                self.q.after(delay, Ev::Deliver { report: n });
+            }
+        }
+        if !now.is_empty() {
+            self.deliver(now);
+        }
+    }
+
+    /// Reports reach the scheduler: each replaces its node's view entry, with what was
+    /// placed there since the report was built applied again (the server keeps those
+    /// reservations), and REM runs on each (§A.5).
+    fn deliver(&mut self, reports: Vec<(usize, Micros, NodeView)>) {
+        let mut views = self.view.nodes().to_vec();
+        let changed: Vec<(usize, Micros)> = reports.iter().map(|(i, b, _)| (*i, *b)).collect();
+        for (i, _, v) in reports {
+            views[i] = v;
         }
         self.view = ClusterView::new(views, self.cfg.sched.weights);
+        for &(i, built) in &changed {
+            let again: Vec<(f64, Decision)> = self
+                .placed
+                .iter()
+                .filter(|(n, at, _, _)| *n == i && *at >= built)
+                .map(|(_, _, delta, d)| (*delta, d.clone()))
+                .collect();
+            for (delta, mut d) in again {
+                if let Decision::Assign { estimated_load, .. } = &mut d {
+                    *estimated_load = self.view.load(i) + delta;
+                }
+                let _ = apply(&mut self.view, &d);
+            }
+        }
+        let changed: Vec<usize> = changed.into_iter().map(|(i, _)| i).collect();
         if matches!(self.arm, Arm::Place { rem: true, .. }) {
-            for i in dirty {
+            for i in changed {
                 self.rem(i);
             }
         }
@@ -928,6 +1014,47 @@ pub fn run_vod(sc: &Scenario) -> Vec<ArmResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report that was on its way while the scheduler placed on its node keeps that
+    /// placement (built before it, the report cannot show it); one placed before the build
+    /// is in the report or never came, and goes.
+    #[test]
+    fn a_delayed_report_keeps_only_the_placements_made_after_it_was_built() {
+        let mut sc = crate::scenario::builtin("seed-vod-lab").expect("built in");
+        sc.nodes.report_delay_ms = 300;
+        let arm = Arm::Place {
+            policy: vigil_cluster::Policy::LeastLoad,
+            rem: false,
+        };
+        let mut sim = VodSim::new(&sc, arm);
+        let report = sim.node_view(1);
+        let idle = sim.view.load(1);
+        let assign = |sim: &VodSim<'_>, t: i64| Decision::Assign {
+            node: sim.nodes[1].id.clone(),
+            estimated_load: sim.view.load(1) + 5.0,
+            reason: String::new(),
+            stream: Stream {
+                camera: format!("cam-{t:06}"),
+                position_ms: t,
+                vbr_bps: 1e6,
+                source: StreamSource::Storage,
+                session: None,
+            },
+        };
+        for at in [5 * MS, 20 * MS] {
+            let d = assign(&sim, at);
+            let _ = apply(&mut sim.view, &d);
+            sim.placed.push((1, at, 5.0, d));
+        }
+        assert!((sim.view.load(1) - idle - 10.0).abs() < 1e-9);
+        // Built at 10 ms: the placement at 20 ms stays, the one at 5 ms goes.
+        sim.deliver(vec![(1, 10 * MS, report)]);
+        assert!(
+            (sim.view.load(1) - idle - 5.0).abs() < 1e-9,
+            "{} against idle {idle}",
+            sim.view.load(1)
+        );
+    }
 
     /// After a run the nodes' caches hold different amounts, so their own M differ; on a
     /// shared host every node reports the machine's C and M (the mean of their own).

@@ -141,7 +141,7 @@ impl Cluster {
         let new_term = {
             let mut st = self.state();
             let new_term = election::update_term(&mut st, elected, &members);
-            st.set_members(members);
+            st.set_members(members, self.policy_cfg.sched.weights);
             bindings::adopt(&mut st, seen_bindings);
             let publish = self.bind_cameras(&mut st);
             (new_term, publish)
