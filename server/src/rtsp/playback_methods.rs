@@ -13,7 +13,7 @@
 
 use super::conn::Conn;
 use super::session::Media;
-use crate::playback::library::Library;
+use crate::library::Library;
 use crate::playback::request::{self, PlaybackRequest};
 use crate::playback::task::{self, Cursor, PlayParams, Sink, Stopped, TcpOut, TrackOut};
 use crate::playback::window;
@@ -150,7 +150,7 @@ impl Playback {
     pub async fn start(
         &mut self,
         node: &crate::node::Node,
-        library: crate::playback::library::Library,
+        library: crate::library::Library,
         tracks: Vec<TrackOut>,
         params: PlayParams,
         sink: Sink,
