@@ -15,6 +15,9 @@ pub mod export;
 pub mod hls;
 pub mod ingest;
 pub mod lab;
+#[cfg(test)]
+mod layering;
+pub mod library;
 pub mod limits;
 pub mod live;
 pub mod migrate;

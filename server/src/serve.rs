@@ -1,8 +1,8 @@
 //! `vigil serve`: start every part of a node and stop it cleanly on SIGTERM/Ctrl-C.
 
 use crate::cluster::Cluster;
+use crate::library::Library;
 use crate::node::Node;
-use crate::playback::library::Library;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;

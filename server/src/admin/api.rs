@@ -24,6 +24,9 @@ pub(super) struct AppState {
     /// the cluster) does not hold it.
     cluster: Option<Arc<Cluster>>,
     prometheus: Option<PrometheusHandle>,
+    /// The cameras watched over live HLS (the HTTP server's, not the node's: the node is
+    /// below HLS).
+    hls: Arc<crate::hls::Registry>,
 }
 
 impl FromRef<AppState> for Arc<Node> {
@@ -73,6 +76,7 @@ pub fn router(
             node,
             cluster,
             prometheus,
+            hls: Default::default(),
         })
         .layer(axum::middleware::from_fn_with_state(
             gate,
@@ -494,7 +498,7 @@ async fn hls_live(
     State(st): State<AppState>,
     axum::extract::Path((camera, file)): axum::extract::Path<(String, String)>,
 ) -> axum::response::Response {
-    crate::hls::live_route(st.node.clone(), camera, file).await
+    crate::hls::live_route(st.node.clone(), st.hls.clone(), camera, file).await
 }
 
 async fn hls_playback(

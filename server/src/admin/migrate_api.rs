@@ -9,7 +9,8 @@
 use super::api::AppState;
 use crate::cluster::Cluster;
 use crate::migrate::drain::DrainStatus;
-use crate::migrate::wire::{MigrationCall, MigrationReply, MoveReport, SourceMode};
+use crate::migrate::wire::{MigrationCall, MigrationReply};
+use crate::node::command::{MoveReport, SourceMode};
 use crate::node::Node;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

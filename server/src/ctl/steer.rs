@@ -1,7 +1,7 @@
 //! `vigil ctl migrate | drain | undrain`: the write side of the admin API.
 
 use crate::migrate::drain::DrainStatus;
-use crate::migrate::wire::MoveReport;
+use crate::node::command::MoveReport;
 use anyhow::{bail, Context};
 use std::time::{Duration, Instant};
 

@@ -18,8 +18,8 @@ pub mod plan;
 pub mod timeline;
 pub mod tracks;
 
+use crate::library::{CachedSegment, Library, LibraryError};
 use crate::node::Node;
-use crate::playback::library::{CachedSegment, Library, LibraryError};
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

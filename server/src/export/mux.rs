@@ -7,7 +7,7 @@
 use super::plan::ExportError;
 use super::timeline::{Cut, Placed, Timeline};
 use super::tracks::Tracks;
-use crate::playback::library::{CachedSegment, Library, LibraryError};
+use crate::library::{CachedSegment, Library, LibraryError};
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::StreamExt;

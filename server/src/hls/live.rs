@@ -1,13 +1,13 @@
-//! Live HLS of one camera: a hub consumer (like the recorder: `record::consume`, no RTP
-//! identity) that cuts the frames into fMP4 segments at keyframes and keeps the newest few
+//! Live HLS of one camera: a hub consumer (like the recorder: `live::frames::consume`, no
+//! RTP identity) that cuts the frames into fMP4 segments at keyframes and keeps the newest few
 //! in memory, each built once and shared by every viewer. Started by the first request,
 //! stopped when no request came for `[hls] idle_secs` or the stream ended.
 
 use crate::export::mux::fragment_bytes;
 use crate::export::timeline::Timeline;
 use crate::export::tracks::Tracks;
+use crate::live::frames::{consume, stream_header, FrameSink};
 use crate::live::stream::Stream;
-use crate::record::FrameSink;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -199,7 +199,7 @@ pub async fn run(
     };
     let mut seg = Segmenter {
         live: &live,
-        header: crate::record::stream_header(&info),
+        header: stream_header(&info),
         pending: Vec::new(),
         tracks: None,
         timeline: None,
@@ -208,7 +208,7 @@ pub async fn run(
         target_ms: (cfg.segment_secs * 1000.0) as i64,
         keep: cfg.live_segments,
     };
-    crate::record::consume(&live.stop, &stream, &info, &mut seg).await;
+    consume(&live.stop, &stream, &info, &mut seg).await;
     live.stop.cancel();
     let _ = watchdog.await;
     live.update(|s| s.ended = true);

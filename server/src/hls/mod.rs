@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The cameras being watched over live HLS.
+/// The cameras being watched over live HLS (one per node, held by the HTTP server's state:
+/// the node below does not know HLS).
 #[derive(Default)]
 pub struct Registry {
     live: Mutex<HashMap<String, Arc<live::Live>>>,
@@ -40,19 +41,19 @@ pub const PLAYLIST: &str = "application/vnd.apple.mpegurl";
 pub const MP4: &str = "video/mp4";
 
 /// The camera's live HLS, started if needed; None when it is not live here.
-fn live_of(node: &Arc<Node>, camera: &str) -> Option<Arc<live::Live>> {
+fn live_of(node: &Arc<Node>, hls: &Arc<Registry>, camera: &str) -> Option<Arc<live::Live>> {
     let path = node.path(&format!("live/{camera}"))?;
     if !path.stream.is_live() {
         return None;
     }
-    let mut map = node.hls.live.lock().unwrap_or_else(|p| p.into_inner());
+    let mut map = hls.live.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(l) = map.get(camera).filter(|l| !l.stop.is_cancelled()) {
         l.touch();
         return Some(l.clone());
     }
     let l = Arc::new(live::Live::default());
     map.insert(camera.to_string(), l.clone());
-    let (node2, camera2, l2) = (node.clone(), camera.to_string(), l.clone());
+    let (node2, hls2, camera2, l2) = (node.clone(), hls.clone(), camera.to_string(), l.clone());
     tokio::spawn(async move {
         live::run(
             l2.clone(),
@@ -61,7 +62,7 @@ fn live_of(node: &Arc<Node>, camera: &str) -> Option<Arc<live::Live>> {
             node2.config.hls.clone(),
         )
         .await;
-        let mut map = node2.hls.live.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = hls2.live.lock().unwrap_or_else(|p| p.into_inner());
         if map.get(&camera2).is_some_and(|x| Arc::ptr_eq(x, &l2)) {
             map.remove(&camera2);
         }
@@ -70,8 +71,14 @@ fn live_of(node: &Arc<Node>, camera: &str) -> Option<Arc<live::Live>> {
 }
 
 /// `GET /hls/live/<camera>/<file>`: `index.m3u8`, `init.mp4`, `seg-<n>.m4s`.
-pub async fn live_route(node: Arc<Node>, camera: String, file: String) -> Response {
-    let Some(live) = live_of(&node, &camera) else {
+/// `hls`: the node's registry of cameras watched.
+pub async fn live_route(
+    node: Arc<Node>,
+    hls: Arc<Registry>,
+    camera: String,
+    file: String,
+) -> Response {
+    let Some(live) = live_of(&node, &hls, &camera) else {
         return refuse(
             StatusCode::NOT_FOUND,
             format!("camera {camera} is not live here"),

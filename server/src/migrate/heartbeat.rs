@@ -9,9 +9,9 @@
 //! node's one task that makes the calls.
 
 use super::wire::{MigrationCall, MigrationReply, SessionStatus, WireStopped};
-use super::SessionCommand;
 use crate::cluster::Cluster;
 use crate::live::handoff::LiveHandoff;
+use crate::node::command::SessionCommand;
 use crate::node::{Node, SessionInfo};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -172,22 +172,20 @@ pub struct Heartbeats {
 impl Heartbeats {
     /// The node's heartbeats, its task started on first use.
     pub fn of(node: &Arc<Node>, cluster: &Arc<Cluster>) -> Arc<Heartbeats> {
-        node.heartbeats
-            .get_or_init(|| {
-                let hb = Arc::new(Heartbeats {
-                    book: Mutex::new(Book::default()),
-                });
-                let cfg = &node.config.cluster.migration;
-                node.tasks.spawn(run(
-                    hb.clone(),
-                    cluster.clone(),
-                    node.shutdown.clone(),
-                    Duration::from_millis(cfg.heartbeat_ms),
-                    Duration::from_millis(cfg.takeback_ms),
-                ));
-                hb
-            })
-            .clone()
+        node.extensions.get_or_init(|| {
+            let hb = Arc::new(Heartbeats {
+                book: Mutex::new(Book::default()),
+            });
+            let cfg = &node.config.cluster.migration;
+            node.tasks.spawn(run(
+                hb.clone(),
+                cluster.clone(),
+                node.shutdown.clone(),
+                Duration::from_millis(cfg.heartbeat_ms),
+                Duration::from_millis(cfg.takeback_ms),
+            ));
+            hb
+        })
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, Book<Watched>> {

@@ -14,12 +14,12 @@
 
 use super::preserve::RawSender;
 use super::wire::{
-    MigrationReply, PrepareSpec, SessionStatus, SourceMode, WireCursor, WireRun, WireStopped,
-    WireTrack,
+    MigrationReply, PrepareSpec, SessionStatus, WireCursor, WireRun, WireStopped, WireTrack,
 };
 use crate::cluster::Cluster;
+use crate::library::Library;
+use crate::node::command::SourceMode;
 use crate::node::{Node, SessionInfo, SessionKindView};
-use crate::playback::library::Library;
 use crate::playback::task::{
     self, Cursor, PlayParams, Progress, Sink, Stopped, TrackOut, UdpOut, UdpVia,
 };

@@ -19,24 +19,12 @@ pub mod steer_live;
 pub mod wire;
 
 use crate::cluster::Cluster;
+use crate::node::command::{MoveReport, SessionCommand, SourceMode};
 use crate::node::Node;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
-use wire::{MigrationCall, MigrationReply, MoveReport, SourceMode};
-
-/// A command to the task that owns a session (its RTSP connection).
-#[derive(Debug)]
-pub enum SessionCommand {
-    /// Move the session's media to `to` (this node's id brings it home).
-    Move {
-        to: String,
-        mode: Option<SourceMode>,
-        reply: oneshot::Sender<Result<MoveReport, String>>,
-    },
-    /// The node sending the media stopped answering: send from here again.
-    TakeBack { node: String },
-}
+use wire::{MigrationCall, MigrationReply};
 
 /// When a new sender's first frame went out (µs since the epoch): at most one frame
 /// interval after it started, so two seconds without it means it never will.

@@ -5,14 +5,11 @@
 //! sending node dies.
 
 use super::host::{cursor_from_wire, cursor_to_wire, to_wire, tracks_from_wire};
-use super::wire::{
-    MigrationCall, MigrationReply, MoveReport, PrepareSpec, SourceMode, WireDest, WireRun,
-    WireStopped,
-};
-use super::SessionCommand;
+use super::wire::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireRun, WireStopped};
 use crate::cluster::Cluster;
+use crate::library::Library;
+use crate::node::command::{MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
-use crate::playback::library::Library;
 use crate::playback::task::{Cursor, PlayParams, Sink, TrackOut, UdpVia};
 use crate::rtsp::session::Session;
 use std::sync::atomic::Ordering;

@@ -4,11 +4,12 @@
 //! sent, so the next sender continues right after them (`crate::live::handoff`).
 
 use super::steer::{call_node, committed, release_on, watch, wire_dests};
-use super::wire::{MigrationCall, MigrationReply, MoveReport, PrepareSpec, SourceMode};
+use super::wire::{MigrationCall, MigrationReply, PrepareSpec};
 use crate::cluster::Cluster;
 use crate::live::handoff::{Joined, LiveHandoff, Origin};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;
+use crate::node::command::{MoveReport, SourceMode};
 use crate::node::Node;
 use crate::playback::task::wall_us;
 use crate::rtsp::session::{Media, Session};

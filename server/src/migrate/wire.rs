@@ -5,42 +5,11 @@
 //! exact state (RTP identity per track, next frame, pacing anchor), `Stop` takes it back,
 //! `Status` is A's heartbeat and B's lease, `Release` forgets the session on B.
 
+use crate::node::command::{MoveReport, SourceMode};
 use crate::playback::task::Anchor;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use vigil_proto::rtp::RtpIdentity;
-
-/// Where the sending node's datagrams come from (issue 7 §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceMode {
-    /// The sending node's own address and ports: ffmpeg (default) and live555/VLC follow.
-    #[default]
-    Own,
-    /// The steering node's address and ports (raw socket, CAP_NET_RAW, one L2 segment):
-    /// also GStreamer rtspsrc and `ffmpeg -rtsp_flags filter_src`.
-    Preserve,
-}
-
-impl std::str::FromStr for SourceMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "own" => Ok(SourceMode::Own),
-            "preserve" => Ok(SourceMode::Preserve),
-            _ => Err(format!("source mode {s:?}: expected own or preserve")),
-        }
-    }
-}
-
-impl std::fmt::Display for SourceMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            SourceMode::Own => "own",
-            SourceMode::Preserve => "preserve",
-        })
-    }
-}
 
 /// One set-up track's destination at the client, and the steering node's server ports
 /// (the source the client saw at SETUP).
@@ -170,22 +139,6 @@ pub struct SessionStatus {
     /// A live viewer's state as last reported by its sender: where a take-back continues.
     #[serde(default)]
     pub live: Option<crate::live::handoff::LiveHandoff>,
-}
-
-/// The outcome of one move, as `vigil ctl migrate` prints it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct MoveReport {
-    pub session: String,
-    pub from: String,
-    pub to: String,
-    pub mode: SourceMode,
-    /// Last frame sent by the old sender → first frame sent by the new one (ms); None when
-    /// the session was paused.
-    pub gap_ms: Option<f64>,
-    /// Prepare → ready (ms).
-    pub prepare_ms: f64,
-    /// The whole move (ms).
-    pub total_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

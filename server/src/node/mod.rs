@@ -1,5 +1,7 @@
 //! State shared by every task of one node: the paths it serves, its sessions, its UDP ports.
 
+pub mod command;
+pub mod extensions;
 pub mod recordings;
 pub mod writer_pool;
 
@@ -115,7 +117,7 @@ pub struct SessionInfo {
     /// How often the session's media moved between nodes.
     pub moves: std::sync::atomic::AtomicU32,
     /// Commands to the task that owns the session (move it, take it back).
-    pub commands: Mutex<Option<tokio::sync::mpsc::Sender<crate::migrate::SessionCommand>>>,
+    pub commands: Mutex<Option<tokio::sync::mpsc::Sender<command::SessionCommand>>>,
 }
 
 impl SessionInfo {
@@ -198,13 +200,14 @@ pub struct Node {
     /// Recording state per camera (for the API and metrics).
     pub recordings: Arc<recordings::Recordings>,
     /// Recordings and the playback cache; None when recording is disabled.
-    pub library: Option<crate::playback::library::Library>,
+    pub library: Option<crate::library::Library>,
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
     pub tasks: TaskTracker,
     pub started: Instant,
-    /// The heartbeat to the nodes sending sessions steered from here (started on the first
-    /// move).
-    pub heartbeats: std::sync::OnceLock<Arc<crate::migrate::heartbeat::Heartbeats>>,
+    /// Per-node state of the modules above the node, which it holds without naming (the
+    /// migration's heartbeat to the nodes sending sessions steered from here, started on
+    /// the first move).
+    pub extensions: extensions::Extensions,
     /// RTSP users, rights and login state (`[auth]`; reloaded on SIGHUP).
     pub auth: crate::auth::Auth,
     /// DESCRIBEs per client address (`[limits] describes_per_sec`, `describe_burst`).
@@ -213,8 +216,6 @@ pub struct Node {
     pub connections: Arc<crate::limits::Connections>,
     /// Refusals by `[limits]`.
     pub limit_stats: crate::limits::LimitStats,
-    /// Cameras being watched over live HLS.
-    pub hls: crate::hls::Registry,
     /// Wakes whoever reports the node's state (the cluster's report task) on a significant
     /// change. The node owns it so that it needs to know nothing of its listeners: the
     /// modules above it learn of changes from here rather than being called by name.
@@ -222,7 +223,7 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(config: Config, library: Option<crate::playback::library::Library>) -> Arc<Node> {
+    pub fn new(config: Config, library: Option<crate::library::Library>) -> Arc<Node> {
         let ports = PortAllocator::new(config.rtsp.udp_port_min, config.rtsp.udp_port_max);
         let node = Node {
             paths: Mutex::new(HashMap::new()),
@@ -234,7 +235,7 @@ impl Node {
             library,
             tasks: TaskTracker::new(),
             started: Instant::now(),
-            heartbeats: std::sync::OnceLock::new(),
+            extensions: Default::default(),
             auth: crate::auth::Auth::new(config.auth.as_ref()),
             describes: Mutex::new(crate::limits::RateLimiter::new(
                 config.limits.describes_per_sec,
@@ -242,7 +243,6 @@ impl Node {
             )),
             connections: Default::default(),
             limit_stats: Default::default(),
-            hls: Default::default(),
             changed: tokio::sync::Notify::new(),
             config,
         };

@@ -1,8 +1,6 @@
-//! Playback of recordings over RTSP: the URL, the segment library (store + cache), and the
-//! paced sender task. The RTSP methods are in `rtsp::playback_methods`.
+//! Playback of recordings over RTSP: the URL and the paced sender task, reading through
+//! the node's `library` (store + cache). The RTSP methods are in `rtsp::playback_methods`.
 
-pub mod bandwidth;
-pub mod library;
 pub mod request;
 pub mod task;
 pub mod window;

@@ -16,7 +16,7 @@
 //! the client neither waits out the gap nor sees a timestamp jump its jitter buffer would
 //! hold frames for.
 
-use super::library::{CachedSegment, Library};
+use crate::library::{CachedSegment, Library};
 use crate::live::reader::OutPacket;
 use crate::net::udp::send_batch;
 use crate::node::SessionInfo;

@@ -12,15 +12,14 @@
 mod writer;
 
 use crate::cluster::Cluster;
-use crate::live::stream::{Read, Stream, StreamInfo};
+use crate::live::frames::{consume, stream_header, wall_ms, Consumed, FrameSink};
 use crate::node::recordings::Recordings;
 use crate::node::writer_pool::Lane;
 use crate::node::{Node, PathEntry};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tracing::{info, warn, Instrument};
-use vigil_proto::depacketize::Depacketizer;
-use vigil_storage::{Frame, Store, StreamHeader, TrackHeader};
+use vigil_storage::{Frame, Store};
 use writer::{CameraWriter, WriterMsg};
 
 /// Whether `camera` is to be recorded: storage on, and the record mode and the camera's own
@@ -174,14 +173,6 @@ struct CameraQueue<'a> {
     dropping: bool,
 }
 
-/// Where a hub consumer's frames go: a camera's writer lane, or a live HLS segmenter.
-pub trait FrameSink {
-    /// One depacketised frame; `video` for frames of a video track.
-    fn push(&mut self, frame: Frame, video: bool);
-    /// `frames` were lost before reaching the sink (the consumer fell out of the ring).
-    fn dropped(&self, frames: u64, why: &str);
-}
-
 impl FrameSink for CameraQueue<'_> {
     /// Queues one frame; `video` frames after a drop wait for the next keyframe.
     fn push(&mut self, frame: Frame, video: bool) {
@@ -206,148 +197,6 @@ impl FrameSink for CameraQueue<'_> {
         // One error per episode: counted again only after a segment was stored since.
         if status.is_none_or(|s| s.error.as_deref() != Some(why)) {
             self.recordings.error(self.camera, why.to_string());
-        }
-    }
-}
-
-#[derive(PartialEq, Eq)]
-pub enum Consumed {
-    /// The publisher finished or a new producer with another description attached.
-    StreamEnded,
-    Shutdown,
-}
-
-pub fn stream_header(info: &StreamInfo) -> StreamHeader {
-    StreamHeader {
-        sdp: info.sdp.render("0.0.0.0", 0, "npt=now-"),
-        tracks: info
-            .tracks
-            .iter()
-            .map(|t| TrackHeader {
-                codec: t.codec.name().to_string(),
-                clock_rate: t.clock_rate,
-            })
-            .collect(),
-    }
-}
-
-/// Per-track timing: maps the RTP timestamp line onto wall-clock time.
-struct TrackClock {
-    clock_rate: u64,
-    /// (extended media ts, wall ms) of the first frame of the current producer epoch.
-    base: Option<(u64, i64)>,
-    last_ts: u32,
-    extended: u64,
-}
-
-impl TrackClock {
-    fn extend(&mut self, ts: u32) -> u64 {
-        if self.base.is_none() {
-            self.extended = u64::from(ts);
-        } else {
-            let delta = ts.wrapping_sub(self.last_ts) as i32;
-            self.extended = self.extended.wrapping_add_signed(i64::from(delta));
-        }
-        self.last_ts = ts;
-        self.extended
-    }
-
-    fn time_ms(&mut self, media_ts: u64) -> i64 {
-        let now = wall_ms();
-        let (b_ts, b_ms) = *self.base.get_or_insert((media_ts, now));
-        let delta = media_ts as i64 - b_ts as i64;
-        b_ms + delta * 1000 / self.clock_rate.max(1) as i64
-    }
-}
-
-fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Reads the hub as frames (depacketised, stamped with wall-clock and extended media time)
-/// into `sink` until the stream ends or `stop` is cancelled.
-pub async fn consume(
-    stop: &tokio_util::sync::CancellationToken,
-    stream: &Stream,
-    info: &Arc<StreamInfo>,
-    queue: &mut impl FrameSink,
-) -> Consumed {
-    let has_video = info.has_video();
-    let mut depacketizers: Vec<Option<Depacketizer>> = info
-        .sdp
-        .media
-        .iter()
-        .zip(&info.tracks)
-        .map(|(m, t)| Depacketizer::new(t.codec, t.clock_rate, m.fmtp.as_deref()).ok())
-        .collect();
-    let mut clocks: Vec<TrackClock> = info
-        .tracks
-        .iter()
-        .map(|t| TrackClock {
-            clock_rate: u64::from(t.clock_rate),
-            base: None,
-            last_ts: 0,
-            extended: 0,
-        })
-        .collect();
-    let epoch = stream.current_epoch();
-    let mut cursor = stream.start_position();
-    let mut batch = Vec::with_capacity(256);
-    loop {
-        batch.clear();
-        match stream.read(&mut cursor, &mut batch, 256) {
-            Read::Lagged { skipped } => {
-                warn!(path = %stream.path, skipped, "recorder fell behind the live stream: frames lost");
-                // The depacketisers see the sequence gap and drop the broken frames.
-                queue.dropped(
-                    skipped,
-                    "the recorder fell behind the live stream: packets lost",
-                );
-                continue;
-            }
-            Read::Packets(0) => {
-                if stream.is_finished() {
-                    return Consumed::StreamEnded;
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return Consumed::Shutdown,
-                    _ = stream.wait_beyond(cursor) => {}
-                }
-                continue;
-            }
-            Read::Packets(_) => {}
-        }
-        for p in &batch {
-            if p.epoch != epoch {
-                // A new producer (reconnect or takeover): its description may differ, so
-                // start over with a fresh header; the new segment continues the timeline.
-                if !stream.info().is_some_and(|i| Arc::ptr_eq(&i, info)) {
-                    return Consumed::StreamEnded;
-                }
-                continue;
-            }
-            let (Some(Some(d)), Some(clock)) =
-                (depacketizers.get_mut(p.track), clocks.get_mut(p.track))
-            else {
-                continue;
-            };
-            if d.push(&p.header, &p.payload).is_err() {
-                continue;
-            }
-            let video = has_video && info.tracks.get(p.track).is_some_and(|t| t.codec.is_video());
-            while let Some(f) = d.pull() {
-                let media_ts = clock.extend(f.timestamp);
-                let frame = Frame {
-                    track: p.track as u8,
-                    keyframe: f.keyframe,
-                    time_ms: clock.time_ms(media_ts),
-                    media_ts,
-                    data: f.data.into(),
-                };
-                queue.push(frame, video);
-            }
         }
     }
 }

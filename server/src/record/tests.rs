@@ -1,10 +1,10 @@
 //! The writer pool under slow writes: playback reads go on, and every camera gets written.
 
 use super::writer::{CameraWriter, WriterMsg};
-use super::FrameSink;
+use crate::library::Library;
+use crate::live::frames::FrameSink;
 use crate::node::recordings::Recordings;
 use crate::node::writer_pool::WriterPool;
-use crate::playback::library::Library;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use vigil_storage::{Frame, Store, StoreConfig, StreamHeader, TrackHeader};

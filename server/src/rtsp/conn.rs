@@ -91,7 +91,7 @@ pub struct Conn {
     /// A write timed out: the peer reads nothing, so nothing more is written.
     stalled: bool,
     /// Commands to the session from outside the connection (migration).
-    pub commands: Option<tokio::sync::mpsc::Receiver<crate::migrate::SessionCommand>>,
+    pub commands: Option<tokio::sync::mpsc::Receiver<crate::node::command::SessionCommand>>,
     /// Requests and interleaved frames parsed so far (progress, for the request deadline).
     frames: u64,
     /// Requests allowed on this connection (`limits.requests_per_sec`).
@@ -104,7 +104,7 @@ enum Event {
     Read(std::io::Result<usize>),
     Media,
     Playback(Option<crate::playback::task::TcpOut>),
-    Command(Option<crate::migrate::SessionCommand>),
+    Command(Option<crate::node::command::SessionCommand>),
     Tick,
 }
 

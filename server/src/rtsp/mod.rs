@@ -5,6 +5,7 @@ mod access;
 pub mod conn;
 pub mod handler;
 pub mod playback_methods;
+pub mod playback_session;
 pub mod session;
 pub mod setup;
 pub mod udp_session;

@@ -12,14 +12,14 @@
 //! where the session stopped (PAUSE or the end of a range).
 
 use super::conn::Conn;
+use super::playback_session::Playback;
 use super::session::Media;
-use crate::playback::library::Library;
+use crate::library::Library;
 use crate::playback::request::{self, PlaybackRequest};
-use crate::playback::task::{self, Cursor, PlayParams, Sink, Stopped, TcpOut, TrackOut};
+use crate::playback::task::{self, Cursor, Sink, TrackOut};
 use crate::playback::window;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vigil_proto::rtp::RtpIdentity;
 use vigil_proto::rtsp::{
@@ -29,161 +29,6 @@ use vigil_proto::sdp::{self, SessionDescription};
 use vigil_storage::{CameraIndex, SegmentMeta};
 
 use super::handler::{fail, take_udp_tracks};
-
-/// Playback state of a session; survives PAUSE.
-pub struct Playback {
-    pub req: PlaybackRequest,
-    /// npt 0: the first frame served for the URL's start (UTC ms).
-    pub origin_ms: i64,
-    pub sdp: SessionDescription,
-    /// Per-track output state while no task runs (taken by the task, given back on stop).
-    pub tracks: Option<Vec<TrackOut>>,
-    /// Where PLAY without Range resumes.
-    pub resume: Option<Cursor>,
-    pub running: Option<(CancellationToken, JoinHandle<Stopped>)>,
-    /// TCP sessions: the task's output, drained by the connection task.
-    pub tcp_rx: Option<mpsc::Receiver<TcpOut>>,
-    pub udp: Vec<task::UdpOut>,
-    pub scale: f64,
-    /// The end of the running PLAY's Range, if it gave one (a handoff keeps it).
-    pub range_end: Option<i64>,
-    /// Stops the tasks that watch the client's UDP RTCP (keepalive).
-    pub rtcp_watch: CancellationToken,
-    /// The node sending this session's media after a migration (None: this node).
-    pub remote: Option<crate::migrate::steer::Remote>,
-    /// The bitrate of the segment it starts in: the session's rate in the node's report
-    /// until the sender has measured one.
-    pub expected_bps: Option<f64>,
-}
-
-/// Where a stopped sender left the pacing line, for a handoff that continues it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Handoff {
-    pub anchor: Option<task::Anchor>,
-    pub last_sent_us: Option<i64>,
-}
-
-impl Playback {
-    /// Stop everything at once (session end); the task sends nothing more.
-    pub fn abort(self) {
-        if let Some((cancel, _)) = &self.running {
-            cancel.cancel();
-        }
-        if let Some(r) = self.remote {
-            r.release();
-        }
-        self.rtcp_watch.cancel();
-    }
-
-    /// Whether media is being sent now (here or by the node the session migrated to).
-    pub fn is_running(&self) -> bool {
-        self.running.is_some() || self.remote.as_ref().is_some_and(|r| r.running)
-    }
-
-    /// Stop the running sender (PAUSE, seek, teardown, a move) and keep its state for the
-    /// next PLAY. The sender may be this node's task or the node the session migrated to.
-    pub async fn stop(&mut self) -> Handoff {
-        if let Some((cancel, handle)) = self.running.take() {
-            cancel.cancel();
-            if let Ok(stopped) = handle.await {
-                self.tracks = Some(stopped.tracks);
-                self.resume = stopped.resume;
-                return Handoff {
-                    anchor: stopped.anchor,
-                    last_sent_us: stopped.last_sent_us,
-                };
-            }
-            return Handoff::default();
-        }
-        let Some(remote) = self.remote.as_mut() else {
-            return Handoff::default();
-        };
-        match remote.stop(&self.sdp, &self.req.camera).await {
-            Ok(Some(s)) => {
-                self.tracks = Some(s.tracks);
-                self.resume = s.resume;
-                Handoff {
-                    anchor: s.anchor,
-                    last_sent_us: s.last_sent_us,
-                }
-            }
-            Ok(None) => Handoff::default(),
-            Err(e) => {
-                // The sending node is gone: continue from its last heartbeat, here.
-                tracing::warn!(node = %remote.node, error = %e, "migrated sender lost: taking the session back");
-                let last = remote.last_state(&self.sdp, &self.req.camera).await;
-                if let Some(r) = self.remote.take() {
-                    r.release();
-                }
-                if let Some(s) = last {
-                    self.tracks = Some(s.tracks);
-                    self.resume = s.resume;
-                }
-                Handoff::default()
-            }
-        }
-    }
-
-    /// The sender's parameters for a run from `start` (Scale, keyframes-only, end).
-    pub fn params(
-        &self,
-        node: &crate::node::Node,
-        start: Cursor,
-        anchor: Option<task::Anchor>,
-    ) -> PlayParams {
-        PlayParams {
-            start,
-            scale: self.scale,
-            keyframes_only: self.scale > node.config.playback.keyframes_only_above_scale,
-            end_ms: [self.req.end_ms, self.range_end]
-                .into_iter()
-                .flatten()
-                .min(),
-            range_end_only: window::range_end_only(self.req.end_ms, self.range_end),
-            camera: self.req.camera.clone(),
-            cname: node.config.node.id.clone(),
-            anchor,
-            progress: None,
-            first_sent: None,
-        }
-    }
-
-    /// Start sending: on the node the session migrated to if any (falling back to this one
-    /// if that node fails), else here.
-    pub async fn start(
-        &mut self,
-        node: &crate::node::Node,
-        library: crate::playback::library::Library,
-        tracks: Vec<TrackOut>,
-        params: PlayParams,
-        sink: Sink,
-        info: Arc<crate::node::SessionInfo>,
-    ) -> Option<i64> {
-        if let Some(remote) = self.remote.as_mut() {
-            match remote.start(&tracks, &params).await {
-                Ok(first) => return first,
-                Err(e) => {
-                    tracing::warn!(node = %remote.node, error = %e, "migrated sender failed to start: sending from this node");
-                    if let Some(r) = self.remote.take() {
-                        r.release();
-                    }
-                    *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                }
-            }
-        }
-        let cancel = CancellationToken::new();
-        let handle = node.tasks.spawn(task::run(
-            library,
-            tracks,
-            params,
-            sink,
-            info,
-            cancel.clone(),
-        ));
-        self.running = Some((cancel, handle));
-        None
-    }
-}
 
 /// Resolve the playback URL of a request: 400 malformed, 404 unknown camera or no recording
 /// at that time. Returns the request, the camera's index and the first segment to play.

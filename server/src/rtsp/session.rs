@@ -1,6 +1,6 @@
 //! A server-side RTSP session: its state, its tracks' transports, and its media task.
 
-use super::playback_methods::Playback;
+use super::playback_session::Playback;
 use super::udp_session::{UdpPlay, UdpRecord};
 use crate::ingest::Producer;
 use crate::live::reader::{Reader, TrackSetup};

@@ -4,7 +4,7 @@
 
 use super::conn::Conn;
 use super::handler::{fail, is_playback, new_session_id, session_header};
-use super::playback_methods::Playback;
+use super::playback_session::Playback;
 use super::session::{Activity, Media, Session, TrackTransport};
 use crate::live::reader::TrackSetup;
 use crate::node::{Node, PathEntry, SessionInfo, SessionKindView};

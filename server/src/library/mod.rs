@@ -1,12 +1,16 @@
-//! Access to recordings for playback: the store's index and segments through the node's
-//! segmented cache (single-flight loads, read-ahead).
+//! Access to recordings: the store's index and segments through the node's segmented cache
+//! (single-flight loads, read-ahead), and the node's emulated read bandwidth (`bandwidth`).
+//! Storage and cache only: the node holds it, and playback, export, HLS, migration and
+//! recording read through it, so it sits below all of them.
+
+pub mod bandwidth;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vigil_cache::{SegmentCache, SegmentKey, Weighted};
 use vigil_storage::{CameraIndex, Segment, SegmentMeta, StorageError, Store};
 
-use super::bandwidth::ReadBandwidth;
+use bandwidth::ReadBandwidth;
 
 /// A cached segment (the cache's weight and range traits live in another crate than the
 /// segment type, hence the wrapper).

@@ -1,0 +1,147 @@
+//! The module layering ARCHITECTURE.md states, checked on the source: the node and what it
+//! stands on name no module above them (the cluster, recording, migration, playback, HLS,
+//! RTSP and the API reach the node, not the other way round), and live HLS does not reach
+//! into recording (both consume frames through `live::frames`). A rule only a reviewer
+//! keeps regresses with the first convenient import; this test fails instead.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The modules at the bottom of the crate: the node and everything it may import. The set
+/// is closed: none of them names a module outside it, so nothing below the node imports,
+/// even indirectly, a module that uses the node.
+const BELOW_THE_NODE: &[&str] = &["node", "live", "net", "procfs", "auth", "limits", "library"];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The source files of top-level module `module` with each one's module depth (`x.rs` and
+/// `x/mod.rs`: 1, `x/y.rs`: 2, …).
+fn files_of(module: &str) -> Vec<(PathBuf, usize)> {
+    let file = src().join(format!("{module}.rs"));
+    if file.is_file() {
+        return vec![(file, 1)];
+    }
+    let mut out = Vec::new();
+    let mut dirs = vec![(src().join(module), 1)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("module {module}: cannot read {}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push((path, depth + 1));
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                let is_root = path.file_name().is_some_and(|n| n == "mod.rs");
+                out.push((path, if is_root { depth } else { depth + 1 }));
+            }
+        }
+    }
+    assert!(!out.is_empty(), "module {module} has no source files");
+    out
+}
+
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The top-level modules a file names: `crate::x`, `crate::{x::…, y}`, and `super::` chains
+/// long enough to reach the crate root from a file at `depth`. Comments are skipped (a doc
+/// link is not a dependency).
+fn named_modules(text: &str, depth: usize) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let to_root = "super::".repeat(depth);
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        for prefix in ["crate::", to_root.as_str()] {
+            for (at, _) in code.match_indices(prefix) {
+                let rest = &code[at + prefix.len()..];
+                if let Some(group) = rest.strip_prefix('{') {
+                    // The first name of each item at the group's top level (a group spread
+                    // over lines is read as far as its first line goes).
+                    let mut level = 0;
+                    let mut item_start = true;
+                    for (i, c) in group.char_indices() {
+                        match c {
+                            '{' => level += 1,
+                            '}' if level == 0 => break,
+                            '}' => level -= 1,
+                            ',' if level == 0 => item_start = true,
+                            c if item_start && !c.is_whitespace() => {
+                                out.insert(ident(&group[i..]).to_string());
+                                item_start = false;
+                            }
+                            _ => {}
+                        }
+                    }
+                } else {
+                    out.insert(ident(rest).to_string());
+                }
+            }
+        }
+    }
+    out.retain(|m| !m.is_empty() && m != "super" && m != "self");
+    out
+}
+
+/// `(file, module it names)` for every file of `module` that names one of `forbidden`.
+fn violations(module: &str, forbidden: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, depth) in files_of(module) {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        for m in named_modules(&text, depth) {
+            if forbidden(&m) {
+                out.push(format!("{} names crate::{m}", path.display()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_node_and_what_it_stands_on_name_nothing_above_them() {
+    let mut bad = Vec::new();
+    for module in BELOW_THE_NODE {
+        bad.extend(violations(module, |m| !BELOW_THE_NODE.contains(&m)));
+    }
+    assert!(
+        bad.is_empty(),
+        "modules below the node name modules above it (move the shared piece down, or let \
+         the higher module own it):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn hls_does_not_reach_into_recording() {
+    let bad = violations("hls", |m| m == "record");
+    assert!(
+        bad.is_empty(),
+        "HLS names recording (frame consumption is `live::frames`):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_sees_every_form_of_path() {
+    let text = "use crate::migrate::SessionCommand;\n\
+                use crate::{hls::{Registry, live::Live}, live::stream::Stream};\n\
+                let x: Option<crate::playback::X> = None; // crate::rtsp in a comment\n\
+                use super::super::cluster::Cluster;\n\
+                use super::writer_pool::Lane;\n";
+    let named: Vec<String> = named_modules(text, 2).into_iter().collect();
+    assert_eq!(
+        named,
+        ["cluster", "hls", "live", "migrate", "playback"].map(String::from)
+    );
+    // From a module root (depth 1), one `super::` is the crate root.
+    assert_eq!(
+        named_modules("use super::record::FrameSink;", 1),
+        BTreeSet::from(["record".to_string()])
+    );
+}
