@@ -59,8 +59,9 @@ pub struct ClusterConf {
     pub rpc_listen: Option<SocketAddr>,
     /// How long a node waits for the scheduler's placement before deciding itself.
     pub rpc_timeout_ms: u64,
-    /// How long a placement's estimated load is held against the chosen node before its
-    /// report shows the session (a DESCRIBE that never reaches PLAY lapses after this).
+    /// How long a placement's estimated load is held against the chosen node, unless a
+    /// report of the node built after the placement (listing the session from its SETUP)
+    /// replaces it first; a DESCRIBE that never becomes a session lapses after this.
     pub reservation_ms: u64,
     /// `[cluster.scheduler]`: §A constants (weights, Load_min/max, LD, T_min/T_max, P_max).
     pub scheduler: vigil_cluster::SchedConfig,

@@ -341,7 +341,7 @@ pub fn vod_report(sc: &Scenario, res: Vec<ArmResult>, command: &str) -> Report {
         ),
         (
             "Model".into(),
-            "Virtual time; the placement and REM code is vigil-cluster's, unchanged; each node's cache is vigil-cache's SegmentCache (same byte budget, LRU and protected start list). Response time = RTSP round trips (DESCRIBE at a random entry node, the scheduler call, the 302, DESCRIBE/SETUP/PLAY at the chosen node, each costing request_ms/(1−ρ)) + the first segment (cache or storage) + the keyframe's first RTP packet over the node's spare bandwidth (what the lab measures). Nodes report within report_ms of every change; REM runs on each report.".into(),
+            "Virtual time; the placement and REM code is vigil-cluster's, unchanged; each node's cache is vigil-cache's SegmentCache (same byte budget, LRU and protected start list). Response time = RTSP round trips (DESCRIBE at a random entry node, the scheduler call, the 302, DESCRIBE/SETUP/PLAY at the chosen node, each costing request_ms/(1−ρ)) + the first segment (cache or storage) + the keyframe's first RTP packet over the node's spare bandwidth (what the lab measures). Nodes report within report_ms of every change (reaching the scheduler report_delay_ms later, which keeps the placements made since the report was built, as the server does); REM runs on each report.".into(),
         ),
         (
             "Calibration".into(),
