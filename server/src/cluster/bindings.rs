@@ -26,14 +26,39 @@ pub struct CameraBindings {
 
 /// Takes `seen` (the highest term published) when it is at least as new as the bindings
 /// followed; at equal terms the lowest scheduler id wins, as when choosing `seen`.
-pub(super) fn adopt(st: &mut State, seen: Option<CameraBindings>) {
-    if let Some(b) = seen {
-        if b.term > st.bindings.term
-            || (b.term == st.bindings.term && b.scheduler <= st.bindings.scheduler)
-        {
-            st.bindings = b;
-        }
+///
+/// The scheduler that takes another node's bindings moves to a term above theirs (returned,
+/// to publish): its own decisions from then on outrank them. At start-up several nodes
+/// briefly believe themselves scheduler and publish bindings at their own terms; the
+/// elected one adopts the highest, and a camera move it then decided at its lower term was
+/// undone by that stale set at every node (the camera went back to where the move took it
+/// from, and the destination let its pull go).
+pub(super) fn adopt(st: &mut State, seen: Option<CameraBindings>, self_id: &str) -> Option<u64> {
+    let b = seen?;
+    let scheduling = st.scheduler.as_deref() == Some(self_id);
+    let (take, term) = adoption(&st.bindings, &b, self_id, scheduling, st.term);
+    if take {
+        st.bindings = b;
     }
+    if let Some(t) = term {
+        st.term = t;
+    }
+    term
+}
+
+/// [`adopt`]'s rule, pure: whether `seen` replaces `followed`, and the scheduler's new term
+/// when it must outrank them.
+fn adoption(
+    followed: &CameraBindings,
+    seen: &CameraBindings,
+    self_id: &str,
+    scheduling: bool,
+    term: u64,
+) -> (bool, Option<u64>) {
+    let take = seen.term > followed.term
+        || (seen.term == followed.term && seen.scheduler <= followed.scheduler);
+    let outrank = take && scheduling && seen.scheduler != self_id && term <= seen.term;
+    (take, outrank.then_some(seen.term + 1))
 }
 
 impl Cluster {
@@ -148,5 +173,43 @@ pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
             // (A relay of this node as an edge uses the same slot and ends by itself.)
             crate::ingest::relay::let_go(node, cluster, &path, camera);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(term: u64, scheduler: &str, camera_on: &str) -> CameraBindings {
+        CameraBindings {
+            term,
+            scheduler: scheduler.into(),
+            cameras: [("gate".to_string(), camera_on.to_string())].into(),
+            moving: BTreeMap::new(),
+        }
+    }
+
+    /// The start-up race the camera-move test met: "n0" is elected at term 1, "n2" had
+    /// bound gate to itself at term 2. n0 takes n2's set and moves to term 3, so the move it
+    /// decides next (published at 3) outranks n2's stale set everywhere.
+    #[test]
+    fn the_scheduler_outranks_the_bindings_it_takes_from_another_node() {
+        let followed = set(1, "n0", "n0");
+        let stale = set(2, "n2", "n2");
+        assert_eq!(adoption(&followed, &stale, "n0", true, 1), (true, Some(3)));
+        // A node that does not schedule only follows.
+        assert_eq!(adoption(&followed, &stale, "n1", false, 3), (true, None));
+        // The scheduler's own set, or one below its term, changes no term.
+        assert_eq!(
+            adoption(&followed, &set(2, "n0", "n1"), "n0", true, 2),
+            (true, None)
+        );
+        assert_eq!(adoption(&followed, &stale, "n0", true, 5), (true, None));
+        // An older set is not taken; at equal terms the lower scheduler id wins.
+        assert_eq!(adoption(&stale, &followed, "n0", true, 1), (false, None));
+        assert_eq!(
+            adoption(&set(2, "n1", "n1"), &stale, "n1", false, 2),
+            (false, None)
+        );
     }
 }

@@ -142,7 +142,7 @@ impl Cluster {
             let mut st = self.state();
             let new_term = election::update_term(&mut st, elected, &members);
             st.set_members(members, self.policy_cfg.sched.weights);
-            bindings::adopt(&mut st, seen_bindings);
+            let new_term = bindings::adopt(&mut st, seen_bindings, &self.self_id).or(new_term);
             let publish = self.bind_cameras(&mut st);
             (new_term, publish)
         };
