@@ -38,8 +38,8 @@ pub use load::{delta_load, load_state, load_variance, node_load, quadratic_mean,
 pub use place::{apply, place, Decision, PlaceState, Policy};
 pub use rem::{apply_migration, rem_probability, rem_step, Migration};
 pub use view::{
-    CachedRanges, CameraId, ClusterView, Indicators, NodeId, NodeView, Request, RequestKind,
-    Stream, StreamSource,
+    cached_summary, CachedRanges, CameraId, ClusterView, Indicators, NodeId, NodeView, Request,
+    RequestKind, Stream, StreamSource, CACHE_GAP_MS,
 };
 pub use view_cache::{ViewCache, ViewEntry};
 

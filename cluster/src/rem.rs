@@ -16,6 +16,10 @@ use crate::similarity::{cache_hit, fd_positions};
 use crate::view::{ClusterView, NodeId, Request, RequestKind, Stream, StreamSource};
 use crate::ClusterError;
 
+/// Moves proposed for one report at most (each is a real session handoff); the node's REM
+/// loop and the simulator's stop there.
+pub const MAX_STEPS: usize = 8;
+
 /// A proposed move of one running stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Migration {

@@ -21,6 +21,30 @@ pub type NodeId = String;
 /// A camera's id (`camera_id` in ALGORITHMS.md), the same key the cache and storage use.
 pub type CameraId = String;
 
+/// Gaps between resident segments shorter than this merge into one reported range.
+pub const CACHE_GAP_MS: i64 = 1500;
+/// Resident ranges a report keeps per camera (the newest), and cameras it keeps.
+pub const MAX_RANGES_PER_CAMERA: usize = 16;
+pub const MAX_CACHED_CAMERAS: usize = 256;
+
+/// A node's resident cache ranges (`cache.resident(CACHE_GAP_MS)`) cut to what its report
+/// carries: the newest [`MAX_RANGES_PER_CAMERA`] per camera, the first
+/// [`MAX_CACHED_CAMERAS`] cameras. The node and the simulator report the same summary.
+pub fn cached_summary(
+    mut resident: BTreeMap<CameraId, Vec<(i64, i64)>>,
+) -> BTreeMap<CameraId, Vec<(i64, i64)>> {
+    for ranges in resident.values_mut() {
+        let n = ranges.len();
+        if n > MAX_RANGES_PER_CAMERA {
+            ranges.drain(..n - MAX_RANGES_PER_CAMERA);
+        }
+    }
+    while resident.len() > MAX_CACHED_CAMERAS {
+        resident.pop_last();
+    }
+    resident
+}
+
 /// Where a served stream's bytes come from: §A.1 counts a storage-read stream twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -530,5 +554,29 @@ fn index_node(idx: &mut Index, i: usize, n: &NodeView) {
                 .or_default()
                 .push(CachedRanges::new(i, ranges));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 20 ranges of one camera keep the newest 16; 300 cameras keep the first 256.
+    #[test]
+    fn the_cached_summary_keeps_the_newest_ranges_of_the_first_cameras() {
+        let one: BTreeMap<CameraId, Vec<(i64, i64)>> = [(
+            "c".to_string(),
+            (0..20).map(|k| (k * 10, k * 10 + 5)).collect(),
+        )]
+        .into();
+        let s = cached_summary(one);
+        assert_eq!(s["c"].len(), 16);
+        assert_eq!(s["c"][0], (40, 45));
+        let many: BTreeMap<CameraId, Vec<(i64, i64)>> = (0..300)
+            .map(|k| (format!("c{k:03}"), vec![(0, 1)]))
+            .collect();
+        let s = cached_summary(many);
+        assert_eq!(s.len(), 256);
+        assert_eq!(s.keys().last().map(String::as_str), Some("c255"));
     }
 }

@@ -24,8 +24,16 @@ pub struct CameraBindings {
     pub moving: BTreeMap<String, String>,
 }
 
-/// Takes `seen` (the highest term published) when it is at least as new as the bindings
-/// followed; at equal terms the lowest scheduler id wins, as when choosing `seen`.
+impl CameraBindings {
+    /// Which set wins: the higher term, at equal terms the lower scheduler id. The one
+    /// order for choosing among the sets seen and against the set followed.
+    pub(super) fn rank(&self) -> (u64, std::cmp::Reverse<&str>) {
+        (self.term, std::cmp::Reverse(self.scheduler.as_str()))
+    }
+}
+
+/// Takes `seen` (the highest-ranked set published) when it ranks at least as high as the
+/// bindings followed.
 ///
 /// The scheduler that takes another node's bindings moves to a term above theirs (returned,
 /// to publish): its own decisions from then on outrank them. At start-up several nodes
@@ -55,8 +63,7 @@ fn adoption(
     scheduling: bool,
     term: u64,
 ) -> (bool, Option<u64>) {
-    let take = seen.term > followed.term
-        || (seen.term == followed.term && seen.scheduler <= followed.scheduler);
+    let take = seen.rank() >= followed.rank();
     let outrank = take && scheduling && seen.scheduler != self_id && term <= seen.term;
     (take, outrank.then_some(seen.term + 1))
 }

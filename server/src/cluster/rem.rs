@@ -17,8 +17,6 @@ use super::shell::Cluster;
 use crate::migrate::wire::{MigrationCall, MigrationReply};
 
 const KEPT: usize = 50;
-/// Moves proposed for one report at most (each is a real session handoff).
-const MAX_STEPS: usize = 8;
 
 /// One REM step as `/api/cluster/scheduler` shows it.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -129,7 +127,7 @@ impl Cluster {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for _ in 0..MAX_STEPS {
+        for _ in 0..vigil_cluster::rem::MAX_STEPS {
             let loads: Vec<f64> = (0..view.len())
                 .filter(|&i| view.node(i).alive)
                 .map(|i| view.load(i))

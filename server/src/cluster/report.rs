@@ -14,11 +14,6 @@ use vigil_cluster::{FeedbackPeriod, Indicators, NodeView, Stream, StreamSource};
 use super::{now_ms, Cluster};
 use crate::node::{Node, SessionKindView};
 
-/// Resident ranges kept per camera in the report, and cameras kept (newest ranges win).
-const MAX_RANGES_PER_CAMERA: usize = 16;
-const MAX_CACHED_CAMERAS: usize = 256;
-/// Gaps shorter than this merge into one resident range.
-const CACHE_GAP_MS: i64 = 1500;
 /// Sessions listed in the report (the busiest first): with ~110 bytes of JSON each, at most
 /// ~5.5 KB of the report's datagram budget; `sessions` still counts them all.
 pub const MAX_SESSIONS_LISTED: usize = 50;
@@ -246,19 +241,10 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
     let sessions = node.session_count() as u32;
     let max_sessions = cfg.limits.max_sessions.min(u32::MAX as usize) as u32;
     let (cached, cache_bytes) = match &node.library {
-        Some(lib) => {
-            let mut r = lib.cache.resident(CACHE_GAP_MS);
-            for ranges in r.values_mut() {
-                let n = ranges.len();
-                if n > MAX_RANGES_PER_CAMERA {
-                    ranges.drain(..n - MAX_RANGES_PER_CAMERA);
-                }
-            }
-            while r.len() > MAX_CACHED_CAMERAS {
-                r.pop_last();
-            }
-            (r, lib.cache.stats().bytes)
-        }
+        Some(lib) => (
+            vigil_cluster::cached_summary(lib.cache.resident(vigil_cluster::CACHE_GAP_MS)),
+            lib.cache.stats().bytes,
+        ),
         None => (BTreeMap::new(), 0),
     };
     let paths = node.paths();

@@ -44,12 +44,6 @@ pub fn recording_start_ms(sc: &Scenario, rec: usize) -> i64 {
     EPOCH_MS + rec as i64 * span
 }
 
-/// The server's report limits (`cluster::report`): merge gap and ranges kept.
-const CACHE_GAP_MS: i64 = 1500;
-const MAX_RANGES_PER_CAMERA: usize = 16;
-const MAX_CACHED_CAMERAS: usize = 256;
-/// REM moves proposed for one report at most (the server's `cluster::rem::MAX_STEPS`).
-const REM_MAX_STEPS: usize = 8;
 /// The scheduler runs on node 0 (election is not what is measured).
 const SCHEDULER: usize = 0;
 /// Metrics are sampled this often.

@@ -4,12 +4,11 @@
 //! built, as `cluster::reservations` does), and REM on each report (§A.5).
 
 use vigil_cluster::{
-    apply, apply_migration, quadratic_mean, rem_probability, rem_step, ClusterView, Decision,
-    Indicators, NodeView, Stream, StreamSource,
+    apply, apply_migration, cached_summary, quadratic_mean, rem_probability, rem_step, ClusterView,
+    Decision, Indicators, NodeView, Stream, StreamSource, CACHE_GAP_MS,
 };
 
-use super::{Arm, Ev, VodSim, CACHE_GAP_MS, MAX_CACHED_CAMERAS, MAX_RANGES_PER_CAMERA};
-use super::{REM_MAX_STEPS, SCHEDULER};
+use super::{Arm, Ev, VodSim, SCHEDULER};
 use crate::engine::{Micros, MS};
 
 impl VodSim<'_> {
@@ -64,17 +63,7 @@ impl VodSim<'_> {
         v.cpu = self.cpu(i);
         v.mem = self.mem(i);
         v.streams = streams;
-        let mut cached = node.cache.resident(CACHE_GAP_MS);
-        for ranges in cached.values_mut() {
-            let n = ranges.len();
-            if n > MAX_RANGES_PER_CAMERA {
-                ranges.drain(..n - MAX_RANGES_PER_CAMERA);
-            }
-        }
-        while cached.len() > MAX_CACHED_CAMERAS {
-            cached.pop_last();
-        }
-        v.cached = cached;
+        v.cached = cached_summary(node.cache.resident(CACHE_GAP_MS));
         v.sessions = node.sessions.len() as u32;
         v.max_sessions = if nc.max_sessions == 0 {
             u32::MAX
@@ -178,9 +167,8 @@ impl VodSim<'_> {
                 let _ = apply(&mut self.view, &d);
             }
         }
-        let changed: Vec<usize> = changed.into_iter().map(|(i, _)| i).collect();
         if matches!(self.arm, Arm::Place { rem: true, .. }) {
-            for i in changed {
+            for (i, _) in changed {
                 self.rem(i);
             }
         }
@@ -191,7 +179,7 @@ impl VodSim<'_> {
     pub(super) fn rem(&mut self, h: usize) {
         let sched = self.cfg.sched;
         let id = self.nodes[h].id.clone();
-        for _ in 0..REM_MAX_STEPS {
+        for _ in 0..vigil_cluster::rem::MAX_STEPS {
             let loads: Vec<f64> = (0..self.view.len()).map(|i| self.view.load(i)).collect();
             let load = self.view.load(h);
             if load <= quadratic_mean(&loads) || rem_probability(load, &sched) <= 0.0 {

@@ -88,11 +88,7 @@ impl Cluster {
                 .values()
                 .filter_map(|id| cc.node_state(id)?.get(KEY_BINDINGS))
                 .filter_map(|v| serde_json::from_str::<CameraBindings>(v).ok())
-                .max_by(|a, b| {
-                    a.term
-                        .cmp(&b.term)
-                        .then_with(|| b.scheduler.cmp(&a.scheduler))
-                });
+                .max_by(|a, b| a.rank().cmp(&b.rank()));
             let mut to_parse = Vec::new();
             let members = newest
                 .values()
