@@ -185,6 +185,7 @@ pub fn decode_file(path: &Path) -> Decoded {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         status: out.status,
         elapsed: start.elapsed(),
+        kernel_udp_drops: None,
     }
 }
 

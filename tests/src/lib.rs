@@ -519,6 +519,9 @@ pub struct Decoded {
     pub stderr: String,
     pub status: ExitStatus,
     pub elapsed: Duration,
+    /// Datagrams the kernel dropped for full receive buffers while this reader ran (any
+    /// socket on the machine), when /proc/net/snmp could be read.
+    pub kernel_udp_drops: Option<u64>,
 }
 
 impl Decoded {
@@ -526,7 +529,9 @@ impl Decoded {
     pub fn assert_plays(&self, what: &str, min: u64, max: u64) {
         assert!(
             self.stderr.trim().is_empty(),
-            "{what}: ffmpeg reported errors:\n{}",
+            "{what}: ffmpeg reported errors (the kernel dropped {:?} UDP datagrams for full \
+             receive buffers meanwhile):\n{}",
+            self.kernel_udp_drops,
             self.stderr
         );
         assert!(
@@ -559,7 +564,13 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
     cmd.args(["-hide_banner", "-nostdin", "-nostats", "-v", "error"])
         .args(["-timeout", "5000000"]);
     if input.windows(2).any(|w| w == ["-rtsp_transport", "udp"]) {
-        cmd.args(udp_client_ports());
+        // A UDP reader's socket gets the system default receive buffer (208 KiB here),
+        // about a second of the fixtures' packets counting the kernel's per-datagram
+        // overhead: a CI machine that keeps ffmpeg off the CPU that long drops datagrams in
+        // the kernel, which no server can prevent. 4 MiB (as a surveillance client would
+        // ask for) keeps the test about the server's stream.
+        cmd.args(udp_client_ports())
+            .args(["-buffer_size", "4194304"]);
     }
     cmd.args(input)
         .args(["-i", url])
@@ -571,7 +582,11 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
 /// Decode `url` with ffmpeg to the null muxer and count the frames.
 pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Duration) -> Decoded {
     let start = Instant::now();
+    let drops_before = udp_receive_buffer_drops();
     let out = run_with_timeout(&mut ffmpeg_decode_cmd(url, input, output), timeout);
+    let kernel_udp_drops = udp_receive_buffer_drops()
+        .zip(drops_before)
+        .map(|(a, b)| a.saturating_sub(b));
     let progress = String::from_utf8_lossy(&out.stdout);
     Decoded {
         frames: progress_frames(&progress),
@@ -583,7 +598,18 @@ pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Durati
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         status: out.status,
         elapsed: start.elapsed(),
+        kernel_udp_drops,
     }
+}
+
+/// The machine's count of UDP datagrams dropped for a full receive buffer (`RcvbufErrors`
+/// of /proc/net/snmp), so a failed UDP reader says whether the kernel dropped packets.
+fn udp_receive_buffer_drops() -> Option<u64> {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").ok()?;
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let at = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(at)?.parse().ok()
 }
 
 /// [`ffmpeg_decode`] on a thread of its own, so several readers run at once.
