@@ -12,6 +12,7 @@ pub mod client;
 pub mod cluster;
 pub mod ctl;
 pub mod export;
+pub mod handoff;
 pub mod hls;
 pub mod ingest;
 pub mod lab;

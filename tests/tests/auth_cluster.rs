@@ -107,7 +107,7 @@ fn a_redirect_carries_the_login_and_markers_cannot_be_forged_or_replayed() {
 #[test]
 fn migration_calls_need_a_cluster_certificate() {
     use vigil_server::cluster::rpc::{self, RpcRequest, RpcResponse};
-    use vigil_server::migrate::wire::{MigrationCall, MigrationReply, PrepareSpec};
+    use vigil_server::handoff::{MigrationCall, MigrationReply, PrepareSpec};
     use vigil_server::node::command::SourceMode;
     use vigil_tests::secure_cluster::{self as sc, vigil_ok};
 

@@ -2,14 +2,12 @@
 //! publishes the bindings; every node follows the bindings of the highest term it sees.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::Serialize;
 use tracing::info;
 
 use super::now_ms;
 use super::shell::{record, Cluster, DecisionRecord, State};
-use crate::node::Node;
 
 /// Which node pulls each pull camera (§B, issue 4 §6): made by the scheduler, published in
 /// its gossip state with its term; every node follows the bindings of the highest term.
@@ -154,32 +152,6 @@ impl Cluster {
         }
         let m = st.members.iter().find(|m| &m.id == id && m.alive)?;
         Some((id.clone(), m.report.as_ref()?.rtsp.clone()))
-    }
-}
-
-/// Every node follows the bindings it sees: the bound node runs the pull of an always-on
-/// camera (an on-demand one starts on DESCRIBE), the others stop theirs. A camera with no
-/// binding yet is pulled by nobody.
-pub(super) fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
-    let bindings = cluster.bindings();
-    for path in node.paths() {
-        if !path.configured || !matches!(path.source, vigil_conf::Source::Pull { .. }) {
-            continue;
-        }
-        let Some(camera) = path.name.strip_prefix("live/") else {
-            continue;
-        };
-        if bindings.cameras.get(camera) == Some(&cluster.self_id) {
-            cluster.arrived(camera);
-            if !path.on_demand {
-                crate::ingest::pull::ensure_running(node, Some(cluster), &path);
-            }
-        } else if cluster.is_incoming(camera) {
-            // Pulled for a move here (§B.5) that has not re-bound it yet.
-        } else if path.relay_from().is_none() {
-            // (A relay of this node as an edge uses the same slot and ends by itself.)
-            crate::ingest::relay::let_go(node, cluster, &path, camera);
-        }
     }
 }
 

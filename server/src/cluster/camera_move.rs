@@ -37,9 +37,12 @@ const KEPT: usize = 50;
 /// (beyond the keyframe wait): the scheduler died between the two steps.
 const INCOMING_GRACE: Duration = Duration::from_secs(15);
 
-/// The node side of a move's first step, served by `crate::ingest` (which depends on the
+/// The node's side of the camera bindings, served by `crate::ingest` (which depends on the
 /// cluster, not the other way round).
 pub trait CameraHost: Send + Sync {
+    /// Start the pulls of the always-on cameras bound here and let go of the ones bound
+    /// elsewhere (called on every membership refresh).
+    fn follow_bindings(&self);
     /// Pull `camera` here beside its holder and answer once its hub holds a keyframe (the
     /// ms it took), or why not within `timeout`; on failure nothing is left running.
     fn take(

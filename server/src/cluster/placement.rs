@@ -242,9 +242,9 @@ impl Cluster {
     pub async fn call_migration(
         &self,
         node: &str,
-        call: crate::migrate::wire::MigrationCall,
+        call: crate::handoff::MigrationCall,
         timeout: std::time::Duration,
-    ) -> anyhow::Result<crate::migrate::wire::MigrationReply> {
+    ) -> anyhow::Result<crate::handoff::MigrationReply> {
         match self
             .call_node(node, &rpc::RpcRequest::Migration(call), timeout)
             .await?

@@ -14,7 +14,7 @@ use vigil_cluster::{apply_migration, quadratic_mean, rem_probability, rem_step, 
 
 use super::now_ms;
 use super::shell::Cluster;
-use crate::migrate::wire::{MigrationCall, MigrationReply};
+use crate::handoff::{MigrationCall, MigrationReply};
 
 const KEPT: usize = 50;
 

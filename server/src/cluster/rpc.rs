@@ -35,7 +35,7 @@ pub enum RpcRequest {
     /// Place a request (the scheduler decides and applies the decision to its view).
     Place { request: PlaceRequest },
     /// Session migration between nodes (`crate::migrate`).
-    Migration(crate::migrate::wire::MigrationCall),
+    Migration(crate::handoff::MigrationCall),
     /// A camera move's first step (§B.5): pull `camera` here and answer once a keyframe is
     /// in (`super::camera_move`).
     TakeCamera { camera: String, timeout_ms: u64 },
@@ -58,7 +58,7 @@ pub struct PlaceRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum RpcResponse {
     Decision(WireDecision),
-    Migration(crate::migrate::wire::MigrationReply),
+    Migration(crate::handoff::MigrationReply),
     CameraReady { keyframe_ms: f64 },
     CameraMoved(Box<super::camera_move::CameraMoveRecord>),
     Error(String),
@@ -323,8 +323,8 @@ pub struct Rpc {
 pub trait MigrationService: Send + Sync {
     fn handle(
         &self,
-        call: crate::migrate::wire::MigrationCall,
-    ) -> futures::future::BoxFuture<'static, crate::migrate::wire::MigrationReply>;
+        call: crate::handoff::MigrationCall,
+    ) -> futures::future::BoxFuture<'static, crate::handoff::MigrationReply>;
 }
 
 /// Serves one call. Async: a migration `Prepare` loads a segment before it answers.

@@ -170,7 +170,8 @@ pub struct Cluster {
     /// Serves the migration calls of other nodes (set once at start-up by `crate::migrate`,
     /// which depends on the cluster, not the other way round).
     pub migration: std::sync::OnceLock<Arc<dyn rpc::MigrationService>>,
-    /// Takes a camera for a move (set once at start-up by `crate::ingest`).
+    /// The node's side of the camera bindings: its pulls follow them, and it takes a camera
+    /// for a move (set once at start-up by `crate::ingest`).
     pub camera_host: std::sync::OnceLock<Arc<dyn super::camera_move::CameraHost>>,
     /// This node's movable cameras for §B.5 (awake, no viewer), as its usage tracker last
     /// saw them; reported to the scheduler.

@@ -1,6 +1,6 @@
 //! `vigil ctl migrate | drain | undrain`: the write side of the admin API.
 
-use crate::migrate::drain::DrainStatus;
+use crate::handoff::DrainStatus;
 use crate::node::command::MoveReport;
 use anyhow::{bail, Context};
 use std::time::{Duration, Instant};

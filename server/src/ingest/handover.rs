@@ -1,6 +1,7 @@
-//! A camera move's first step on the destination (issue 11 §2, §B.5): pull the camera here
-//! beside its holder and answer once a keyframe is in the hub, so the scheduler re-binds it
-//! only to a node that can serve it at once. The source is not touched here.
+//! The node's side of the cluster's camera bindings: its pulls follow the bindings it sees,
+//! and a camera move's first step on the destination (issue 11 §2, §B.5) pulls the camera
+//! here beside its holder and answers once a keyframe is in the hub, so the scheduler
+//! re-binds it only to a node that can serve it at once. The source is not touched here.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -28,6 +29,12 @@ impl Host {
 }
 
 impl CameraHost for Host {
+    fn follow_bindings(&self) {
+        if let (Some(node), Some(cluster)) = (self.node.upgrade(), self.cluster.upgrade()) {
+            follow_bindings(&node, &cluster);
+        }
+    }
+
     fn take(&self, camera: String, timeout: Duration) -> BoxFuture<'static, Result<f64, String>> {
         let (node, cluster) = (self.node.upgrade(), self.cluster.upgrade());
         Box::pin(async move {
@@ -62,5 +69,31 @@ impl CameraHost for Host {
             }
             Ok(started.elapsed().as_secs_f64() * 1e3)
         })
+    }
+}
+
+/// Every node follows the bindings it sees: the bound node runs the pull of an always-on
+/// camera (an on-demand one starts on DESCRIBE), the others stop theirs. A camera with no
+/// binding yet is pulled by nobody.
+fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
+    let bindings = cluster.bindings();
+    for path in node.paths() {
+        if !path.configured || !matches!(path.source, vigil_conf::Source::Pull { .. }) {
+            continue;
+        }
+        let Some(camera) = path.name.strip_prefix("live/") else {
+            continue;
+        };
+        if bindings.cameras.get(camera) == Some(&cluster.self_id) {
+            cluster.arrived(camera);
+            if !path.on_demand {
+                super::pull::ensure_running(node, Some(cluster), &path);
+            }
+        } else if cluster.is_incoming(camera) {
+            // Pulled for a move here (§B.5) that has not re-bound it yet.
+        } else if path.relay_from().is_none() {
+            // (A relay of this node as an edge uses the same slot and ends by itself.)
+            super::relay::let_go(node, cluster, &path, camera);
+        }
     }
 }

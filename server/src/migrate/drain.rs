@@ -6,7 +6,7 @@ use super::move_local;
 use crate::cluster::Cluster;
 use crate::node::{Node, SessionKindView};
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
+
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -15,17 +15,7 @@ use tracing::info;
 /// How many sessions move at once while draining.
 const PARALLEL_MOVES: usize = 8;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct DrainStatus {
-    pub node: String,
-    pub draining: bool,
-    /// Every session was tried.
-    pub done: bool,
-    pub total: u32,
-    pub moved: u32,
-    /// Sessions that could not move, with why.
-    pub failed: Vec<(String, String)>,
-}
+use crate::handoff::DrainStatus;
 
 pub struct Drain {
     status: Mutex<DrainStatus>,

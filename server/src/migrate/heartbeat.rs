@@ -8,8 +8,8 @@
 //! [`Book`] is the bookkeeping, sans-IO (time passed in, unit-tested); [`Heartbeats`] is the
 //! node's one task that makes the calls.
 
-use super::wire::{MigrationCall, MigrationReply, SessionStatus, WireStopped};
 use crate::cluster::Cluster;
+use crate::handoff::{MigrationCall, MigrationReply, SessionStatus, WireStopped};
 use crate::live::handoff::LiveHandoff;
 use crate::node::command::SessionCommand;
 use crate::node::{Node, SessionInfo};
@@ -276,7 +276,7 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::migrate::wire::WireCursor;
+    use crate::handoff::WireCursor;
 
     fn status(session: &str, hosted: bool, ended: bool, frame: Option<usize>) -> SessionStatus {
         SessionStatus {
@@ -364,14 +364,14 @@ mod tests {
                         frame: usize::MAX,
                     });
                     p.tracks = vec![
-                        crate::migrate::wire::WireTrack {
+                        crate::handoff::WireTrack {
                             identity: identity.clone(),
                             seq: u16::MAX,
                             enabled: true,
                         };
                         2
                     ];
-                    p.anchor = Some(crate::playback::task::Anchor {
+                    p.anchor = Some(crate::handoff::Anchor {
                         wall_us: i64::MAX,
                         media_ms: i64::MAX,
                     });

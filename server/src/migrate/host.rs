@@ -13,10 +13,10 @@
 //! process can set it.
 
 use super::preserve::RawSender;
-use super::wire::{
+use crate::cluster::Cluster;
+use crate::handoff::{
     MigrationReply, PrepareSpec, SessionStatus, WireCursor, WireRun, WireStopped, WireTrack,
 };
-use crate::cluster::Cluster;
 use crate::library::Library;
 use crate::node::command::SourceMode;
 use crate::node::{Node, SessionInfo, SessionKindView};

@@ -16,15 +16,14 @@ pub mod host;
 pub mod preserve;
 pub mod steer;
 pub mod steer_live;
-pub mod wire;
 
 use crate::cluster::Cluster;
+use crate::handoff::{MigrationCall, MigrationReply};
 use crate::node::command::{MoveReport, SessionCommand, SourceMode};
 use crate::node::Node;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
-use wire::{MigrationCall, MigrationReply};
 
 /// When a new sender's first frame went out (µs since the epoch): at most one frame
 /// interval after it started, so two seconds without it means it never will.

@@ -5,8 +5,8 @@
 //! sending node dies.
 
 use super::host::{cursor_from_wire, cursor_to_wire, to_wire, tracks_from_wire};
-use super::wire::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireRun, WireStopped};
 use crate::cluster::Cluster;
+use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireRun, WireStopped};
 use crate::library::Library;
 use crate::node::command::{MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
@@ -23,7 +23,7 @@ use vigil_proto::sdp::SessionDescription;
 pub struct Resumed {
     pub tracks: Vec<TrackOut>,
     pub resume: Option<Cursor>,
-    pub anchor: Option<crate::playback::task::Anchor>,
+    pub anchor: Option<crate::handoff::Anchor>,
     pub last_sent_us: Option<i64>,
 }
 

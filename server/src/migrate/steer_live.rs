@@ -4,8 +4,8 @@
 //! sent, so the next sender continues right after them (`crate::live::handoff`).
 
 use super::steer::{call_node, committed, release_on, watch, wire_dests};
-use super::wire::{MigrationCall, MigrationReply, PrepareSpec};
 use crate::cluster::Cluster;
+use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec};
 use crate::live::handoff::{Joined, LiveHandoff, Origin};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;

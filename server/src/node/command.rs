@@ -2,7 +2,7 @@
 //! another node, take it back. The session registry carries each session's command channel
 //! (`SessionInfo::commands`), so the contract lives here, below both the connection that
 //! obeys it and the migration that sends it; the move's mode and its report travel the
-//! cluster RPC too (`migrate::wire`).
+//! cluster RPC too (`handoff`).
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;

@@ -16,6 +16,7 @@
 //! the client neither waits out the gap nor sees a timestamp jump its jitter buffer would
 //! hold frames for.
 
+use crate::handoff::Anchor;
 use crate::library::{CachedSegment, Library};
 use crate::live::reader::OutPacket;
 use crate::net::udp::send_batch;
@@ -118,22 +119,13 @@ pub enum UdpVia {
     },
 }
 
-/// Pacing anchor: the frame of decode time `media_ms` is due at wall-clock `wall_us`
-/// (µs since the Unix epoch). Wall clock, not `Instant`, because a migrated session keeps
-/// its pacing on another node (nodes keep their clocks in sync with NTP).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Anchor {
-    pub wall_us: i64,
-    pub media_ms: i64,
-}
-
 /// Where a running sender is: its output state after the last frame it sent and the next
 /// frame to send. Kept up to date for a migrated session, so that the node steering it can
 /// take it back from that point if the sending node dies.
 #[derive(Clone, Debug)]
 pub struct Progress {
     /// Per track: identity, input sequence counter, set up or not (as a handoff carries it).
-    pub tracks: Vec<crate::migrate::wire::WireTrack>,
+    pub tracks: Vec<crate::handoff::WireTrack>,
     pub cursor: Cursor,
     pub anchor: Option<Anchor>,
 }

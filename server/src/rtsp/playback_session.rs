@@ -40,7 +40,7 @@ pub struct Playback {
 /// Where a stopped sender left the pacing line, for a handoff that continues it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Handoff {
-    pub anchor: Option<task::Anchor>,
+    pub anchor: Option<crate::handoff::Anchor>,
     pub last_sent_us: Option<i64>,
 }
 
@@ -110,7 +110,7 @@ impl Playback {
         &self,
         node: &crate::node::Node,
         start: Cursor,
-        anchor: Option<task::Anchor>,
+        anchor: Option<crate::handoff::Anchor>,
     ) -> PlayParams {
         PlayParams {
             start,

@@ -197,7 +197,10 @@ pub(super) async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
                 cluster.run_rem(node.config.cluster.migration.rem);
                 cluster.run_planner();
                 cluster.run_gateway();
-                bindings::follow_bindings(&node, &cluster);
+                // The node's pulls follow the bindings (once `ingest` has registered).
+                if let Some(host) = cluster.camera_host.get() {
+                    host.follow_bindings();
+                }
             }
         }
     }

@@ -5,8 +5,8 @@
 //! sent (`crate::live::handoff`).
 
 use super::{failed, Host, Reply};
+use crate::handoff::{MigrationReply, PrepareSpec, SessionStatus};
 use crate::live::handoff::LiveHandoff;
-use crate::migrate::wire::{MigrationReply, PrepareSpec, SessionStatus};
 use crate::node::{PathEntry, SessionInfo, SessionKindView};
 use crate::playback::task::UdpOut;
 use crate::rtsp::udp_session::{LivePump, Progress};

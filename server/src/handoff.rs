@@ -1,4 +1,6 @@
-//! The migration calls between nodes (carried by the cluster RPC: QUIC, mutual TLS).
+//! The migration calls between nodes (carried by the cluster RPC: QUIC, mutual TLS): the
+//! messages alone, below both the cluster that carries them and `migrate`, which serves and
+//! makes them, so neither of the two names the other's inside.
 //!
 //! The steering node (A) keeps the viewer's RTSP connection; the sending node (B) runs the
 //! media. `Prepare` makes B ready (sockets, the segment in its cache), `Start` hands B the
@@ -6,10 +8,18 @@
 //! `Status` is A's heartbeat and B's lease, `Release` forgets the session on B.
 
 use crate::node::command::{MoveReport, SourceMode};
-use crate::playback::task::Anchor;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use vigil_proto::rtp::RtpIdentity;
+
+/// Pacing anchor: the frame of decode time `media_ms` is due at wall-clock `wall_us`
+/// (µs since the Unix epoch). Wall clock, not `Instant`, because a migrated session keeps
+/// its pacing on another node (nodes keep their clocks in sync with NTP).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Anchor {
+    pub wall_us: i64,
+    pub media_ms: i64,
+}
 
 /// One set-up track's destination at the client, and the steering node's server ports
 /// (the source the client saw at SETUP).
@@ -153,6 +163,20 @@ pub enum MigrationReply {
     Status(Vec<SessionStatus>),
     Done,
     Moved(MoveReport),
-    Drain(crate::migrate::drain::DrainStatus),
+    Drain(DrainStatus),
     Failed(String),
+}
+
+/// A drain's progress, as the drained node answers `DrainStatus` (and the API and `ctl`
+/// show it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DrainStatus {
+    pub node: String,
+    pub draining: bool,
+    /// Every session was tried.
+    pub done: bool,
+    pub total: u32,
+    pub moved: u32,
+    /// Sessions that could not move, with why.
+    pub failed: Vec<(String, String)>,
 }
