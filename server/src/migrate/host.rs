@@ -12,16 +12,16 @@
 //! kill the node while the steering node waits for its answer. Only whoever starts the
 //! process can set it.
 
-use super::preserve::RawSender;
 use crate::cluster::Cluster;
 use crate::handoff::{
     MigrationReply, PrepareSpec, SessionStatus, WireCursor, WireRun, WireStopped, WireTrack,
 };
 use crate::library::Library;
+use crate::net::raw::RawSender;
 use crate::node::command::SourceMode;
 use crate::node::{Node, SessionInfo, SessionKindView};
 use crate::playback::task::{
-    self, Cursor, PlayParams, Progress, Sink, Stopped, TrackOut, UdpOut, UdpVia,
+    self, to_wire, Cursor, PlayParams, Progress, Sink, Stopped, TrackOut, UdpOut, UdpVia,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,17 +63,6 @@ type Reply = MigrationReply;
 
 fn failed(why: impl std::fmt::Display) -> Reply {
     MigrationReply::Failed(why.to_string())
-}
-
-pub fn to_wire(tracks: &[TrackOut]) -> Vec<WireTrack> {
-    tracks
-        .iter()
-        .map(|t| WireTrack {
-            identity: t.identity.clone(),
-            seq: t.seq,
-            enabled: t.enabled,
-        })
-        .collect()
 }
 
 /// Output state of a session's tracks: codecs from its SDP, identities from the wire.
@@ -153,7 +142,7 @@ impl Host {
     }
 
     /// The raw socket of `preserve` mode, opened on first use.
-    pub fn raw_sender(&self) -> Result<Arc<RawSender>, super::preserve::PreserveError> {
+    pub fn raw_sender(&self) -> Result<Arc<RawSender>, crate::net::raw::PreserveError> {
         let mut g = self.raw.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = g.as_ref() {
             return Ok(r.clone());

@@ -13,7 +13,6 @@
 pub mod drain;
 pub mod heartbeat;
 pub mod host;
-pub mod preserve;
 pub mod steer;
 pub mod steer_live;
 

@@ -4,13 +4,13 @@
 //! at frame k+1's due time), and the heartbeat (`heartbeat`) takes the session back if the
 //! sending node dies.
 
-use super::host::{cursor_from_wire, cursor_to_wire, to_wire, tracks_from_wire};
+use super::host::{cursor_from_wire, cursor_to_wire, tracks_from_wire};
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireRun, WireStopped};
 use crate::library::Library;
 use crate::node::command::{MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
-use crate::playback::task::{Cursor, PlayParams, Sink, TrackOut, UdpVia};
+use crate::playback::task::{to_wire, Cursor, PlayParams, Sink, TrackOut, UdpVia};
 use crate::rtsp::session::Session;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

@@ -113,7 +113,7 @@ pub enum UdpVia {
     },
     /// With another node's address and ports as the source (migration in `preserve` mode).
     Spoofed {
-        raw: Arc<crate::migrate::preserve::RawSender>,
+        raw: Arc<crate::net::raw::RawSender>,
         src_rtp: SocketAddr,
         src_rtcp: SocketAddr,
     },
@@ -323,7 +323,7 @@ pub async fn run(
             cursor.frame += 1;
             if let Some(p) = &params.progress {
                 *p.lock().unwrap_or_else(|e| e.into_inner()) = Some(Progress {
-                    tracks: crate::migrate::host::to_wire(&tracks),
+                    tracks: to_wire(&tracks),
                     cursor: cursor.clone(),
                     anchor: first_time.map(|t0| Anchor {
                         wall_us: wall_of(started),
@@ -380,6 +380,18 @@ pub async fn run(
             None => finish!(),
         }
     }
+}
+
+/// The tracks' output state as a migration carries it to another node.
+pub fn to_wire(tracks: &[TrackOut]) -> Vec<crate::handoff::WireTrack> {
+    tracks
+        .iter()
+        .map(|t| crate::handoff::WireTrack {
+            identity: t.identity.clone(),
+            seq: t.seq,
+            enabled: t.enabled,
+        })
+        .collect()
 }
 
 /// A gap between two recordings, cut out of the RTP timestamps: every track's line goes on

@@ -1,4 +1,4 @@
-//! `preserve` source-address mode: the node continuing a migrated session sends its UDP
+//! The `preserve` source-address mode's sender: the node continuing a migrated session sends its UDP
 //! datagrams with the *original* node's address and ports as the source, so clients that
 //! filter by source (GStreamer rtspsrc, `ffmpeg -rtsp_flags filter_src`) keep accepting
 //! them (ALGORITHMS.md §D.1 step 3, done in software instead of an OpenFlow switch).
