@@ -163,14 +163,15 @@ fn mutual(module: &str) -> Vec<String> {
 }
 
 /// Modules that name no module naming them back: migration builds on the cluster and on the
-/// playback sender, never the other way round.
-const ONE_WAY: &[&str] = &["cluster", "playback"];
+/// playback sender, and the API on HLS and export, never the other way round.
+const ONE_WAY: &[&str] = &["cluster", "playback", "hls", "export"];
 
 #[test]
-fn the_cluster_and_playback_name_no_module_that_uses_them() {
+fn the_cluster_playback_hls_and_export_name_no_module_that_uses_them() {
     // Migration and ingest serve the cluster through traits it defines
     // (`MigrationService`, `CameraHost`); the messages they exchange live in `handoff`; the
-    // playback sender's preserve-mode socket is `net::raw`.
+    // playback sender's preserve-mode socket is `net::raw`; the recorded ranges' gap is
+    // `library::GAP_MS`.
     for module in ONE_WAY {
         let both_ways = mutual(module);
         assert!(

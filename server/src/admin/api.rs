@@ -198,9 +198,6 @@ async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
     Json(session_views(&st.node))
 }
 
-/// Gaps shorter than this are jitter between segments, not missing video.
-pub const GAP_MS: i64 = 1500;
-
 async fn recording_status(
     State(st): State<AppState>,
 ) -> Json<Vec<crate::node::recordings::RecordStatus>> {
@@ -221,7 +218,7 @@ async fn recordings(
         .index(&camera)
         .await
         .map_err(|e| (StatusCode::NOT_FOUND, format!("{e}\n")))?;
-    let ranges: Vec<(i64, i64)> = index.ranges(GAP_MS);
+    let ranges: Vec<(i64, i64)> = index.ranges(crate::library::GAP_MS);
     let gaps = ranges
         .windows(2)
         .map(|w| TimeRange::new(w[0].1, w[1].0))
@@ -247,7 +244,7 @@ pub fn cache_view(node: &Node) -> Option<CacheView> {
         stats,
         resident: library
             .cache
-            .resident(GAP_MS)
+            .resident(crate::library::GAP_MS)
             .into_iter()
             .map(|(cam, rs)| {
                 (

@@ -123,7 +123,7 @@ async fn prepare(
         query.get("end").map(String::as_str),
         max_ms,
     )?;
-    let segments = plan::segments(camera, &index, start, end, crate::admin::api::GAP_MS)?;
+    let segments = plan::segments(camera, &index, start, end, crate::library::GAP_MS)?;
     let Opening {
         from,
         t0_ms,

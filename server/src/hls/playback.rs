@@ -47,7 +47,7 @@ pub async fn serve(
         return Err(ExportError::BadRequest("end must be after start".into()));
     }
     let index = crate::export::index_of(node, &library, camera).await?;
-    let segments = plan::segments(camera, &index, start, end, crate::admin::api::GAP_MS)?;
+    let segments = plan::segments(camera, &index, start, end, crate::library::GAP_MS)?;
     let Opening {
         first,
         from,
@@ -106,7 +106,7 @@ pub async fn serve(
                     camera: camera.to_string(),
                     start,
                     end,
-                    ranges: index.ranges(crate::admin::api::GAP_MS),
+                    ranges: index.ranges(crate::library::GAP_MS),
                 })?;
             let meta = &segments[at];
             let seg = if at == 0 {

@@ -12,6 +12,10 @@ use vigil_storage::{CameraIndex, Segment, SegmentMeta, StorageError, Store};
 
 use bandwidth::ReadBandwidth;
 
+/// Gaps between a camera's segments shorter than this are jitter, not missing video: the
+/// recorded ranges the API, HLS and export show and cut are merged across them.
+pub const GAP_MS: i64 = 1500;
+
 /// A cached segment (the cache's weight and range traits live in another crate than the
 /// segment type, hence the wrapper).
 pub struct CachedSegment(pub Segment);
