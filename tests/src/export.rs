@@ -183,6 +183,7 @@ pub fn decode_file(path: &Path) -> Decoded {
         frames: crate::progress_frames(&String::from_utf8_lossy(&out.stdout)),
         out_time: None,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        warnings: String::new(),
         status: out.status,
         elapsed: start.elapsed(),
         kernel_udp_drops: None,

@@ -516,11 +516,14 @@ pub struct Decoded {
     pub frames: u64,
     /// The output position ffmpeg reached (`out_time_us` of `-progress`), if it reported one.
     pub out_time: Option<Duration>,
+    /// What ffmpeg printed at error level (at `-v error`, everything it printed).
     pub stderr: String,
+    /// A UDP reader's warnings (missed or late RTP packets), kept out of `stderr`.
+    pub warnings: String,
     pub status: ExitStatus,
     pub elapsed: Duration,
-    /// Datagrams the kernel dropped for full receive buffers while this reader ran (any
-    /// socket on the machine), when /proc/net/snmp could be read.
+    /// Datagrams the kernel dropped on receipt while this reader ran (any socket on the
+    /// machine), when /proc/net/snmp could be read.
     pub kernel_udp_drops: Option<u64>,
 }
 
@@ -529,10 +532,11 @@ impl Decoded {
     pub fn assert_plays(&self, what: &str, min: u64, max: u64) {
         assert!(
             self.stderr.trim().is_empty(),
-            "{what}: ffmpeg reported errors (the kernel dropped {:?} UDP datagrams for full \
-             receive buffers meanwhile):\n{}",
+            "{what}: ffmpeg reported errors (meanwhile the kernel dropped {:?} UDP datagrams \
+             on receipt):\n{}\nits warnings:\n{}",
             self.kernel_udp_drops,
-            self.stderr
+            self.stderr,
+            self.warnings
         );
         assert!(
             self.status.success(),
@@ -560,17 +564,28 @@ pub fn progress_frames(stdout: &str) -> u64 {
 /// `ffmpeg -v error [input options] -i URL [output options] -f null -` with frames reported
 /// on stdout by `-progress`. The RTSP socket timeout (5 s) bounds every wait on the server.
 pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command {
+    let udp = input.windows(2).any(|w| w == ["-rtsp_transport", "udp"]);
+    // A UDP reader also logs warnings, each line tagged with its level: `ffmpeg_decode`
+    // keeps the errors apart, and the warnings (missed or late RTP packets) say why a
+    // failed reader's picture broke.
+    let level = if udp { "level+warning" } else { "error" };
     let mut cmd = Command::new("ffmpeg");
-    cmd.args(["-hide_banner", "-nostdin", "-nostats", "-v", "error"])
+    cmd.args(["-hide_banner", "-nostdin", "-nostats", "-v", level])
         .args(["-timeout", "5000000"]);
-    if input.windows(2).any(|w| w == ["-rtsp_transport", "udp"]) {
+    if udp {
         // A UDP reader's socket gets the system default receive buffer (208 KiB here),
         // about a second of the fixtures' packets counting the kernel's per-datagram
         // overhead: a CI machine that keeps ffmpeg off the CPU that long drops datagrams in
         // the kernel, which no server can prevent. 4 MiB (as a surveillance client would
         // ask for) keeps the test about the server's stream.
+        // ffmpeg waits only 0.1 s for an RTP packet that arrives out of order over UDP
+        // before it gives it up (GStreamer's rtspsrc waits 2 s, VLC 1 s); a session that
+        // migrates has two senders on two nodes one after the other, and a loaded 2-core
+        // machine can deliver the first node's last packets late. 0.5 s, as a client on
+        // a real network would allow; a packet the server never sent still breaks the
+        // picture.
         cmd.args(udp_client_ports())
-            .args(["-buffer_size", "4194304"]);
+            .args(["-buffer_size", "4194304", "-max_delay", "500000"]);
     }
     cmd.args(input)
         .args(["-i", url])
@@ -582,12 +597,16 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
 /// Decode `url` with ffmpeg to the null muxer and count the frames.
 pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Duration) -> Decoded {
     let start = Instant::now();
-    let drops_before = udp_receive_buffer_drops();
+    let drops_before = udp_receive_errors();
     let out = run_with_timeout(&mut ffmpeg_decode_cmd(url, input, output), timeout);
-    let kernel_udp_drops = udp_receive_buffer_drops()
+    let kernel_udp_drops = udp_receive_errors()
         .zip(drops_before)
         .map(|(a, b)| a.saturating_sub(b));
     let progress = String::from_utf8_lossy(&out.stdout);
+    let (warnings, errors): (Vec<&str>, Vec<&str>) = std::str::from_utf8(&out.stderr)
+        .unwrap_or("(stderr not UTF-8)")
+        .lines()
+        .partition(|l| l.contains("[warning] "));
     Decoded {
         frames: progress_frames(&progress),
         out_time: progress
@@ -595,20 +614,22 @@ pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Durati
             .rev()
             .find_map(|l| l.strip_prefix("out_time_us=")?.trim().parse().ok())
             .map(Duration::from_micros),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr: errors.join("\n"),
+        warnings: warnings.join("\n"),
         status: out.status,
         elapsed: start.elapsed(),
         kernel_udp_drops,
     }
 }
 
-/// The machine's count of UDP datagrams dropped for a full receive buffer (`RcvbufErrors`
-/// of /proc/net/snmp), so a failed UDP reader says whether the kernel dropped packets.
-fn udp_receive_buffer_drops() -> Option<u64> {
+/// The machine's count of UDP datagrams the kernel dropped on receipt (`InErrors` of
+/// /proc/net/snmp: full receive buffers and every other cause), so a failed UDP reader says
+/// whether the kernel dropped packets.
+fn udp_receive_errors() -> Option<u64> {
     let snmp = std::fs::read_to_string("/proc/net/snmp").ok()?;
     let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
     let (names, values) = (udp.next()?, udp.next()?);
-    let at = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    let at = names.split_whitespace().position(|n| n == "InErrors")?;
     values.split_whitespace().nth(at)?.parse().ok()
 }
 
