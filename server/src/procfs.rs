@@ -1,6 +1,7 @@
 //! Everything vigil reads from Linux's /proc, in one place: the machine's CPU times and
 //! memory (the §C.1 indicators a node gossips, and `vigil bench`'s whole-machine figures)
-//! and one process's CPU time, memory, threads and bytes written (`/api/node`, benches).
+//! and one process's CPU time, memory, threads and bytes written (`/api/node`, benches),
+//! and the kernel's UDP receive errors (the tests' UDP readers report them on failure).
 //! The parsers are pure functions over the file's text, unit-tested without /proc.
 
 use serde::{Deserialize, Serialize};
@@ -137,6 +138,20 @@ pub fn written_bytes(pid: u32) -> Option<u64> {
     )
 }
 
+/// `InErrors` of the `Udp:` lines in /proc/net/snmp's text: datagrams the kernel dropped on
+/// receipt (full receive buffers and every other cause), machine-wide.
+pub fn parse_udp_in_errors(snmp: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let at = names.split_whitespace().position(|n| n == "InErrors")?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+/// The machine's UDP receive errors now (None when /proc is unreadable).
+pub fn udp_in_errors() -> Option<u64> {
+    parse_udp_in_errors(&std::fs::read_to_string("/proc/net/snmp").ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +165,16 @@ mod tests {
         assert_eq!(parse_mem_utilisation(mem), Some(0.75));
         assert_eq!(parse_mem_utilisation("MemTotal: 0 kB\n"), None);
         assert_eq!(CpuTimes::parse("intr 1 2"), None);
+    }
+
+    #[test]
+    fn udp_in_errors_from_snmp() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors\n\
+                    Udp: 2095 44 301 1330 300\n\
+                    UdpLite: InDatagrams NoPorts InErrors\nUdpLite: 0 0 9\n";
+        assert_eq!(parse_udp_in_errors(snmp), Some(301));
+        assert_eq!(parse_udp_in_errors("Udp: InErrors\n"), None);
     }
 
     #[test]

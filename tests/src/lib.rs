@@ -561,8 +561,8 @@ pub fn progress_frames(stdout: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// `ffmpeg -v error [input options] -i URL [output options] -f null -` with frames reported
-/// on stdout by `-progress`. The RTSP socket timeout (5 s) bounds every wait on the server.
+/// `ffmpeg -v error [input options] -i URL [output options] -f null -` (a UDP reader:
+/// `-v level+warning`) with frames reported on stdout by `-progress`. The RTSP socket timeout (5 s) bounds every wait on the server.
 pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command {
     let udp = input.windows(2).any(|w| w == ["-rtsp_transport", "udp"]);
     // A UDP reader also logs warnings, each line tagged with its level: `ffmpeg_decode`
@@ -597,16 +597,15 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
 /// Decode `url` with ffmpeg to the null muxer and count the frames.
 pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Duration) -> Decoded {
     let start = Instant::now();
-    let drops_before = udp_receive_errors();
+    let drops_before = vigil_server::procfs::udp_in_errors();
     let out = run_with_timeout(&mut ffmpeg_decode_cmd(url, input, output), timeout);
-    let kernel_udp_drops = udp_receive_errors()
+    let kernel_udp_drops = vigil_server::procfs::udp_in_errors()
         .zip(drops_before)
         .map(|(a, b)| a.saturating_sub(b));
     let progress = String::from_utf8_lossy(&out.stdout);
-    let (warnings, errors): (Vec<&str>, Vec<&str>) = std::str::from_utf8(&out.stderr)
-        .unwrap_or("(stderr not UTF-8)")
-        .lines()
-        .partition(|l| l.contains("[warning] "));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (warnings, errors): (Vec<&str>, Vec<&str>) =
+        stderr.lines().partition(|l| l.contains("[warning] "));
     Decoded {
         frames: progress_frames(&progress),
         out_time: progress
@@ -620,17 +619,6 @@ pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Durati
         elapsed: start.elapsed(),
         kernel_udp_drops,
     }
-}
-
-/// The machine's count of UDP datagrams the kernel dropped on receipt (`InErrors` of
-/// /proc/net/snmp: full receive buffers and every other cause), so a failed UDP reader says
-/// whether the kernel dropped packets.
-fn udp_receive_errors() -> Option<u64> {
-    let snmp = std::fs::read_to_string("/proc/net/snmp").ok()?;
-    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
-    let (names, values) = (udp.next()?, udp.next()?);
-    let at = names.split_whitespace().position(|n| n == "InErrors")?;
-    values.split_whitespace().nth(at)?.parse().ok()
 }
 
 /// [`ffmpeg_decode`] on a thread of its own, so several readers run at once.

@@ -8,8 +8,7 @@
 
 use super::api::AppState;
 use crate::cluster::Cluster;
-use crate::handoff::DrainStatus;
-use crate::handoff::{MigrationCall, MigrationReply};
+use crate::handoff::{DrainStatus, MigrationCall, MigrationReply};
 use crate::node::command::{MoveReport, SourceMode};
 use crate::node::Node;
 use axum::extract::{Path, State};

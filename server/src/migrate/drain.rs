@@ -4,9 +4,9 @@
 
 use super::move_local;
 use crate::cluster::Cluster;
+use crate::handoff::DrainStatus;
 use crate::node::{Node, SessionKindView};
 use futures::StreamExt;
-
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -14,8 +14,6 @@ use tracing::info;
 
 /// How many sessions move at once while draining.
 const PARALLEL_MOVES: usize = 8;
-
-use crate::handoff::DrainStatus;
 
 pub struct Drain {
     status: Mutex<DrainStatus>,
