@@ -1,7 +1,8 @@
 //! Everything vigil reads from Linux's /proc, in one place: the machine's CPU times and
 //! memory (the §C.1 indicators a node gossips, and `vigil bench`'s whole-machine figures)
 //! and one process's CPU time, memory, threads and bytes written (`/api/node`, benches),
-//! and the kernel's UDP receive errors (the tests' UDP readers report them on failure).
+//! and the kernel's UDP receive errors and backlog drops (the tests' UDP readers report them
+//! on failure).
 //! The parsers are pure functions over the file's text, unit-tested without /proc.
 
 use serde::{Deserialize, Serialize};
@@ -152,6 +153,21 @@ pub fn udp_in_errors() -> Option<u64> {
     parse_udp_in_errors(&std::fs::read_to_string("/proc/net/snmp").ok()?)
 }
 
+/// The second column of /proc/net/softnet_stat (hex, one line per CPU), summed: packets the
+/// kernel dropped because a CPU's input backlog (`net.core.netdev_max_backlog`) was full.
+/// Loopback traffic passes that backlog too, and these drops are counted in no UDP counter.
+pub fn parse_softnet_dropped(softnet: &str) -> Option<u64> {
+    softnet
+        .lines()
+        .map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+        .sum()
+}
+
+/// The machine's backlog drops now (None when /proc is unreadable).
+pub fn softnet_dropped() -> Option<u64> {
+    parse_softnet_dropped(&std::fs::read_to_string("/proc/net/softnet_stat").ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +191,14 @@ mod tests {
                     UdpLite: InDatagrams NoPorts InErrors\nUdpLite: 0 0 9\n";
         assert_eq!(parse_udp_in_errors(snmp), Some(301));
         assert_eq!(parse_udp_in_errors("Udp: InErrors\n"), None);
+    }
+
+    #[test]
+    fn backlog_drops_from_softnet_stat() {
+        let softnet = "00000016 0000000a 00000000\n000032b3 00000101 00000001\n";
+        assert_eq!(parse_softnet_dropped(softnet), Some(10 + 257));
+        assert_eq!(parse_softnet_dropped("00000016\n"), None);
+        assert_eq!(parse_softnet_dropped("0000 zz\n"), None);
     }
 
     #[test]

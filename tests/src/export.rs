@@ -186,7 +186,10 @@ pub fn decode_file(path: &Path) -> Decoded {
         warnings: String::new(),
         status: out.status,
         elapsed: start.elapsed(),
-        kernel_udp_drops: None,
+        kernel_drops: crate::KernelDrops {
+            udp_in_errors: None,
+            backlog: None,
+        },
     }
 }
 

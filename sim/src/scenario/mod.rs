@@ -14,6 +14,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use vigil_cluster::{ClusterConfig, Policy};
 
+mod validate;
+
 /// A bad scenario: which one, which field, and why.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -417,46 +419,49 @@ fn d_storage() -> Storage {
 
 /// The embedded scenarios, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("seed-vod", include_str!("../scenarios/seed-vod.toml")),
+    ("seed-vod", include_str!("../../scenarios/seed-vod.toml")),
     (
         "seed-vod-lab",
-        include_str!("../scenarios/seed-vod-lab.toml"),
+        include_str!("../../scenarios/seed-vod-lab.toml"),
     ),
     (
         "seed-gateway",
-        include_str!("../scenarios/seed-gateway.toml"),
+        include_str!("../../scenarios/seed-gateway.toml"),
     ),
     (
         "seed-gateway-lab",
-        include_str!("../scenarios/seed-gateway-lab.toml"),
+        include_str!("../../scenarios/seed-gateway-lab.toml"),
     ),
     (
         "seed-feedback",
-        include_str!("../scenarios/seed-feedback.toml"),
+        include_str!("../../scenarios/seed-feedback.toml"),
     ),
     (
         "seed-feedback-burst",
-        include_str!("../scenarios/seed-feedback-burst.toml"),
+        include_str!("../../scenarios/seed-feedback-burst.toml"),
     ),
     (
         "seed-feedback-lab",
-        include_str!("../scenarios/seed-feedback-lab.toml"),
+        include_str!("../../scenarios/seed-feedback-lab.toml"),
     ),
     (
         "seed-feedback-burst-lab",
-        include_str!("../scenarios/seed-feedback-burst-lab.toml"),
+        include_str!("../../scenarios/seed-feedback-burst-lab.toml"),
     ),
     (
         "seed-planner",
-        include_str!("../scenarios/seed-planner.toml"),
+        include_str!("../../scenarios/seed-planner.toml"),
     ),
     (
         "seed-planner-lab",
-        include_str!("../scenarios/seed-planner-lab.toml"),
+        include_str!("../../scenarios/seed-planner-lab.toml"),
     ),
-    ("scale-20", include_str!("../scenarios/scale-20.toml")),
-    ("scale-100", include_str!("../scenarios/scale-100.toml")),
-    ("scale-1000", include_str!("../scenarios/scale-1000.toml")),
+    ("scale-20", include_str!("../../scenarios/scale-20.toml")),
+    ("scale-100", include_str!("../../scenarios/scale-100.toml")),
+    (
+        "scale-1000",
+        include_str!("../../scenarios/scale-1000.toml"),
+    ),
 ];
 
 /// A built-in scenario by name.
@@ -493,245 +498,12 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
 }
 
 impl Scenario {
-    fn bad(&self, field: &'static str, why: impl Into<String>) -> ScenarioError {
-        ScenarioError::Invalid {
-            name: self.name.clone(),
-            field,
-            why: why.into(),
-        }
-    }
-
     /// The compared arms, parsed (validated by [`Scenario::validate`]).
     pub fn arms(&self) -> Vec<Arm> {
         self.policies
             .iter()
             .filter_map(|p| p.parse().ok())
             .collect()
-    }
-
-    /// Checks every number a run depends on; the first problem is returned.
-    pub fn validate(&self) -> Result<(), ScenarioError> {
-        let pos = |v: f64| v.is_finite() && v > 0.0;
-        let nonneg = |v: f64| v.is_finite() && v >= 0.0;
-        if self.name.trim().is_empty() {
-            return Err(self.bad("name", "must not be empty"));
-        }
-        if self.policies.is_empty() {
-            return Err(self.bad("policies", "at least one policy to run"));
-        }
-        for p in &self.policies {
-            let arm: Arm = p
-                .parse()
-                .map_err(|e| self.bad("policies", format!("{p:?}: {e}")))?;
-            let fits = matches!(
-                (self.kind, arm),
-                (Kind::Vod | Kind::Feedback, Arm::Place { .. })
-                    | (Kind::Gateway, Arm::Manual | Arm::Balanced)
-                    | (Kind::Planner, Arm::NoPlanner | Arm::Planner)
-            );
-            if !fits {
-                return Err(self.bad(
-                    "policies",
-                    format!("{p:?} is not an arm of a {:?} scenario", self.kind),
-                ));
-            }
-        }
-        let n = &self.nodes;
-        if n.count == 0 {
-            return Err(self.bad("nodes.count", "at least one node"));
-        }
-        if !pos(n.bord_mbps) {
-            return Err(self.bad("nodes.bord_mbps", format!("{} is not > 0", n.bord_mbps)));
-        }
-        if !pos(n.ram_mb) || !nonneg(n.ram_base_mb) || n.ram_base_mb >= n.ram_mb {
-            return Err(self.bad(
-                "nodes.ram_mb",
-                format!(
-                    "ram_mb {} must be > ram_base_mb {} ≥ 0",
-                    n.ram_mb, n.ram_base_mb
-                ),
-            ));
-        }
-        if !nonneg(n.cache_mb) {
-            return Err(self.bad("nodes.cache_mb", format!("{} is negative", n.cache_mb)));
-        }
-        if let Err(e) = vigil_conf::check_cache_start_share(n.cache_start_share) {
-            return Err(self.bad("nodes.cache_start_share", e));
-        }
-        if !nonneg(n.cpu_per_gbps) || !nonneg(n.request_ms) {
-            return Err(self.bad("nodes.cpu_per_gbps", "cpu_per_gbps and request_ms ≥ 0"));
-        }
-        if !n.capacity.is_empty()
-            && (n.capacity.len() != n.count || !n.capacity.iter().all(|&c| pos(c)))
-        {
-            return Err(self.bad(
-                "nodes.capacity",
-                format!(
-                    "{} values > 0, one per node ({} given)",
-                    n.count,
-                    n.capacity.len()
-                ),
-            ));
-        }
-        if n.report_ms == 0 {
-            return Err(self.bad("nodes.report_ms", "must be > 0"));
-        }
-        if n.report_delay_ms > 60_000 {
-            return Err(self.bad("nodes.report_delay_ms", "must be at most 60000 (1 min)"));
-        }
-        if !nonneg(self.storage.latency_ms) || !pos(self.storage.bandwidth_mbps) {
-            return Err(self.bad("storage", "latency_ms must be ≥ 0 and bandwidth_mbps > 0"));
-        }
-        let w = &self.workload;
-        if w.cameras == 0 || w.recordings_per_camera == 0 {
-            return Err(self.bad("workload.cameras", "cameras and recordings ≥ 1"));
-        }
-        if !pos(w.recording_secs) || !pos(w.segment_secs) || w.segment_secs > w.recording_secs {
-            return Err(self.bad(
-                "workload.segment_secs",
-                format!(
-                    "segment_secs {} must be > 0 and ≤ recording_secs {}",
-                    w.segment_secs, w.recording_secs
-                ),
-            ));
-        }
-        if !pos(w.bitrate_mbps) {
-            return Err(self.bad("workload.bitrate_mbps", "must be > 0"));
-        }
-        if let Choice::Zipf { s } = w.choice {
-            if !pos(s) {
-                return Err(self.bad("workload.choice", format!("Zipf s = {s} must be > 0")));
-            }
-        }
-        if !pos(w.session_mean_secs) || !nonneg(w.think_mean_secs) {
-            return Err(self.bad(
-                "workload.session_mean_secs",
-                "session mean > 0 and think mean ≥ 0",
-            ));
-        }
-        let mut share = 0.0;
-        for v in &w.vcr {
-            if !pos(v.scale) || !(0.0..=1.0).contains(&v.share) {
-                return Err(self.bad(
-                    "workload.vcr",
-                    format!(
-                        "scale {} must be > 0 and share {} in [0, 1]",
-                        v.scale, v.share
-                    ),
-                ));
-            }
-            share += v.share;
-        }
-        if share > 1.0 + 1e-9 {
-            return Err(self.bad("workload.vcr", format!("shares add up to {share} > 1")));
-        }
-        if !pos(w.vcr_after_mean_secs) || !nonneg(w.rtt_ms) {
-            return Err(self.bad("workload.vcr_after_mean_secs", "must be > 0 (rtt_ms ≥ 0)"));
-        }
-        if let Err(e) = self.cluster.sched.check() {
-            return Err(self.bad("cluster.sched", e));
-        }
-        match self.kind {
-            Kind::Vod | Kind::Feedback | Kind::Gateway => {
-                let Some(r) = &self.ramp else {
-                    return Err(self.bad("ramp", "this kind of scenario needs [ramp]"));
-                };
-                if r.steps.is_empty() || r.steps.contains(&0) {
-                    return Err(self.bad("ramp.steps", "one or more levels, each ≥ 1"));
-                }
-                if r.spread_secs
-                    .is_some_and(|x| !nonneg(x) || x >= r.step_secs)
-                {
-                    return Err(self.bad("ramp.spread_secs", "must be in [0, step_secs)"));
-                }
-                if !pos(r.step_secs) || !nonneg(r.settle_secs) || r.settle_secs >= r.step_secs {
-                    return Err(self.bad(
-                        "ramp.step_secs",
-                        format!(
-                            "step_secs {} must be > settle_secs {} ≥ 0",
-                            r.step_secs, r.settle_secs
-                        ),
-                    ));
-                }
-            }
-            Kind::Planner => {}
-        }
-        if self.kind == Kind::Gateway {
-            let Some(g) = &self.gateway else {
-                return Err(self.bad("gateway", "a gateway scenario needs [gateway]"));
-            };
-            if g.tours_per_node.len() != n.count {
-                return Err(self.bad(
-                    "gateway.tours_per_node",
-                    format!("one value per node ({} nodes)", n.count),
-                ));
-            }
-            let per_node = w.cameras / n.count;
-            if let Some(t) = g
-                .tours_per_node
-                .iter()
-                .find(|&&t| t as usize * g.cameras_per_tour as usize > per_node)
-            {
-                return Err(self.bad(
-                    "gateway.tours_per_node",
-                    format!(
-                        "{t} tours × {} cameras exceed the {per_node} cameras of a gateway",
-                        g.cameras_per_tour
-                    ),
-                ));
-            }
-            if g.cameras_per_tour == 0
-                || !pos(g.switch_secs)
-                || !nonneg(g.cpu_per_camera)
-                || !nonneg(g.cpu_per_viewer)
-                || !nonneg(g.start_ms)
-                || !nonneg(g.wake_ms)
-            {
-                return Err(self.bad(
-                    "gateway",
-                    "cameras_per_tour ≥ 1, switch_secs > 0, costs ≥ 0",
-                ));
-            }
-        }
-        match self.kind {
-            Kind::Vod | Kind::Feedback | Kind::Gateway => {}
-            Kind::Planner => {
-                let Some(s) = &self.sweep else {
-                    return Err(self.bad("sweep", "a planner scenario needs [sweep]"));
-                };
-                if s.lambdas_per_min.is_empty() || !s.lambdas_per_min.iter().all(|&l| pos(l)) {
-                    return Err(self.bad("sweep.lambdas_per_min", "one or more rates, each > 0"));
-                }
-                if !pos(s.duration_min) {
-                    return Err(self.bad("sweep.duration_min", "must be > 0"));
-                }
-                if s.replicas_per_node == 0 || s.replicas_per_node > w.cameras {
-                    return Err(self.bad(
-                        "sweep.replicas_per_node",
-                        format!("must be in 1..={} (the videos)", w.cameras),
-                    ));
-                }
-                if s.replicas_per_node * n.count < w.cameras {
-                    return Err(self.bad(
-                        "sweep.replicas_per_node",
-                        format!(
-                            "{} nodes × {} replicas cannot hold every one of {} videos",
-                            n.count, s.replicas_per_node, w.cameras
-                        ),
-                    ));
-                }
-                if !(0.0..=1.0).contains(&s.playback_share) {
-                    return Err(self.bad("sweep.playback_share", "a share in 0..=1"));
-                }
-                if s.layouts.is_empty() {
-                    return Err(self.bad("sweep.layouts", "matched and/or mismatched"));
-                }
-                if n.max_sessions == 0 {
-                    return Err(self.bad("nodes.max_sessions", "a planner scenario needs cap > 0"));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The ramp's levels (clients per step), none without a ramp.
@@ -749,129 +521,4 @@ impl Scenario {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_builtin_parses_and_validates() {
-        for (name, _) in BUILTIN {
-            let s = builtin(name).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(&s.name, name);
-            assert!(!s.arms().is_empty());
-        }
-    }
-
-    #[test]
-    fn seed_vod_has_the_papers_parameters() {
-        let s = builtin("seed-vod").unwrap();
-        assert_eq!(s.nodes.count, 5);
-        assert_eq!(s.workload.cameras, 80);
-        assert_eq!(s.workload.recordings_per_camera, 5);
-        assert_eq!(s.workload.bitrate_mbps, 2.0);
-        assert_eq!(s.workload.choice, Choice::Uniform);
-        let shares: Vec<(f64, f64)> = s.workload.vcr.iter().map(|v| (v.scale, v.share)).collect();
-        assert_eq!(shares, vec![(2.0, 0.2), (3.0, 0.1), (0.5, 0.1)]);
-        assert_eq!(
-            s.ramp.as_ref().unwrap().steps,
-            vec![100, 200, 300, 400, 500]
-        );
-        assert_eq!(
-            s.policies,
-            vec![
-                "least-load",
-                "similarity",
-                "similarity+rem",
-                "cache-aware+rem",
-                "affinity+rem"
-            ]
-        );
-        let p = builtin("seed-planner").unwrap();
-        assert_eq!(
-            (p.nodes.count, p.nodes.max_sessions, p.workload.cameras),
-            (20, 100, 1500)
-        );
-        assert_eq!(p.workload.choice, Choice::Zipf { s: 0.6 });
-        assert_eq!(p.workload.session_mean_secs, 5400.0);
-        assert_eq!(p.sweep.as_ref().unwrap().duration_min, 360.0);
-    }
-
-    fn with(edit: impl Fn(&mut toml::Table)) -> Result<Scenario, ScenarioError> {
-        let (_, text) = BUILTIN[0];
-        let mut t: toml::Table = toml::from_str(text).unwrap();
-        edit(&mut t);
-        parse("edited", &toml::to_string(&t).unwrap())
-    }
-
-    fn table<'a>(t: &'a mut toml::Table, k: &str) -> &'a mut toml::Table {
-        t.get_mut(k).and_then(|v| v.as_table_mut()).unwrap()
-    }
-
-    fn err(r: Result<Scenario, ScenarioError>) -> String {
-        r.expect_err("should be refused").to_string()
-    }
-
-    #[test]
-    fn bad_values_are_refused_with_the_field() {
-        let e = err(with(|t| {
-            table(t, "nodes").insert("count".into(), 0.into());
-        }));
-        assert!(e.contains("nodes.count"), "{e}");
-        let e = err(with(|t| {
-            t.insert("policies".into(), vec!["fastest"].into());
-        }));
-        assert!(e.contains("policies") && e.contains("fastest"), "{e}");
-        let e = err(with(|t| {
-            t.insert("policies".into(), vec!["manual"].into());
-        }));
-        assert!(e.contains("not an arm"), "{e}");
-        let e = err(with(|t| {
-            table(t, "workload").insert("bitrate_mbps".into(), (-2.0).into());
-        }));
-        assert!(e.contains("workload.bitrate_mbps"), "{e}");
-        let e = err(with(|t| {
-            table(t, "ramp").insert("settle_secs".into(), 1e6.into());
-        }));
-        assert!(e.contains("ramp.step_secs"), "{e}");
-        let e = err(with(|t| {
-            let w = table(t, "workload");
-            let mut v = toml::Table::new();
-            v.insert("scale".into(), 2.0.into());
-            v.insert("share".into(), 0.9.into());
-            let arr = w.get_mut("vcr").and_then(|v| v.as_array_mut()).unwrap();
-            arr.push(toml::Value::Table(v));
-        }));
-        assert!(e.contains("add up to"), "{e}");
-        let e = err(with(|t| {
-            table(t, "nodes").insert("report_delay_ms".into(), 120_000.into());
-        }));
-        assert!(e.contains("nodes.report_delay_ms"), "{e}");
-        let e = err(with(|t| {
-            table(t, "nodes").insert("colour".into(), "red".into());
-        }));
-        assert!(e.contains("unknown field") && e.contains("colour"), "{e}");
-        let e = err(with(|t| {
-            t.remove("ramp");
-        }));
-        assert!(e.contains("needs [ramp]"), "{e}");
-        assert!(matches!(
-            builtin("seed-nothing"),
-            Err(ScenarioError::Unknown(_))
-        ));
-        assert!(builtin("seed-nothing")
-            .unwrap_err()
-            .to_string()
-            .contains("seed-vod"));
-    }
-
-    #[test]
-    fn a_file_overrides_the_builtin() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mine.toml");
-        let text = BUILTIN[0].1.replace("count = 5", "count = 3");
-        std::fs::write(&path, text).unwrap();
-        let s = load(path.to_str().unwrap()).unwrap();
-        assert_eq!(s.nodes.count, 3);
-        let missing = load("/nonexistent/x.toml").unwrap_err().to_string();
-        assert!(missing.contains("/nonexistent/x.toml"), "{missing}");
-    }
-}
+mod tests;
