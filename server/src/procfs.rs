@@ -1,8 +1,8 @@
 //! Everything vigil reads from Linux's /proc, in one place: the machine's CPU times and
-//! memory (the §C.1 indicators a node gossips, and `vigil bench`'s whole-machine figures)
-//! and one process's CPU time, memory, threads and bytes written (`/api/node`, benches),
-//! and the kernel's UDP receive errors and backlog drops (the tests' UDP readers report them
-//! on failure).
+//! memory (the §C.1 indicators a node gossips, and `vigil bench`'s whole-machine figures),
+//! one process's CPU time, memory, threads and bytes written (`/api/node`, benches), the
+//! machine's description in the lab's reports, and the kernel's UDP receive errors and
+//! backlog drops (the tests' UDP readers report them on failure).
 //! The parsers are pure functions over the file's text, unit-tested without /proc.
 
 use serde::{Deserialize, Serialize};
@@ -58,17 +58,8 @@ impl CpuTimes {
 
 /// θ_mem = (MemTotal − MemAvailable)/MemTotal (§C.1), from /proc/meminfo's text.
 pub fn parse_mem_utilisation(meminfo: &str) -> Option<f64> {
-    let field = |name: &str| {
-        meminfo
-            .lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<f64>()
-            .ok()
-    };
-    let total = field("MemTotal:")?;
-    let avail = field("MemAvailable:")?;
+    let total = field(meminfo, "MemTotal:")? as f64;
+    let avail = field(meminfo, "MemAvailable:")? as f64;
     (total > 0.0).then(|| ((total - avail) / total).clamp(0.0, 1.0))
 }
 
@@ -104,7 +95,7 @@ fn parse_pid_stat(stat: &str) -> Option<(f64, u64)> {
     Some((utime + stime, threads))
 }
 
-/// The value of a `Name: value` line (first word) in /proc/<pid>/status or io.
+/// The value of a `Name: value` line (first word) in /proc/meminfo, /proc/<pid>/status or io.
 fn field(text: &str, name: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name))
@@ -137,6 +128,58 @@ pub fn written_bytes(pid: u32) -> Option<u64> {
         &std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?,
         "wchar:",
     )
+}
+
+/// The machine a report was measured on, as the lab's reports describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub cpus: usize,
+    /// `model name` of /proc/cpuinfo.
+    pub model: Option<String>,
+    /// `MemTotal` of /proc/meminfo.
+    pub mem_kib: Option<u64>,
+    /// The three load averages of /proc/loadavg, as written there.
+    pub load: Option<String>,
+}
+
+impl Machine {
+    /// This machine now (fields /proc does not give are None).
+    pub fn read() -> Machine {
+        let read = |path: &str| std::fs::read_to_string(path).ok();
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            model: read("/proc/cpuinfo").and_then(|t| parse_cpu_model(&t)),
+            mem_kib: read("/proc/meminfo").and_then(|t| field(&t, "MemTotal:")),
+            load: read("/proc/loadavg").and_then(|t| parse_loadavg(&t)),
+        }
+    }
+}
+
+impl std::fmt::Display for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let model = self.model.as_deref().unwrap_or("unknown CPU");
+        write!(f, "{} CPUs ({model})", self.cpus)?;
+        if let Some(kib) = self.mem_kib {
+            write!(f, ", {:.0} GiB RAM", kib as f64 / 1024.0 / 1024.0)?;
+        }
+        let load = self.load.as_deref().unwrap_or_default();
+        write!(
+            f,
+            "; load average at the end {load} (the machine is shared)."
+        )
+    }
+}
+
+/// The first `model name` of /proc/cpuinfo's text.
+pub fn parse_cpu_model(cpuinfo: &str) -> Option<String> {
+    let line = cpuinfo.lines().find(|l| l.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_string())
+}
+
+/// The 1, 5 and 15 min load averages of /proc/loadavg's text.
+pub fn parse_loadavg(loadavg: &str) -> Option<String> {
+    let v: Vec<&str> = loadavg.split_whitespace().take(3).collect();
+    (v.len() == 3).then(|| v.join(" "))
 }
 
 /// `InErrors` of the `Udp:` lines in /proc/net/snmp's text: datagrams the kernel dropped on
@@ -191,6 +234,29 @@ mod tests {
                     UdpLite: InDatagrams NoPorts InErrors\nUdpLite: 0 0 9\n";
         assert_eq!(parse_udp_in_errors(snmp), Some(301));
         assert_eq!(parse_udp_in_errors("Udp: InErrors\n"), None);
+    }
+
+    #[test]
+    fn machine_description() {
+        let cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n\
+                       processor\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n";
+        let model = parse_cpu_model(cpuinfo);
+        assert_eq!(model.as_deref(), Some("AMD EPYC 7B13 64-Core Processor"));
+        assert_eq!(parse_cpu_model("processor : 0\n"), None);
+        let load = parse_loadavg("0.52 0.61 0.70 2/345 6789\n");
+        assert_eq!(load.as_deref(), Some("0.52 0.61 0.70"));
+        assert_eq!(parse_loadavg("0.52\n"), None);
+        let m = Machine {
+            cpus: 2,
+            model,
+            mem_kib: Some(24_000_000),
+            load,
+        };
+        assert_eq!(
+            m.to_string(),
+            "2 CPUs (AMD EPYC 7B13 64-Core Processor), 23 GiB RAM; load average at the end \
+             0.52 0.61 0.70 (the machine is shared)."
+        );
     }
 
     #[test]

@@ -267,32 +267,7 @@ pub fn lab_report(
     r
 }
 
-/// The machine the run had: CPUs and memory from /proc, and the load average at the end.
+/// The machine the run had: CPUs and memory, and the load average at the end.
 pub(crate) fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let mem = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(String::new(), |kb| {
-            format!(", {:.0} GiB RAM", kb / 1024.0 / 1024.0)
-        });
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
-    format!("{cpus} CPUs ({model}){mem}; load average at the end {load} (the machine is shared).")
+    crate::procfs::Machine::read().to_string()
 }
