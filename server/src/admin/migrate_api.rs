@@ -88,7 +88,7 @@ async fn move_camera(
     if !vigil_conf::is_valid_camera_id(&camera) {
         return Err((
             StatusCode::BAD_REQUEST,
-            format!("invalid camera id {camera:?}\n"),
+            format!("{}\n", vigil_conf::camera_id_error(&camera)),
         ));
     }
     cluster
