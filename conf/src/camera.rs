@@ -67,20 +67,21 @@ pub fn is_valid_camera_id(id: &str) -> bool {
     vigil_storage::is_valid_id(id)
 }
 
-/// What to tell whoever sent an id that [`is_valid_camera_id`] refuses.
-pub fn camera_id_error(id: &str) -> String {
-    format!(
+/// [`is_valid_camera_id`], with what to tell whoever sent an id it refuses.
+pub fn check_camera_id(id: &str) -> Result<(), String> {
+    if is_valid_camera_id(id) {
+        return Ok(());
+    }
+    Err(format!(
         "camera id {id:?}: use up to 128 letters, digits, '-', '_' and '.', not starting with '.'"
-    )
+    ))
 }
 
 /// Camera ids are well-formed and unique; pull sources are rtsp:// URLs.
 pub(crate) fn validate(cameras: &[CameraConfig]) -> Result<(), ConfigError> {
     let mut seen = std::collections::HashSet::new();
     for cam in cameras {
-        if !is_valid_camera_id(&cam.id) {
-            return Err(ConfigError::Invalid(camera_id_error(&cam.id)));
-        }
+        check_camera_id(&cam.id).map_err(ConfigError::Invalid)?;
         if !seen.insert(cam.id.as_str()) {
             return Err(ConfigError::Invalid(format!(
                 "camera id {:?} is listed twice",

@@ -11,7 +11,7 @@ mod cluster;
 mod recording;
 
 pub use auth::{AuthConfig, Rights, UserConfig};
-pub use camera::{camera_id_error, is_valid_camera_id, CameraConfig, PullTransport, Source};
+pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTransport, Source};
 pub use cluster::ClusterConf;
 pub use recording::{
     check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,

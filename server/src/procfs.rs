@@ -1,7 +1,7 @@
 //! Everything vigil reads from Linux's /proc, in one place: the machine's CPU times and
 //! memory (the §C.1 indicators a node gossips, and `vigil bench`'s whole-machine figures),
 //! one process's CPU time, memory, threads and bytes written (`/api/node`, benches), the
-//! machine's description in the lab's reports, and the kernel's UDP receive errors and
+//! machine's CPU model, memory and load average (the lab's reports), and the kernel's UDP receive errors and
 //! backlog drops (the tests' UDP readers report them on failure).
 //! The parsers are pure functions over the file's text, unit-tested without /proc.
 
@@ -155,21 +155,6 @@ impl Machine {
     }
 }
 
-impl std::fmt::Display for Machine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let model = self.model.as_deref().unwrap_or("unknown CPU");
-        write!(f, "{} CPUs ({model})", self.cpus)?;
-        if let Some(kib) = self.mem_kib {
-            write!(f, ", {:.0} GiB RAM", kib as f64 / 1024.0 / 1024.0)?;
-        }
-        let load = self.load.as_deref().unwrap_or_default();
-        write!(
-            f,
-            "; load average at the end {load} (the machine is shared)."
-        )
-    }
-}
-
 /// The first `model name` of /proc/cpuinfo's text.
 pub fn parse_cpu_model(cpuinfo: &str) -> Option<String> {
     let line = cpuinfo.lines().find(|l| l.starts_with("model name"))?;
@@ -237,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn machine_description() {
+    fn cpu_model_load_and_mem_total() {
         let cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n\
                        processor\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n";
         let model = parse_cpu_model(cpuinfo);
@@ -246,17 +231,8 @@ mod tests {
         let load = parse_loadavg("0.52 0.61 0.70 2/345 6789\n");
         assert_eq!(load.as_deref(), Some("0.52 0.61 0.70"));
         assert_eq!(parse_loadavg("0.52\n"), None);
-        let m = Machine {
-            cpus: 2,
-            model,
-            mem_kib: Some(24_000_000),
-            load,
-        };
-        assert_eq!(
-            m.to_string(),
-            "2 CPUs (AMD EPYC 7B13 64-Core Processor), 23 GiB RAM; load average at the end \
-             0.52 0.61 0.70 (the machine is shared)."
-        );
+        let meminfo = "MemTotal:       24000000 kB\nMemFree:         100 kB\n";
+        assert_eq!(field(meminfo, "MemTotal:"), Some(24_000_000));
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub struct Decoded {
 /// Packets the kernel dropped on the machine over an interval, where /proc could be read:
 /// two places a datagram can be lost on the way from a server to a local reader without
 /// either of them being told.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct KernelDrops {
     /// UDP `InErrors` (/proc/net/snmp): full receive buffers, bad checksums.
     pub udp_in_errors: Option<u64>,

@@ -186,10 +186,8 @@ pub fn decode_file(path: &Path) -> Decoded {
         warnings: String::new(),
         status: out.status,
         elapsed: start.elapsed(),
-        kernel_drops: crate::KernelDrops {
-            udp_in_errors: None,
-            backlog: None,
-        },
+        // Not a network reader: nothing was counted.
+        kernel_drops: crate::KernelDrops::default(),
     }
 }
 

@@ -442,12 +442,7 @@ pub fn ingest_view(
     camera: &str,
 ) -> Result<super::views::IngestView, (StatusCode, String)> {
     use super::views::IngestView;
-    if !vigil_conf::is_valid_camera_id(camera) {
-        return Err((
-            StatusCode::BAD_REQUEST,
-            format!("{}\n", vigil_conf::camera_id_error(camera)),
-        ));
-    }
+    vigil_conf::check_camera_id(camera).map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")))?;
     let url = |base: &str| format!("{}/live/{camera}", base.trim_end_matches('/'));
     let own_live = node
         .path(&format!("live/{camera}"))

@@ -85,12 +85,8 @@ async fn move_camera(
     Json(body): Json<MigrateBody>,
 ) -> Result<Json<crate::cluster::CameraMoveRecord>, ApiError> {
     let cluster = cluster_of(&cluster)?;
-    if !vigil_conf::is_valid_camera_id(&camera) {
-        return Err((
-            StatusCode::BAD_REQUEST,
-            format!("{}\n", vigil_conf::camera_id_error(&camera)),
-        ));
-    }
+    vigil_conf::check_camera_id(&camera)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")))?;
     cluster
         .move_camera_now(&camera, &body.to)
         .await

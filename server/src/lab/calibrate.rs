@@ -269,5 +269,49 @@ pub fn lab_report(
 
 /// The machine the run had: CPUs and memory, and the load average at the end.
 pub(crate) fn machine() -> String {
-    crate::procfs::Machine::read().to_string()
+    describe(&crate::procfs::Machine::read())
+}
+
+/// The report's "Machine" line.
+fn describe(m: &crate::procfs::Machine) -> String {
+    let model = m.model.as_deref().unwrap_or("unknown CPU");
+    let mem = m.mem_kib.map_or(String::new(), |kib| {
+        format!(", {:.0} GiB RAM", kib as f64 / 1024.0 / 1024.0)
+    });
+    let load = m.load.as_deref().unwrap_or_default();
+    format!(
+        "{} CPUs ({model}){mem}; load average at the end {load} (the machine is shared).",
+        m.cpus
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::Machine;
+
+    #[test]
+    fn machine_line() {
+        let m = Machine {
+            cpus: 2,
+            model: Some("AMD EPYC 7B13 64-Core Processor".into()),
+            mem_kib: Some(24_000_000),
+            load: Some("0.52 0.61 0.70".into()),
+        };
+        assert_eq!(
+            describe(&m),
+            "2 CPUs (AMD EPYC 7B13 64-Core Processor), 23 GiB RAM; load average at the end \
+             0.52 0.61 0.70 (the machine is shared)."
+        );
+        let bare = Machine {
+            cpus: 1,
+            model: None,
+            mem_kib: None,
+            load: None,
+        };
+        assert_eq!(
+            describe(&bare),
+            "1 CPUs (unknown CPU); load average at the end  (the machine is shared)."
+        );
+    }
 }

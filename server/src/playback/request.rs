@@ -33,9 +33,7 @@ pub fn parse(path: &str, raw_query: Option<&str>) -> Result<Option<PlaybackReque
     };
     // A SETUP URL carries a track suffix: playback/<camera>/trackID=N.
     let camera = rest.split('/').next().unwrap_or("");
-    if !vigil_conf::is_valid_camera_id(camera) {
-        return Err(bad(vigil_conf::camera_id_error(camera)));
-    }
+    vigil_conf::check_camera_id(camera).map_err(bad)?;
     let mut start = None;
     let mut end = None;
     for pair in raw_query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
