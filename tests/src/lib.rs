@@ -150,7 +150,7 @@ impl NodeBuilder {
         self.rtsp_port = Some(port);
         self
     }
-    /// The `[node] id` (default `test-<rtsp port>`); written as a TOML basic string, so no
+    /// The `[node] id` (default [`default_node_id`]); written as a TOML basic string, so no
     /// `"` or `\` in it.
     pub fn node_id(mut self, id: &str) -> Self {
         self.node_id = Some(id.into());
@@ -185,6 +185,13 @@ impl NodeBuilder {
 /// The admin API token of every test node (`[http] token`): write routes need it.
 pub const ADMIN_TOKEN: &str = "vigil-test-admin-token";
 
+/// A test node's id: unique per address and port. Ports alone are not, since the kernel
+/// hands out the same free port on 127.0.0.1 and 127.0.0.3, and two nodes sharing an id
+/// are one node to the cluster (a CI run once elected in circles over exactly that).
+pub fn default_node_id(ip: &str, rtsp_port: u16) -> String {
+    format!("test-{}-{rtsp_port}", ip.replace('.', "-"))
+}
+
 /// A running `vigil serve` process; killed on drop.
 pub struct Node {
     child: Option<Child>,
@@ -205,7 +212,7 @@ impl Node {
         let id = b
             .node_id
             .clone()
-            .unwrap_or_else(|| format!("test-{rtsp_port}"));
+            .unwrap_or_else(|| default_node_id(&ip, rtsp_port));
         let config = format!(
             "[node]\nid = \"{id}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n\n{}",
             b.rtsp, b.extra

@@ -124,7 +124,7 @@ fn start_full(
     for i in 0..n {
         let ip = format!("127.0.0.{}", i + 1);
         let port = free_port(&ip);
-        let id = format!("test-{port}");
+        let id = crate::default_node_id(&ip, port);
         vigil_ok(&[
             "cluster",
             "cert",

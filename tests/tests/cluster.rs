@@ -297,6 +297,70 @@ fn scheduler_failover_and_wrong_key() {
     );
 }
 
+/// Two nodes given one `[node] id` by mistake are one node to election and placement, so
+/// the cluster cannot work around it; it must say so. Every member (the two and a third)
+/// lists the shared id with both gossip addresses in `/api/cluster/nodes`, `vigil ctl
+/// nodes` prints a warning, the nodes log an error, and the conflict clears once one of the
+/// two is gone.
+#[test]
+fn a_node_id_used_twice_is_reported_by_every_member_until_one_goes() {
+    let _serial = serial();
+    let mut members: Vec<Member> = Vec::new();
+    for (i, id) in ["twin", "twin", "third"].into_iter().enumerate() {
+        let ip = format!("127.0.0.{}", i + 1);
+        let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().unwrap();
+        let seeds: Vec<SocketAddr> = members.first().map(|m| vec![m.gossip]).unwrap_or_default();
+        let node = NodeBuilder::new()
+            .ip(&ip)
+            .node_id(id)
+            .extra(&cluster_conf(gossip, &seeds, KEY, 10 * (i as u32 + 1)))
+            .start();
+        members.push(Member { node, gossip });
+    }
+    let want: Vec<String> = {
+        let mut g = vec![members[0].gossip.to_string(), members[1].gossip.to_string()];
+        g.sort();
+        g
+    };
+    let conflicts = |n: &Node| -> Option<Vec<(String, Vec<String>)>> {
+        let v = nodes_view(n)?;
+        v["id_conflicts"]
+            .as_array()?
+            .iter()
+            .map(|c| {
+                let gossip = c["gossip"]
+                    .as_array()?
+                    .iter()
+                    .map(|g| g.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()?;
+                Some((c["id"].as_str()?.to_string(), gossip))
+            })
+            .collect()
+    };
+    for m in &members {
+        poll_until(
+            Duration::from_secs(15),
+            "the shared id to be reported",
+            || (conflicts(&m.node)? == vec![("twin".to_string(), want.clone())]).then_some(()),
+        );
+    }
+    let table = ctl(&members[2].node, &["nodes"]);
+    assert!(
+        table.contains("WARNING: node id twin is used by 2 live nodes"),
+        "{table}"
+    );
+    for m in &members[..2] {
+        let log = m.node.log();
+        assert!(log.contains("several live nodes use this node id"), "{log}");
+    }
+    members[1].node.kill();
+    for m in [&members[0], &members[2]] {
+        poll_until(Duration::from_secs(15), "the conflict to clear", || {
+            conflicts(&m.node)?.is_empty().then_some(())
+        });
+    }
+}
+
 /// Benchmark (run by hand): `cargo test -p vigil-tests --test cluster -- --ignored --nocapture`.
 /// Re-election time after kill -9 over 10 trials, gossip bytes per node per second, and the
 /// DESCRIBE-with-redirect overhead against a direct DESCRIBE.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vigil_server::client::{play, ClientTransport, PlayOptions};
-use vigil_tests::{placed_by_hand, poll_until, rfc3339, RtspConn};
+use vigil_tests::{default_node_id, placed_by_hand, poll_until, rfc3339, RtspConn};
 
 const KEY: &str = "test-cluster-key-faults-0123456789";
 
@@ -139,7 +139,7 @@ fn kill_9_of_a_node_leaves_other_viewers_whole_and_requests_served() {
     n1.kill();
     let killed = Instant::now();
     // Node 2 sees node 1 dead, and the same request is then served there.
-    let id1 = format!("test-{}", n1.rtsp.port());
+    let id1 = default_node_id(&n1.ip, n1.rtsp.port());
     poll_until(Duration::from_secs(10), "node 2 to see node 1 dead", || {
         let v = n2.api_json("/api/cluster/nodes");
         v["nodes"]

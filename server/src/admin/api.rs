@@ -319,7 +319,7 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
 const NO_CLUSTER: &str = "clustering is not enabled on this node ([cluster] enabled = true)\n";
 
 pub fn cluster_nodes_view(c: &Cluster) -> super::views::ClusterNodesView {
-    use super::views::{ClusterNodeView, ClusterNodesView, GossipView};
+    use super::views::{ClusterNodeView, ClusterNodesView, GossipView, IdConflictView};
     let (scheduler, term) = c.scheduler();
     let view = c.view();
     let w = *view.weights();
@@ -379,6 +379,14 @@ pub fn cluster_nodes_view(c: &Cluster) -> super::views::ClusterNodesView {
             rejected: ld(&g.rejected),
         },
         nodes,
+        id_conflicts: c
+            .id_conflicts()
+            .into_iter()
+            .map(|x| IdConflictView {
+                id: x.id,
+                gossip: x.gossip.iter().map(ToString::to_string).collect(),
+            })
+            .collect(),
     }
 }
 

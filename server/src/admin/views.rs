@@ -88,6 +88,17 @@ pub struct ClusterNodesView {
     pub term: u64,
     pub gossip: GossipView,
     pub nodes: Vec<ClusterNodeView>,
+    /// Node ids that more than one live node gossips under: a misconfiguration the cluster
+    /// cannot resolve itself (it sees them as one node).
+    #[serde(default)]
+    pub id_conflicts: Vec<IdConflictView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdConflictView {
+    pub id: String,
+    /// The gossip addresses claiming it.
+    pub gossip: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

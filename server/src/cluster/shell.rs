@@ -86,6 +86,8 @@ pub(super) struct State {
     pub(super) reservations: Vec<super::reservations::Reservation>,
     /// §B.2–§B.5 camera moves: forecasts, moves under way, their records.
     pub(super) gateway: super::camera_move::GatewayState,
+    /// Node ids several live nodes gossip under (`membership::shared_ids`).
+    pub(super) id_conflicts: Vec<super::membership::IdConflict>,
 }
 
 impl State {
@@ -325,6 +327,7 @@ impl Cluster {
                 planner: Default::default(),
                 reservations: Vec::new(),
                 gateway: Default::default(),
+                id_conflicts: Vec::new(),
             }),
             migration: std::sync::OnceLock::new(),
             camera_host: std::sync::OnceLock::new(),

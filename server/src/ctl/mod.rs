@@ -224,6 +224,14 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 v.gossip.bytes_received,
                 v.gossip.rejected
             );
+            for c in &v.id_conflicts {
+                println!(
+                    "WARNING: node id {} is used by {} live nodes (gossip {}): give each its own [node] id",
+                    c.id,
+                    c.gossip.len(),
+                    c.gossip.join(", ")
+                );
+            }
             table.set_header([
                 "ID",
                 "SCHED",

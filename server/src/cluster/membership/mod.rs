@@ -1,11 +1,13 @@
 //! Gossip membership: this node's keys in its gossip state, and the loop that re-reads the
 //! members, re-elects and rebuilds the placement view from them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chitchat::ChitchatId;
+use tracing::{error, info};
 
 use super::bindings::{self, CameraBindings};
 use super::election;
@@ -66,23 +68,30 @@ impl Cluster {
                     *e = id;
                 }
             }
-            let live = if self.phi_liveness {
+            // Liveness of every gossip identity, not only the newest of each node id: two
+            // live identities with one node id at two addresses are a misconfiguration
+            // (`shared_ids`), not a restart.
+            let live: HashSet<ChitchatId> = if self.phi_liveness {
                 cc.live_nodes().cloned().collect()
             } else {
                 let mut l = self.liveness.lock().unwrap_or_else(|p| p.into_inner());
                 let now = self.epoch.elapsed().as_millis() as u64;
                 l.observe(
                     now,
-                    newest.values().filter_map(|id| {
-                        Some(((*id).clone(), u64::from(cc.node_state(id)?.heartbeat())))
-                    }),
+                    cc.node_states()
+                        .iter()
+                        .map(|(id, st)| (id.clone(), u64::from(st.heartbeat()))),
                 );
-                newest
-                    .values()
-                    .filter(|id| ***id == self_id || l.is_alive(id))
-                    .map(|id| (*id).clone())
-                    .collect::<std::collections::HashSet<ChitchatId>>()
+                cc.node_states()
+                    .keys()
+                    .filter(|id| **id == self_id || l.is_alive(id))
+                    .cloned()
+                    .collect()
             };
+            let conflicts = shared_ids(
+                live.iter()
+                    .map(|id| (id.node_id.as_str(), id.gossip_advertise_addr)),
+            );
             // The bindings of the highest term any node published (ties: lowest scheduler id).
             let seen_bindings = newest
                 .values()
@@ -116,10 +125,11 @@ impl Cluster {
                     }
                 })
                 .collect::<Vec<_>>();
-            (members, seen_bindings, to_parse)
+            (members, seen_bindings, to_parse, conflicts)
         };
         // Parsing runs outside the gossip lock, and only for reports that changed.
-        let (mut members, seen_bindings, to_parse) = members;
+        let (mut members, seen_bindings, to_parse, conflicts) = members;
+        self.note_id_conflicts(conflicts);
         for (id, version, head, chunks) in to_parse {
             let Some(r) = report_keys::assemble(&head, &chunks) else {
                 continue;
@@ -154,6 +164,66 @@ impl Cluster {
                     .set(KEY_BINDINGS, serde_json::to_string(&b).unwrap_or_default());
             }
         }
+    }
+}
+
+/// A node id that more than one live node gossips under, with their gossip addresses.
+///
+/// The cluster keys everything by node id (election, placement view, bindings, reports), so
+/// two nodes sharing one are seen as one node whose state flips between them: elections
+/// flap and placements go to whichever answered last. Chitchat keeps them apart (its
+/// identity includes the address), which is what lets us see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdConflict {
+    pub id: String,
+    pub gossip: Vec<SocketAddr>,
+}
+
+/// The node ids among `live` (id, gossip address) claimed from more than one address,
+/// sorted. A restart at the same address is a new generation of the same identity, not a
+/// conflict.
+pub(super) fn shared_ids<'a>(
+    live: impl IntoIterator<Item = (&'a str, SocketAddr)>,
+) -> Vec<IdConflict> {
+    let mut by_id: BTreeMap<&str, BTreeSet<SocketAddr>> = BTreeMap::new();
+    for (id, addr) in live {
+        by_id.entry(id).or_default().insert(addr);
+    }
+    by_id
+        .into_iter()
+        .filter(|(_, addrs)| addrs.len() > 1)
+        .map(|(id, addrs)| IdConflict {
+            id: id.to_string(),
+            gossip: addrs.into_iter().collect(),
+        })
+        .collect()
+}
+
+impl Cluster {
+    /// Keeps the current id conflicts for the API and logs each change: an error when one
+    /// appears (an operator must rename a node), a note when it is gone.
+    fn note_id_conflicts(&self, now: Vec<IdConflict>) {
+        let mut st = self.state();
+        if st.id_conflicts == now {
+            return;
+        }
+        for c in now.iter().filter(|c| !st.id_conflicts.contains(c)) {
+            error!(
+                node = %c.id,
+                gossip = ?c.gossip,
+                "several live nodes use this node id; the cluster sees them as one node \
+                 (elections flap, placements mix them up): give each its own [node] id"
+            );
+        }
+        for c in st.id_conflicts.iter().filter(|c| !now.contains(c)) {
+            info!(node = %c.id, "node id no longer shared");
+        }
+        st.id_conflicts = now;
+    }
+
+    /// Node ids that more than one live node uses (see [`IdConflict`]).
+    pub fn id_conflicts(&self) -> Vec<IdConflict> {
+        self.state().id_conflicts.clone()
     }
 }
 

@@ -105,3 +105,31 @@ async fn a_report_larger_than_a_datagram_reaches_every_peer() {
         let _ = h.shutdown().await;
     }
 }
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn an_id_gossiped_from_two_addresses_is_a_conflict_a_restart_is_not() {
+    let a = addr("127.0.0.1:7000");
+    let b = addr("127.0.0.3:7000");
+    let c = addr("127.0.0.2:7000");
+    // A restart: two generations of "n2" at one address.
+    let live = [
+        ("n1", a),
+        ("n2", c),
+        ("n2", c),
+        ("n1", b),
+        ("n3", addr("127.0.0.4:1")),
+    ];
+    assert_eq!(
+        shared_ids(live),
+        vec![IdConflict {
+            id: "n1".into(),
+            gossip: vec![a, b],
+        }]
+    );
+    assert!(shared_ids([("n1", a), ("n2", b)]).is_empty());
+    assert!(shared_ids(std::iter::empty()).is_empty());
+}
