@@ -86,11 +86,12 @@ pub fn poll_every<T>(
     }
 }
 
-/// A free TCP port on `ip` (bound then released), never one this process was given before:
-/// the OS may hand a just-released ephemeral port out again at once (a node's RTSP and API
-/// ports once came out equal).
+/// A free TCP port on `ip` (bound then released), never one this process was given before
+/// on any address: the OS may hand a just-released ephemeral port out again at once (a
+/// node's RTSP and API ports once came out equal), and gives the same port on 127.0.0.1 and
+/// 127.0.0.3 (two nodes' logs then named the same port).
 pub fn free_port(ip: &str) -> u16 {
-    fresh_port("tcp", ip, || {
+    fresh_port("tcp", || {
         TcpListener::bind((ip, 0))
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -98,18 +99,15 @@ pub fn free_port(ip: &str) -> u16 {
     })
 }
 
-/// A port from `bind` that this process has not handed out before for (`proto`, `ip`).
-fn fresh_port(proto: &'static str, ip: &str, bind: impl Fn() -> u16) -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<(&'static str, String, u16)>> =
-        std::sync::Mutex::new(Vec::new());
+/// A port from `bind` that this process has not handed out before for `proto`, on any
+/// address.
+fn fresh_port(proto: &'static str, bind: impl Fn() -> u16) -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<(&'static str, u16)>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     loop {
         let port = bind();
-        if !given
-            .iter()
-            .any(|(k, i, p)| *k == proto && i == ip && *p == port)
-        {
-            given.push((proto, ip.to_string(), port));
+        if !given.iter().any(|(k, p)| *k == proto && *p == port) {
+            given.push((proto, port));
             return port;
         }
     }
@@ -602,7 +600,7 @@ pub fn connect_from(from: &str, to: SocketAddr) -> std::net::TcpStream {
 
 /// A free UDP port on `ip` (bound then released), e.g. for a node's gossip socket.
 pub fn free_udp(ip: &str) -> u16 {
-    fresh_port("udp", ip, || {
+    fresh_port("udp", || {
         std::net::UdpSocket::bind((ip, 0))
             .and_then(|s| s.local_addr())
             .map(|a| a.port())
