@@ -69,15 +69,34 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NodeConfig {
-    /// Node name used in logs, SDP origin and RTCP CNAME.
+    /// Node name used in logs, SDP origin and RTCP CNAME, and the node's identity in a
+    /// cluster, where it must be unique. Default: [`default_node_id`].
     pub id: String,
 }
 
 impl Default for NodeConfig {
     fn default() -> Self {
         Self {
-            id: "vigil-1".into(),
+            id: default_node_id(),
         }
+    }
+}
+
+/// The node id when the config names none: this machine's host name, so that each machine
+/// of a cluster has its own without configuring it (a fixed default made every unconfigured
+/// member the same node to the cluster). Nodes sharing one machine need ids of their own.
+/// `vigil-1` when the host name is empty or holds characters that do not belong in an SDP
+/// origin or RTCP CNAME.
+pub fn default_node_id() -> String {
+    node_id_from_host(&gethostname::gethostname().to_string_lossy())
+}
+
+fn node_id_from_host(host: &str) -> String {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if host.is_empty() || host.len() > 64 || !host.chars().all(ok) {
+        "vigil-1".into()
+    } else {
+        host.into()
     }
 }
 
@@ -347,6 +366,16 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_node_id_is_the_host_name_when_it_is_a_plain_name() {
+        assert_eq!(node_id_from_host("cam-gw-07.site"), "cam-gw-07.site");
+        for bad in ["", "a b", "x\u{e9}", "semi;colon", &"h".repeat(65)] {
+            assert_eq!(node_id_from_host(bad), "vigil-1", "{bad:?}");
+        }
+        let id = NodeConfig::default().id;
+        assert!(!id.is_empty() && id.len() <= 64, "{id}");
+    }
 
     #[test]
     fn shipped_example_parses() {
