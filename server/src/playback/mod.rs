@@ -2,5 +2,6 @@
 //! the node's `library` (store + cache). The RTSP methods are in `rtsp::playback_methods`.
 
 pub mod request;
+mod tally;
 pub mod task;
 pub mod window;

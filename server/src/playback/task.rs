@@ -210,9 +210,11 @@ pub async fn run(
     // A gap just met: the RTP timestamps to rebase when the next segment is in.
     let mut gap: Option<Gap> = None;
     let mut last_sent_us = None;
+    let mut tally = super::tally::SegmentTally::default();
     // The state every early return hands back.
     macro_rules! stopped {
-        ($resume:expr) => {
+        ($resume:expr) => {{
+            tally.close(&params.camera, "sender stopped");
             Stopped {
                 tracks,
                 resume: $resume,
@@ -222,7 +224,7 @@ pub async fn run(
                 }),
                 last_sent_us,
             }
-        };
+        }};
     }
     // End of the presentation (BYE, the session ends), or with a cursor, of a PLAY range
     // (BYE, the session stays for a PLAY that continues there).
@@ -310,6 +312,7 @@ pub async fn run(
                 info.rate_bps.store(bps, Ordering::Relaxed);
             }
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
+            tally.add(cursor.segment.start_ms, cursor.frame, &packets);
             let held = Instant::now();
             if send(&sink, f.track as usize, packets).await.is_err() {
                 return stopped!(None);
@@ -337,6 +340,7 @@ pub async fn run(
                 let _ = send_rtcp(&sink, reports).await;
             }
         }
+        tally.close(&params.camera, "end of segment");
         // Next segment; a camera still recording grows while we play (live edge).
         let held = Instant::now();
         let deadline = held + LIVE_EDGE_WAIT;
