@@ -61,6 +61,15 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A runtime for a test's async clients: two workers, as many as the machines CI runs on.
+pub fn multi_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 /// Poll `f` until it returns Some, or panic with `what` after `timeout`.
 pub fn poll_until<T>(timeout: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
     poll_every(Duration::from_millis(20), timeout, what, f)

@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use vigil_proto::codec::starts_keyframe;
 use vigil_server::client::{play, ClientTransport, PlayOptions, Player, Stats};
-use vigil_tests::{fixture, poll_until, spawn_background, Background, Node, NodeBuilder};
+use vigil_tests::{
+    fixture, multi_thread_runtime, poll_until, spawn_background, Background, Node, NodeBuilder,
+};
 
 const DEMO: &str = "live/demo";
 /// Clock ticks of the demo's 90 kHz video clock in one second.
@@ -21,14 +23,6 @@ fn demo_node(extra: &str) -> Node {
         .start();
     node.wait_live(DEMO);
     node
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn packets_in(node: &Node) -> u64 {
@@ -77,7 +71,7 @@ fn late_joiner_gets_keyframe_first(transport: ClientTransport) {
     let node = demo_node("");
     wait_mid_stream(&node);
     let url = node.url(DEMO);
-    runtime().block_on(async {
+    multi_thread_runtime().block_on(async {
         for join in 1..=5u32 {
             let mut p = play(&url, PlayOptions::new(transport)).await.unwrap();
             let pkt = tokio::time::timeout(Duration::from_secs(5), p.next_packet())
@@ -170,7 +164,7 @@ fn assert_full_delivery(who: &str, s: &Stats, window: Duration, source_pps: f64)
 fn many_readers_get_every_packet(node: &Node, n: usize, transport: ClientTransport) {
     let url = node.url(DEMO);
     let window = Duration::from_secs(4);
-    let rt = runtime();
+    let rt = multi_thread_runtime();
     let (stats, source_pps) = rt.block_on(async {
         let mut connecting = Vec::new();
         for _ in 0..n {
@@ -258,7 +252,7 @@ fn stalled_reader(expect_released: bool) {
         .start();
     let _publisher = publish_2mbps(&node, PATH);
     let url = node.url(PATH);
-    let rt = runtime();
+    let rt = multi_thread_runtime();
     let (healthy, window, source_pps) = rt.block_on(async {
         // The stalled viewer reads nothing after PLAY; a small receive buffer of its own
         // makes the node's side back up sooner.
@@ -339,7 +333,7 @@ fn retina_plays_live_demo_over_tcp() {
     use retina::codec::CodecItem;
     let node = demo_node("");
     let url = url::Url::parse(&node.url(DEMO)).unwrap();
-    runtime().block_on(async {
+    multi_thread_runtime().block_on(async {
         let mut session = retina::client::Session::describe(url, SessionOptions::default())
             .await
             .unwrap();

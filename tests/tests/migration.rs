@@ -164,14 +164,6 @@ fn migrate_refusals_are_clear() {
         .assert_plays("TCP viewer after refused moves", 149, 151);
 }
 
-fn runtime_mt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 /// The next video packet within 10 s, counted by `stats`.
 async fn next_video(p: &mut Player, video: usize, stats: &mut TrackStats) -> ReceivedPacket {
     let pkt = secure_cluster::next_packet_of(p, video).await;
@@ -203,7 +195,7 @@ fn vcr_after_a_move_reaches_the_sending_node_and_teardown_releases_both() {
     ));
     let b_id = c.members[1].id.clone();
     let a_api = format!("http://{}", a.api);
-    runtime_mt().block_on(async {
+    vigil_tests::multi_thread_runtime().block_on(async {
         let mut p = play(&url, PlayOptions::new(ClientTransport::Udp))
             .await
             .expect("play");

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use vigil_proto::rtcp::{parse_compound, RtcpPacket};
 use vigil_proto::rtsp::UtcTime;
 use vigil_server::client::{Player, ReceivedPacket};
+pub use vigil_tests::multi_thread_runtime as runtime;
 use vigil_tests::{
     fixture, poll_until, rfc3339, spawn_background, wait_background, Incoming, Node, NodeBuilder,
     RtspConn,
@@ -124,14 +125,6 @@ pub fn clock(ms: i64) -> String {
 
 pub fn secs(ms: i64) -> String {
     format!("{:.3}", ms as f64 / 1000.0)
-}
-
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+//! Bad playback requests get clear answers; `vigil ctl` shows recordings and the cache.
+
+use crate::support::*;
+
+/// Unknown camera → 404; a start outside the recordings → 404 naming the recorded range;
+/// a malformed time → 400; Scale 0 or negative → 456; the node serves on afterwards.
+#[test]
+fn bad_playback_requests_get_clear_errors() {
+    let rec = recording();
+    let node = playback_node(rec);
+    let describe = |url: &str| {
+        let mut c = RtspConn::connect(node.rtsp);
+        c.request("DESCRIBE", url, &[("Accept", "application/sdp")], None)
+    };
+    let r = describe(&playback_url(&node, "nosuchcam", rec.first_ms, None));
+    assert_eq!(r.status.0, 404, "unknown camera: {}", r.reason);
+    for (what, t) in [
+        ("before", rec.first_ms - 3_600_000),
+        ("after", rec.last_ms + 60_000),
+    ] {
+        let r = describe(&playback_url(&node, CAM, t, None));
+        assert_eq!(r.status.0, 404, "start {what} the recording: {}", r.reason);
+        assert!(
+            r.reason.contains("recorded from") && r.reason.contains(&rfc3339(rec.first_ms)),
+            "start {what} the recording: the reason should name the recorded range: {}",
+            r.reason
+        );
+    }
+    for bad in ["yesterday", "2026-13-40T08:00:00Z", "2026-11-29T08:00:00"] {
+        let r = describe(&node.url(&format!("playback/{CAM}?start={bad}")));
+        assert_eq!(r.status.0, 400, "start={bad}: {}", r.reason);
+    }
+    let r = describe(&node.url(&format!("playback/{CAM}")));
+    assert_eq!(r.status.0, 400, "no start: {}", r.reason);
+
+    // Scale and Speed that are not positive: 456 on a set-up session, which then still plays.
+    let url = playback_url(&node, CAM, rec.first_ms + 1_000, None);
+    let mut c = RtspConn::connect(node.rtsp);
+    let d = c.request("DESCRIBE", &url, &[("Accept", "application/sdp")], None);
+    assert_eq!(d.status.0, 200);
+    let base = d.headers.get("Content-Base").unwrap_or(&url).to_string();
+    let sdp = String::from_utf8_lossy(&d.body).into_owned();
+    for (i, control) in sdp
+        .lines()
+        .filter_map(|l| l.strip_prefix("a=control:"))
+        .filter(|c| c.contains("trackID="))
+        .enumerate()
+    {
+        let transport = format!("RTP/AVP/TCP;unicast;interleaved={}-{}", 2 * i, 2 * i + 1);
+        let s = c.request("SETUP", control.trim(), &[("Transport", &transport)], None);
+        assert_eq!(s.status.0, 200, "SETUP {control}: {}", s.reason);
+    }
+    for (header, value) in [
+        ("Scale", "0"),
+        ("Scale", "-1"),
+        ("Scale", "-0.5"),
+        ("Scale", "abc"),
+        ("Scale", "1e400"),
+        ("Speed", "0"),
+        ("Speed", "-2"),
+    ] {
+        let r = c.request("PLAY", &base, &[(header, value)], None);
+        assert!(
+            matches!(r.status.0, 456 | 400),
+            "{header}: {value} answered {} {}",
+            r.status.0,
+            r.reason
+        );
+    }
+    let r = c.request("PLAY", &base, &[("Range", "npt=abc-")], None);
+    assert_eq!(r.status.0, 457, "bad Range: {}", r.reason);
+    let r = c.request("PLAY", &base, &[("Scale", "1")], None);
+    assert_eq!(
+        r.status.0, 200,
+        "a good PLAY after the bad ones: {}",
+        r.reason
+    );
+    drop(c);
+    // The node still serves: a new playback plays.
+    runtime().block_on(async {
+        play_from_a_keyframe(&url, "after bad input").await;
+    });
+}
+
+/// `vigil ctl recordings <camera>` prints the recorded range; `vigil ctl cache` the cache
+/// counters and the resident range of the camera that was played.
+#[test]
+fn ctl_shows_recordings_and_cache() {
+    let rec = recording();
+    let node = playback_node(rec);
+    let text = ctl(&node, &["recordings", CAM]);
+    assert!(
+        text.contains(&format!("{CAM}: {} segments", rec.segments.len())),
+        "{text}"
+    );
+    assert!(
+        text.contains("recorded")
+            && text.contains(&rfc3339(rec.first_ms))
+            && text.contains(&rfc3339(rec.last_ms)),
+        "vigil ctl recordings:\n{text}"
+    );
+    // One DESCRIBE loads the first segment into the cache.
+    let mut c = RtspConn::connect(node.rtsp);
+    let d = c.request(
+        "DESCRIBE",
+        &playback_url(&node, CAM, rec.first_ms, None),
+        &[("Accept", "application/sdp")],
+        None,
+    );
+    assert_eq!(d.status.0, 200);
+    let text = ctl(&node, &["cache"]);
+    assert!(text.contains("storage reads 1"), "vigil ctl cache:\n{text}");
+    assert!(
+        text.contains("start list: ") && text.contains("playback opens 1, from memory 0"),
+        "vigil ctl cache:\n{text}"
+    );
+    let seg = &rec.segments[0];
+    assert!(
+        text.contains(CAM) && text.contains(&rfc3339(seg.start_ms)),
+        "vigil ctl cache lists the resident segment:\n{text}"
+    );
+    let json = ctl(&node, &["--json", "cache"]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("ctl --json cache");
+    assert_eq!(v["stats"]["loads"], 1, "{v}");
+    // The opened segment is the start list's one entry: all the cache holds.
+    assert_eq!(v["stats"]["start_bytes"], v["stats"]["bytes"], "{v}");
+    assert!(v["stats"]["start_bytes"].as_u64() > Some(0), "{v}");
+}
