@@ -23,18 +23,22 @@ pub struct SegmentTally {
 }
 
 impl SegmentTally {
-    /// One frame, `index` in the segment starting at `segment_start_ms`, sent as `packets`.
-    pub fn add(&mut self, segment_start_ms: i64, index: usize, packets: &[OutPacket]) {
+    /// One frame, `index` in the segment starting at `segment_start_ms`, sent as `packets`
+    /// of `bytes` in all (the sender counts them for its rate already).
+    pub fn add(
+        &mut self,
+        segment_start_ms: i64,
+        index: usize,
+        packets: &[OutPacket],
+        bytes: usize,
+    ) {
         if self.first_frame.is_none() {
             self.segment_start_ms = segment_start_ms;
             self.first_frame = Some(index);
         }
         self.frames += 1;
         self.packets += packets.len() as u32;
-        self.bytes += packets
-            .iter()
-            .map(|p| (p.header.len() + p.payload.len()) as u64)
-            .sum::<u64>();
+        self.bytes += bytes as u64;
         let seq = |p: &OutPacket| u16::from_be_bytes([p.header[2], p.header[3]]);
         if let (Some(first), Some(last)) = (packets.first(), packets.last()) {
             let first = self.seqs.map_or(seq(first), |(f, _)| f);
@@ -80,8 +84,8 @@ mod tests {
     #[test]
     fn counts_frames_packets_bytes_and_the_sequence_span() {
         let mut t = SegmentTally::default();
-        t.add(5000, 7, &[pkt(65534, 100), pkt(65535, 50)]);
-        t.add(5000, 8, &[pkt(0, 10)]);
+        t.add(5000, 7, &[pkt(65534, 100), pkt(65535, 50)], 2 * 12 + 150);
+        t.add(5000, 8, &[pkt(0, 10)], 12 + 10);
         assert_eq!((t.segment_start_ms, t.first_frame), (5000, Some(7)));
         assert_eq!((t.frames, t.packets, t.bytes), (2, 3, 3 * 12 + 160));
         assert_eq!(t.seqs, Some((65534, 0)));

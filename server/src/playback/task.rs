@@ -312,7 +312,7 @@ pub async fn run(
                 info.rate_bps.store(bps, Ordering::Relaxed);
             }
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
-            tally.add(cursor.segment.start_ms, cursor.frame, &packets);
+            tally.add(cursor.segment.start_ms, cursor.frame, &packets, bytes);
             let held = Instant::now();
             if send(&sink, f.track as usize, packets).await.is_err() {
                 return stopped!(None);
