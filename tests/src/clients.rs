@@ -1,7 +1,7 @@
 //! Real clients driven by the end-to-end tests: ffmpeg and ffprobe (the judges of "plays"),
 //! GStreamer, and what the kernel dropped while one of them read.
 
-use crate::{poll_until, run_with_timeout, spawn_background, Background};
+use crate::{poll_until, run_with_timeout, spawn_background, Background, Captured};
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -53,15 +53,35 @@ pub struct KernelDrops {
 impl KernelDrops {
     /// Runs `f` and counts what the kernel dropped meanwhile.
     pub fn during<T>(f: impl FnOnce() -> T) -> (T, KernelDrops) {
-        use vigil_server::procfs::{softnet_dropped, udp_in_errors};
-        let before = (udp_in_errors(), softnet_dropped());
+        let since = KernelDropsSince::now();
         let out = f();
+        (out, since.drops())
+    }
+}
+
+/// The kernel's drop counters at one moment, to count what it drops from then on.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelDropsSince {
+    udp_in_errors: Option<u64>,
+    backlog: Option<u64>,
+}
+
+impl KernelDropsSince {
+    pub fn now() -> KernelDropsSince {
+        use vigil_server::procfs::{softnet_dropped, udp_in_errors};
+        KernelDropsSince {
+            udp_in_errors: udp_in_errors(),
+            backlog: softnet_dropped(),
+        }
+    }
+
+    pub fn drops(&self) -> KernelDrops {
+        let now = KernelDropsSince::now();
         let delta = |now: Option<u64>, then: Option<u64>| Some(now?.saturating_sub(then?));
-        let drops = KernelDrops {
-            udp_in_errors: delta(udp_in_errors(), before.0),
-            backlog: delta(softnet_dropped(), before.1),
-        };
-        (out, drops)
+        KernelDrops {
+            udp_in_errors: delta(now.udp_in_errors, self.udp_in_errors),
+            backlog: delta(now.backlog, self.backlog),
+        }
     }
 }
 
@@ -117,11 +137,9 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
         // the kernel, which no server can prevent. 4 MiB (as a surveillance client would
         // ask for) keeps the test about the server's stream.
         // ffmpeg waits only 0.1 s for an RTP packet that arrives out of order over UDP
-        // before it gives it up (GStreamer's rtspsrc waits 2 s, VLC 1 s); a session that
-        // migrates has two senders on two nodes one after the other, and a loaded 2-core
-        // machine can deliver the first node's last packets late. 0.5 s, as a client on
-        // a real network would allow; a packet the server never sent still breaks the
-        // picture.
+        // before it gives it up (GStreamer's rtspsrc waits 2 s, VLC 1 s): 0.5 s, as a
+        // client on a real network would allow; a packet the server never sent still
+        // breaks the picture.
         cmd.args(udp_client_ports())
             .args(["-buffer_size", "4194304", "-max_delay", "500000"]);
     }
@@ -134,26 +152,53 @@ pub fn ffmpeg_decode_cmd(url: &str, input: &[&str], output: &[&str]) -> Command 
 
 /// Decode `url` with ffmpeg to the null muxer and count the frames.
 pub fn ffmpeg_decode(url: &str, input: &[&str], output: &[&str], timeout: Duration) -> Decoded {
-    let start = Instant::now();
-    let (out, kernel_drops) = KernelDrops::during(|| {
-        run_with_timeout(&mut ffmpeg_decode_cmd(url, input, output), timeout)
-    });
-    let progress = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let (warnings, errors): (Vec<&str>, Vec<&str>) =
-        stderr.lines().partition(|l| l.contains("[warning] "));
-    Decoded {
-        frames: progress_frames(&progress),
-        out_time: progress
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_prefix("out_time_us=")?.trim().parse().ok())
-            .map(Duration::from_micros),
-        stderr: errors.join("\n"),
-        warnings: warnings.join("\n"),
-        status: out.status,
-        elapsed: start.elapsed(),
-        kernel_drops,
+    start_ffmpeg_decode(url, input, output).finish(timeout)
+}
+
+/// An ffmpeg reader started by [`start_ffmpeg_decode`]: its process can be signalled (a
+/// test freezes a viewer) before [`RunningDecode::finish`] collects what it decoded.
+pub struct RunningDecode {
+    run: Captured,
+    started: Instant,
+    drops: KernelDropsSince,
+}
+
+/// [`ffmpeg_decode`] started, not waited for.
+pub fn start_ffmpeg_decode(url: &str, input: &[&str], output: &[&str]) -> RunningDecode {
+    let drops = KernelDropsSince::now();
+    RunningDecode {
+        run: Captured::spawn(&mut ffmpeg_decode_cmd(url, input, output)),
+        started: Instant::now(),
+        drops,
+    }
+}
+
+impl RunningDecode {
+    pub fn pid(&self) -> u32 {
+        self.run.pid()
+    }
+
+    /// Waits for ffmpeg to end (killed past `timeout`) and reads what it decoded.
+    pub fn finish(self, timeout: Duration) -> Decoded {
+        let out = self.run.wait(timeout);
+        let kernel_drops = self.drops.drops();
+        let progress = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (warnings, errors): (Vec<&str>, Vec<&str>) =
+            stderr.lines().partition(|l| l.contains("[warning] "));
+        Decoded {
+            frames: progress_frames(&progress),
+            out_time: progress
+                .lines()
+                .rev()
+                .find_map(|l| l.strip_prefix("out_time_us=")?.trim().parse().ok())
+                .map(Duration::from_micros),
+            stderr: errors.join("\n"),
+            warnings: warnings.join("\n"),
+            status: out.status,
+            elapsed: self.started.elapsed(),
+            kernel_drops,
+        }
     }
 }
 

@@ -360,41 +360,67 @@ impl Drop for Node {
 
 /// Run a command with a time limit; kill it past the limit.
 pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    // Drain both pipes while the child runs: one that prints more than a pipe holds
-    // (64 KiB; gst-launch -v does within a few seconds) would otherwise block on its write.
-    fn drain(
-        pipe: Option<impl std::io::Read + Send + 'static>,
-    ) -> std::thread::JoinHandle<Vec<u8>> {
-        std::thread::spawn(move || {
-            let mut out = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut out);
-            }
-            out
-        })
+    Captured::spawn(cmd).wait(timeout)
+}
+
+/// A child process whose stdout and stderr are drained by threads while it runs: one that
+/// prints more than a pipe holds (64 KiB; gst-launch -v does within a few seconds) would
+/// otherwise block on its write.
+pub struct Captured {
+    child: Child,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Captured {
+    pub fn spawn(cmd: &mut Command) -> Captured {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        fn drain(
+            pipe: Option<impl std::io::Read + Send + 'static>,
+        ) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut out);
+                }
+                out
+            })
+        }
+        let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
+        Captured {
+            child,
+            stdout,
+            stderr,
+        }
     }
-    let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait().ok().flatten() {
-            break status;
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the child to exit, killing it once `timeout` has passed.
+    pub fn wait(mut self, timeout: Duration) -> Output {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().ok().flatten() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break self.child.wait().expect("wait for the killed child");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Output {
+            status,
+            stdout: self.stdout.join().unwrap_or_default(),
+            stderr: self.stderr.join().unwrap_or_default(),
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break child.wait().expect("wait for the killed child");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::views::{CacheView, PathView, RecordingsView, SessionView, TimeRange};
 use crate::cluster::Cluster;
-use crate::node::Node;
+use crate::node::{Node, SessionKindView};
 use axum::extract::{FromRef, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -185,6 +185,8 @@ pub fn session_views(node: &Node) -> Vec<SessionView> {
                     .unwrap_or_else(|| node.config.node.id.clone()),
                 moves: s.moves.load(Ordering::Relaxed),
                 steered_by: s.steered_by(),
+                position_ms: (s.kind == SessionKindView::Playback && s.media_node().is_none())
+                    .then(|| s.position_ms.load(Ordering::Relaxed)),
             }
         })
         .collect()

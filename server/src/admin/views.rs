@@ -77,6 +77,10 @@ pub struct SessionView {
     /// Hosted here for the node that holds the viewer's RTSP connection.
     #[serde(default)]
     pub steered_by: Option<String>,
+    /// A playback sent from this node: the recording time (ms since the epoch) of the
+    /// latest frame sent, or where it starts before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position_ms: Option<i64>,
 }
 
 /// `GET /api/cluster/nodes`: the membership as this node sees it.

@@ -10,8 +10,10 @@ use socket2::SockAddr;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
+use tokio_util::sync::CancellationToken;
 
 /// Packets per `sendmmsg` call (Linux UIO_MAXIOV bounds the vector at 1024).
 const BATCH: usize = 64;
@@ -21,6 +23,26 @@ const GSO_MAX_SEGMENTS: usize = 64;
 const GSO_MAX_BYTES: usize = 65_000;
 /// `UDP_SEGMENT` from linux/udp.h (not exported by the libc crate for glibc targets).
 const UDP_SEGMENT: libc::c_int = 103;
+
+/// How long a UDP stream that reached its end waits after its last RTP packet before the
+/// RTCP BYE.
+///
+/// RTP and RTCP arrive on two sockets, with no order between them at the receiver. ffmpeg
+/// reads a ready RTCP socket before a ready RTP one and ends the stream at the BYE, so a
+/// viewer still reading a backlog (a busy machine) lost the packets queued behind it: the
+/// last frame arrived cut (seen in CI as `error while decoding MB …` on the final frame of
+/// a playback). Half a second is far more than a loaded receiver's scheduling delay and far
+/// less than any client's idle timeout; a TCP viewer needs no wait (one ordered stream).
+pub const BYE_AFTER_LAST_RTP: Duration = Duration::from_millis(500);
+
+/// Waits [`BYE_AFTER_LAST_RTP`], or less if `stop` fires (a TEARDOWN, a shutdown: nobody
+/// is left to read a backlog).
+pub async fn linger_before_bye(stop: &CancellationToken) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = tokio::time::sleep(BYE_AFTER_LAST_RTP) => {}
+    }
+}
 
 /// Cleared the first time the kernel refuses UDP GSO (pre-4.18 kernels, some devices);
 /// then every datagram goes out on its own.

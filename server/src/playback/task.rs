@@ -19,7 +19,7 @@
 use crate::handoff::Anchor;
 use crate::library::{CachedSegment, Library};
 use crate::live::reader::OutPacket;
-use crate::net::udp::send_batch;
+use crate::net::udp::{linger_before_bye, send_batch};
 use crate::node::SessionInfo;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -230,12 +230,12 @@ pub async fn run(
     // (BYE, the session stays for a PLAY that continues there).
     macro_rules! finish {
         () => {{
-            finish(&tracks, &sink, &params, &info, true).await;
+            finish(&tracks, &sink, &params, &info, true, &cancel).await;
             return stopped!(None);
         }};
         ($resume:expr) => {{
             let resume = $resume;
-            finish(&tracks, &sink, &params, &info, resume.is_none()).await;
+            finish(&tracks, &sink, &params, &info, resume.is_none(), &cancel).await;
             return stopped!(resume);
         }};
     }
@@ -452,15 +452,20 @@ fn ride_out(started: &mut Instant, anchored: bool, held: Duration, stall: Durati
     }
 }
 
-/// End of range or recording: RTCP BYE, and the session ends unless the end was only a
-/// PLAY range's (`end_session` false).
+/// End of range or recording: RTCP BYE (over UDP once the last packets had time to be
+/// read, see [`BYE_AFTER_LAST_RTP`](crate::net::udp::BYE_AFTER_LAST_RTP)), and the session
+/// ends unless the end was only a PLAY range's (`end_session` false).
 async fn finish(
     tracks: &[TrackOut],
     sink: &Sink,
     params: &PlayParams,
     info: &SessionInfo,
     end_session: bool,
+    cancel: &CancellationToken,
 ) {
+    if let Sink::Udp(_) = sink {
+        linger_before_bye(cancel).await;
+    }
     debug!(camera = %params.camera, "end of playback: BYE");
     let _ = send_rtcp(sink, reports(tracks, &params.cname, true)).await;
     if end_session {

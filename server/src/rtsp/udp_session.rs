@@ -5,6 +5,7 @@ use crate::ingest::Producer;
 use crate::live::handoff::LiveHandoff;
 use crate::live::reader::{OutPacket, Reader};
 use crate::net::ports::UdpPair;
+use crate::net::udp::linger_before_bye;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{wall_us, UdpOut, UdpVia};
 use bytes::BytesMut;
@@ -230,6 +231,12 @@ impl PlayTask {
                     }
                     if consumed == 0 && self.reader.stream().is_finished() {
                         info!("publisher ended the stream");
+                        tokio::select! {
+                            biased;
+                            _ = handoff.cancelled() => bye = false,
+                            _ = self.node.shutdown.cancelled() => {}
+                            _ = linger_before_bye(&end) => {}
+                        }
                         self.info.cancel.cancel();
                         break;
                     }

@@ -438,3 +438,60 @@ fn end_of_range_ends_stream_with_bye() {
             .then_some(())
     });
 }
+
+/// A UDP viewer that falls behind just as its range ends still decodes every frame, the
+/// last one whole. RTP and RTCP arrive on two sockets with no order between them; ffmpeg
+/// reads a ready RTCP socket first and ends the stream at RTCP BYE, so a BYE sent right
+/// after the last frame cut off whatever the viewer had not read yet (seen in CI as a
+/// broken last frame of moved UDP playbacks). Here ffmpeg is held off the CPU (SIGSTOP)
+/// from 0.4 s before the end until the last frame has been sent, then let go.
+#[test]
+fn a_udp_viewer_behind_at_the_end_still_decodes_the_last_frame() {
+    let root = tempfile::tempdir().expect("temp dir");
+    // The demo camera: 25 fps, no B-frames, a keyframe every second, so frame times are
+    // 40 ms apart from each segment's start and the last frame of a range is `end - 40`.
+    let node = NodeBuilder::new()
+        .extra(DEMO_CAMERA)
+        .extra(&storage(root.path(), 1.0))
+        .start();
+    let first = vigil_tests::demo_recorded_for(&node, 4_000);
+    let (start, end) = (first + 1_000, first + 3_000);
+    let viewer = start_ffmpeg_decode(
+        &playback_url(&node, "demo", start, Some(end)),
+        &["-rtsp_transport", "udp"],
+        &[],
+    );
+    let pid = viewer.pid() as libc::pid_t;
+    // Where the playback is: the latest frame sent (None once the session is gone).
+    let position = || {
+        node.api_json("/api/sessions")
+            .as_array()?
+            .iter()
+            .find_map(|s| s["position_ms"].as_i64())
+    };
+    poll_until(
+        Duration::from_secs(20),
+        "the playback 0.4 s before its end",
+        || (position()? >= end - 400).then_some(()),
+    );
+    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+    assert_eq!(
+        unsafe { libc::kill(pid, libc::SIGSTOP) },
+        0,
+        "SIGSTOP ffmpeg"
+    );
+    poll_until(Duration::from_secs(10), "the last frame sent", || {
+        position().is_none_or(|p| p >= end - 40).then_some(())
+    });
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(pid, libc::SIGCONT) },
+        0,
+        "SIGCONT ffmpeg"
+    );
+    viewer.finish(Duration::from_secs(30)).assert_plays(
+        "a UDP viewer behind at the end of its range",
+        50,
+        50,
+    );
+}

@@ -14,7 +14,7 @@ pub use vigil_tests::multi_thread_runtime as runtime;
 pub use vigil_tests::rfc3339;
 pub use vigil_tests::{
     ffmpeg_decode, fixture, gst_decode_h264, poll_until, spawn_background, spawn_ffmpeg_decode,
-    wait_background, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
+    start_ffmpeg_decode, wait_background, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
 };
 
 /// Camera id of the shared recording.
