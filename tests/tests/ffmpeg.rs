@@ -1,6 +1,7 @@
 //! ffmpeg and ffprobe against a node: ffmpeg publishes (UDP and TCP), ffmpeg reads (TCP,
 //! UDP, UDP with `-rtsp_flags filter_src`) and ffprobe probes, for H.264+AAC and H.265; the
-//! SDP of DESCRIBE names the codecs; a second publisher is refused, or takes over.
+//! SDP of DESCRIBE names the codecs; a second publisher is refused, or takes over; a UDP
+//! reader behind when its publisher leaves still gets every frame.
 //!
 //! Counting frames of a whole publish: the readers start the moment the path is live and
 //! run until the node ends them (the publisher leaves → RTCP BYE → close). A reader that
@@ -375,4 +376,69 @@ fn second_publisher_takes_over_and_readers_continue() {
     // All 250 frames of the second publisher (the reader was there before it started), plus
     // the second or more of the first one it had already decoded, less one GOP.
     decoded.assert_plays("reader across the takeover", 250, 500);
+}
+
+/// A UDP viewer that is behind when its publisher leaves still decodes every frame: the
+/// node's RTCP BYE waits for the last packets to be read (ffmpeg reads a ready RTCP socket
+/// before a ready RTP one and stops at BYE). The project's publisher sends two GOPs and
+/// waits; ffmpeg joins (the node sends it the GOP in progress: 25 frames) and is then held
+/// off the CPU (SIGSTOP) while the publisher sends two more GOPs (50 frames) and leaves; it
+/// is let go once the node has answered the TEARDOWN, and must decode all 75.
+#[test]
+fn a_udp_viewer_behind_when_the_publisher_leaves_decodes_every_frame() {
+    use vigil_server::client::{Clip, Publisher};
+    let node = NodeBuilder::new().start();
+    let path = "live/cam5";
+    let url = node.url(path);
+    let demo = std::fs::read(vigil_tests::workspace().join("server/assets/demo.h264"))
+        .expect("the demo clip");
+    let clip = Clip::from_annexb(&demo, 25.0).expect("SPS and PPS in the demo clip");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut ts: u32 = 0;
+    // Frames `range` of the clip (a keyframe every 25), paced at 25 fps.
+    let mut send = |publisher: &mut Publisher, range: std::ops::Range<usize>| {
+        rt.block_on(async {
+            for frame in &clip.frames[range] {
+                publisher.send_frame(frame, ts).await.expect("send a frame");
+                ts = ts.wrapping_add(3600);
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+        })
+    };
+    let mut publisher = rt
+        .block_on(Publisher::announce(&url, &clip, Duration::from_secs(10)))
+        .expect("ANNOUNCE/RECORD");
+    send(&mut publisher, 0..50);
+    let viewer = vigil_tests::start_ffmpeg_decode(&url, &["-rtsp_transport", "udp"], &[]);
+    poll_until(
+        Duration::from_secs(20),
+        "the viewer sent its first GOP",
+        || {
+            play_sessions(&node, path)
+                .first()
+                .is_some_and(|s| s["packets"].as_u64() > Some(0))
+                .then_some(())
+        },
+    );
+    let pid = viewer.pid() as libc::pid_t;
+    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+    assert_eq!(
+        unsafe { libc::kill(pid, libc::SIGSTOP) },
+        0,
+        "SIGSTOP ffmpeg"
+    );
+    send(&mut publisher, 50..100);
+    rt.block_on(publisher.teardown()).expect("TEARDOWN");
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(pid, libc::SIGCONT) },
+        0,
+        "SIGCONT ffmpeg"
+    );
+    viewer
+        .finish(READ_TIMEOUT)
+        .assert_plays("a UDP viewer behind when the publisher left", 75, 75);
 }
