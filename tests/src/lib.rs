@@ -643,10 +643,8 @@ pub fn free_udp(ip: &str) -> u16 {
     })
 }
 
-/// A playback URL's time parameter for `ms` since the Unix epoch.
-pub fn rfc3339(ms: i64) -> String {
-    vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339()
-}
+/// A playback URL's time parameter for `ms` since the Unix epoch (the server's own form).
+pub use vigil_proto::rtsp::rfc3339;
 
 /// `GET /api/cluster/nodes` of `n`, if it answers.
 pub fn nodes_view(n: &Node) -> Option<serde_json::Value> {

@@ -409,7 +409,7 @@ async fn cluster_scheduler(
     let Some(c) = &st.cluster else {
         return Err((StatusCode::NOT_FOUND, NO_CLUSTER.into()));
     };
-    let t = |ms| vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339();
+    let t = vigil_proto::rtsp::rfc3339;
     let (scheduler, term) = c.scheduler();
     Ok(Json(SchedulerView {
         self_id: c.self_id.clone(),

@@ -36,7 +36,7 @@ pub struct TimeRange {
 
 impl TimeRange {
     pub fn new(start_ms: i64, end_ms: i64) -> TimeRange {
-        let t = |ms| vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339();
+        let t = vigil_proto::rtsp::rfc3339;
         TimeRange {
             start: t(start_ms),
             end: t(end_ms),

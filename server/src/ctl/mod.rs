@@ -315,10 +315,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 );
                 for m in v.migrations {
                     table.add_row([
-                        vigil_proto::rtsp::UtcTime {
-                            unix_millis: m.at_ms,
-                        }
-                        .to_rfc3339(),
+                        vigil_proto::rtsp::rfc3339(m.at_ms),
                         m.node,
                         format!("{:.1}", m.load),
                         format!("{:.1}", m.sigma),
@@ -341,10 +338,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 );
                 for m in v.camera_moves {
                     table.add_row([
-                        vigil_proto::rtsp::UtcTime {
-                            unix_millis: m.at_ms,
-                        }
-                        .to_rfc3339(),
+                        vigil_proto::rtsp::rfc3339(m.at_ms),
                         m.trigger,
                         m.from,
                         m.decision.map_or("-".into(), |d| format!("{:.3}", d.gl)),

@@ -31,10 +31,7 @@ pub fn show(api: &str, token: Option<&str>, json: bool) -> anyhow::Result<()> {
 }
 
 fn print_plan(title: &str, p: &PlanRecord) {
-    let at = vigil_proto::rtsp::UtcTime {
-        unix_millis: p.at_ms,
-    }
-    .to_rfc3339();
+    let at = vigil_proto::rtsp::rfc3339(p.at_ms);
     println!(
         "{title} at {at} by {}: {:?}, objective {} moved (greedy {}), unmet {} before, {} after, \
          solved in {:.2} ms{}",

@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use plan::ExportError;
 use std::collections::HashMap;
 use std::sync::Arc;
-use vigil_proto::rtsp::UtcTime;
+use vigil_proto::rtsp::{rfc3339, UtcTime};
 use vigil_storage::{CameraIndex, SegmentMeta, StorageError};
 
 /// Chunks queued between the reading task and the HTTP connection: frames, each a shared
@@ -198,8 +198,4 @@ async fn prepare(
         }
     }
     Ok(resp)
-}
-
-fn rfc3339(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_rfc3339()
 }

@@ -2,7 +2,7 @@
 //! the refusal statuses, and the segments from the one holding `start` to the last one
 //! starting before `end`.
 
-use vigil_proto::rtsp::UtcTime;
+use vigil_proto::rtsp::{rfc3339, UtcTime};
 use vigil_storage::{CameraIndex, SegmentMeta};
 
 /// Why an export is refused, with its HTTP status.
@@ -31,10 +31,6 @@ impl ExportError {
             ExportError::Unexportable(_) => 500,
         }
     }
-}
-
-fn rfc3339(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_rfc3339()
 }
 
 fn list(ranges: &[(i64, i64)]) -> String {

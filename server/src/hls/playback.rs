@@ -14,7 +14,7 @@ use crate::node::Node;
 use axum::response::Response;
 use std::collections::HashMap;
 use std::sync::Arc;
-use vigil_proto::rtsp::UtcTime;
+use vigil_proto::rtsp::{rfc3339, UtcTime};
 
 fn time(query: &HashMap<String, String>, key: &str) -> Result<Option<i64>, ExportError> {
     query
@@ -57,11 +57,8 @@ pub async fn serve(
     // Every URI carries the query: it names the presentation (its time 0 and end).
     let q = format!(
         "?start={}{}",
-        UtcTime { unix_millis: start }.to_rfc3339(),
-        end_given.map_or(String::new(), |e| format!(
-            "&end={}",
-            UtcTime { unix_millis: e }.to_rfc3339()
-        ))
+        rfc3339(start),
+        end_given.map_or(String::new(), |e| format!("&end={}", rfc3339(e)))
     );
     match file {
         "index.m3u8" => {

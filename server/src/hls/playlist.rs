@@ -47,7 +47,7 @@ pub fn render(kind: Kind, init_uri: &str, media_sequence: u64, entries: &[Entry]
             s.push_str("#EXT-X-DISCONTINUITY\n");
         }
         if let Some(ms) = e.start_ms {
-            let t = vigil_proto::rtsp::UtcTime { unix_millis: ms }.to_rfc3339();
+            let t = vigil_proto::rtsp::rfc3339(ms);
             let _ = writeln!(s, "#EXT-X-PROGRAM-DATE-TIME:{t}");
         }
         let _ = writeln!(s, "#EXTINF:{:.3},\n{}", e.duration, e.uri);

@@ -152,7 +152,7 @@ async fn session(id: u64, ask: &Ask, plan: &Plan, shared: &Shared) -> f64 {
     let cam = ask.recording / w.recordings_per_camera;
     let rec = ask.recording % w.recordings_per_camera;
     let begin_ms = recording_start_ms(sc, rec);
-    let time = |unix_millis| vigil_proto::rtsp::UtcTime { unix_millis }.to_rfc3339();
+    let time = vigil_proto::rtsp::rfc3339;
     // The request is for one recording, as the simulator's is: the node ends the playback
     // (BYE) at the recording's end instead of going on into the camera's next one.
     let end_ms = begin_ms + (w.recording_secs * 1000.0).round() as i64;

@@ -177,7 +177,7 @@ async fn run_rate(
                 }
             } else {
                 let begin = recording_start_ms(&sc, 0);
-                let start = vigil_proto::rtsp::UtcTime { unix_millis: begin }.to_rfc3339();
+                let start = vigil_proto::rtsp::rfc3339(begin);
                 Target {
                     url: format!("rtsp://{node}/playback/{camera}?start={start}"),
                     entry: a.entry,

@@ -3,7 +3,7 @@
 //! which end wins ([`end_of`]). Pure functions over the index.
 
 use std::ops::RangeInclusive;
-use vigil_proto::rtsp::{NptTime, Range, UtcTime};
+use vigil_proto::rtsp::{rfc3339, NptTime, Range};
 use vigil_storage::{CameraIndex, SegmentMeta};
 
 /// Scale and Speed a playback accepts. Below 0.25 a 25 fps camera shows fewer than 7 frames
@@ -21,10 +21,6 @@ pub enum NotRecorded {
     Outside { first: i64, last: i64 },
     #[error("nothing recorded between that start and the end")]
     NothingBeforeEnd,
-}
-
-fn rfc3339(ms: i64) -> String {
-    UtcTime { unix_millis: ms }.to_rfc3339()
 }
 
 /// The segment a playback from `t_ms` starts in: the one that recorded `t_ms`; inside a

@@ -119,6 +119,7 @@ fn rfc3339() {
     let f = UtcTime::parse_rfc3339("2026-11-29T08:00:00.123456Z").unwrap();
     assert_eq!(f.unix_millis - t.unix_millis, 123);
     assert_eq!(f.to_rfc3339(), "2026-11-29T08:00:00.123Z");
+    assert_eq!(super::rfc3339(f.unix_millis), "2026-11-29T08:00:00.123Z");
     assert_eq!(
         UtcTime::parse_rfc3339("2026-11-29T09:30:00+01:30").unwrap(),
         t

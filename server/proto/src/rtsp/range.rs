@@ -136,6 +136,12 @@ impl UtcTime {
     }
 }
 
+/// An instant in ms since the Unix epoch as RFC 3339 (`2026-12-02T03:04:05.678Z`): the form
+/// in which the HTTP API, the CLI and playback URLs show instants.
+pub fn rfc3339(unix_millis: i64) -> String {
+    UtcTime { unix_millis }.to_rfc3339()
+}
+
 /// A Range header value. SMPTE ranges are rejected: no client we serve sends them and
 /// nothing in vigil is frame-addressed.
 #[derive(Clone, Copy, Debug, PartialEq)]
