@@ -385,6 +385,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                 "NOW KBIT/S",
                 "NODE",
                 "MOVES",
+                "AT",
             ]);
             for s in rows {
                 let node = match &s.steered_by {
@@ -403,6 +404,8 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
                     s.current_kbps.to_string(),
                     node,
                     s.moves.to_string(),
+                    s.position_ms
+                        .map_or_else(|| "-".into(), vigil_proto::rtsp::rfc3339),
                 ]);
             }
         }

@@ -469,6 +469,24 @@ fn a_udp_viewer_behind_at_the_end_still_decodes_the_last_frame() {
             .iter()
             .find_map(|s| s["position_ms"].as_i64())
     };
+    // `vigil ctl sessions` shows it too (AT), as a time inside the range.
+    let at = poll_until(
+        Duration::from_secs(20),
+        "the playback in ctl sessions",
+        || {
+            let table = ctl(&node, &["sessions"]);
+            let row = table
+                .lines()
+                .find(|l| l.contains("playback/demo"))?
+                .to_string();
+            row.split(|c: char| c.is_whitespace() || c == '|' || c == '│')
+                .find_map(|cell| vigil_proto::rtsp::UtcTime::parse_rfc3339(cell).ok())
+        },
+    );
+    assert!(
+        (start - 1_000..end).contains(&at.unix_millis),
+        "ctl sessions AT {at:?} outside {start}..{end}"
+    );
     poll_until(
         Duration::from_secs(20),
         "the playback 0.4 s before its end",
