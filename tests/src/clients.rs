@@ -1,7 +1,7 @@
 //! Real clients driven by the end-to-end tests: ffmpeg and ffprobe (the judges of "plays"),
 //! GStreamer, and what the kernel dropped while one of them read.
 
-use crate::{poll_until, run_with_timeout, spawn_background, Background, Captured};
+use crate::{run_with_timeout, spawn_background, Background, Captured};
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -267,18 +267,6 @@ pub fn udp_client_ports() -> [String; 4] {
         }
     }
     panic!("no free range of 16 UDP ports below 30000");
-}
-
-/// Wait (bounded) for a background process to exit; its status and stderr.
-pub fn wait_background(bg: &mut Background, timeout: Duration) -> (ExitStatus, String) {
-    let status = poll_until(timeout, "background process to exit", || {
-        bg.0.try_wait().ok().flatten()
-    });
-    let mut err = String::new();
-    if let Some(mut e) = bg.0.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
-    (status, err)
 }
 
 /// `ffprobe -show_streams` of an RTSP URL: the `streams` array. Asserts a clean run.

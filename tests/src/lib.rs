@@ -6,18 +6,23 @@ pub mod auth;
 pub mod browser;
 mod clients;
 pub mod export;
+mod fixtures;
 pub mod fuzz;
+mod ports;
+mod process;
 pub mod report;
 mod rtsp_conn;
 pub mod secure_cluster;
 
 pub use clients::*;
+pub use fixtures::*;
+pub use ports::*;
+pub use process::*;
 pub use rtsp_conn::*;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -93,42 +98,6 @@ pub fn poll_every<T>(
         );
         std::thread::sleep(every);
     }
-}
-
-/// A free TCP port on `ip` (bound then released), never one this process was given before
-/// on any address: the OS may hand a just-released ephemeral port out again at once (a
-/// node's RTSP and API ports once came out equal), and gives the same port on 127.0.0.1 and
-/// 127.0.0.3 (two nodes' logs then named the same port).
-pub fn free_port(ip: &str) -> u16 {
-    fresh_port("tcp", || {
-        TcpListener::bind((ip, 0))
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("bind an ephemeral port")
-    })
-}
-
-/// A port from `bind` that this process has not handed out before for `proto`, on any
-/// address.
-fn fresh_port(proto: &'static str, bind: impl Fn() -> u16) -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<(&'static str, u16)>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        let port = bind();
-        if !given.iter().any(|(k, p)| *k == proto && *p == port) {
-            given.push((proto, port));
-            return port;
-        }
-    }
-}
-
-/// Disjoint UDP port ranges for nodes started by this test process.
-fn udp_range() -> (u16, u16) {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let slot = NEXT.fetch_add(1, Ordering::Relaxed);
-    // Spread test processes (one per test file) by pid; 200 ports per node.
-    let base = 30000 + ((std::process::id() as u16 % 50) * 600) % 24000 + (slot % 3) * 200;
-    (base, base + 199)
 }
 
 /// Options for a node under test; `start()` launches it.
@@ -358,183 +327,6 @@ impl Drop for Node {
     }
 }
 
-/// Run a command with a time limit; kill it past the limit.
-pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
-    Captured::spawn(cmd).wait(timeout)
-}
-
-/// A child process whose stdout and stderr are drained by threads while it runs: one that
-/// prints more than a pipe holds (64 KiB; gst-launch -v does within a few seconds) would
-/// otherwise block on its write.
-pub struct Captured {
-    child: Child,
-    stdout: std::thread::JoinHandle<Vec<u8>>,
-    stderr: std::thread::JoinHandle<Vec<u8>>,
-}
-
-impl Captured {
-    pub fn spawn(cmd: &mut Command) -> Captured {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-        fn drain(
-            pipe: Option<impl std::io::Read + Send + 'static>,
-        ) -> std::thread::JoinHandle<Vec<u8>> {
-            std::thread::spawn(move || {
-                let mut out = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut out);
-                }
-                out
-            })
-        }
-        let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
-        Captured {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits for the child to exit, killing it once `timeout` has passed.
-    pub fn wait(mut self, timeout: Duration) -> Output {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().ok().flatten() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                break self.child.wait().expect("wait for the killed child");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Output {
-            status,
-            stdout: self.stdout.join().unwrap_or_default(),
-            stderr: self.stderr.join().unwrap_or_default(),
-        }
-    }
-}
-
-/// A background process (publisher) killed on drop.
-pub struct Background(pub Child);
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub fn spawn_background(cmd: &mut Command) -> Background {
-    Background(
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}")),
-    )
-}
-
-/// Media files made once per machine with ffmpeg's synthetic sources, under
-/// target/test-fixtures. 10 s, 25 fps, a keyframe every second (250 frames).
-pub fn fixture(name: &str) -> PathBuf {
-    let dir = workspace().join("target").join("test-fixtures");
-    std::fs::create_dir_all(&dir).expect("fixture dir");
-    let path = dir.join(name);
-    // Tests run in parallel threads: one makes a fixture while the others wait for it (two
-    // ffmpegs writing one temp file made a corrupt fixture on a fresh checkout).
-    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _making = MAKING.lock().unwrap_or_else(|p| p.into_inner());
-    if path.exists() {
-        return path;
-    }
-    let tmp = dir.join(format!("{}.{}.tmp", name, std::process::id()));
-    let video = ["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"];
-    let audio = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"];
-    // H.264 with a keyframe every second (25 frames) and no scene-cut keyframes.
-    let x264 = [
-        "-c:v",
-        "libx264",
-        "-preset",
-        "veryfast",
-        "-g",
-        "25",
-        "-keyint_min",
-        "25",
-        "-sc_threshold",
-        "0",
-        "-pix_fmt",
-        "yuv420p",
-    ];
-    let mut args: Vec<&str> = vec!["-v", "error", "-y"];
-    match name {
-        "h264_aac.mp4" => {
-            args.extend(video);
-            args.extend(audio);
-            args.extend(["-t", "10"]);
-            args.extend(x264);
-            args.extend(["-c:a", "aac", "-b:a", "64k"]);
-        }
-        "h264.mp4" => {
-            args.extend(video);
-            args.extend(["-t", "10"]);
-            args.extend(x264);
-        }
-        "h265.mp4" => {
-            args.extend(video);
-            args.extend([
-                "-t",
-                "10",
-                "-c:v",
-                "libx265",
-                "-preset",
-                "ultrafast",
-                "-x265-params",
-                "keyint=25:min-keyint=25:scenecut=0:log-level=error",
-                "-pix_fmt",
-                "yuv420p",
-                "-tag:v",
-                "hvc1",
-            ]);
-        }
-        "h264_2mbps.mp4" => {
-            args.extend([
-                "-f",
-                "lavfi",
-                "-i",
-                "testsrc2=size=1280x720:rate=25",
-                "-t",
-                "20",
-            ]);
-            args.extend(x264);
-            args.extend(["-b:v", "2M", "-maxrate", "2M", "-bufsize", "1M"]);
-        }
-        other => panic!("unknown fixture {other}"),
-    }
-    args.extend(["-f", "mp4"]);
-    let out = Command::new("ffmpeg")
-        .args(&args)
-        .arg(&tmp)
-        .output()
-        .expect("run ffmpeg (apt-get install ffmpeg)");
-    assert!(
-        out.status.success(),
-        "making fixture {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::rename(&tmp, &path).expect("rename fixture");
-    path
-}
-
 /// A value of the node's `/metrics` (0 when the series has not been written yet).
 pub fn metric_value(node: &Node, name: &str) -> f64 {
     let text = node.try_api("/metrics").unwrap_or_default();
@@ -545,21 +337,6 @@ pub fn metric_value(node: &Node, name: &str) -> f64 {
             (k == name).then(|| v.trim().parse().ok()).flatten()
         })
         .unwrap_or(0.0)
-}
-
-/// An even/odd pair of UDP sockets on 127.0.0.1 for a `client_port=` (RTP, RTCP, RTP port).
-pub fn udp_port_pair() -> (std::net::UdpSocket, std::net::UdpSocket, u16) {
-    for _ in 0..100 {
-        let rtp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind UDP");
-        let port = rtp.local_addr().expect("addr").port();
-        if !port.is_multiple_of(2) || port == u16::MAX {
-            continue;
-        }
-        if let Ok(rtcp) = std::net::UdpSocket::bind(("127.0.0.1", port + 1)) {
-            return (rtp, rtcp, port);
-        }
-    }
-    panic!("no free even/odd UDP port pair");
 }
 
 /// Run `vigil ctl ARGS` against `node`'s admin API; panics with its stderr if it fails.
@@ -631,16 +408,6 @@ pub fn connect_from(from: &str, to: SocketAddr) -> std::net::TcpStream {
     std.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     std
-}
-
-/// A free UDP port on `ip` (bound then released), e.g. for a node's gossip socket.
-pub fn free_udp(ip: &str) -> u16 {
-    fresh_port("udp", || {
-        std::net::UdpSocket::bind((ip, 0))
-            .and_then(|s| s.local_addr())
-            .map(|a| a.port())
-            .expect("bind a UDP port")
-    })
 }
 
 /// A playback URL's time parameter for `ms` since the Unix epoch (the server's own form).
