@@ -391,6 +391,21 @@ pub fn placed_by_hand(url: &str, key: &str) -> String {
     vigil_server::cluster::signed_redirect_url(key.as_bytes(), &base, url, "", now)
 }
 
+/// An ffmpeg viewer (TCP, in the background) of the demo camera's recording from `start_ms`
+/// on node `n`, placed there by hand ([`placed_by_hand`]): a stream similarity placement
+/// can then build on.
+pub fn demo_viewer_placed_on(n: &Node, start_ms: i64, key: &str) -> Background {
+    let url = placed_by_hand(
+        &format!("{}?start={}", n.url("playback/demo"), rfc3339(start_ms)),
+        key,
+    );
+    spawn_background(&mut ffmpeg_decode_cmd(
+        &url,
+        &["-rtsp_transport", "tcp"],
+        &[],
+    ))
+}
+
 /// A TCP connection to `to` from the loopback address `from` (the attacker's own address).
 pub fn connect_from(from: &str, to: SocketAddr) -> std::net::TcpStream {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -416,6 +431,22 @@ pub use vigil_proto::rtsp::rfc3339;
 /// `GET /api/cluster/nodes` of `n`, if it answers.
 pub fn nodes_view(n: &Node) -> Option<serde_json::Value> {
     serde_json::from_str(&n.try_api("/api/cluster/nodes")?).ok()
+}
+
+/// Waits until `observer`'s gossip view shows node `id` sending at least one stream (what
+/// similarity placement then builds on).
+pub fn wait_sees_streaming(observer: &Node, id: &str, timeout: Duration) {
+    poll_until(
+        timeout,
+        &format!("{} to see {id} streaming", observer.api),
+        || {
+            nodes_view(observer)?["nodes"]
+                .as_array()?
+                .iter()
+                .any(|x| x["id"] == id && x["streams"].as_u64() >= Some(1))
+                .then_some(())
+        },
+    );
 }
 
 /// Waits until `n` lists a first recorded range of the demo camera at least `ms` long (the

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use vigil_server::client::{play, ClientTransport, PlayOptions};
 use vigil_tests::placed_by_hand;
-use vigil_tests::{alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of};
+use vigil_tests::{alive_ids, free_udp, node_id, rfc3339, scheduler_of, wait_sees_streaming};
 use vigil_tests::{ctl, serial};
 use vigil_tests::{poll_until, Node, NodeBuilder, RtspConn};
 
@@ -299,17 +299,7 @@ fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
         KEY,
     ));
     for n in &nodes {
-        poll_until(
-            Duration::from_secs(20),
-            "every node to see node 3 playing demo",
-            || {
-                nodes_view(n)?["nodes"]
-                    .as_array()?
-                    .iter()
-                    .any(|x| x["id"] == id_k.as_str() && x["streams"].as_u64() >= Some(1))
-                    .then_some(())
-            },
-        );
+        wait_sees_streaming(n, &id_k, Duration::from_secs(20));
     }
     assert!(viewer.packets() > 0);
 

@@ -9,12 +9,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vigil_tests::placed_by_hand;
 use vigil_tests::{
-    ffmpeg_decode, ffmpeg_decode_cmd, poll_until, run_with_timeout, spawn_background, vigil_bin,
-    Node, RtspConn,
+    demo_viewer_placed_on, ffmpeg_decode, poll_until, run_with_timeout, vigil_bin, Node, RtspConn,
 };
-use vigil_tests::{nodes_view, rfc3339, scheduler_of};
+use vigil_tests::{rfc3339, scheduler_of, wait_sees_streaming};
 
 use vigil_tests::secure_cluster::{vigil_ok, CLUSTER_KEY as KEY};
 
@@ -148,26 +146,8 @@ fn placement_by_scheduler_over_mutual_tls() {
     let first_ms = vigil_tests::demo_recorded_for(n1, 5000);
     // A viewer on node 3 (placed there by hand): the scheduler's similarity policy then
     // places a request for a nearby moment on node 3 (§A.4 step 3).
-    let on3 = placed_by_hand(
-        &format!("{}?start={}", n3.url("playback/demo"), rfc3339(first_ms)),
-        KEY,
-    );
-    let _viewer = spawn_background(&mut ffmpeg_decode_cmd(
-        &on3,
-        &["-rtsp_transport", "tcp"],
-        &[],
-    ));
-    poll_until(
-        Duration::from_secs(15),
-        "node 1 to see node 3 playing demo",
-        || {
-            nodes_view(n1)?["nodes"]
-                .as_array()?
-                .iter()
-                .any(|x| x["id"] == id3.as_str() && x["streams"].as_u64() >= Some(1))
-                .then_some(())
-        },
-    );
+    let _viewer = demo_viewer_placed_on(n3, first_ms, KEY);
+    wait_sees_streaming(n1, &id3, Duration::from_secs(15));
     let url = format!(
         "{}?start={}&end={}",
         n2.url("playback/demo"),
