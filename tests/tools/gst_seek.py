@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """GStreamer's seek with a stop position, for the end-to-end tests (gst-launch cannot seek).
 
-Plays an RTSP URL with rtspsrc over TCP into avdec_h264, and once the first frame reached the
-sink, seeks to [START, STOP) seconds (rtspsrc sends PAUSE, then PLAY with
-`Range: npt=START-STOP`). Prints what the sink saw after the seek, one `key=value` a line:
-frames, first_pts and last_pts (seconds), eos (1 if the stream ended by itself), errors.
+Plays an RTSP URL with rtspsrc over TCP (timestamps from RTP alone: `buffer-mode=none`) into
+avdec_h264, and once the first frame reached the sink, seeks to [START, STOP) seconds
+(rtspsrc sends PAUSE, then PLAY with `Range: npt=START-STOP`). Prints what the sink saw after the seek, one `key=value` a line:
+frames, first_pts and last_pts (seconds), eos (1 if the stream ended by itself), errors, and
+pts (every frame's, in the order the sink saw them).
 
 usage: gst_seek.py URL START STOP TIMEOUT_SECS
 """
@@ -18,7 +19,7 @@ from gi.repository import GLib, Gst  # noqa: E402
 url, start, stop, timeout = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 Gst.init(None)
 pipe = Gst.parse_launch(
-    f'rtspsrc name=src location="{url}" protocols=tcp latency=200 '
+    f'rtspsrc name=src location="{url}" protocols=tcp latency=200 buffer-mode=none '
     "! rtph264depay ! h264parse ! avdec_h264 ! fakesink name=sink sync=false"
 )
 loop = GLib.MainLoop()
@@ -85,3 +86,4 @@ print(f"first_pts={min(pts) if pts else -1:.3f}")
 print(f"last_pts={max(pts) if pts else -1:.3f}")
 print(f"eos={state['eos']}")
 print("errors=" + " | ".join(state["errors"]))
+print("pts=" + ",".join(f"{p:.3f}" for p in pts))
