@@ -3,9 +3,9 @@
 
 Plays an RTSP URL with rtspsrc over TCP (timestamps from RTP alone: `buffer-mode=none`) into
 avdec_h264, and once the first frame reached the sink, seeks to [START, STOP) seconds
-(rtspsrc sends PAUSE, then PLAY with `Range: npt=START-STOP`). Prints what the sink saw after the seek, one `key=value` a line:
-frames, first_pts and last_pts (seconds), eos (1 if the stream ended by itself), errors, and
-pts (every frame's, in the order the sink saw them).
+(rtspsrc sends PAUSE, then PLAY with `Range: npt=START-STOP`). Prints what the sink saw
+after the seek, one `key=value` a line: frames, first_pts and last_pts (seconds), eos (1 if
+the stream ended by itself), errors, and pts (every frame's, in the order the sink saw them).
 
 usage: gst_seek.py URL START STOP TIMEOUT_SECS
 """
