@@ -174,8 +174,14 @@ pub fn start_ffmpeg_decode(url: &str, input: &[&str], output: &[&str]) -> Runnin
 }
 
 impl RunningDecode {
-    pub fn pid(&self) -> u32 {
-        self.run.pid()
+    /// Holds ffmpeg off the CPU (SIGSTOP): a viewer falling behind on a busy machine.
+    pub fn freeze(&self) {
+        self.run.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a frozen ffmpeg run again (SIGCONT).
+    pub fn thaw(&self) {
+        self.run.signal(libc::SIGCONT);
     }
 
     /// Waits for ffmpeg to end (killed past `timeout`) and reads what it decoded.

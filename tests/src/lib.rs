@@ -302,10 +302,7 @@ impl Node {
     /// SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
         let mut c = self.child.take().expect("node running");
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGTERM);
-        }
+        signal(c.id(), libc::SIGTERM);
         poll_until(
             Duration::from_secs(10),
             "vigil to exit after SIGTERM",

@@ -46,8 +46,10 @@ impl Captured {
         }
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// Sends `sig` to the child (e.g. SIGSTOP to hold a client off the CPU, SIGCONT to let
+    /// it go); panics if the kernel refuses.
+    pub fn signal(&self, sig: libc::c_int) {
+        signal(self.child.id(), sig);
     }
 
     /// Waits for the child to exit, killing it once `timeout` has passed.
@@ -101,4 +103,18 @@ pub fn wait_background(bg: &mut Background, timeout: Duration) -> (ExitStatus, S
         let _ = std::io::Read::read_to_string(&mut e, &mut err);
     }
     (status, err)
+}
+
+/// kill(2) of `sig` to the process `pid` this test spawned (and has not reaped); panics if
+/// the kernel refuses.
+pub fn signal(pid: u32, sig: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    let r = unsafe { libc::kill(pid, sig) };
+    assert_eq!(
+        r,
+        0,
+        "kill({pid}, {sig}): {}",
+        std::io::Error::last_os_error()
+    );
 }

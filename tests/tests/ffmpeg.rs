@@ -423,21 +423,10 @@ fn a_udp_viewer_behind_when_the_publisher_leaves_decodes_every_frame() {
                 .then_some(())
         },
     );
-    let pid = viewer.pid() as libc::pid_t;
-    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
-    assert_eq!(
-        unsafe { libc::kill(pid, libc::SIGSTOP) },
-        0,
-        "SIGSTOP ffmpeg"
-    );
+    viewer.freeze();
     send(&mut publisher, 50..100);
     rt.block_on(publisher.teardown()).expect("TEARDOWN");
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::kill(pid, libc::SIGCONT) },
-        0,
-        "SIGCONT ffmpeg"
-    );
+    viewer.thaw();
     viewer
         .finish(READ_TIMEOUT)
         .assert_plays("a UDP viewer behind when the publisher left", 75, 75);

@@ -461,7 +461,6 @@ fn a_udp_viewer_behind_at_the_end_still_decodes_the_last_frame() {
         &["-rtsp_transport", "udp"],
         &[],
     );
-    let pid = viewer.pid() as libc::pid_t;
     // Where the playback is: the latest frame sent (None once the session is gone).
     let position = || {
         node.api_json("/api/sessions")
@@ -492,21 +491,11 @@ fn a_udp_viewer_behind_at_the_end_still_decodes_the_last_frame() {
         "the playback 0.4 s before its end",
         || (position()? >= end - 400).then_some(()),
     );
-    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
-    assert_eq!(
-        unsafe { libc::kill(pid, libc::SIGSTOP) },
-        0,
-        "SIGSTOP ffmpeg"
-    );
+    viewer.freeze();
     poll_until(Duration::from_secs(10), "the last frame sent", || {
         position().is_none_or(|p| p >= end - 40).then_some(())
     });
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::kill(pid, libc::SIGCONT) },
-        0,
-        "SIGCONT ffmpeg"
-    );
+    viewer.thaw();
     viewer.finish(Duration::from_secs(30)).assert_plays(
         "a UDP viewer behind at the end of its range",
         50,
