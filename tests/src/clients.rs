@@ -50,24 +50,15 @@ pub struct KernelDrops {
     pub backlog: Option<u64>,
 }
 
-impl KernelDrops {
-    /// Runs `f` and counts what the kernel dropped meanwhile.
-    pub fn during<T>(f: impl FnOnce() -> T) -> (T, KernelDrops) {
-        let since = KernelDropsSince::now();
-        let out = f();
-        (out, since.drops())
-    }
-}
-
 /// The kernel's drop counters at one moment, to count what it drops from then on.
 #[derive(Debug, Clone, Copy)]
-pub struct KernelDropsSince {
+struct KernelDropsSince {
     udp_in_errors: Option<u64>,
     backlog: Option<u64>,
 }
 
 impl KernelDropsSince {
-    pub fn now() -> KernelDropsSince {
+    fn now() -> KernelDropsSince {
         use vigil_server::procfs::{softnet_dropped, udp_in_errors};
         KernelDropsSince {
             udp_in_errors: udp_in_errors(),
@@ -75,7 +66,7 @@ impl KernelDropsSince {
         }
     }
 
-    pub fn drops(&self) -> KernelDrops {
+    fn drops(&self) -> KernelDrops {
         let now = KernelDropsSince::now();
         let delta = |now: Option<u64>, then: Option<u64>| Some(now?.saturating_sub(then?));
         KernelDrops {
