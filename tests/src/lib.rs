@@ -510,6 +510,35 @@ pub fn alive_ids(n: &Node) -> Option<Vec<String>> {
     Some(ids)
 }
 
+/// Waits until every member sees exactly the members alive (with a report), all within one
+/// `timeout`; returns their ids, sorted.
+pub fn wait_converged(members: &[&Node], timeout: Duration) -> Vec<String> {
+    let mut want: Vec<String> = members.iter().map(|n| node_id(n)).collect();
+    want.sort();
+    let deadline = Instant::now() + timeout;
+    for n in members {
+        let left = deadline.saturating_duration_since(Instant::now());
+        poll_until(left, "membership to converge", || {
+            (alive_ids(n)? == want).then_some(())
+        });
+    }
+    want
+}
+
+/// `vigil ctl nodes` on every member lists every id in `ids`.
+pub fn assert_ctl_nodes_lists(members: &[&Node], ids: &[String]) {
+    for n in members {
+        let table = ctl(n, &["nodes"]);
+        for id in ids {
+            assert!(
+                table.contains(id.as_str()),
+                "ctl nodes on {} lacks {id}: {table}",
+                n.api
+            );
+        }
+    }
+}
+
 /// The scheduler `n` currently recognises.
 pub fn scheduler_of(n: &Node) -> Option<String> {
     nodes_view(n)?["scheduler"].as_str().map(str::to_string)

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use vigil_server::client::{play, ClientTransport, PlayOptions};
 use vigil_tests::placed_by_hand;
-use vigil_tests::{alive_ids, free_udp, node_id, rfc3339, scheduler_of, wait_sees_streaming};
-use vigil_tests::{ctl, serial};
+use vigil_tests::{assert_ctl_nodes_lists, serial, wait_converged};
+use vigil_tests::{free_udp, node_id, rfc3339, scheduler_of, wait_sees_streaming};
 use vigil_tests::{poll_until, Node, NodeBuilder, RtspConn};
 
 const KEY: &str = "test-cluster-key-policies-0123456789";
@@ -76,20 +76,6 @@ fn start_cluster(
         seed.get_or_insert(gossip);
     }
     out
-}
-
-/// Waits until every node sees all of `nodes` alive with a report; returns the sorted ids.
-fn wait_converged(nodes: &[&Node], timeout: Duration) -> Vec<String> {
-    let mut want: Vec<String> = nodes.iter().map(|n| node_id(n)).collect();
-    want.sort();
-    let deadline = Instant::now() + timeout;
-    for n in nodes {
-        let left = deadline.saturating_duration_since(Instant::now());
-        poll_until(left, "membership of 5 to converge", || {
-            (alive_ids(n)? == want).then_some(())
-        });
-    }
-    want
 }
 
 /// Start of the first recorded range of `cam` once it holds at least `min_ms`.
@@ -270,16 +256,7 @@ fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
     let refs: Vec<&Node> = nodes.iter().collect();
     let ids = wait_converged(&refs, Duration::from_secs(20));
     eprintln!("5 nodes converged after {:?}", t_start.elapsed());
-    for n in &nodes {
-        let table = ctl(n, &["nodes"]);
-        for id in &ids {
-            assert!(
-                table.contains(id.as_str()),
-                "ctl nodes on {}: {table}",
-                n.api
-            );
-        }
-    }
+    assert_ctl_nodes_lists(&refs, &ids);
 
     // A few seconds of every camera on the shared root.
     let first_ms = wait_recorded(&nodes[0], "demo", 4000, Duration::from_secs(20));

@@ -5,7 +5,8 @@
 //! and a PLAY answer always precedes the first packet. UDP sessions hand media to a task of
 //! their own (see `udp_session`).
 
-use super::session::{Session, TrackTransport};
+use super::session::Session;
+use super::tcp_media::PUMP_BATCH;
 use crate::cluster::Cluster;
 use crate::live::reader::OutPacket;
 use crate::net::tcp::InterleavedWriter;
@@ -13,13 +14,13 @@ use crate::node::Node;
 use bytes::{Buf, BytesMut};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, info_span, warn, Instrument};
 use vigil_proto::rtcp;
-use vigil_proto::rtsp::{parse_frame, Frame, Limits, Response, SessionState};
+use vigil_proto::rtsp::{parse_frame, Frame, Limits, Response};
 
 /// Accept RTSP connections until shutdown. `cluster`: the node's cluster shell when
 /// `[cluster] enabled` (placement, migration, relays), handed to every connection.
@@ -85,11 +86,11 @@ pub struct Conn {
     pub auth: crate::auth::ConnAuth,
     /// The current request carries a valid placement marker: serve it here, do not place.
     pub placed: bool,
-    tcp: InterleavedWriter,
-    out: Vec<OutPacket>,
-    last_sr: Instant,
+    pub(super) tcp: InterleavedWriter,
+    pub(super) out: Vec<OutPacket>,
+    pub(super) last_sr: Instant,
     /// A write timed out: the peer reads nothing, so nothing more is written.
-    stalled: bool,
+    pub(super) stalled: bool,
     /// Commands to the session from outside the connection (migration).
     pub commands: Option<tokio::sync::mpsc::Receiver<crate::node::command::SessionCommand>>,
     /// Requests and interleaved frames parsed so far (progress, for the request deadline).
@@ -98,7 +99,7 @@ pub struct Conn {
     pub(super) requests: crate::limits::TokenBucket,
 }
 
-enum Event {
+pub(super) enum Event {
     Shutdown,
     SessionCancelled,
     Read(std::io::Result<usize>),
@@ -108,11 +109,7 @@ enum Event {
     Tick,
 }
 
-/// Most packets moved per wake-up of a TCP viewer: a few frames, so one viewer cannot hog
-/// the worker thread while others wait.
-const PUMP_BATCH: usize = 256;
 const TCP_SEND_BUFFER: usize = 256 * 1024;
-const SENDER_REPORT_EVERY: Duration = Duration::from_secs(5);
 
 async fn connection(
     node: Arc<Node>,
@@ -263,66 +260,6 @@ async fn connection(
 }
 
 impl Conn {
-    /// Resolves when the session has TCP media to send: a live reader's hub has packets,
-    /// or a playback task queued some. Pending otherwise.
-    async fn next_media(&mut self) -> Event {
-        let Some(session) = self.session.as_mut() else {
-            return std::future::pending().await;
-        };
-        if let Some(reader) = session.tcp_reader() {
-            reader.wait().await;
-            return Event::Media;
-        }
-        match session.playback.as_mut().and_then(|p| p.tcp_rx.as_mut()) {
-            Some(rx) => Event::Playback(rx.recv().await),
-            None => std::future::pending().await,
-        }
-    }
-
-    /// Write one batch from the playback task on the interleaved channels.
-    async fn write_playback(&mut self, out: crate::playback::task::TcpOut) -> std::io::Result<()> {
-        use crate::playback::task::TcpOut;
-        let Some(session) = self.session.as_ref() else {
-            return Ok(());
-        };
-        match out {
-            TcpOut::Packets(packets) => {
-                let channels = session.rtp_channels();
-                self.tcp
-                    .write(&mut self.writer, &packets, |t| {
-                        channels.get(t).copied().flatten().unwrap_or(0)
-                    })
-                    .await
-            }
-            TcpOut::Rtcp(reports) => {
-                let chans: Vec<(u8, Vec<u8>)> = reports
-                    .into_iter()
-                    .filter_map(|(t, pkt)| session.rtcp_channel(t).map(|c| (c, pkt)))
-                    .collect();
-                for (ch, pkt) in chans {
-                    write_interleaved(&mut self.writer, ch, &pkt).await?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Write everything a playback task has queued (it has stopped or is stopping).
-    async fn drain_playback(&mut self) -> std::io::Result<()> {
-        loop {
-            let next = self
-                .session
-                .as_mut()
-                .and_then(|s| s.playback.as_mut())
-                .and_then(|p| p.tcp_rx.as_mut())
-                .and_then(|rx| rx.try_recv().ok());
-            match next {
-                Some(out) => self.write_playback(out).await?,
-                None => return Ok(()),
-            }
-        }
-    }
-
     fn session_expired(&self) -> bool {
         self.session.as_ref().is_some_and(|s| s.expired())
     }
@@ -419,149 +356,6 @@ impl Conn {
         }
     }
 
-    /// Work that must follow a response on the wire (media after a PLAY answer).
-    async fn after_response(&mut self) -> std::io::Result<()> {
-        if self
-            .session
-            .as_ref()
-            .is_some_and(|s| s.tcp_reader().is_some())
-        {
-            self.pump_tcp().await?;
-        }
-        Ok(())
-    }
-
-    /// Move what the hub has for this TCP viewer onto the socket. A viewer that does not
-    /// take data within the slow-reader timeout is disconnected.
-    async fn pump_tcp(&mut self) -> std::io::Result<()> {
-        let Some(session) = self.session.as_mut() else {
-            return Ok(());
-        };
-        let Some(reader) = session.tcp_reader_mut() else {
-            return Ok(());
-        };
-        self.out.clear();
-        let skips_before = reader.skips;
-        let consumed = reader.poll_batch(&mut self.out, PUMP_BATCH);
-        if reader.skips != skips_before {
-            Node::bump(&self.node.counters.reader_skips);
-        }
-        let finished = consumed == 0 && reader.stream().is_finished();
-        if !self.out.is_empty() {
-            let bytes: u64 = self.out.iter().map(|p| 12 + p.payload.len() as u64).sum();
-            session
-                .info
-                .packets
-                .fetch_add(self.out.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            session
-                .info
-                .bytes
-                .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-            let channels = session.rtp_channels();
-            let timeout = Duration::from_millis(self.node.config.live.slow_reader_timeout_ms);
-            let write = self.tcp.write(&mut self.writer, &self.out, |t| {
-                channels.get(t).copied().flatten().unwrap_or(0)
-            });
-            match tokio::time::timeout(timeout, write).await {
-                Ok(r) => r?,
-                Err(_) => {
-                    Node::bump(&self.node.counters.slow_readers_dropped);
-                    warn!("viewer took no data for {timeout:?}: disconnected");
-                    self.stalled = true;
-                    return Err(std::io::ErrorKind::TimedOut.into());
-                }
-            }
-        }
-        if finished {
-            info!("publisher ended the stream");
-            self.goodbye_bounded().await;
-            if let Some(s) = &self.session {
-                s.info.cancel.cancel();
-            }
-        }
-        Ok(())
-    }
-
-    async fn maybe_sender_report(&mut self) -> std::io::Result<()> {
-        if self.last_sr.elapsed() < SENDER_REPORT_EVERY {
-            return Ok(());
-        }
-        self.last_sr = Instant::now();
-        let Some(session) = &self.session else {
-            return Ok(());
-        };
-        let Some(reader) = session.tcp_reader() else {
-            return Ok(());
-        };
-        if session.state != SessionState::Playing {
-            return Ok(());
-        }
-        let wall = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        let cname = self.node.config.node.id.clone();
-        let reports: Vec<(u8, Vec<u8>)> = reader
-            .sender_reports(Instant::now(), wall)
-            .into_iter()
-            .filter_map(|(track, sr)| {
-                session
-                    .rtcp_channel(track)
-                    .map(|ch| (ch, rtcp::sender_report(&sr, &cname)))
-            })
-            .collect();
-        let timeout = Duration::from_millis(self.node.config.live.slow_reader_timeout_ms);
-        for (ch, pkt) in reports {
-            let write = write_interleaved(&mut self.writer, ch, &pkt);
-            if tokio::time::timeout(timeout, write).await.is_err() {
-                Node::bump(&self.node.counters.slow_readers_dropped);
-                warn!("viewer took no data for {timeout:?}: disconnected");
-                self.stalled = true;
-                return Err(std::io::ErrorKind::TimedOut.into());
-            }
-        }
-        Ok(())
-    }
-
-    /// RTCP BYE, unless the viewer has stopped reading (then there is no one to tell, and
-    /// a write could block the connection task forever).
-    async fn goodbye_bounded(&mut self) {
-        if !self.stalled {
-            let _ = tokio::time::timeout(Duration::from_secs(1), self.send_goodbye()).await;
-        }
-    }
-
-    /// RTCP BYE to a TCP viewer (UDP sessions send their own from their task).
-    async fn send_goodbye(&mut self) {
-        let Some(session) = &self.session else {
-            return;
-        };
-        let Some(reader) = session.tcp_reader() else {
-            return;
-        };
-        let wall = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        let reports = reader.sender_reports(Instant::now(), wall);
-        let cname = self.node.config.node.id.clone();
-        for (track, ssrc) in reader.ssrcs() {
-            let sr = reports
-                .iter()
-                .find(|(t, _)| *t == track)
-                .map(|(_, sr)| *sr)
-                .unwrap_or(rtcp::SenderReport {
-                    ssrc,
-                    ntp: rtcp::ntp_timestamp(wall),
-                    rtp_timestamp: 0,
-                    packet_count: 0,
-                    octet_count: 0,
-                });
-            if let Some(ch) = session.rtcp_channel(track) {
-                let pkt = rtcp::goodbye(&sr, &cname);
-                let _ = write_interleaved(&mut self.writer, ch, &pkt).await;
-            }
-        }
-    }
-
     /// End of the connection: say goodbye to viewers, release the session.
     async fn close(&mut self) {
         self.goodbye_bounded().await;
@@ -595,27 +389,5 @@ impl Conn {
 
     pub fn local_ip(&self) -> std::net::IpAddr {
         self.local.ip()
-    }
-}
-
-pub async fn write_interleaved(
-    w: &mut OwnedWriteHalf,
-    channel: u8,
-    data: &[u8],
-) -> std::io::Result<()> {
-    let len = u16::try_from(data.len()).unwrap_or(u16::MAX);
-    let mut frame = Vec::with_capacity(4 + data.len());
-    frame.extend_from_slice(&[b'$', channel]);
-    frame.extend_from_slice(&len.to_be_bytes());
-    frame.extend_from_slice(&data[..usize::from(len)]);
-    w.write_all(&frame).await
-}
-
-impl TrackTransport {
-    pub fn describe(&self) -> String {
-        match self {
-            TrackTransport::Tcp { rtp_channel, .. } => format!("tcp/{rtp_channel}"),
-            TrackTransport::Udp { client_rtp, .. } => format!("udp/{client_rtp}"),
-        }
     }
 }

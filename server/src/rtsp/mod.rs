@@ -8,4 +8,5 @@ pub mod playback_methods;
 pub mod playback_session;
 pub mod session;
 pub mod setup;
+mod tcp_media;
 pub mod udp_session;

@@ -27,6 +27,16 @@ pub enum TrackTransport {
     },
 }
 
+impl TrackTransport {
+    /// How `/api/sessions` names the transport: `tcp/<channel>` or `udp/<client port>`.
+    pub fn describe(&self) -> String {
+        match self {
+            TrackTransport::Tcp { rtp_channel, .. } => format!("tcp/{rtp_channel}"),
+            TrackTransport::Udp { client_rtp, .. } => format!("udp/{client_rtp}"),
+        }
+    }
+}
+
 /// Where the session's media is moved.
 pub enum Media {
     None,

@@ -19,16 +19,7 @@ fn membership_election_and_redirects() {
     let members = start_cluster(3, root_and_demo_on_first(root.path()));
     let [n1, n2, n3] = [&members[0].node, &members[1].node, &members[2].node];
     let ids = wait_converged(&[n1, n2, n3], Duration::from_secs(15));
-    for n in [n1, n2, n3] {
-        let table = ctl(n, &["nodes"]);
-        for id in &ids {
-            assert!(
-                table.contains(id.as_str()),
-                "ctl nodes on {}: {table}",
-                n.api
-            );
-        }
-    }
+    assert_ctl_nodes_lists(&[n1, n2, n3], &ids);
     let sched = wait_agreed_scheduler(&[n1, n2, n3], Duration::from_secs(10));
     assert_eq!(sched, node_id(n1), "priority 10 wins");
 

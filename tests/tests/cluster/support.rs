@@ -1,5 +1,5 @@
 //! What the cluster tests share: members started on 127.0.0.x with one gossip key, and
-//! waits for membership and the scheduler.
+//! the wait for one agreed scheduler (membership waits are the harness's).
 
 pub use std::net::SocketAddr;
 pub use std::path::Path;
@@ -9,7 +9,7 @@ pub use vigil_tests::demo_viewer_placed_on;
 pub use vigil_tests::{
     alive_ids, free_udp, node_id, nodes_view, rfc3339, scheduler_of, wait_sees_streaming,
 };
-pub use vigil_tests::{ctl, serial};
+pub use vigil_tests::{assert_ctl_nodes_lists, ctl, serial, wait_converged};
 pub use vigil_tests::{
     ffmpeg_decode, gst_decode_h264, poll_until, Node, NodeBuilder, RtspConn, DEMO_CAMERA,
 };
@@ -81,17 +81,6 @@ pub fn start_cluster_with(
         out.push(Member { node, gossip });
     }
     out
-}
-
-pub fn wait_converged(members: &[&Node], timeout: Duration) -> Vec<String> {
-    let mut want: Vec<String> = members.iter().map(|n| node_id(n)).collect();
-    want.sort();
-    for n in members {
-        poll_until(timeout, "membership to converge", || {
-            (alive_ids(n)? == want).then_some(())
-        });
-    }
-    want
 }
 
 pub fn wait_agreed_scheduler(members: &[&Node], timeout: Duration) -> String {

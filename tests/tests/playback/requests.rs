@@ -126,3 +126,51 @@ fn ctl_shows_recordings_and_cache() {
     assert_eq!(v["stats"]["start_bytes"], v["stats"]["bytes"], "{v}");
     assert!(v["stats"]["start_bytes"].as_u64() > Some(0), "{v}");
 }
+
+/// A TCP viewer that stops reading its playback is dropped after the slow-reader timeout
+/// and its session ends, as a live viewer's does. Its connection task must not wait on a
+/// write the peer never takes: that held the session, its playback task and the segments
+/// it pinned until the peer closed, and no TEARDOWN or session timeout could reach it.
+#[test]
+fn a_tcp_playback_viewer_that_stops_reading_is_dropped() {
+    let rec = recording();
+    let node = NodeBuilder::new()
+        .extra(&storage(rec.root.path(), 2.0))
+        .extra("[live]\nslow_reader_timeout_ms = 1000")
+        .start();
+    let url = playback_url(&node, CAM, rec.first_ms, None);
+    runtime().block_on(async {
+        // Reads nothing after PLAY; a small receive buffer backs the node's side up sooner.
+        let mut opts = PlayOptions::new(ClientTransport::Tcp);
+        opts.stop_reading_after = Some(Duration::ZERO);
+        opts.recv_buffer = Some(4096);
+        opts.play = PlayRequest::new();
+        let stalled = play(&url, opts).await.expect("PLAY");
+        let addr = stalled.local_addr().expect("local address").to_string();
+        tokio::task::block_in_place(|| {
+            poll_until(
+                Duration::from_secs(30),
+                "the stalled playback viewer to be dropped",
+                || {
+                    let dropped =
+                        vigil_tests::metric_value(&node, "vigil_slow_readers_dropped_total");
+                    (dropped >= 1.0).then_some(())
+                },
+            );
+            poll_until(
+                Duration::from_secs(10),
+                "the stalled viewer's session to end",
+                || {
+                    let sessions = node.api_json("/api/sessions");
+                    let listed = sessions.as_array()?.iter().any(|s| s["client"] == addr);
+                    (!listed).then_some(())
+                },
+            );
+        });
+        drop(stalled);
+    });
+    // The node serves on: a new playback plays.
+    runtime().block_on(async {
+        play_from_a_keyframe(&url, "after a stalled viewer").await;
+    });
+}

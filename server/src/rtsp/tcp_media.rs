@@ -1,0 +1,253 @@
+//! The media side of an RTSP connection whose viewer plays over TCP interleaved: live
+//! packets pumped from the hub, batches a playback task queued, RTCP sender reports and BYE.
+//!
+//! Control and media share one socket writer, so every media write is bounded by the
+//! slow-reader timeout (`[live] slow_reader_timeout_ms`): a viewer that takes nothing that
+//! long is dropped. An unbounded write would block the connection task, and with it the
+//! session's TEARDOWN, its timeout and its release, for as long as the peer kept the
+//! connection open without reading.
+
+use super::conn::{Conn, Event};
+use crate::node::Node;
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tracing::{info, warn};
+use vigil_proto::rtcp;
+use vigil_proto::rtsp::SessionState;
+
+/// Most packets moved per wake-up of a TCP viewer: a few frames, so one viewer cannot hog
+/// the worker thread while others wait.
+pub(super) const PUMP_BATCH: usize = 256;
+const SENDER_REPORT_EVERY: Duration = Duration::from_secs(5);
+
+impl Conn {
+    /// Resolves when the session has TCP media to send: a live reader's hub has packets,
+    /// or a playback task queued some. Pending otherwise.
+    pub(super) async fn next_media(&mut self) -> Event {
+        let Some(session) = self.session.as_mut() else {
+            return std::future::pending().await;
+        };
+        if let Some(reader) = session.tcp_reader() {
+            reader.wait().await;
+            return Event::Media;
+        }
+        match session.playback.as_mut().and_then(|p| p.tcp_rx.as_mut()) {
+            Some(rx) => Event::Playback(rx.recv().await),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Write one batch from the playback task on the interleaved channels. A viewer that
+    /// takes nothing within the slow-reader timeout is disconnected, as a live one is.
+    pub(super) async fn write_playback(
+        &mut self,
+        out: crate::playback::task::TcpOut,
+    ) -> std::io::Result<()> {
+        use crate::playback::task::TcpOut;
+        let Some(session) = self.session.as_ref() else {
+            return Ok(());
+        };
+        match out {
+            TcpOut::Packets(packets) => {
+                let channels = session.rtp_channels();
+                let write = self.tcp.write(&mut self.writer, &packets, |t| {
+                    channels.get(t).copied().flatten().unwrap_or(0)
+                });
+                bounded(&self.node, &mut self.stalled, write).await
+            }
+            TcpOut::Rtcp(reports) => {
+                let chans: Vec<(u8, Vec<u8>)> = reports
+                    .into_iter()
+                    .filter_map(|(t, pkt)| session.rtcp_channel(t).map(|c| (c, pkt)))
+                    .collect();
+                for (ch, pkt) in chans {
+                    let write = write_interleaved(&mut self.writer, ch, &pkt);
+                    bounded(&self.node, &mut self.stalled, write).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Write everything a playback task has queued (it has stopped or is stopping).
+    pub(super) async fn drain_playback(&mut self) -> std::io::Result<()> {
+        loop {
+            let next = self
+                .session
+                .as_mut()
+                .and_then(|s| s.playback.as_mut())
+                .and_then(|p| p.tcp_rx.as_mut())
+                .and_then(|rx| rx.try_recv().ok());
+            match next {
+                Some(out) => self.write_playback(out).await?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Work that must follow a response on the wire (media after a PLAY answer).
+    pub(super) async fn after_response(&mut self) -> std::io::Result<()> {
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.tcp_reader().is_some())
+        {
+            self.pump_tcp().await?;
+        }
+        Ok(())
+    }
+
+    /// Move what the hub has for this TCP viewer onto the socket. A viewer that does not
+    /// take data within the slow-reader timeout is disconnected.
+    pub(super) async fn pump_tcp(&mut self) -> std::io::Result<()> {
+        let Some(session) = self.session.as_mut() else {
+            return Ok(());
+        };
+        let Some(reader) = session.tcp_reader_mut() else {
+            return Ok(());
+        };
+        self.out.clear();
+        let skips_before = reader.skips;
+        let consumed = reader.poll_batch(&mut self.out, PUMP_BATCH);
+        if reader.skips != skips_before {
+            Node::bump(&self.node.counters.reader_skips);
+        }
+        let finished = consumed == 0 && reader.stream().is_finished();
+        if !self.out.is_empty() {
+            let bytes: u64 = self.out.iter().map(|p| 12 + p.payload.len() as u64).sum();
+            session
+                .info
+                .packets
+                .fetch_add(self.out.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            session
+                .info
+                .bytes
+                .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+            let channels = session.rtp_channels();
+            let write = self.tcp.write(&mut self.writer, &self.out, |t| {
+                channels.get(t).copied().flatten().unwrap_or(0)
+            });
+            bounded(&self.node, &mut self.stalled, write).await?;
+        }
+        if finished {
+            info!("publisher ended the stream");
+            self.goodbye_bounded().await;
+            if let Some(s) = &self.session {
+                s.info.cancel.cancel();
+            }
+        }
+        Ok(())
+    }
+
+    /// An RTCP sender report per track every few seconds, so a live viewer can map RTP
+    /// time to wall-clock time (lip sync, and NVRs' time stamps).
+    pub(super) async fn maybe_sender_report(&mut self) -> std::io::Result<()> {
+        if self.last_sr.elapsed() < SENDER_REPORT_EVERY {
+            return Ok(());
+        }
+        self.last_sr = Instant::now();
+        let Some(session) = &self.session else {
+            return Ok(());
+        };
+        let Some(reader) = session.tcp_reader() else {
+            return Ok(());
+        };
+        if session.state != SessionState::Playing {
+            return Ok(());
+        }
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let cname = self.node.config.node.id.clone();
+        let reports: Vec<(u8, Vec<u8>)> = reader
+            .sender_reports(Instant::now(), wall)
+            .into_iter()
+            .filter_map(|(track, sr)| {
+                session
+                    .rtcp_channel(track)
+                    .map(|ch| (ch, rtcp::sender_report(&sr, &cname)))
+            })
+            .collect();
+        for (ch, pkt) in reports {
+            let write = write_interleaved(&mut self.writer, ch, &pkt);
+            bounded(&self.node, &mut self.stalled, write).await?;
+        }
+        Ok(())
+    }
+
+    /// RTCP BYE, unless the viewer has stopped reading (then there is no one to tell, and
+    /// a write could block the connection task forever).
+    pub(super) async fn goodbye_bounded(&mut self) {
+        if !self.stalled {
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.send_goodbye()).await;
+        }
+    }
+
+    /// RTCP BYE to a TCP viewer (UDP sessions send their own from their task).
+    pub(super) async fn send_goodbye(&mut self) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        let Some(reader) = session.tcp_reader() else {
+            return;
+        };
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let reports = reader.sender_reports(Instant::now(), wall);
+        let cname = self.node.config.node.id.clone();
+        for (track, ssrc) in reader.ssrcs() {
+            let sr = reports
+                .iter()
+                .find(|(t, _)| *t == track)
+                .map(|(_, sr)| *sr)
+                .unwrap_or(rtcp::SenderReport {
+                    ssrc,
+                    ntp: rtcp::ntp_timestamp(wall),
+                    rtp_timestamp: 0,
+                    packet_count: 0,
+                    octet_count: 0,
+                });
+            if let Some(ch) = session.rtcp_channel(track) {
+                let pkt = rtcp::goodbye(&sr, &cname);
+                let _ = write_interleaved(&mut self.writer, ch, &pkt).await;
+            }
+        }
+    }
+}
+
+/// Wait for a media write at most the slow-reader timeout. A viewer that took nothing that
+/// long is dropped (counted in `slow_readers_dropped`); `stalled` then stops any further
+/// write to it, the goodbye included.
+async fn bounded(
+    node: &Node,
+    stalled: &mut bool,
+    write: impl Future<Output = std::io::Result<()>>,
+) -> std::io::Result<()> {
+    let timeout = Duration::from_millis(node.config.live.slow_reader_timeout_ms);
+    match tokio::time::timeout(timeout, write).await {
+        Ok(r) => r,
+        Err(_) => {
+            Node::bump(&node.counters.slow_readers_dropped);
+            warn!("viewer took no data for {timeout:?}: disconnected");
+            *stalled = true;
+            Err(std::io::ErrorKind::TimedOut.into())
+        }
+    }
+}
+
+/// One RTCP packet on an interleaved channel (`$`, channel, 16-bit length, data).
+pub async fn write_interleaved(
+    w: &mut OwnedWriteHalf,
+    channel: u8,
+    data: &[u8],
+) -> std::io::Result<()> {
+    let len = u16::try_from(data.len()).unwrap_or(u16::MAX);
+    let mut frame = Vec::with_capacity(4 + data.len());
+    frame.extend_from_slice(&[b'$', channel]);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&data[..usize::from(len)]);
+    w.write_all(&frame).await
+}
