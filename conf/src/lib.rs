@@ -485,5 +485,14 @@ mod tests {
             Config::default().cache.start_share,
             DEFAULT_CACHE_START_SHARE
         );
+        assert_eq!(Config::default().storage.request_read_timeout_ms, 10_000);
+        for bad in ["0", "99", "600001"] {
+            let e = Config::from_toml(&format!("[storage]\nrequest_read_timeout_ms = {bad}"))
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("storage.request_read_timeout_ms"),
+                "{e}"
+            );
+        }
     }
 }

@@ -22,6 +22,11 @@ pub struct StorageConfig {
     /// node that dies keeps its cameras' leases this long, so another node's recording of a
     /// re-bound camera starts at most this late (cluster).
     pub lease_ttl_secs: f64,
+    /// Longest an RTSP request of a recording (DESCRIBE, SETUP, PLAY) waits for the storage
+    /// it needs (the camera's index, a segment). Past it the request is answered 503 and
+    /// the read goes on in the background: a hung shared volume costs answers, never the
+    /// client's connection. A playing session's sender waits as long as its viewer stays.
+    pub request_read_timeout_ms: u64,
     /// Storage emulation for experiments and tests only: makes the local disk behave like a
     /// slower shared volume. Off (all zero) by default.
     pub emulate: StorageEmulation,
@@ -93,6 +98,7 @@ impl Default for StorageConfig {
             retention_max_age_hours: 0.0,
             retention_max_bytes: 0,
             lease_ttl_secs: 15.0,
+            request_read_timeout_ms: 10_000,
             emulate: StorageEmulation::default(),
             writer_threads: 0,
             writer_queue_kb: 4096,
@@ -192,6 +198,11 @@ impl StorageConfig {
         if !(self.lease_ttl_secs >= 1.0 && self.lease_ttl_secs <= 3600.0) {
             return Err(ConfigError::Invalid(
                 "storage.lease_ttl_secs must be between 1 and 3600".into(),
+            ));
+        }
+        if !(100..=600_000).contains(&self.request_read_timeout_ms) {
+            return Err(ConfigError::Invalid(
+                "storage.request_read_timeout_ms must be between 100 and 600000".into(),
             ));
         }
         self.emulate.validate()?;

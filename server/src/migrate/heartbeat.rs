@@ -17,11 +17,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 /// Sessions named in one `Status` call: its answer (at worst ~650 bytes of JSON per
 /// two-track session with its progress: 42 KB for 64, checked by a unit test) stays within
 /// the RPC's 64 KiB frame cap; a node pair with more sessions gets more calls per beat.
 pub const MAX_PER_CALL: usize = 64;
+
+/// Longest wait for a session's connection to take a take-back command.
+const TAKE_BACK_HANDOVER: Duration = Duration::from_secs(10);
 
 /// What the answer of a sending node means for one watched session.
 #[derive(Debug, Clone, PartialEq)]
@@ -264,8 +268,18 @@ async fn run(
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .clone();
+                    // Handed over beside this loop: one session's busy connection must
+                    // not hold every other session's heartbeat. The book has let the
+                    // session go, so the command is not sent twice.
                     if let Some(tx) = tx {
-                        let _ = tx.send(SessionCommand::TakeBack { node: peer }).await;
+                        let id = w.info.id.clone();
+                        tokio::spawn(async move {
+                            let command = SessionCommand::TakeBack { node: peer };
+                            let sent = tokio::time::timeout(TAKE_BACK_HANDOVER, tx.send(command));
+                            if sent.await.is_err() {
+                                warn!(session = %id, "take-back not handed over: the session's connection took no command for {TAKE_BACK_HANDOVER:?}");
+                            }
+                        });
                     }
                 }
             }

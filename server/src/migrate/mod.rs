@@ -60,14 +60,20 @@ pub async fn move_local(
         .clone()
         .ok_or_else(|| format!("session {id} cannot be steered (it is ending)"))?;
     let (reply, rx) = oneshot::channel();
-    tx.send(SessionCommand::Move {
+    // One bound for handing the command over and for the move: a connection busy with
+    // something else must not hold a drain or an operator's call.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let command = SessionCommand::Move {
         to: to.to_string(),
         mode,
         reply,
-    })
-    .await
-    .map_err(|_| format!("session {id} ended"))?;
-    let r = match tokio::time::timeout(Duration::from_secs(10), rx).await {
+    };
+    match tokio::time::timeout_at(deadline, tx.send(command)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => return Err(format!("session {id} ended")),
+        Err(_) => return Err(format!("session {id} took no command for 10 s")),
+    }
+    let r = match tokio::time::timeout_at(deadline, rx).await {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => Err(format!("session {id} ended during the move")),
         Err(_) => Err(format!("moving session {id} took longer than 10 s")),

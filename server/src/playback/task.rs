@@ -15,6 +15,13 @@
 //! last frame before the gap, in wall time and in RTP time (the identity is rebased), so
 //! the client neither waits out the gap nor sees a timestamp jump its jitter buffer would
 //! hold frames for.
+//!
+//! Every wait gives way to the stop (`cancel`): the connection that stops this task (PAUSE,
+//! a seek, a move) awaits its end before it answers, and while it waits nobody empties a
+//! TCP session's queue or answers the client. So the task takes room in the queue *before*
+//! it numbers a frame (a stop met while the queue is full leaves that frame unsent and
+//! unnumbered, the cursor on it), and a storage read it is waiting for is left to finish
+//! in the background.
 
 use crate::handoff::Anchor;
 use crate::library::{CachedSegment, Library};
@@ -226,6 +233,16 @@ pub async fn run(
             }
         }};
     }
+    // Wait for `$fut` unless the task is stopped first (then hand back the cursor).
+    macro_rules! or_stop {
+        ($fut:expr) => {{
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return stopped!(Some(cursor)),
+                r = $fut => r,
+            }
+        }};
+    }
     // End of the presentation (BYE, the session ends), or with a cursor, of a PLAY range
     // (BYE, the session stays for a PLAY that continues there).
     macro_rules! finish {
@@ -241,13 +258,13 @@ pub async fn run(
     }
     let mut rate = RateMeter::new();
     let mut last_sr = Instant::now();
-    let mut index = match library.index(&params.camera).await {
+    let mut index = match or_stop!(library.index(&params.camera)) {
         Ok(i) => i,
         Err(_) => finish!(),
     };
     loop {
         let held = Instant::now();
-        let segment: Arc<CachedSegment> = match library.segment(&cursor.segment).await {
+        let segment: Arc<CachedSegment> = match or_stop!(library.segment(&cursor.segment)) {
             Ok(s) => {
                 ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
                 s
@@ -300,6 +317,11 @@ pub async fn run(
             } else if cancel.is_cancelled() {
                 return stopped!(Some(cursor));
             }
+            // Room first, then sequence numbers: see the module doc.
+            let held = Instant::now();
+            let Ok(room) = or_stop!(room(&sink)) else {
+                return stopped!(None);
+            };
             let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
             let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
             rate.add(bytes);
@@ -313,10 +335,7 @@ pub async fn run(
             }
             info.position_ms.store(f.time_ms, Ordering::Relaxed);
             tally.add(cursor.segment.start_ms, cursor.frame, &packets, bytes);
-            let held = Instant::now();
-            if send(&sink, f.track as usize, packets).await.is_err() {
-                return stopped!(None);
-            }
+            room.send(f.track as usize, packets).await;
             let sent_at = wall_us();
             last_sent_us = Some(sent_at);
             if let Some(tx) = params.first_sent.take() {
@@ -337,7 +356,7 @@ pub async fn run(
             if last_sr.elapsed() >= Duration::from_secs(5) {
                 last_sr = Instant::now();
                 let reports = reports(&tracks, &params.cname, false);
-                let _ = send_rtcp(&sink, reports).await;
+                send_rtcp(&sink, reports, &cancel).await;
             }
         }
         tally.close(&params.camera, "end of segment");
@@ -355,7 +374,7 @@ pub async fn run(
                 _ = cancel.cancelled() => return stopped!(Some(cursor)),
                 _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             }
-            match library.index(&params.camera).await {
+            match or_stop!(library.index(&params.camera)) {
                 Ok(i) => index = i,
                 Err(_) => break None,
             }
@@ -467,7 +486,7 @@ async fn finish(
         linger_before_bye(cancel).await;
     }
     debug!(camera = %params.camera, "end of playback: BYE");
-    let _ = send_rtcp(sink, reports(tracks, &params.cname, true)).await;
+    send_rtcp(sink, reports(tracks, &params.cname, true), cancel).await;
     if end_session {
         info.cancel.cancel();
     }
@@ -502,28 +521,51 @@ fn packetize_frame(t: &mut TrackOut, track: usize, media_ts: u64, data: &[u8]) -
         .collect()
 }
 
-async fn send(sink: &Sink, track: usize, packets: Vec<OutPacket>) -> Result<(), ()> {
+/// Room in the sink for one frame's packets, taken before the frame is numbered.
+enum Room<'a> {
+    Tcp(mpsc::Permit<'a, TcpOut>),
+    Udp(&'a [UdpOut]),
+}
+
+/// Waits for room in a TCP session's queue; Err once the connection has gone.
+async fn room(sink: &Sink) -> Result<Room<'_>, ()> {
     match sink {
-        Sink::Tcp(tx) => tx.send(TcpOut::Packets(packets)).await.map_err(|_| ()),
-        Sink::Udp(outs) => {
-            if let Some(o) = outs.iter().find(|o| o.track == track) {
-                o.send_rtp(&packets).await;
+        Sink::Tcp(tx) => tx.reserve().await.map(Room::Tcp).map_err(|_| ()),
+        Sink::Udp(outs) => Ok(Room::Udp(outs)),
+    }
+}
+
+impl Room<'_> {
+    async fn send(self, track: usize, packets: Vec<OutPacket>) {
+        match self {
+            Room::Tcp(permit) => permit.send(TcpOut::Packets(packets)),
+            Room::Udp(outs) => {
+                if let Some(o) = outs.iter().find(|o| o.track == track) {
+                    o.send_rtp(&packets).await;
+                }
             }
-            Ok(())
         }
     }
 }
 
-async fn send_rtcp(sink: &Sink, reports: Vec<(usize, Vec<u8>)>) -> Result<(), ()> {
+/// RTCP (sender reports, BYE); skipped only if the task is stopped while a TCP queue is
+/// full (the connection stopping it is not emptying the queue).
+async fn send_rtcp(sink: &Sink, reports: Vec<(usize, Vec<u8>)>, cancel: &CancellationToken) {
     match sink {
-        Sink::Tcp(tx) => tx.send(TcpOut::Rtcp(reports)).await.map_err(|_| ()),
+        Sink::Tcp(tx) => {
+            if let Err(mpsc::error::TrySendError::Full(out)) = tx.try_send(TcpOut::Rtcp(reports)) {
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = tx.send(out) => {}
+                }
+            }
+        }
         Sink::Udp(outs) => {
             for (track, pkt) in reports {
                 if let Some(o) = outs.iter().find(|o| o.track == track) {
                     o.send_rtcp(&pkt).await;
                 }
             }
-            Ok(())
         }
     }
 }

@@ -14,11 +14,12 @@
 use super::conn::Conn;
 use super::playback_session::Playback;
 use super::session::Media;
-use crate::library::Library;
+use crate::library::{Library, LibraryError};
 use crate::playback::request::{self, PlaybackRequest};
 use crate::playback::task::{self, Cursor, Sink, TrackOut};
 use crate::playback::window;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use vigil_proto::rtp::RtpIdentity;
@@ -49,12 +50,15 @@ pub async fn resolve(
             "recording is disabled on this node",
         ));
     };
-    let index = library.index(&req.camera).await.map_err(|_| {
-        fail(
-            StatusCode::NOT_FOUND,
-            format!("no recordings of camera {}", req.camera),
-        )
-    })?;
+    let limit = read_limit(&conn.node);
+    let index = within(limit, library.index(&req.camera))
+        .await?
+        .map_err(|_| {
+            fail(
+                StatusCode::NOT_FOUND,
+                format!("no recordings of camera {}", req.camera),
+            )
+        })?;
     let tolerance_ms = (conn.node.config.playback.start_tolerance_secs * 1000.0) as i64;
     let first =
         window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms).map_err(|why| {
@@ -64,6 +68,26 @@ pub async fn resolve(
             )
         })?;
     Ok((req, index, first))
+}
+
+/// `[storage] request_read_timeout_ms`: how long a request waits for storage.
+fn read_limit(node: &crate::node::Node) -> Duration {
+    Duration::from_millis(node.config.storage.request_read_timeout_ms)
+}
+
+/// A storage read a request waits for, bounded by `limit`: a hung shared volume gets the
+/// client a 503 instead of holding its connection (whose task also serves its TEARDOWN and
+/// session timeout). The read itself goes on in the background and fills the cache.
+async fn within<T>(
+    limit: Duration,
+    read: impl std::future::Future<Output = Result<T, LibraryError>>,
+) -> Result<Result<T, LibraryError>, Response> {
+    tokio::time::timeout(limit, read).await.map_err(|_| {
+        fail(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("storage did not answer within {} ms", limit.as_millis()),
+        )
+    })
 }
 
 /// The URL of a playback request with `suffix` added to the path (query kept).
@@ -108,13 +132,14 @@ enum OpenedBy {
 /// frame when `start_ms` precedes the segment).
 async fn open_first(
     library: &Library,
+    limit: Duration,
     first: &SegmentMeta,
     start_ms: i64,
     by: OpenedBy,
 ) -> Result<(SessionDescription, i64), Response> {
     let seg = match by {
-        OpenedBy::Describe => library.open_segment(first).await,
-        OpenedBy::Setup => library.segment(first).await,
+        OpenedBy::Describe => within(limit, library.open_segment(first)).await?,
+        OpenedBy::Setup => within(limit, library.segment(first)).await?,
     };
     let seg = seg.map_err(|e| {
         fail(
@@ -186,11 +211,18 @@ impl Conn {
         let Some(library) = self.node.library.clone() else {
             return fail(StatusCode::NOT_FOUND, "recording is disabled");
         };
-        let (sdp, origin) =
-            match open_first(&library, &first, preq.start_ms, OpenedBy::Describe).await {
-                Ok(x) => x,
-                Err(r) => return r,
-            };
+        let (sdp, origin) = match open_first(
+            &library,
+            read_limit(&self.node),
+            &first,
+            preq.start_ms,
+            OpenedBy::Describe,
+        )
+        .await
+        {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
         let end = window::end_of(preq.end_ms, None, index.last_ms().unwrap_or(origin));
         let duration = npt_of(end, origin);
         let mut body = sdp.render(
@@ -255,7 +287,14 @@ impl Conn {
             .library
             .clone()
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "recording is disabled"))?;
-        let (sdp, origin_ms) = open_first(&library, &first, preq.start_ms, OpenedBy::Setup).await?;
+        let (sdp, origin_ms) = open_first(
+            &library,
+            read_limit(&self.node),
+            &first,
+            preq.start_ms,
+            OpenedBy::Setup,
+        )
+        .await?;
         Ok(Playback {
             req: preq,
             origin_ms,
@@ -297,9 +336,11 @@ impl Conn {
                 "not a playback session",
             );
         };
-        let index = match library.index(&pb.req.camera).await {
-            Ok(i) => i,
-            Err(e) => return fail(StatusCode::NOT_FOUND, e),
+        let limit = read_limit(&node);
+        let index = match within(limit, library.index(&pb.req.camera)).await {
+            Ok(Ok(i)) => i,
+            Ok(Err(e)) => return fail(StatusCode::NOT_FOUND, e),
+            Err(r) => return r,
         };
         let asked = match window::requested(range.as_ref(), pb.origin_ms) {
             Ok(r) => r,
@@ -336,9 +377,10 @@ impl Conn {
                     Ok(x) => x,
                     Err(r) => return r,
                 };
-                let seg = match library.segment(&meta).await {
-                    Ok(s) => s,
-                    Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
+                let seg = match within(limit, library.segment(&meta)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
+                    Err(r) => return r,
                 };
                 let frame = seg.0.keyframe_at_or_before(t);
                 (
@@ -350,9 +392,10 @@ impl Conn {
                 )
             }
         };
-        let seg = match library.segment(&cursor.segment).await {
-            Ok(s) => s,
-            Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
+        let seg = match within(limit, library.segment(&cursor.segment)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
+            Err(r) => return r,
         };
         let frames = &seg.0.frames;
         let actual_ms = frames
@@ -421,6 +464,7 @@ impl Conn {
                 let rtcp = Arc::new(t.pair.rtcp);
                 node.tasks.spawn(super::udp_session::watch_rtcp(
                     rtcp.clone(),
+                    t.client_rtcp.ip(),
                     activity.clone(),
                     node.clone(),
                     p.rtcp_watch.clone(),

@@ -72,6 +72,7 @@ impl UdpPlay {
             if let UdpVia::Socket { rtcp, .. } = &o.via {
                 node.tasks.spawn(watch_rtcp(
                     rtcp.clone(),
+                    o.dest_rtcp.ip(),
                     activity.clone(),
                     node.clone(),
                     rtcp_watch.clone(),
@@ -306,9 +307,12 @@ impl PlayTask {
     }
 }
 
-/// Count the client's RTCP as activity; count garbage.
+/// Count the client's RTCP as activity; count garbage. Only RTCP from the client's own
+/// address counts (as only a publisher's address may inject its media): anyone else who
+/// learnt the port could otherwise keep the session, and its slot, alive forever.
 pub async fn watch_rtcp(
     sock: Arc<UdpSocket>,
+    client_ip: std::net::IpAddr,
     activity: Arc<Activity>,
     node: Arc<Node>,
     cancel: CancellationToken,
@@ -318,8 +322,8 @@ pub async fn watch_rtcp(
         tokio::select! {
             _ = cancel.cancelled() => return,
             r = sock.recv_from(&mut buf) => match r {
-                Ok((n, _)) => {
-                    if rtcp::parse_compound(&buf[..n]).is_ok() {
+                Ok((n, from)) => {
+                    if from.ip() == client_ip && rtcp::parse_compound(&buf[..n]).is_ok() {
                         activity.touch();
                     } else {
                         Node::bump(&node.counters.rtp_garbage);
@@ -352,6 +356,7 @@ impl UdpRecord {
             let rtcp = Arc::new(t.pair.rtcp);
             node.tasks.spawn(watch_rtcp(
                 rtcp,
+                t.client_rtcp.ip(),
                 activity.clone(),
                 node.clone(),
                 cancel.clone(),

@@ -1,4 +1,5 @@
-//! The session limit (503), the session timeout, and garbage RTP from a publisher.
+//! The session limit (503), the session timeout (which RTCP from elsewhere cannot put off),
+//! and garbage RTP from a publisher.
 
 use crate::support::*;
 
@@ -100,6 +101,55 @@ fn idle_sessions_time_out() {
     }
 }
 
+/// RTCP from another address does not keep a UDP viewer's session alive: only its own
+/// host's reports count, as only a publisher's own address may inject its media. Anyone who
+/// learnt the port could otherwise hold the session, and its slot, open forever.
+#[test]
+fn rtcp_from_another_address_does_not_keep_a_udp_session_alive() {
+    let node = demo_node("[limits]\nsession_timeout_secs = 2");
+    let url = node.url(DEMO);
+    let (_rtp, _rtcp, port) = udp_port_pair();
+    let mut viewer = RtspConn::connect(node.rtsp);
+    let t = format!("RTP/AVP;unicast;client_port={port}-{}", port + 1);
+    let r = viewer.request(
+        "SETUP",
+        &format!("{url}/trackID=0"),
+        &[("Transport", &t)],
+        None,
+    );
+    assert_eq!(r.status.0, 200, "SETUP: {}", r.reason);
+    let node_rtcp = server_port(&r) + 1;
+    assert_eq!(viewer.request("PLAY", &url, &[], None).status.0, 200);
+    let played = Instant::now();
+    let before = metric_value(&node, "vigil_rtp_garbage_total");
+    // A well-formed receiver report, sent from 127.0.0.2 while the viewer (127.0.0.1) is
+    // silent: on every poll, so it never goes 2 s without one.
+    let report = vigil_proto::rtcp::receiver_report(0x5eed_0001, "intruder");
+    let intruder = std::net::UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+    poll_until(
+        Duration::from_secs(10),
+        "the silent viewer's session to time out",
+        || {
+            intruder
+                .send_to(&report, ("127.0.0.1", node_rtcp))
+                .expect("send");
+            node.api_json("/api/sessions")
+                .as_array()?
+                .is_empty()
+                .then_some(())
+        },
+    );
+    assert!(
+        played.elapsed() >= Duration::from_millis(1900),
+        "the session ended after {:?}, before its 2 s timeout",
+        played.elapsed()
+    );
+    assert!(
+        metric_value(&node, "vigil_rtp_garbage_total") > before,
+        "RTCP from another address was not counted as garbage"
+    );
+}
+
 #[test]
 fn garbage_rtp_to_a_publisher_is_dropped_and_counted() {
     let node = demo_node("");
@@ -118,17 +168,7 @@ fn garbage_rtp_to_a_publisher_is_dropped_and_counted() {
         None,
     );
     assert_eq!(r.status.0, 200, "SETUP: {}", r.reason);
-    let answer = r
-        .headers
-        .get("Transport")
-        .expect("Transport answer")
-        .to_string();
-    let server_port: u16 = answer
-        .split(';')
-        .find_map(|p| p.strip_prefix("server_port="))
-        .and_then(|p| p.split('-').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no server_port in {answer}"));
+    let server_port = server_port(&r);
     assert_eq!(p.request("RECORD", &url, &[], None).status.0, 200);
     node.wait_live(path);
 

@@ -73,3 +73,18 @@ pub fn announce_two_track_sdp(node: &Node, url: &str) -> RtspConn {
     assert_eq!(r.status.0, 200, "ANNOUNCE: {}", r.reason);
     p
 }
+
+/// The node's RTP port from a SETUP answer's `Transport: …;server_port=RTP-RTCP`.
+pub fn server_port(setup: &vigil_proto::rtsp::Response) -> u16 {
+    let answer = setup
+        .headers
+        .get("Transport")
+        .expect("Transport answer")
+        .to_string();
+    answer
+        .split(';')
+        .find_map(|p| p.strip_prefix("server_port="))
+        .and_then(|p| p.split('-').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no server_port in {answer}"))
+}

@@ -174,3 +174,60 @@ fn a_tcp_playback_viewer_that_stops_reading_is_dropped() {
         play_from_a_keyframe(&url, "after a stalled viewer").await;
     });
 }
+
+/// PAUSE from a TCP viewer that has fallen behind: its socket is full, so its connection
+/// cannot write, and the node's sender is held up on a full queue when the PAUSE comes.
+/// The connection stops the sender before it answers, and only the connection empties that
+/// queue: the sender must give way to the stop (it used to wait on the queue forever, and
+/// the PAUSE was never answered, nor any later request). Nothing is lost: the packets sent
+/// before the PAUSE and those after the resume run on without a sequence gap.
+#[test]
+fn pause_from_a_tcp_viewer_behind_on_a_full_queue_is_answered() {
+    let rec = recording();
+    let node = NodeBuilder::new()
+        .extra(&storage(rec.root.path(), 2.0))
+        .extra("[live]\nslow_reader_timeout_ms = 30000")
+        .start();
+    let start = rec.first_ms + 1_000;
+    let url = playback_url(&node, CAM, start, None);
+    runtime().block_on(async {
+        let mut opts = PlayOptions::new(ClientTransport::Tcp);
+        opts.recv_buffer = Some(4096);
+        opts.play = PlayRequest::new().scale(2.0);
+        let mut p = play(&url, opts).await.expect("play");
+        let played = Instant::now();
+        let mut cont = Continuity::new(&p);
+        // The viewer reads nothing now. Its sender is held up once the last frame it queued
+        // is 3 s of media behind where Scale 2 pacing would have it.
+        let position = || {
+            node.api_json("/api/sessions")
+                .as_array()?
+                .iter()
+                .find_map(|s| s["position_ms"].as_i64())
+        };
+        tokio::task::block_in_place(|| {
+            poll_until(
+                Duration::from_secs(20),
+                "the sender held up by a full queue",
+                || {
+                    let due = start + 2 * played.elapsed().as_millis() as i64;
+                    (due - position()? >= 3_000).then_some(())
+                },
+            )
+        });
+        p.pause().await.expect("PAUSE answered");
+        let answer = p.play(PlayRequest::new()).await.expect("resume").clone();
+        assert!(answer.range.is_some(), "resume answer without Range");
+        // Everything queued before the PAUSE, then the resumed range from RTP-Info's seq.
+        let firsts: Vec<u16> = (0..p.tracks().len())
+            .map(|t| p.rtp_info_of(t).and_then(|i| i.seq).expect("RTP-Info seq"))
+            .collect();
+        let mut resumed = vec![false; firsts.len()];
+        while resumed.iter().any(|r| !r) {
+            let pkt = next(&mut p, "after the resume").await;
+            cont.see(&pkt);
+            resumed[pkt.track] |= seq_at_or_after(pkt.header.sequence, firsts[pkt.track]);
+        }
+        cont.assert_continuous("a PAUSE while the sender was held up");
+    });
+}
