@@ -146,6 +146,13 @@ pub struct HttpConfig {
     pub console_refresh_ms: u64,
     /// Load points the console's chart keeps per node (× `console_refresh_ms` = its width).
     pub console_history: u32,
+    /// Open connections to the API, in total and per client address; past either a new
+    /// connection is closed at once (and counted in `vigil_limit_refusals_total`).
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+    /// A request's head must arrive within this, on a new connection and between the
+    /// requests of a kept-alive one; else the connection is closed (slowloris, idle sockets).
+    pub header_read_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -156,6 +163,9 @@ impl Default for HttpConfig {
             token_file: None,
             console_refresh_ms: 2000,
             console_history: 150,
+            max_connections: 512,
+            max_connections_per_address: 64,
+            header_read_timeout_ms: 10_000,
         }
     }
 }
@@ -346,6 +356,17 @@ impl Config {
                     .into(),
             ));
         }
+        let h = &self.http;
+        if h.max_connections == 0
+            || h.max_connections_per_address == 0
+            || !(100..=600_000).contains(&h.header_read_timeout_ms)
+        {
+            return Err(ConfigError::Invalid(
+                "http.max_connections and http.max_connections_per_address must be at least 1, \
+                 http.header_read_timeout_ms 100–600000"
+                    .into(),
+            ));
+        }
         self.storage.validate()?;
         self.playback.validate()?;
         self.export.validate()?;
@@ -486,6 +507,14 @@ mod tests {
             DEFAULT_CACHE_START_SHARE
         );
         assert_eq!(Config::default().storage.request_read_timeout_ms, 10_000);
+        for bad in [
+            "max_connections = 0",
+            "max_connections_per_address = 0",
+            "header_read_timeout_ms = 50",
+        ] {
+            let e = Config::from_toml(&format!("[http]\n{bad}")).unwrap_err();
+            assert!(e.to_string().contains("http.max_connections"), "{e}");
+        }
         for bad in ["0", "99", "600001"] {
             let e = Config::from_toml(&format!("[storage]\nrequest_read_timeout_ms = {bad}"))
                 .unwrap_err();

@@ -107,6 +107,7 @@ pub struct NodeBuilder {
     rtsp_port: Option<u16>,
     node_id: Option<String>,
     rtsp: String,
+    http: String,
     extra: String,
     udp: Option<(u16, u16)>,
     env: Vec<(String, String)>,
@@ -136,6 +137,12 @@ impl NodeBuilder {
     pub fn rtsp(mut self, toml: &str) -> Self {
         self.rtsp.push_str(toml);
         self.rtsp.push('\n');
+        self
+    }
+    /// Extra keys for the `[http]` table (the admin API).
+    pub fn http(mut self, toml: &str) -> Self {
+        self.http.push_str(toml);
+        self.http.push('\n');
         self
     }
     /// Extra tables (`[limits]`, `[live]`, `[[camera]]`…) appended to the config.
@@ -190,8 +197,8 @@ impl Node {
             .clone()
             .unwrap_or_else(|| default_node_id(&ip, rtsp_port));
         let config = format!(
-            "[node]\nid = \"{id}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n\n{}",
-            b.rtsp, b.extra
+            "[node]\nid = \"{id}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n{}\n{}",
+            b.rtsp, b.http, b.extra
         );
         let path = dir.path().join("vigil.toml");
         std::fs::write(&path, config).expect("write config");

@@ -90,15 +90,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     prometheus: Option<PrometheusHandle>,
 ) {
-    let shutdown = node.shutdown.clone();
     tokio::spawn(sample_bitrates(node.clone()));
-    let app = router(node, cluster, prometheus);
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-    {
-        tracing::error!("admin API stopped: {e}");
-    }
+    let app = router(node.clone(), cluster, prometheus);
+    super::listener::serve(node, listener, app).await;
 }
 
 /// Ingest bitrate per path, sampled every second.

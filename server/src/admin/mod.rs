@@ -3,6 +3,7 @@
 pub mod api;
 pub mod cameras_api;
 pub mod console;
+mod listener;
 pub mod metrics;
 pub mod migrate_api;
 pub mod plan_api;

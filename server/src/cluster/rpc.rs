@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 const ALPN: &[u8] = b"vigil-rpc/1";
 /// Largest frame accepted (a placement request or decision is a few hundred bytes).
 pub const MAX_FRAME: usize = 64 * 1024;
+/// Longest the server side of one call may take, request to answer: longer than any
+/// caller waits (the longest, a camera move's `TakeCamera`, is capped at 60 s).
+const SERVE_DEADLINE: Duration = Duration::from_secs(120);
 const CA_CN: &str = "vigil cluster CA";
 
 /// A call to another node.
@@ -360,11 +363,19 @@ impl Rpc {
                 while let Ok((mut send, mut recv)) = conn.accept_bi().await {
                     let handler = handler.clone();
                     tokio::spawn(async move {
-                        let resp = match read_frame::<RpcRequest>(&mut recv).await {
-                            Ok(req) => handler(req).await,
-                            Err(e) => RpcResponse::Error(format!("bad request: {e}")),
+                        let call = async {
+                            let resp = match read_frame::<RpcRequest>(&mut recv).await {
+                                Ok(req) => handler(req).await,
+                                Err(e) => RpcResponse::Error(format!("bad request: {e}")),
+                            };
+                            let _ = write_frame(&mut send, &resp).await;
                         };
-                        let _ = write_frame(&mut send, &resp).await;
+                        // Past it the stream is dropped (reset): its caller gave up long
+                        // before, and a stream held open counts against the connection's
+                        // concurrent streams, which every call from that node shares.
+                        if tokio::time::timeout(SERVE_DEADLINE, call).await.is_err() {
+                            tracing::warn!(%remote, "cluster RPC call not answered within {SERVE_DEADLINE:?}: dropped");
+                        }
                     });
                 }
             });

@@ -20,10 +20,13 @@ pub struct LimitStats {
     pub describe_rate: AtomicU64,
     pub request_rate: AtomicU64,
     pub request_deadline: AtomicU64,
+    /// The admin API's connection limits (`[http]`).
+    pub http_connections: AtomicU64,
+    pub http_connections_per_address: AtomicU64,
 }
 
 impl LimitStats {
-    pub fn all(&self) -> [(&'static str, &AtomicU64); 6] {
+    pub fn all(&self) -> [(&'static str, &AtomicU64); 8] {
         [
             ("connections", &self.connections),
             ("connections_per_address", &self.connections_per_address),
@@ -31,6 +34,11 @@ impl LimitStats {
             ("describe_rate", &self.describe_rate),
             ("request_rate", &self.request_rate),
             ("request_deadline", &self.request_deadline),
+            ("http_connections", &self.http_connections),
+            (
+                "http_connections_per_address",
+                &self.http_connections_per_address,
+            ),
         ]
     }
 
@@ -39,7 +47,7 @@ impl LimitStats {
     }
 }
 
-/// Open RTSP connections, in total and per client address.
+/// Open connections of one listener (RTSP, the admin API), in total and per client address.
 #[derive(Debug, Default)]
 pub struct Connections {
     inner: Mutex<(usize, HashMap<IpAddr, usize>)>,

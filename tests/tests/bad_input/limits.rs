@@ -213,3 +213,106 @@ fn garbage_rtp_to_a_publisher_is_dropped_and_counted() {
         "a valid packet was counted as garbage"
     );
 }
+
+/// What a raw HTTP/1.1 connection to the admin API got before the node closed it (within
+/// 5 s; a connection still open then fails the test).
+fn http_until_closed(s: &mut std::net::TcpStream, what: &str) -> String {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    match s.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("{what}: the node did not close the connection ({e})"),
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+const HEALTH: &[u8] = b"GET /api/health HTTP/1.1\r\nHost: vigil\r\n\r\n";
+
+/// The admin API's listener holds nobody's socket for long: a connection that sends no
+/// request head, half of one, or nothing after its last answer is closed after
+/// `[http] header_read_timeout_ms`.
+#[test]
+fn the_admin_api_closes_connections_without_a_request() {
+    use std::io::Write;
+    let node = NodeBuilder::new()
+        .http("header_read_timeout_ms = 500")
+        .start();
+    let connect = || std::net::TcpStream::connect(node.api).expect("connect");
+    let mut silent = connect();
+    let got = http_until_closed(&mut silent, "a connection that sends nothing");
+    assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got:?}");
+    let mut half = connect();
+    half.write_all(b"GET /api/health HTTP/1.1\r\nHost: vig")
+        .expect("send");
+    let got = http_until_closed(&mut half, "half a request head");
+    assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got:?}");
+    // A kept-alive connection gets its answer, then the same bound for its next request.
+    let mut kept = connect();
+    kept.write_all(HEALTH).expect("send");
+    let got = http_until_closed(&mut kept, "a kept-alive connection left idle");
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+}
+
+/// Past `[http] max_connections_per_address` a new connection from that address is closed
+/// at once, unanswered, and counted; another address is still served, and the address is
+/// again once one of its connections has gone.
+#[test]
+fn the_admin_api_caps_connections_per_address() {
+    use std::io::{Read, Write};
+    let node = NodeBuilder::new()
+        .http("max_connections_per_address = 3")
+        .start();
+    // Three connections from 127.0.0.1, each answered once and then kept open (idle).
+    let mut held: Vec<std::net::TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(node.api).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            s.write_all(HEALTH).expect("send");
+            let mut answer = [0u8; 12];
+            s.read_exact(&mut answer).expect("an answer");
+            assert_eq!(&answer, b"HTTP/1.1 200");
+            s
+        })
+        .collect();
+    let mut fourth = std::net::TcpStream::connect(node.api).expect("connect");
+    let _ = fourth.write_all(HEALTH);
+    let got = http_until_closed(&mut fourth, "a fourth connection from one address");
+    assert!(
+        got.is_empty(),
+        "the fourth connection was answered: {got:?}"
+    );
+    // 127.0.0.2 has connections of its own.
+    let other = vigil_tests::multi_thread_runtime().block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.2:0".parse().expect("address"))
+            .expect("bind 127.0.0.2");
+        let mut s = socket.connect(node.api).await.expect("connect");
+        s.write_all(HEALTH).await.expect("send");
+        let mut answer = [0u8; 12];
+        tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut answer))
+            .await
+            .expect("an answer within 5 s")
+            .expect("an answer");
+        answer
+    });
+    assert_eq!(&other, b"HTTP/1.1 200", "127.0.0.2 refused");
+    held.pop();
+    // (A poll made before the node saw that close is refused and counted too.)
+    poll_until(
+        Duration::from_secs(10),
+        "127.0.0.1 served again, the refusal counted",
+        || {
+            let v = metric_value(
+                &node,
+                r#"vigil_limit_refusals_total{limit="http_connections_per_address"}"#,
+            );
+            (v >= 1.0).then_some(())
+        },
+    );
+}

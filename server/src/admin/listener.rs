@@ -1,0 +1,83 @@
+//! The admin API's accept loop: hyper with a timer and the `[http]` connection limits.
+//!
+//! Written out because `axum::serve` gives hyper no timer, so hyper's header read timeout
+//! never applies, and caps no connections: anyone who reached the port could open sockets
+//! and send nothing (or half a header) and hold a task, a socket and a read buffer each,
+//! forever, until the process ran out of descriptors for RTSP, storage and UDP as well.
+//! Here every connection takes a slot of the listener's limits (refused at once past them,
+//! counted), and a request head must arrive within `header_read_timeout_ms`, on a new
+//! connection and between the requests of a kept-alive one. The token check stays in the
+//! router (`token::layer`), after a whole request head.
+
+use crate::limits::{Connections, LimitStats, Refused};
+use crate::node::Node;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tracing::{debug, warn};
+
+/// How long a connection being closed at shutdown may finish the response it is writing.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Serve `app` on `listener` until the node shuts down.
+pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
+    let conf = &node.config.http;
+    let connections = Arc::new(Connections::default());
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(conf.header_read_timeout_ms));
+    let http = Arc::new(http);
+    loop {
+        let accepted = tokio::select! {
+            _ = node.shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                warn!("admin API accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let slot = match connections.open(
+            peer.ip(),
+            conf.max_connections,
+            conf.max_connections_per_address,
+        ) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                let s = &node.limit_stats;
+                LimitStats::bump(match refused {
+                    Refused::Total => &s.http_connections,
+                    Refused::PerAddress => &s.http_connections_per_address,
+                });
+                debug!(%peer, ?refused, "admin API connection refused by a limit");
+                continue;
+            }
+        };
+        let (http, app, shutdown) = (http.clone(), app.clone(), node.shutdown.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let service = TowerToHyperService::new(app);
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let ended = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut())
+                        .await
+                        .unwrap_or(Ok(()))
+                }
+            };
+            if let Err(e) = ended {
+                debug!(%peer, "admin API connection ended: {e}");
+            }
+        });
+    }
+}
