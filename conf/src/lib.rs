@@ -153,6 +153,9 @@ pub struct HttpConfig {
     /// A request's head must arrive within this, on a new connection and between the
     /// requests of a kept-alive one; else the connection is closed (slowloris, idle sockets).
     pub header_read_timeout_ms: u64,
+    /// A response the client takes nothing of for this long (an export or HLS segment it
+    /// stopped reading) ends its connection, and with it the work behind the response.
+    pub write_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -166,6 +169,7 @@ impl Default for HttpConfig {
             max_connections: 512,
             max_connections_per_address: 64,
             header_read_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
         }
     }
 }
@@ -360,10 +364,11 @@ impl Config {
         if h.max_connections == 0
             || h.max_connections_per_address == 0
             || !(100..=600_000).contains(&h.header_read_timeout_ms)
+            || !(100..=600_000).contains(&h.write_timeout_ms)
         {
             return Err(ConfigError::Invalid(
                 "http.max_connections and http.max_connections_per_address must be at least 1, \
-                 http.header_read_timeout_ms 100–600000"
+                 http.header_read_timeout_ms and http.write_timeout_ms 100–600000"
                     .into(),
             ));
         }
@@ -511,6 +516,7 @@ mod tests {
             "max_connections = 0",
             "max_connections_per_address = 0",
             "header_read_timeout_ms = 50",
+            "write_timeout_ms = 700000",
         ] {
             let e = Config::from_toml(&format!("[http]\n{bad}")).unwrap_err();
             assert!(e.to_string().contains("http.max_connections"), "{e}");

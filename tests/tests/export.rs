@@ -231,6 +231,54 @@ fn bad_requests_are_refused() {
     assert!(err.contains("404") && err.contains(&recorded_from), "{err}");
 }
 
+/// An export whose client stops reading ends after `[http] write_timeout_ms`: the node drops
+/// the connection (counted as a slow reader) and with it the export's work, rather than
+/// holding its segments and tables for as long as the client keeps the socket open.
+#[test]
+fn an_export_the_client_stops_reading_is_dropped() {
+    use std::io::{Read, Write};
+    let root = tempfile::tempdir().expect("root");
+    let (first, last) = synthetic_recording(root.path(), "synth", 1_700_000_000_000, 240);
+    let node = NodeBuilder::new()
+        .extra(&storage(root.path(), 4.0))
+        .extra("[export]\nmax_range_secs = 600.0")
+        .http("write_timeout_ms = 1000")
+        .start();
+    // Four minutes (≈ 18 MB, more than both sockets' buffers hold), asked for and not read.
+    let mut client = std::net::TcpStream::connect(node.api).expect("connect");
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: vigil\r\nConnection: close\r\n\r\n",
+        export_path("synth", first, last, true)
+    );
+    client.write_all(request.as_bytes()).expect("send");
+    poll_until(
+        Duration::from_secs(30),
+        "the node to drop the export nobody reads",
+        || (metric_value(&node, "vigil_slow_readers_dropped_total") >= 1.0).then_some(()),
+    );
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    match client.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the connection is still open after the drop: {e}"),
+    }
+    let text = String::from_utf8_lossy(&got[..got.len().min(512)]).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let length: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Content-Length: {text}"));
+    assert!(
+        got.len() < length,
+        "{} bytes received of a {length}-byte export: it was not cut",
+        got.len()
+    );
+}
+
 /// Resident set of a process, bytes.
 fn rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

@@ -6,14 +6,17 @@
 //! forever, until the process ran out of descriptors for RTSP, storage and UDP as well.
 //! Here every connection takes a slot of the listener's limits (refused at once past them,
 //! counted), and a request head must arrive within `header_read_timeout_ms`, on a new
-//! connection and between the requests of a kept-alive one. The token check stays in the
-//! router (`token::layer`), after a whole request head.
+//! connection and between the requests of a kept-alive one. A response the client takes
+//! nothing of for `write_timeout_ms` ends the connection (hyper has no write deadline of its
+//! own), and with it the work behind the response: an export stops reading segments. The
+//! token check stays in the router (`token::layer`), after a whole request head.
 
 use crate::limits::{Connections, LimitStats, Refused};
 use crate::node::Node;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -30,6 +33,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(conf.header_read_timeout_ms));
     let http = Arc::new(http);
+    let write_timeout = Duration::from_millis(conf.write_timeout_ms);
     loop {
         let accepted = tokio::select! {
             _ = node.shutdown.cancelled() => return,
@@ -60,15 +64,17 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
                 continue;
             }
         };
-        let (http, app, shutdown) = (http.clone(), app.clone(), node.shutdown.clone());
+        let (http, app, node) = (http.clone(), app.clone(), node.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let service = TowerToHyperService::new(app);
-            let conn = http.serve_connection(TokioIo::new(stream), service);
+            let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+            stream.set_write_timeout(Some(write_timeout));
+            let conn = http.serve_connection(TokioIo::new(Box::pin(stream)), service);
             let mut conn = std::pin::pin!(conn);
             let ended = tokio::select! {
                 r = conn.as_mut() => r,
-                _ = shutdown.cancelled() => {
+                _ = node.shutdown.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut())
                         .await
@@ -76,8 +82,26 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
                 }
             };
             if let Err(e) = ended {
-                debug!(%peer, "admin API connection ended: {e}");
+                if write_stalled(&e) {
+                    Node::bump(&node.counters.slow_readers_dropped);
+                    warn!(%peer, "HTTP client took nothing for {write_timeout:?}: disconnected");
+                } else {
+                    debug!(%peer, "admin API connection ended: {e}");
+                }
             }
         });
     }
+}
+
+/// Whether a connection ended because the client took nothing for the write timeout (the
+/// only timeout the stream wrapper has; hyper's own header timeout is not an I/O error).
+fn write_stalled(e: &hyper::Error) -> bool {
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::TimedOut;
+        }
+        source = s.source();
+    }
+    false
 }
