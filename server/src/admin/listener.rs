@@ -11,7 +11,7 @@
 //! own), and with it the work behind the response: an export stops reading segments. The
 //! token check stays in the router (`token::layer`), after a whole request head.
 
-use crate::limits::{Connections, LimitStats, Refused};
+use crate::limits::{LimitStats, Refused};
 use crate::node::Node;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -28,7 +28,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Serve `app` on `listener` until the node shuts down.
 pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
     let conf = &node.config.http;
-    let connections = Arc::new(Connections::default());
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(conf.header_read_timeout_ms));
@@ -48,7 +47,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
                 continue;
             }
         };
-        let slot = match connections.open(
+        let slot = match node.http_connections.open(
             peer.ip(),
             conf.max_connections,
             conf.max_connections_per_address,

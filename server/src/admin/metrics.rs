@@ -49,9 +49,10 @@ pub fn install() -> Option<PrometheusHandle> {
     );
     describe_counter!(
         "vigil_limit_refusals_total",
-        "Refusals by [limits], per limit: connections, connections_per_address, sessions_per_address, describe_rate, request_rate, request_deadline"
+        "Refusals by [limits] and [http], per limit: connections, connections_per_address, sessions_per_address, describe_rate, request_rate, request_deadline, http_connections, http_connections_per_address"
     );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
+    describe_gauge!("vigil_http_connections_open", "Open admin API connections");
     describe_counter!(
         "vigil_cache_hits_total",
         "Playback cache lookups answered from memory"
@@ -143,6 +144,7 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
             .absolute(v.load(Ordering::Relaxed));
     }
     gauge!("vigil_rtsp_connections_open").set(node.connections.open_count() as f64);
+    gauge!("vigil_http_connections_open").set(node.http_connections.open_count() as f64);
     gauge!("vigil_sessions").set(node.session_count() as f64);
     for p in node.paths() {
         let labels = [("path", p.name.clone())];

@@ -214,6 +214,8 @@ pub struct Node {
     pub describes: Mutex<crate::limits::RateLimiter>,
     /// Open RTSP connections, in total and per address.
     pub connections: Arc<crate::limits::Connections>,
+    /// Open admin API connections, in total and per address (`admin::listener`).
+    pub http_connections: Arc<crate::limits::Connections>,
     /// Refusals by `[limits]`.
     pub limit_stats: crate::limits::LimitStats,
     /// Wakes whoever reports the node's state (the cluster's report task) on a significant
@@ -242,6 +244,7 @@ impl Node {
                 config.limits.describe_burst,
             )),
             connections: Default::default(),
+            http_connections: Default::default(),
             limit_stats: Default::default(),
             changed: tokio::sync::Notify::new(),
             config,

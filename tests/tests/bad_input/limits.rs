@@ -315,4 +315,8 @@ fn the_admin_api_caps_connections_per_address() {
             (v >= 1.0).then_some(())
         },
     );
+    // The two still held and the one asking.
+    poll_until(Duration::from_secs(10), "3 open API connections", || {
+        (metric_value(&node, "vigil_http_connections_open") == 3.0).then_some(())
+    });
 }
