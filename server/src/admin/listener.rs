@@ -11,7 +11,6 @@
 //! own), and with it the work behind the response: an export stops reading segments. The
 //! token check stays in the router (`token::layer`), after a whole request head.
 
-use crate::limits::{LimitStats, Refused};
 use crate::node::Node;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -33,35 +32,15 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
         .header_read_timeout(Duration::from_millis(conf.header_read_timeout_ms));
     let http = Arc::new(http);
     let write_timeout = Duration::from_millis(conf.write_timeout_ms);
-    loop {
-        let accepted = tokio::select! {
-            _ = node.shutdown.cancelled() => return,
-            a = listener.accept() => a,
-        };
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                warn!("admin API accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let slot = match node.http_connections.open(
-            peer.ip(),
+    while let Some((stream, peer)) = crate::net::tcp::accept(&listener, &node.shutdown).await {
+        let s = &node.limit_stats;
+        let Some(slot) = node.http_connections.admit(
+            peer,
             conf.max_connections,
             conf.max_connections_per_address,
-        ) {
-            Ok(slot) => slot,
-            Err(refused) => {
-                let s = &node.limit_stats;
-                LimitStats::bump(match refused {
-                    Refused::Total => &s.http_connections,
-                    Refused::PerAddress => &s.http_connections_per_address,
-                });
-                debug!(%peer, ?refused, "admin API connection refused by a limit");
-                continue;
-            }
+            [&s.http_connections, &s.http_connections_per_address],
+        ) else {
+            continue;
         };
         let (http, app, node) = (http.clone(), app.clone(), node.clone());
         tokio::spawn(async move {

@@ -91,6 +91,29 @@ impl Connections {
         })
     }
 
+    /// [`Connections::open`] for a connection just accepted from `peer`; a refusal is
+    /// counted in `refusals` (total, per address), and the connection is to be closed.
+    pub fn admit(
+        self: &Arc<Self>,
+        peer: std::net::SocketAddr,
+        max_total: usize,
+        max_per_address: usize,
+        refusals: [&AtomicU64; 2],
+    ) -> Option<ConnectionSlot> {
+        match self.open(peer.ip(), max_total, max_per_address) {
+            Ok(slot) => Some(slot),
+            Err(refused) => {
+                let [total, per_address] = refusals;
+                LimitStats::bump(match refused {
+                    Refused::Total => total,
+                    Refused::PerAddress => per_address,
+                });
+                tracing::debug!(%peer, ?refused, "connection refused by a limit");
+                None
+            }
+        }
+    }
+
     pub fn open_count(&self) -> usize {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
     }

@@ -1,8 +1,35 @@
-//! RTP over the RTSP TCP connection (RFC 2326 §10.12), written with vectored writes.
+//! TCP: the accept step every listener shares, and RTP over the RTSP TCP connection
+//! (RFC 2326 §10.12), written with vectored writes.
 
 use crate::live::reader::OutPacket;
 use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::time::Duration;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// The next connection `listener` accepts; None once `shutdown` fires. An accept error
+/// (EMFILE and friends) is logged and retried after 100 ms instead of spinning.
+pub async fn accept(
+    listener: &TcpListener,
+    shutdown: &CancellationToken,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok(a) => return Some(a),
+            Err(e) => {
+                let at = listener.local_addr().ok();
+                tracing::warn!(?at, "accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
 
 /// Upper bound of iovecs per `writev` (Linux IOV_MAX is 1024).
 const MAX_IOV: usize = 1024;

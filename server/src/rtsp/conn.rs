@@ -18,56 +18,35 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, Instrument};
 use vigil_proto::rtcp;
 use vigil_proto::rtsp::{parse_frame, Frame, Limits, Response};
 
 /// Accept RTSP connections until shutdown. `cluster`: the node's cluster shell when
 /// `[cluster] enabled` (placement, migration, relays), handed to every connection.
 pub async fn serve(node: Arc<Node>, cluster: Option<Arc<Cluster>>, listener: TcpListener) {
-    loop {
-        let accepted = tokio::select! {
-            _ = node.shutdown.cancelled() => return,
-            a = listener.accept() => a,
+    while let Some((stream, peer)) = crate::net::tcp::accept(&listener, &node.shutdown).await {
+        Node::bump(&node.counters.rtsp_connections);
+        let (l, s) = (&node.config.limits, &node.limit_stats);
+        let Some(slot) = node.connections.admit(
+            peer,
+            l.max_connections,
+            l.max_connections_per_address,
+            [&s.connections, &s.connections_per_address],
+        ) else {
+            continue;
         };
-        match accepted {
-            Ok((stream, peer)) => {
-                Node::bump(&node.counters.rtsp_connections);
-                let l = &node.config.limits;
-                let slot = match node.connections.open(
-                    peer.ip(),
-                    l.max_connections,
-                    l.max_connections_per_address,
-                ) {
-                    Ok(slot) => slot,
-                    Err(refused) => {
-                        let s = &node.limit_stats;
-                        crate::limits::LimitStats::bump(match refused {
-                            crate::limits::Refused::Total => &s.connections,
-                            crate::limits::Refused::PerAddress => &s.connections_per_address,
-                        });
-                        debug!(%peer, ?refused, "connection refused by a limit");
-                        continue;
-                    }
-                };
-                let (node, cluster) = (node.clone(), cluster.clone());
-                let span = info_span!("rtsp", %peer);
-                node.tasks.clone().spawn(
-                    async move {
-                        let _slot = slot;
-                        if let Err(e) = connection(node, cluster, stream, peer).await {
-                            debug!("connection ended: {e}");
-                        }
-                    }
-                    .instrument(span),
-                );
+        let (node, cluster) = (node.clone(), cluster.clone());
+        let span = info_span!("rtsp", %peer);
+        node.tasks.clone().spawn(
+            async move {
+                let _slot = slot;
+                if let Err(e) = connection(node, cluster, stream, peer).await {
+                    debug!("connection ended: {e}");
+                }
             }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+            .instrument(span),
+        );
     }
 }
 
