@@ -50,15 +50,13 @@ pub async fn resolve(
             "recording is disabled on this node",
         ));
     };
-    let limit = read_limit(&conn.node);
-    let index = within(limit, library.index(&req.camera))
-        .await?
-        .map_err(|_| {
-            fail(
-                StatusCode::NOT_FOUND,
-                format!("no recordings of camera {}", req.camera),
-            )
-        })?;
+    let index = within(read_limit(&conn.node), library.index(&req.camera), |_| {
+        fail(
+            StatusCode::NOT_FOUND,
+            format!("no recordings of camera {}", req.camera),
+        )
+    })
+    .await?;
     let tolerance_ms = (conn.node.config.playback.start_tolerance_secs * 1000.0) as i64;
     let first =
         window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms).map_err(|why| {
@@ -77,17 +75,20 @@ fn read_limit(node: &crate::node::Node) -> Duration {
 
 /// A storage read a request waits for, bounded by `limit`: a hung shared volume gets the
 /// client a 503 instead of holding its connection (whose task also serves its TEARDOWN and
-/// session timeout). The read itself goes on in the background and fills the cache.
+/// session timeout). The read itself goes on in the background and fills the cache. A read
+/// that fails is answered by `failed`.
 async fn within<T>(
     limit: Duration,
     read: impl std::future::Future<Output = Result<T, LibraryError>>,
-) -> Result<Result<T, LibraryError>, Response> {
-    tokio::time::timeout(limit, read).await.map_err(|_| {
-        fail(
+    failed: impl FnOnce(LibraryError) -> Response,
+) -> Result<T, Response> {
+    match tokio::time::timeout(limit, read).await {
+        Ok(r) => r.map_err(failed),
+        Err(_) => Err(fail(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("storage did not answer within {} ms", limit.as_millis()),
-        )
-    })
+        )),
+    }
 }
 
 /// The URL of a playback request with `suffix` added to the path (query kept).
@@ -137,16 +138,16 @@ async fn open_first(
     start_ms: i64,
     by: OpenedBy,
 ) -> Result<(SessionDescription, i64), Response> {
-    let seg = match by {
-        OpenedBy::Describe => within(limit, library.open_segment(first)).await?,
-        OpenedBy::Setup => within(limit, library.segment(first)).await?,
-    };
-    let seg = seg.map_err(|e| {
+    let failed = |e| {
         fail(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("reading the recording: {e}"),
         )
-    })?;
+    };
+    let seg = match by {
+        OpenedBy::Describe => within(limit, library.open_segment(first), failed).await?,
+        OpenedBy::Setup => within(limit, library.segment(first), failed).await?,
+    };
     let sdp = sdp::parse(&seg.0.header.sdp).map_err(|e| {
         fail(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -337,9 +338,10 @@ impl Conn {
             );
         };
         let limit = read_limit(&node);
-        let index = match within(limit, library.index(&pb.req.camera)).await {
-            Ok(Ok(i)) => i,
-            Ok(Err(e)) => return fail(StatusCode::NOT_FOUND, e),
+        let internal = |e| fail(StatusCode::INTERNAL_SERVER_ERROR, e);
+        let not_found = |e| fail(StatusCode::NOT_FOUND, e);
+        let index = match within(limit, library.index(&pb.req.camera), not_found).await {
+            Ok(i) => i,
             Err(r) => return r,
         };
         let asked = match window::requested(range.as_ref(), pb.origin_ms) {
@@ -377,9 +379,8 @@ impl Conn {
                     Ok(x) => x,
                     Err(r) => return r,
                 };
-                let seg = match within(limit, library.segment(&meta)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
+                let seg = match within(limit, library.segment(&meta), internal).await {
+                    Ok(s) => s,
                     Err(r) => return r,
                 };
                 let frame = seg.0.keyframe_at_or_before(t);
@@ -392,9 +393,8 @@ impl Conn {
                 )
             }
         };
-        let seg = match within(limit, library.segment(&cursor.segment)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
+        let seg = match within(limit, library.segment(&cursor.segment), internal).await {
+            Ok(s) => s,
             Err(r) => return r,
         };
         let frames = &seg.0.frames;
