@@ -331,6 +331,30 @@ impl Drop for Node {
     }
 }
 
+/// Waits until `/api/sessions` no longer lists a session of the client at `client`
+/// (`ip:port`, as the API shows it).
+pub fn wait_session_ended(node: &Node, client: &str, timeout: Duration) {
+    poll_until(timeout, &format!("the session of {client} to end"), || {
+        let sessions = node.api_json("/api/sessions");
+        let listed = sessions.as_array()?.iter().any(|s| s["client"] == client);
+        (!listed).then_some(())
+    });
+}
+
+/// Everything `s` receives until the peer closes it (EOF or reset); panics if it is still
+/// open after `within` without a byte.
+pub fn read_until_closed(s: &mut std::net::TcpStream, within: Duration, what: &str) -> Vec<u8> {
+    use std::io::Read;
+    s.set_read_timeout(Some(within)).expect("read timeout");
+    let mut got = Vec::new();
+    match s.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("{what}: the node did not close the connection ({e})"),
+    }
+    got
+}
+
 /// A value of the node's `/metrics` (0 when the series has not been written yet).
 pub fn metric_value(node: &Node, name: &str) -> f64 {
     let text = node.try_api("/metrics").unwrap_or_default();

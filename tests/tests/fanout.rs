@@ -292,18 +292,7 @@ fn stalled_reader(expect_released: bool) {
             if !expect_released {
                 return;
             }
-            poll_until(
-                Duration::from_secs(10),
-                "the stalled viewer's session to end",
-                || {
-                    let sessions = node.api_json("/api/sessions");
-                    let gone = !sessions
-                        .as_array()?
-                        .iter()
-                        .any(|s| s["client"] == stalled_addr.as_str());
-                    gone.then_some(())
-                },
-            );
+            vigil_tests::wait_session_ended(&node, &stalled_addr, Duration::from_secs(10));
         });
         let (p1, t1) = ingest_sample_of(&node, PATH);
         stop_tx.send(true).unwrap();

@@ -217,15 +217,7 @@ fn garbage_rtp_to_a_publisher_is_dropped_and_counted() {
 /// What a raw HTTP/1.1 connection to the admin API got before the node closed it (within
 /// 5 s; a connection still open then fails the test).
 fn http_until_closed(s: &mut std::net::TcpStream, what: &str) -> String {
-    use std::io::Read;
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    let mut got = Vec::new();
-    match s.read_to_end(&mut got) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
-        Err(e) => panic!("{what}: the node did not close the connection ({e})"),
-    }
+    let got = vigil_tests::read_until_closed(s, Duration::from_secs(5), what);
     String::from_utf8_lossy(&got).into_owned()
 }
 

@@ -461,13 +461,6 @@ fn a_udp_viewer_behind_at_the_end_still_decodes_the_last_frame() {
         &["-rtsp_transport", "udp"],
         &[],
     );
-    // Where the playback is: the latest frame sent (None once the session is gone).
-    let position = || {
-        node.api_json("/api/sessions")
-            .as_array()?
-            .iter()
-            .find_map(|s| s["position_ms"].as_i64())
-    };
     // `vigil ctl sessions` shows it too (AT), as a time inside the range.
     let at = poll_until(
         Duration::from_secs(20),
@@ -489,11 +482,13 @@ fn a_udp_viewer_behind_at_the_end_still_decodes_the_last_frame() {
     poll_until(
         Duration::from_secs(20),
         "the playback 0.4 s before its end",
-        || (position()? >= end - 400).then_some(()),
+        || (playback_position(&node)? >= end - 400).then_some(()),
     );
     viewer.freeze();
     poll_until(Duration::from_secs(10), "the last frame sent", || {
-        position().is_none_or(|p| p >= end - 40).then_some(())
+        playback_position(&node)
+            .is_none_or(|p| p >= end - 40)
+            .then_some(())
     });
     viewer.thaw();
     viewer.finish(Duration::from_secs(30)).assert_plays(

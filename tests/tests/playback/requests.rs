@@ -157,15 +157,7 @@ fn a_tcp_playback_viewer_that_stops_reading_is_dropped() {
                     (dropped >= 1.0).then_some(())
                 },
             );
-            poll_until(
-                Duration::from_secs(10),
-                "the stalled viewer's session to end",
-                || {
-                    let sessions = node.api_json("/api/sessions");
-                    let listed = sessions.as_array()?.iter().any(|s| s["client"] == addr);
-                    (!listed).then_some(())
-                },
-            );
+            vigil_tests::wait_session_ended(&node, &addr, Duration::from_secs(10));
         });
         drop(stalled);
     });
@@ -199,19 +191,13 @@ fn pause_from_a_tcp_viewer_behind_on_a_full_queue_is_answered() {
         let mut cont = Continuity::new(&p);
         // The viewer reads nothing now. Its sender is held up once the last frame it queued
         // is 3 s of media behind where Scale 2 pacing would have it.
-        let position = || {
-            node.api_json("/api/sessions")
-                .as_array()?
-                .iter()
-                .find_map(|s| s["position_ms"].as_i64())
-        };
         tokio::task::block_in_place(|| {
             poll_until(
                 Duration::from_secs(20),
                 "the sender held up by a full queue",
                 || {
                     let due = start + 2 * played.elapsed().as_millis() as i64;
-                    (due - position()? >= 3_000).then_some(())
+                    (due - playback_position(&node)? >= 3_000).then_some(())
                 },
             )
         });

@@ -67,6 +67,15 @@ pub fn recordings(node: &Node, camera: &str) -> Option<serde_json::Value> {
     serde_json::from_str(&body).ok()
 }
 
+/// Where the node's one playback is: the recording time of the latest frame it sent (None
+/// before the first, or once the session is gone).
+pub fn playback_position(node: &Node) -> Option<i64> {
+    node.api_json("/api/sessions")
+        .as_array()?
+        .iter()
+        .find_map(|s| s["position_ms"].as_i64())
+}
+
 pub fn cache_stats(node: &Node) -> serde_json::Value {
     node.api_json("/api/cache")["stats"].clone()
 }
