@@ -169,6 +169,25 @@ impl RtspConn {
         assert_eq!(p.status.0, 200, "PLAY {url}: {}", p.reason);
         sdp
     }
+
+    /// SETUP of `url`'s first track over UDP to `client_port` (RTP; RTCP the next port),
+    /// then PLAY. Returns the SETUP answer (its `Transport` names the node's ports).
+    pub fn play_udp(&mut self, url: &str, client_port: u16) -> vigil_proto::rtsp::Response {
+        let transport = format!(
+            "RTP/AVP;unicast;client_port={client_port}-{}",
+            client_port + 1
+        );
+        let s = self.request(
+            "SETUP",
+            &format!("{url}/trackID=0"),
+            &[("Transport", &transport)],
+            None,
+        );
+        assert_eq!(s.status.0, 200, "SETUP {url} over UDP: {}", s.reason);
+        let p = self.request("PLAY", url, &[], None);
+        assert_eq!(p.status.0, 200, "PLAY {url}: {}", p.reason);
+        s
+    }
 }
 
 /// A minimal 2-track (H.264 + AAC) SDP for raw ANNOUNCE, controls `streamid=0` and `=1`.

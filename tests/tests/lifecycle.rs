@@ -39,16 +39,7 @@ fn sigterm_says_goodbye_to_readers_and_exits_zero() {
     let mut udp_ctl = RtspConn::connect(node.rtsp);
     let d = udp_ctl.request("DESCRIBE", &url, &[], None);
     assert_eq!(d.status.0, 200, "DESCRIBE: {}", d.reason);
-    let transport = format!("RTP/AVP;unicast;client_port={port}-{}", port + 1);
-    let s = udp_ctl.request(
-        "SETUP",
-        &format!("{url}/trackID=0"),
-        &[("Transport", &transport)],
-        None,
-    );
-    assert_eq!(s.status.0, 200, "SETUP: {}", s.reason);
-    let p = udp_ctl.request("PLAY", &url, &[], None);
-    assert_eq!(p.status.0, 200, "PLAY: {}", p.reason);
+    udp_ctl.play_udp(&url, port);
     let mut buf = [0u8; 2048];
     let udp_ssrc = poll_until(Duration::from_secs(5), "UDP media", || {
         rtp.recv(&mut buf).ok().map(|n| rtp_ssrc(&buf[..n]))

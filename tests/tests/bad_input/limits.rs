@@ -37,16 +37,13 @@ fn session_limit_is_503() {
 fn idle_sessions_time_out() {
     let node = demo_node("[limits]\nsession_timeout_secs = 2");
     let url = node.url(DEMO);
-    let track = format!("{url}/trackID=0");
     // Idle over TCP: plays, then never sends another request.
     let mut tcp = RtspConn::connect(node.rtsp);
     tcp.play_tcp(&url);
     // Idle over UDP: plays, never sends RTCP.
     let (_rtp, _rtcp, port) = udp_port_pair();
     let mut udp = RtspConn::connect(node.rtsp);
-    let t = format!("RTP/AVP;unicast;client_port={port}-{}", port + 1);
-    let r = udp.request("SETUP", &track, &[("Transport", &t)], None);
-    assert_eq!(r.status.0, 200, "SETUP: {}", r.reason);
+    let r = udp.play_udp(&url, port);
     assert!(
         r.headers
             .get("Session")
@@ -54,7 +51,6 @@ fn idle_sessions_time_out() {
         "Session header: {:?}",
         r.headers.get("Session")
     );
-    assert_eq!(udp.request("PLAY", &url, &[], None).status.0, 200);
     // Alive: keeps sending GET_PARAMETER every ~second, as ffmpeg does.
     let mut alive = RtspConn::connect(node.rtsp);
     alive.play_tcp(&url);
@@ -110,16 +106,7 @@ fn rtcp_from_another_address_does_not_keep_a_udp_session_alive() {
     let url = node.url(DEMO);
     let (_rtp, _rtcp, port) = udp_port_pair();
     let mut viewer = RtspConn::connect(node.rtsp);
-    let t = format!("RTP/AVP;unicast;client_port={port}-{}", port + 1);
-    let r = viewer.request(
-        "SETUP",
-        &format!("{url}/trackID=0"),
-        &[("Transport", &t)],
-        None,
-    );
-    assert_eq!(r.status.0, 200, "SETUP: {}", r.reason);
-    let node_rtcp = server_port(&r) + 1;
-    assert_eq!(viewer.request("PLAY", &url, &[], None).status.0, 200);
+    let node_rtcp = server_port(&viewer.play_udp(&url, port)) + 1;
     let played = Instant::now();
     let before = metric_value(&node, "vigil_rtp_garbage_total");
     // A well-formed receiver report, sent from 127.0.0.2 while the viewer (127.0.0.1) is
