@@ -30,12 +30,7 @@ pub struct OutPacket {
 }
 
 /// Initial RTP identity of one set-up track (random values chosen by the caller's RNG).
-#[derive(Debug, Clone, Copy)]
-pub struct TrackSetup {
-    pub ssrc: u32,
-    pub first_seq: u16,
-    pub first_ts: u32,
-}
+pub use vigil_session::TrackSetup;
 
 #[derive(Debug)]
 struct TrackOut {

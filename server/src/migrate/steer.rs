@@ -263,7 +263,8 @@ pub async fn move_session(
     let mcfg = &node.config.cluster.migration;
     let mode = mode.unwrap_or(mcfg.mode.parse().unwrap_or_default());
     let info = session.info.clone();
-    let Some(pb) = session.playback.as_mut() else {
+    let Session { core, playback, .. } = session;
+    let Some(pb) = playback.as_mut() else {
         return Err("not a playback session".into());
     };
     let from = current;
@@ -319,13 +320,16 @@ pub async fn move_session(
     let prepare_ms = started.elapsed().as_secs_f64() * 1000.0;
     // 2. Stop the current sender after its last frame and take its exact state.
     let was_running = pb.is_running();
-    let handoff = pb.stop().await;
+    let (handback, handoff) = pb.stop().await;
+    if let Some(hb) = handback {
+        core.sender_stopped(hb);
+    }
     let old = pb.remote.take();
     let gap_from = handoff.last_sent_us;
     // 3. Start the new sender at the next frame's due time, on the same pacing line.
     let mut first_sent = None;
     if was_running {
-        let (Some(tracks), Some(cursor)) = (pb.tracks.take(), pb.resume.clone()) else {
+        let Some((tracks, cursor, window)) = core.restart() else {
             // The run ended (end of range) while we moved: nothing left to move.
             if let Some(t) = target {
                 t.release();
@@ -333,7 +337,7 @@ pub async fn move_session(
             pb.remote = old;
             return Err("the playback ended during the move".into());
         };
-        let mut params = pb.params(node, cursor, handoff.anchor);
+        let mut params = pb.params(node, window, cursor, handoff.anchor);
         let (tx, rx) = tokio::sync::oneshot::channel();
         params.first_sent = Some(tx);
         pb.remote = target;
@@ -446,7 +450,8 @@ pub(super) fn watch(
 /// The sending node stopped answering: continue here from its last heartbeat.
 async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
     let info = session.info.clone();
-    let Some(pb) = session.playback.as_mut() else {
+    let Session { core, playback, .. } = session;
+    let Some(pb) = playback.as_mut() else {
         return;
     };
     if pb.remote.as_ref().is_none_or(|r| r.node != from) {
@@ -467,15 +472,18 @@ async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
         info.cancel.cancel();
         return;
     };
-    if let (true, Some(cursor)) = (was_running, last.resume.clone()) {
-        // A fresh pacing line: the viewer sees a pause, never a burst of frames.
-        let params = pb.params(node, cursor, None);
-        let sink = Sink::Udp(pb.udp.clone());
-        pb.start(node, library, last.tracks, params, sink, info.clone())
-            .await;
-    } else {
-        pb.tracks = Some(last.tracks);
-        pb.resume = last.resume;
+    core.sender_stopped(vigil_session::Handback {
+        tracks: last.tracks,
+        resume: last.resume,
+    });
+    if was_running {
+        if let Some((tracks, cursor, window)) = core.restart() {
+            // A fresh pacing line: the viewer sees a pause, never a burst of frames.
+            let params = pb.params(node, window, cursor, None);
+            let sink = Sink::Udp(pb.udp.clone());
+            pb.start(node, library, tracks, params, sink, info.clone())
+                .await;
+        }
     }
     node.notify_change();
 }

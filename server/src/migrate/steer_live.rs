@@ -187,7 +187,7 @@ pub async fn move_live(
     mode: Option<SourceMode>,
 ) -> Result<MoveReport, String> {
     let cluster = cluster.cloned().ok_or("the cluster is off")?;
-    if session.kind != vigil_proto::rtsp::SessionKind::Play {
+    if session.kind() != vigil_proto::rtsp::SessionKind::Play {
         return Err("a publisher cannot move: its RTP comes to this node".into());
     }
     let here = cluster.self_id.clone();

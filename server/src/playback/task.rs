@@ -7,14 +7,10 @@
 //! seeks and pauses (RFC 2326 App. B) — the identity is handed back when the task stops
 //! and reused by the next PLAY.
 //!
-//! Pacing follows the frames' decode times (`Segment::decode_times`) from an anchor. When
-//! the sender is held up for longer than one frame interval (a storage read, a full socket,
-//! the live edge), the anchor moves on by the hold-up: the client sees a pause, never a
-//! burst of catch-up frames. A gap
-//! between recordings is cut out: the next recording follows one frame interval after the
-//! last frame before the gap, in wall time and in RTP time (the identity is rebased), so
-//! the client neither waits out the gap nor sees a timestamp jump its jitter buffer would
-//! hold frames for.
+//! What is due when, which frame is sent or skipped, where the range ends and how a gap
+//! between recordings is cut out are decided by `vigil_session::pacer` (`Pacer`, `Step`,
+//! `Gap`, `RateMeter`), with the clock read here and passed in; this task keeps the I/O:
+//! storage reads, sleeps, sends, the hand-back.
 //!
 //! Every wait gives way to the stop (`cancel`): the connection that stops this task (PAUSE,
 //! a seek, a move) awaits its end before it answers, and while it waits nobody empties a
@@ -36,10 +32,11 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
-use vigil_proto::codec::Codec;
 use vigil_proto::depacketize::packetize_payloads;
 use vigil_proto::rtcp;
-use vigil_proto::rtp::{write_header, RtpHeader, RtpIdentity};
+use vigil_proto::rtp::{write_header, RtpHeader};
+use vigil_session::pacer::FrameFacts;
+use vigil_session::{Gap, Pacer, RateMeter, Step};
 use vigil_storage::{Segment, SegmentMeta};
 
 const MTU: usize = 1400;
@@ -47,16 +44,7 @@ const MTU: usize = 1400;
 const LIVE_EDGE_WAIT: Duration = Duration::from_secs(12);
 
 /// Per-track output state that outlives one PLAY (so pause/seek stay continuous).
-pub struct TrackOut {
-    pub codec: Codec,
-    pub payload_type: u8,
-    pub clock_rate: u32,
-    pub identity: RtpIdentity,
-    /// Our own input sequence counter (frames are re-packetised, there is no input seq).
-    pub seq: u16,
-    /// Set for tracks the client SETUP.
-    pub enabled: bool,
-}
+pub use vigil_session::TrackOut;
 
 /// Where the next frame to send is.
 #[derive(Clone, Debug)]
@@ -206,18 +194,18 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Stopped {
     let mut cursor = params.start.clone();
-    // Pacing line: the frame of decode time `first_time` was due at `started`; None until
-    // the first frame (or after a gap) starts one.
-    let (mut started, mut first_time) = match params.anchor {
-        Some(a) => (instant_of(a.wall_us), Some(a.media_ms)),
-        None => (Instant::now(), None),
-    };
-    // One frame interval of wall time: a longer hold-up moves the pacing line on.
-    let mut stall = Duration::from_secs_f64(0.040 / params.scale);
+    let anchor = params.anchor.map(|a| (instant_of(a.wall_us), a.media_ms));
+    let mut pacer = Pacer::new(params.scale, anchor);
     // A gap just met: the RTP timestamps to rebase when the next segment is in.
     let mut gap: Option<Gap> = None;
     let mut last_sent_us = None;
     let mut tally = super::tally::SegmentTally::default();
+    let wire_anchor = |pacer: &Pacer| {
+        pacer.anchor().map(|(at, media_ms)| Anchor {
+            wall_us: wall_of(at),
+            media_ms,
+        })
+    };
     // The state every early return hands back.
     macro_rules! stopped {
         ($resume:expr) => {{
@@ -225,10 +213,7 @@ pub async fn run(
             Stopped {
                 tracks,
                 resume: $resume,
-                anchor: first_time.map(|t0| Anchor {
-                    wall_us: wall_of(started),
-                    media_ms: t0,
-                }),
+                anchor: wire_anchor(&pacer),
                 last_sent_us,
             }
         }};
@@ -266,7 +251,7 @@ pub async fn run(
         let held = Instant::now();
         let segment: Arc<CachedSegment> = match or_stop!(library.segment(&cursor.segment)) {
             Ok(s) => {
-                ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
+                ride_out(&mut pacer, held.elapsed());
                 s
             }
             Err(e) => {
@@ -276,36 +261,31 @@ pub async fn run(
         };
         library.read_ahead(&index, &cursor.segment, params.end_ms);
         if let Some(g) = gap.take() {
-            g.rebase(&mut tracks, &segment.0);
+            let firsts = first_frame_times(&segment.0, tracks.len());
+            g.rebase(&mut tracks, &firsts, segment.0.frame_interval_ms());
         }
         let frames = &segment.0.frames;
         let decode = segment.0.decode_times();
-        stall =
-            Duration::from_secs_f64(segment.0.frame_interval_ms() as f64 / 1000.0 / params.scale);
+        pacer.frame_interval(segment.0.frame_interval_ms());
         while cursor.frame < frames.len() {
             let f = &frames[cursor.frame];
             let dts = decode[cursor.frame];
-            if params.end_ms.is_some_and(|end| dts.order >= end) {
-                finish!(params.range_end_only.then_some(cursor));
-            }
-            let Some(t) = tracks.get_mut(f.track as usize).filter(|t| t.enabled) else {
-                cursor.frame += 1;
-                continue;
+            let track = tracks.get(f.track as usize);
+            let facts = FrameFacts {
+                order_ms: dts.order,
+                video: track.is_some_and(|t| t.codec.is_video()),
+                keyframe: f.keyframe,
+                enabled: track.is_some_and(|t| t.enabled),
             };
-            if params.keyframes_only && !(t.codec.is_video() && f.keyframe) {
-                cursor.frame += 1;
-                continue;
-            }
-            // Pace: decode time since the anchor, divided by the Scale.
-            let t0 = match first_time {
-                Some(t0) => t0,
-                None => {
-                    started = Instant::now();
-                    *first_time.insert(dts.decode)
+            match Step::of(facts, params.end_ms, params.keyframes_only) {
+                Step::End => finish!(params.range_end_only.then_some(cursor)),
+                Step::Skip => {
+                    cursor.frame += 1;
+                    continue;
                 }
-            };
-            let due = started
-                + Duration::from_secs_f64((dts.decode - t0).max(0) as f64 / 1000.0 / params.scale);
+                Step::Send => {}
+            }
+            let due = pacer.due(dts.decode, Instant::now());
             // A frame already due (the first one, or a late one) goes out at once: a tokio
             // sleep rounds up to the timer's next 1 ms tick, which would be most of the
             // first-frame latency of a PLAY whose segment is cached.
@@ -322,9 +302,13 @@ pub async fn run(
             let Ok(room) = or_stop!(room(&sink)) else {
                 return stopped!(None);
             };
+            let Some(t) = tracks.get_mut(f.track as usize) else {
+                cursor.frame += 1;
+                continue;
+            };
             let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
             let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
-            rate.add(bytes);
+            rate.add(bytes, Instant::now());
             info.packets
                 .fetch_add(packets.len() as u64, Ordering::Relaxed);
             info.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
@@ -341,16 +325,13 @@ pub async fn run(
             if let Some(tx) = params.first_sent.take() {
                 let _ = tx.send(sent_at);
             }
-            ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
+            ride_out(&mut pacer, held.elapsed());
             cursor.frame += 1;
             if let Some(p) = &params.progress {
                 *p.lock().unwrap_or_else(|e| e.into_inner()) = Some(Progress {
                     tracks: to_wire(&tracks),
                     cursor: cursor.clone(),
-                    anchor: first_time.map(|t0| Anchor {
-                        wall_us: wall_of(started),
-                        media_ms: t0,
-                    }),
+                    anchor: wire_anchor(&pacer),
                 });
             }
             if last_sr.elapsed() >= Duration::from_secs(5) {
@@ -379,7 +360,7 @@ pub async fn run(
                 Err(_) => break None,
             }
         };
-        ride_out(&mut started, first_time.is_some(), held.elapsed(), stall);
+        ride_out(&mut pacer, held.elapsed());
         match next {
             Some(n) if params.end_ms.is_some_and(|end| n.start_ms >= end) => {
                 finish!(params.range_end_only.then_some(Cursor {
@@ -391,8 +372,18 @@ pub async fn run(
                 if n.start_ms != cursor.segment.end_ms {
                     // A gap between recordings (or a new recording's timestamp line): cut
                     // it out, in wall time here and in RTP time once the next segment is in.
-                    gap = Some(Gap::after(&segment.0, &n, tracks.len()));
-                    first_time = None;
+                    let frames = segment
+                        .0
+                        .frames
+                        .iter()
+                        .map(|f| (usize::from(f.track), f.time_ms));
+                    gap = Some(Gap::after(
+                        frames,
+                        segment.0.meta.end_ms,
+                        n.start_ms,
+                        tracks.len(),
+                    ));
+                    pacer.new_line();
                     debug!(camera = %params.camera, gap_ms = n.start_ms - cursor.segment.end_ms, "gap between recordings skipped");
                 }
                 cursor = Cursor {
@@ -402,6 +393,27 @@ pub async fn run(
             }
             None => finish!(),
         }
+    }
+}
+
+/// Each track's first frame time in `segment` (a gap's rebase continues from it).
+fn first_frame_times(segment: &Segment, tracks: usize) -> Vec<Option<i64>> {
+    let mut first = vec![None; tracks];
+    for f in &segment.frames {
+        if let Some(slot @ None) = first.get_mut(usize::from(f.track)) {
+            *slot = Some(f.time_ms);
+        }
+    }
+    first
+}
+
+/// A hold-up longer than one frame interval moves the pacing line on (see `Pacer::held`).
+fn ride_out(pacer: &mut Pacer, held: Duration) {
+    if pacer.held(held) {
+        debug!(
+            held_ms = held.as_millis() as u64,
+            "playback held up: pacing moved on"
+        );
     }
 }
 
@@ -415,60 +427,6 @@ pub fn to_wire(tracks: &[TrackOut]) -> Vec<crate::handoff::WireTrack> {
             enabled: t.enabled,
         })
         .collect()
-}
-
-/// A gap between two recordings, cut out of the RTP timestamps: every track's line goes on
-/// as if the second recording had begun where the first ended, so tracks
-/// stay aligned with each other (a receiver's lip sync sees no jump) and continuous.
-struct Gap {
-    /// Wall time removed: from the end of the earlier segment (its last frame plus one frame
-    /// interval) to the start of the next.
-    cut_ms: i64,
-    /// Per track, the latest frame time of the earlier segment.
-    last_ms: Vec<Option<i64>>,
-}
-
-impl Gap {
-    fn after(before: &Segment, next: &SegmentMeta, tracks: usize) -> Gap {
-        let mut last_ms = vec![None; tracks];
-        for f in &before.frames {
-            if let Some(l) = last_ms.get_mut(usize::from(f.track)) {
-                *l = Some(l.map_or(f.time_ms, |l: i64| l.max(f.time_ms)));
-            }
-        }
-        Gap {
-            cut_ms: next.start_ms - before.meta.end_ms,
-            last_ms,
-        }
-    }
-
-    /// Rebase each track so its first frame of `next` follows its latest one by the media
-    /// time between them, less the cut (at least one tick).
-    fn rebase(self, tracks: &mut [TrackOut], next: &Segment) {
-        for (i, t) in tracks.iter_mut().enumerate() {
-            let first = next.frames.iter().find(|f| usize::from(f.track) == i);
-            let advance_ms = match (first, self.last_ms.get(i).copied().flatten()) {
-                (Some(f), Some(last)) => f.time_ms - last - self.cut_ms,
-                _ => next.frame_interval_ms(),
-            };
-            let ticks = i64::from(t.clock_rate) * advance_ms / 1000;
-            t.identity
-                .rebase(u32::try_from(ticks.max(1)).unwrap_or(u32::MAX));
-        }
-    }
-}
-
-/// A hold-up of the sender longer than one frame interval (`stall`) moves the pacing line
-/// on by as long: the frames after it keep their spacing instead of catching up in a burst.
-/// Shorter ones are absorbed by the pacing sleeps.
-fn ride_out(started: &mut Instant, anchored: bool, held: Duration, stall: Duration) {
-    if held > stall && anchored {
-        *started += held;
-        debug!(
-            held_ms = held.as_millis() as u64,
-            "playback held up: pacing moved on"
-        );
-    }
 }
 
 /// End of range or recording: RTCP BYE (over UDP once the last packets had time to be
@@ -595,42 +553,4 @@ fn reports(tracks: &[TrackOut], cname: &str, bye: bool) -> Vec<(usize, Vec<u8>)>
             (i, pkt)
         })
         .collect()
-}
-
-/// Bitrate over the last ~2 s: what the session costs the node now (it grows with Scale),
-/// for the load model.
-struct RateMeter {
-    window: std::collections::VecDeque<(Instant, usize)>,
-    sum: usize,
-}
-
-impl RateMeter {
-    fn new() -> Self {
-        RateMeter {
-            window: Default::default(),
-            sum: 0,
-        }
-    }
-
-    fn add(&mut self, bytes: usize) {
-        let now = Instant::now();
-        self.window.push_back((now, bytes));
-        self.sum += bytes;
-        while let Some(&(t, b)) = self.window.front() {
-            if now.duration_since(t) <= Duration::from_secs(2) {
-                break;
-            }
-            self.window.pop_front();
-            self.sum -= b;
-        }
-    }
-
-    /// None until the window spans 0.1 s (one frame's bytes over no time is no rate).
-    fn bps(&self) -> Option<u64> {
-        let span = match (self.window.front(), self.window.back()) {
-            (Some(a), Some(b)) => b.0.duration_since(a.0).as_secs_f64(),
-            _ => 0.0,
-        };
-        (span >= 0.1).then(|| (self.sum as f64 * 8.0 / span) as u64)
-    }
 }

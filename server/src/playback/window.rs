@@ -1,16 +1,12 @@
-//! Which part of a camera's recordings a playback serves: where a start lands (the URL's
-//! `start=` and every PLAY seek go through [`start_segment`], so they cannot disagree) and
-//! which end wins ([`end_of`]). Pure functions over the index.
+//! Where a playback's start lands in a camera's recordings: the URL's `start=` and every
+//! PLAY seek go through [`start_segment`], so they cannot disagree. A pure function over
+//! the index; the rules that need no index (which end wins, what a Range asks for, the
+//! accepted Scale) are the session core's (`vigil_session::window`).
 
-use std::ops::RangeInclusive;
-use vigil_proto::rtsp::{rfc3339, NptTime, Range};
+use vigil_proto::rtsp::rfc3339;
 use vigil_storage::{CameraIndex, SegmentMeta};
 
-/// Scale and Speed a playback accepts. Below 0.25 a 25 fps camera shows fewer than 7 frames
-/// a second (a still, not slow motion); above 16 even keyframes-only play of a 1 s GOP
-/// exceeds 16 frames a second of decoding for the client and 16× the bitrate of the
-/// keyframes for the node. Reverse play is refused (ARCHITECTURE.md, Playback).
-pub const RATES: RangeInclusive<f64> = 0.25..=16.0;
+pub use vigil_session::window::end_of;
 
 /// Why nothing can be played from a requested time.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,66 +43,6 @@ pub fn start_segment(
         .first_at_or_after(t_ms)
         .filter(|s| end_ms.is_none_or(|e| s.start_ms < e))
         .ok_or(NotRecorded::NothingBeforeEnd)
-}
-
-/// The end a PLAY serves to: the earliest of the URL's `end=`, the Range's end and the last
-/// recorded instant (RFC 2326 §12.29: the server plays to the end of the range).
-pub fn end_of(url_end: Option<i64>, range_end: Option<i64>, last_recorded: i64) -> i64 {
-    [url_end, range_end]
-        .into_iter()
-        .flatten()
-        .fold(last_recorded, i64::min)
-}
-
-/// Whether reaching the end a PLAY is given ends the presentation (the URL's end, or no
-/// Range end at all: BYE and the session ends) or only the range (BYE, and the session stays
-/// for a PLAY that continues from there).
-pub fn range_end_only(url_end: Option<i64>, range_end: Option<i64>) -> bool {
-    range_end.is_some_and(|r| url_end.is_none_or(|u| r < u))
-}
-
-/// What a PLAY's Range asks for, in absolute UTC ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Requested {
-    /// Where to seek; None: continue where the session stopped (no Range, or `npt=now-`).
-    pub start: Option<i64>,
-    pub end: Option<i64>,
-    /// The Range was `clock=`: answer in clock times too.
-    pub clock: bool,
-}
-
-/// A PLAY's Range in absolute times, npt counted from the presentation's `origin_ms`. Every
-/// time is checked: one that overflows or ends before it starts is an error (457).
-pub fn requested(range: Option<&Range>, origin_ms: i64) -> Result<Requested, String> {
-    let npt = |t: &NptTime| -> Result<Option<i64>, String> {
-        match t {
-            NptTime::Now => Ok(None),
-            NptTime::Seconds(_) => t
-                .millis()
-                .and_then(|ms| origin_ms.checked_add(ms))
-                .map(Some)
-                .ok_or_else(|| format!("npt {t} is out of range")),
-        }
-    };
-    let r = match range {
-        None => Requested::default(),
-        Some(Range::Npt { start, end }) => Requested {
-            start: npt(start)?,
-            end: end.as_ref().map(npt).transpose()?.flatten(),
-            clock: false,
-        },
-        Some(Range::Clock { start, end }) => Requested {
-            start: Some(start.unix_millis),
-            end: end.map(|e| e.unix_millis),
-            clock: true,
-        },
-    };
-    if let (Some(s), Some(e)) = (r.start, r.end) {
-        if e <= s {
-            return Err("the range ends before it starts".into());
-        }
-    }
-    Ok(r)
 }
 
 #[cfg(test)]
@@ -163,45 +99,5 @@ pub(crate) mod tests {
             start_segment(&index(&[]), 0, None, 0),
             Err(NotRecorded::Nothing)
         );
-    }
-
-    #[test]
-    fn the_earliest_end_wins() {
-        assert_eq!(end_of(None, None, 100), 100);
-        assert_eq!(end_of(Some(50), None, 100), 50);
-        assert_eq!(end_of(Some(50), Some(40), 100), 40);
-        assert_eq!(end_of(Some(50), Some(60), 100), 50);
-        assert_eq!(end_of(None, Some(160), 100), 100);
-        assert!(range_end_only(None, Some(40)));
-        assert!(range_end_only(Some(50), Some(40)));
-        assert!(!range_end_only(Some(50), Some(50)));
-        assert!(!range_end_only(Some(50), None));
-        assert!(!range_end_only(None, None));
-    }
-
-    #[test]
-    fn ranges_are_absolute_and_checked() {
-        let req = |v: &str| requested(Some(&Range::parse(v).unwrap()), 1_000_000);
-        assert_eq!(
-            req("npt=2.5-6"),
-            Ok(Requested {
-                start: Some(1_002_500),
-                end: Some(1_006_000),
-                clock: false
-            })
-        );
-        assert_eq!(req("npt=now-").map(|r| (r.start, r.end)), Ok((None, None)));
-        assert_eq!(
-            req("clock=19700101T000100Z-19700101T000200Z"),
-            Ok(Requested {
-                start: Some(60_000),
-                end: Some(120_000),
-                clock: true
-            })
-        );
-        assert!(req("npt=6-2").is_err());
-        assert!(req("npt=99999999999999999999-").is_err());
-        assert!(req("npt=0-99999999999999999999").is_err());
-        assert_eq!(requested(None, 5), Ok(Requested::default()));
     }
 }

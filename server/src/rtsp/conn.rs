@@ -239,8 +239,9 @@ async fn connection(
 }
 
 impl Conn {
-    fn session_expired(&self) -> bool {
-        self.session.as_ref().is_some_and(|s| s.expired())
+    fn session_expired(&mut self) -> bool {
+        let now = Instant::now();
+        self.session.as_mut().is_some_and(|s| s.expired(now))
     }
 
     /// Parse and handle everything complete in `buf`. Ok(false) = close the connection.

@@ -1,8 +1,8 @@
 //! RTSP methods of a live node (RFC 2326 §10), one function each.
 
 use super::conn::Conn;
-use super::session::{Media, Session, TrackTransport};
-use super::udp_session::{UdpPlay, UdpRecord, UdpTrack};
+use super::session::Media;
+use super::udp_session::{UdpPlay, UdpRecord};
 use crate::cluster::Placement;
 use crate::ingest::Producer;
 use crate::live::reader::Reader;
@@ -14,10 +14,9 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use vigil_conf::{PublisherConflict, Source};
-use vigil_proto::rtsp::{
-    format_rtp_info, next_state, Method, Request, Response, RtpInfo, StatusCode,
-};
+use vigil_proto::rtsp::{format_rtp_info, Method, Request, Response, RtpInfo, StatusCode};
 use vigil_proto::sdp::{self, SessionDescription};
+use vigil_session::{LivePause, LivePlay, Record};
 
 /// A publisher's ANNOUNCE, waiting for SETUP/RECORD on the same connection.
 pub struct Announced {
@@ -63,7 +62,7 @@ impl Conn {
             Node::bump(&self.node.counters.rtsp_bad_requests);
             return (fail(StatusCode::BAD_REQUEST, "missing CSeq"), true);
         };
-        if let Some(s) = &self.session {
+        if let Some(s) = self.session.as_mut() {
             if req.session_id() == Some(s.info.id.as_str()) {
                 s.touch();
             }
@@ -78,7 +77,7 @@ impl Conn {
         if let Some(s) = &self.session {
             if resp.headers.get("Session").is_none() && req.session_id() == Some(s.info.id.as_str())
             {
-                resp = resp.header("Session", session_header(s));
+                resp = resp.header("Session", s.core.header());
             }
         }
         if !resp.status.is_success() && resp.status != StatusCode::FOUND {
@@ -155,12 +154,9 @@ impl Conn {
     }
 
     /// Checks the request's Session header against this connection's session.
-    fn own_session(&self, req: &Request) -> Result<(), Response> {
-        match (req.session_id(), &self.session) {
-            (Some(id), Some(s)) if id == s.info.id => Ok(()),
-            (None, _) => Err(fail(StatusCode::SESSION_NOT_FOUND, "no Session header")),
-            (Some(_), _) => Err(fail(StatusCode::SESSION_NOT_FOUND, "unknown session")),
-        }
+    pub(super) fn own_session(&self, req: &Request) -> Result<(), Response> {
+        vigil_session::session::own(self.session.as_ref().map(|s| &s.core), req.session_id())
+            .map_err(Response::from)
     }
 
     /// Cluster: where a live DESCRIBE is served. With live edges (issue 11 §3) the scheduler
@@ -324,47 +320,43 @@ impl Conn {
     }
 
     fn is_playback_session(&self) -> bool {
-        self.session.as_ref().is_some_and(|s| s.playback.is_some())
+        self.session.as_ref().is_some_and(|s| s.core.is_playback())
     }
 
-    pub(crate) fn transition(&mut self, req: &Request) -> Result<&mut Session, Response> {
+    /// The connection's session named by the request (454 otherwise), touched.
+    fn own_session_mut(&mut self, req: &Request) -> Result<&mut super::session::Session, Response> {
         self.own_session(req)?;
         let session = self
             .session
             .as_mut()
             .ok_or_else(|| fail(StatusCode::SESSION_NOT_FOUND, "none"))?;
         session.touch();
-        let next = next_state(session.state, session.kind, &req.method).map_err(|code| {
-            fail(
-                code,
-                format!("{} in state {:?}", req.method.as_str(), session.state),
-            )
-        })?;
-        session.state = next;
         Ok(session)
     }
 
     fn play(&mut self, req: &Request) -> Response {
         let node = self.node.clone();
-        let was_paused = self
-            .session
-            .as_ref()
-            .is_some_and(|s| !matches!(s.media, Media::None));
-        let session = match self.transition(req) {
+        let session = match self.own_session_mut(req) {
             Ok(s) => s,
             Err(r) => return r,
         };
-        if was_paused {
+        let how = match session.core.check_play_live() {
+            Ok(h) => h,
+            Err(r) => return r.into(),
+        };
+        if how == LivePlay::Resume {
             // Resume: live media continues from the newest keyframe.
             if let Media::UdpPlay(p) = &mut session.media {
                 p.set_paused(false);
             }
+            session.core.commit_play_live(Instant::now());
             return Response::new(StatusCode::OK);
         }
         let Some(path) = session.path.clone() else {
             return fail(StatusCode::METHOD_NOT_VALID_IN_THIS_STATE, "no live path");
         };
-        let reader = Reader::new(path.stream.clone(), &session.setups);
+        session.core.commit_play_live(Instant::now());
+        let reader = Reader::new(path.stream.clone(), session.core.setups());
         let base = req.uri.trim_end_matches('/');
         let rtp_info: Vec<RtpInfo> = reader
             .rtp_info()
@@ -378,7 +370,7 @@ impl Conn {
         if session.is_tcp() {
             session.media = Media::TcpPlay(reader);
         } else {
-            let tracks = take_udp_tracks(session);
+            let tracks = session.take_udp_tracks();
             session.media = Media::UdpPlay(UdpPlay::spawn(
                 node,
                 session.info.clone(),
@@ -392,40 +384,47 @@ impl Conn {
     }
 
     fn pause(&mut self, req: &Request) -> Response {
-        let session = match self.transition(req) {
+        let session = match self.own_session_mut(req) {
             Ok(s) => s,
             Err(r) => return r,
         };
-        if let Media::UdpPlay(p) = &mut session.media {
-            p.set_paused(true);
+        match session.core.check_pause() {
+            Err(r) => return r.into(),
+            Ok(LivePause::Hold) => {
+                if let Media::UdpPlay(p) = &mut session.media {
+                    p.set_paused(true);
+                }
+            }
+            Ok(LivePause::Nothing | LivePause::StopSender) => {}
         }
+        session.core.commit_pause(None, Instant::now());
         Response::new(StatusCode::OK)
     }
 
     fn record(&mut self, req: &Request) -> Response {
         let node = self.node.clone();
         let sdp = self.announced.as_ref().map(|a| a.sdp.clone());
-        let session = match self.transition(req) {
+        let session = match self.own_session_mut(req) {
             Ok(s) => s,
             Err(r) => return r,
         };
-        if session.producer.is_some() || !matches!(session.media, Media::None) {
-            return Response::new(StatusCode::OK);
+        match session.core.check_record(sdp.is_some()) {
+            Err(r) => return r.into(),
+            Ok(Record::Already) => {
+                session.core.commit_record(Instant::now());
+                return Response::new(StatusCode::OK);
+            }
+            Ok(Record::Start) => {}
         }
-        let Some(sdp) = sdp else {
-            return fail(
-                StatusCode::METHOD_NOT_VALID_IN_THIS_STATE,
-                "RECORD without ANNOUNCE",
-            );
-        };
-        let Some(path) = session.path.clone() else {
+        let (Some(sdp), Some(path)) = (sdp, session.path.clone()) else {
             return fail(StatusCode::METHOD_NOT_VALID_IN_THIS_STATE, "no live path");
         };
+        session.core.commit_record(Instant::now());
         let producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
         if session.is_tcp() {
             session.producer = Some(producer);
         } else {
-            let tracks = take_udp_tracks(session);
+            let tracks = session.take_udp_tracks();
             session.media = Media::UdpRecord(UdpRecord::spawn(
                 node,
                 session.info.clone(),
@@ -452,39 +451,13 @@ impl Conn {
             if let Err(r) = self.own_session(req) {
                 return r;
             }
-            if let Some(s) = &self.session {
+            if let Some(s) = self.session.as_mut() {
                 debug_assert_eq!(s.info.id, id);
                 s.touch();
             }
         }
         Response::new(StatusCode::OK)
     }
-}
-
-pub(crate) fn take_udp_tracks(session: &mut Session) -> Vec<UdpTrack> {
-    session
-        .tracks
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(i, t)| match t {
-            Some(TrackTransport::Udp {
-                pair,
-                client_rtp,
-                client_rtcp,
-                ..
-            }) => pair.take().map(|pair| UdpTrack {
-                track: i,
-                pair,
-                client_rtp: *client_rtp,
-                client_rtcp: *client_rtcp,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-pub(super) fn session_header(s: &Session) -> String {
-    format!("{};timeout={}", s.info.id, s.timeout.as_secs())
 }
 
 pub(super) fn new_session_id() -> String {

@@ -12,9 +12,10 @@
 //! where the session stopped (PAUSE or the end of a range).
 
 use super::conn::Conn;
-use super::playback_session::Playback;
-use super::session::Media;
+use super::playback_session::{Handoff, Playback};
+use super::session::{Media, Session};
 use crate::library::{Library, LibraryError};
+use crate::node::Node;
 use crate::playback::request::{self, PlaybackRequest};
 use crate::playback::task::{self, Cursor, Sink, TrackOut};
 use crate::playback::window;
@@ -22,14 +23,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use vigil_proto::rtp::RtpIdentity;
-use vigil_proto::rtsp::{
-    format_rtp_info, parse_scale, NptTime, Range, Request, Response, RtpInfo, StatusCode, UtcTime,
-};
+use vigil_proto::rtsp::{Request, Response, StatusCode};
 use vigil_proto::sdp::{self, SessionDescription};
+use vigil_session::{LivePause, PlayFrom, Presentation};
 use vigil_storage::{CameraIndex, SegmentMeta};
 
-use super::handler::{fail, take_udp_tracks};
+use super::handler::fail;
 
 /// Resolve the playback URL of a request: 400 malformed, 404 unknown camera or no recording
 /// at that time. Returns the request, the camera's index and the first segment to play.
@@ -161,43 +160,6 @@ async fn open_first(
     Ok((sdp, origin))
 }
 
-/// Seconds from the origin, for npt answers.
-fn npt_of(ms: i64, origin_ms: i64) -> NptTime {
-    NptTime::Seconds(ms.saturating_sub(origin_ms).max(0) as f64 / 1000.0)
-}
-
-/// Scale or Speed of a PLAY: None when neither is given, Some((value, header, echo)), or a
-/// 456 naming the supported range.
-fn rate_of(req: &Request) -> Result<Option<(f64, &'static str, String)>, Response> {
-    let mut rate = None;
-    for name in ["Scale", "Speed"] {
-        let Some(v) = req.headers.get(name) else {
-            continue;
-        };
-        let supported = format!(
-            "supported {name}: {} to {}",
-            window::RATES.start(),
-            window::RATES.end()
-        );
-        match parse_scale(v) {
-            Ok(s) if window::RATES.contains(&s) => rate = Some((s, name, v.trim().to_string())),
-            Ok(s) if s < 0.0 => {
-                return Err(fail(
-                    StatusCode::HEADER_FIELD_NOT_VALID,
-                    format!("{name}: {v}: reverse play is not supported; {supported}"),
-                ))
-            }
-            _ => {
-                return Err(fail(
-                    StatusCode::HEADER_FIELD_NOT_VALID,
-                    format!("{name}: {v}: {supported}"),
-                ))
-            }
-        }
-    }
-    Ok(rate)
-}
-
 impl Conn {
     pub async fn describe_playback(&mut self, req: &Request) -> Response {
         let (preq, index, first) = match resolve(self, &req.uri).await {
@@ -225,7 +187,7 @@ impl Conn {
             Err(r) => return r,
         };
         let end = window::end_of(preq.end_ms, None, index.last_ms().unwrap_or(origin));
-        let duration = npt_of(end, origin);
+        let duration = vigil_session::window::npt_of(end, origin);
         let mut body = sdp.render(
             &self.local_ip().to_string(),
             1,
@@ -280,8 +242,12 @@ impl Conn {
         }
     }
 
-    /// Set up the playback state of a new session (first SETUP).
-    pub async fn playback_for_setup(&mut self, uri: &str) -> Result<Playback, Response> {
+    /// Set up the playback state of a new session (first SETUP): its sender and the core's
+    /// presentation.
+    pub async fn playback_for_setup(
+        &mut self,
+        uri: &str,
+    ) -> Result<(Playback, Presentation<Cursor>), Response> {
         let (preq, _, first) = resolve(self, uri).await?;
         let library = self
             .node
@@ -296,254 +262,265 @@ impl Conn {
             OpenedBy::Setup,
         )
         .await?;
-        Ok(Playback {
-            req: preq,
+        let presentation = Presentation::new(
             origin_ms,
+            preq.end_ms,
+            sdp.clone(),
+            self.node.config.playback.keyframes_only_above_scale,
+        );
+        let playback = Playback {
+            req: preq,
             sdp,
-            tracks: None,
-            resume: None,
             running: None,
             tcp_rx: None,
             udp: Vec::new(),
-            scale: 1.0,
-            range_end: None,
             rtcp_watch: CancellationToken::new(),
             remote: None,
             expected_bps: first.bitrate_bps(),
-        })
+        };
+        Ok((playback, presentation))
     }
 
+    /// PLAY on a recording: validate (the core: state, Scale, Range) → read where it
+    /// starts (the index, the segment) → decide (the core: does the range end before it
+    /// starts?) → stop the old sender → commit → start the new one. Everything that can
+    /// refuse is checked before the old sender stops, except where a PLAY without Range
+    /// continues a running sender: its position is known only once it has stopped, and if
+    /// that PLAY is refused the sender is started again where it was.
     pub async fn play_playback(&mut self, req: &Request) -> Response {
         let node = self.node.clone();
         let Some(library) = node.library.clone() else {
             return fail(StatusCode::NOT_FOUND, "recording is disabled");
         };
-        let rate = match rate_of(req) {
-            Ok(r) => r,
-            Err(r) => return r,
+        if let Err(r) = self.own_session(req) {
+            return r;
+        }
+        let Some(session) = self.session.as_mut() else {
+            return fail(StatusCode::SESSION_NOT_FOUND, "none");
         };
-        let range = match req.headers.get("Range").map(Range::parse) {
-            None => None,
-            Some(Ok(r)) => Some(r),
-            Some(Err(e)) => return fail(StatusCode::INVALID_RANGE, e),
+        session.touch();
+        let ask = match session.core.check_play(req) {
+            Ok(a) => a,
+            Err(r) => return r.into(),
         };
-        let session = match self.transition(req) {
-            Ok(s) => s,
-            Err(r) => return r,
-        };
-        let Some(pb) = session.playback.as_mut() else {
+        let (Some(pb), Some(origin)) = (
+            session.playback.as_ref(),
+            session.core.playback().map(|p| p.origin_ms),
+        ) else {
             return fail(
                 StatusCode::METHOD_NOT_VALID_IN_THIS_STATE,
                 "not a playback session",
             );
         };
+        let camera = pb.req.camera.clone();
         let limit = read_limit(&node);
-        let internal = |e| fail(StatusCode::INTERNAL_SERVER_ERROR, e);
-        let not_found = |e| fail(StatusCode::NOT_FOUND, e);
-        let index = match within(limit, library.index(&pb.req.camera), not_found).await {
+        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
+        let index = match within(limit, library.index(&camera), |e| {
+            fail(StatusCode::NOT_FOUND, e)
+        })
+        .await
+        {
             Ok(i) => i,
             Err(r) => return r,
         };
-        let asked = match window::requested(range.as_ref(), pb.origin_ms) {
-            Ok(r) => r,
-            Err(why) => return fail(StatusCode::INVALID_RANGE, why),
-        };
-        // The end this PLAY plays to (before the recording's): the earlier of the URL's and
-        // the Range's.
-        let play_end = [pb.req.end_ms, asked.end].into_iter().flatten().min();
-        // Where a seek lands, checked before anything stops (a refused PLAY changes nothing);
-        // without one the session continues where it stopped, or starts at the origin.
-        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
-        let land = |t: i64| {
-            window::start_segment(&index, t, play_end, tolerance_ms)
-                .map(|meta| (t, meta))
-                .map_err(|why| {
-                    fail(
-                        StatusCode::INVALID_RANGE,
-                        format!("nothing to play from that time ({why})"),
-                    )
-                })
-        };
-        let seek = match asked.start.map(land).transpose() {
-            Ok(s) => s,
-            Err(r) => return r,
-        };
-        pb.stop().await;
-        if let Some((s, _, _)) = &rate {
-            pb.scale = *s;
-        }
-        let (cursor, seeked) = match (seek, pb.resume.clone()) {
-            (None, Some(c)) => (c, false),
-            (seek, _) => {
-                let (t, meta) = match seek.map_or_else(|| land(pb.origin_ms), Ok) {
-                    Ok(x) => x,
-                    Err(r) => return r,
-                };
-                let seg = match within(limit, library.segment(&meta), internal).await {
-                    Ok(s) => s,
-                    Err(r) => return r,
-                };
+        let play_end = ask.play_end;
+        let seek = |t: i64| {
+            let index = &index;
+            let library = &library;
+            async move {
+                let meta =
+                    window::start_segment(index, t, play_end, tolerance_ms).map_err(|why| {
+                        fail(
+                            StatusCode::INVALID_RANGE,
+                            format!("nothing to play from that time ({why})"),
+                        )
+                    })?;
+                let seg = within(limit, library.segment(&meta), internal).await?;
                 let frame = seg.0.keyframe_at_or_before(t);
-                (
-                    Cursor {
-                        segment: meta,
-                        frame,
+                Ok::<_, Response>(Cursor {
+                    segment: meta,
+                    frame,
+                })
+            }
+        };
+        // Where it starts. `stopped`: the old sender had to stop first (and where its
+        // pacing line was, to start it again if this PLAY is refused after all).
+        let mut stopped = None;
+        let (cursor, seeks) = match session.core.play_from(&ask) {
+            PlayFrom::Seek(t) => match seek(t).await {
+                Ok(c) => (c, true),
+                Err(r) => return r,
+            },
+            PlayFrom::Resume(c) => (c, false),
+            PlayFrom::WhereSending => {
+                stopped = Some(session.stop_sender().await);
+                match session.core.playback().and_then(|p| p.resume()).cloned() {
+                    Some(c) => (c, false),
+                    None => match seek(origin).await {
+                        Ok(c) => (c, true),
+                        Err(r) => return r,
                     },
-                    true,
-                )
+                }
             }
         };
         let seg = match within(limit, library.segment(&cursor.segment), internal).await {
             Ok(s) => s,
-            Err(r) => return r,
+            Err(r) => {
+                restart_sender(session, &node, &library, stopped).await;
+                return r;
+            }
         };
         let frames = &seg.0.frames;
         let actual_ms = frames
             .get(cursor.frame)
             .map_or(cursor.segment.start_ms, |f| f.time_ms);
-        if play_end.is_some_and(|e| e <= actual_ms) {
-            return fail(StatusCode::INVALID_RANGE, "the range ends before it starts");
-        }
-        let end = window::end_of(
-            pb.req.end_ms,
-            asked.end,
-            index.last_ms().unwrap_or(actual_ms),
-        );
-        // Output state: created on the first PLAY, continued (rebased after a seek) later.
-        let mut tracks = match pb.tracks.take() {
-            Some(t) => t,
-            None => new_tracks(&pb.sdp, &session.setups),
-        };
-        if seeked {
-            for t in &mut tracks {
-                // Continue the timestamp line one frame interval on.
-                t.identity.rebase((t.clock_rate / 25).max(1));
+        let last_ms = index.last_ms().unwrap_or(actual_ms);
+        let plan = match session.core.decide_play(ask, actual_ms, last_ms, seeks) {
+            Ok(p) => p,
+            Err(refusal) => {
+                restart_sender(session, &node, &library, stopped).await;
+                return refusal.into();
             }
+        };
+        // Every refusal is behind us: the old sender (a seek while playing) stops now.
+        if stopped.is_none() {
+            session.stop_sender().await;
         }
         let base = base_url(&req.uri);
-        let rtp_info: Vec<RtpInfo> = tracks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.enabled)
-            .map(|(i, t)| {
-                let first_ts = frames[cursor.frame.min(frames.len())..]
-                    .iter()
-                    .find(|f| f.track as usize == i)
-                    .map_or(0, |f| f.media_ts as u32);
-                RtpInfo {
-                    url: control_url(&base, &format!("trackID={i}")),
-                    seq: Some(t.identity.next_seq()),
-                    rtptime: Some(t.identity.project_timestamp(first_ts)),
-                }
-            })
-            .collect();
-        let sink = if session.is_tcp() {
-            let (tx, rx) = mpsc::channel(32);
-            if let Some(p) = session.playback.as_mut() {
-                // Batches the stopped task queued that the connection has not written yet
-                // already carry sequence numbers: they go out first (after this answer), or
-                // the client would see a gap and, on a resume, miss a reference frame.
-                // The old channel holds at most 32, so they fit.
-                if let Some(mut old) = p.tcp_rx.take() {
-                    while let Ok(out) = old.try_recv() {
-                        let _ = tx.try_send(out);
-                    }
-                }
-                p.tcp_rx = Some(rx);
-            }
-            Sink::Tcp(tx)
-        } else {
-            // First PLAY: the session's UDP sockets move to the playback state, where every
-            // later PLAY (after PAUSE or a seek) finds them.
-            let fresh = take_udp_tracks(session);
-            let activity = session.activity.clone();
-            let Some(p) = session.playback.as_mut() else {
-                return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
-            };
-            for t in fresh {
-                let rtcp = Arc::new(t.pair.rtcp);
-                node.tasks.spawn(super::udp_session::watch_rtcp(
-                    rtcp.clone(),
-                    t.client_rtcp.ip(),
-                    activity.clone(),
-                    node.clone(),
-                    p.rtcp_watch.clone(),
-                ));
-                p.udp.push(task::UdpOut {
-                    track: t.track,
-                    via: task::UdpVia::Socket {
-                        rtp: Arc::new(t.pair.rtp),
-                        rtcp,
-                    },
-                    dest_rtp: t.client_rtp,
-                    dest_rtcp: t.client_rtcp,
-                });
-            }
-            Sink::Udp(p.udp.clone())
+        let first_ts = |i: usize| {
+            frames[cursor.frame.min(frames.len())..]
+                .iter()
+                .find(|f| f.track as usize == i)
+                .map_or(0, |f| f.media_ts as u32)
         };
-        let Some(pb) = session.playback.as_mut() else {
-            return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
-        };
-        pb.range_end = asked.end;
-        let params = pb.params(&node, cursor, None);
-        pb.start(&node, library, tracks, params, sink, session.info.clone())
-            .await;
-        session.media = Media::Playback;
-        let served = if asked.clock {
-            Range::Clock {
-                start: UtcTime {
-                    unix_millis: actual_ms,
-                },
-                end: Some(UtcTime { unix_millis: end }),
-            }
-        } else {
-            Range::Npt {
-                start: npt_of(actual_ms, pb.origin_ms),
-                end: Some(npt_of(end, pb.origin_ms)),
-            }
-        };
-        tracing::debug!(camera = %pb.req.camera, range = %served, scale = pb.scale, "playback PLAY");
-        let mut resp = Response::new(StatusCode::OK)
-            .header("Range", served.to_string())
-            .header("RTP-Info", format_rtp_info(&rtp_info));
-        if let Some((_, name, v)) = rate {
-            resp = resp.header(name, v);
+        let url = |i: usize| control_url(&base, &format!("trackID={i}"));
+        let (resp, tracks, window) =
+            session
+                .core
+                .commit_play(plan, first_ts, url, std::time::Instant::now());
+        start_sender(session, &node, library, tracks, cursor, window, None).await;
+        if let Some(p) = session.core.playback() {
+            tracing::debug!(camera = %camera, range = ?resp.headers.get("Range"), scale = p.scale(), "playback PLAY");
         }
         resp
     }
 
     pub async fn pause_playback(&mut self, req: &Request) -> Response {
-        let session = match self.transition(req) {
-            Ok(s) => s,
-            Err(r) => return r,
+        if let Err(r) = self.own_session(req) {
+            return r;
+        }
+        let Some(session) = self.session.as_mut() else {
+            return fail(StatusCode::SESSION_NOT_FOUND, "none");
         };
-        if let Some(pb) = session.playback.as_mut() {
+        session.touch();
+        let handback = match session.core.check_pause() {
+            Err(r) => return r.into(),
             // The stopped task's queue is kept: the connection writes what it holds (media
             // sent before the pause, already numbered) and then drops it when it closes.
-            pb.stop().await;
-        }
+            Ok(LivePause::StopSender) => match session.playback.as_mut() {
+                Some(pb) => pb.stop().await.0,
+                None => None,
+            },
+            Ok(_) => None,
+        };
+        session
+            .core
+            .commit_pause(handback, std::time::Instant::now());
         Response::new(StatusCode::OK)
     }
 }
 
-fn new_tracks(
-    sdp: &SessionDescription,
-    setups: &[Option<crate::live::reader::TrackSetup>],
-) -> Vec<TrackOut> {
-    sdp.media
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let setup = setups.get(i).copied().flatten();
-            let (ssrc, seq, ts) = setup.map_or((0, 0, 0), |s| (s.ssrc, s.first_seq, s.first_ts));
-            TrackOut {
-                codec: m.codec(),
-                payload_type: m.payload_type,
-                clock_rate: m.clock_rate.max(1),
-                identity: RtpIdentity::new(ssrc, seq, ts),
-                seq: 0,
-                enabled: setup.is_some(),
+fn internal(e: LibraryError) -> Response {
+    fail(StatusCode::INTERNAL_SERVER_ERROR, e)
+}
+
+/// A refused PLAY that had to stop the running sender starts it again where it was, with
+/// the window the session had (nothing of the refused PLAY was committed).
+async fn restart_sender(
+    session: &mut Session,
+    node: &Arc<Node>,
+    library: &Library,
+    stopped: Option<Handoff>,
+) {
+    let Some(handoff) = stopped else {
+        return;
+    };
+    if let Some((tracks, cursor, window)) = session.core.restart() {
+        start_sender(
+            session,
+            node,
+            library.clone(),
+            tracks,
+            cursor,
+            window,
+            handoff.anchor,
+        )
+        .await;
+    }
+}
+
+/// Starts the session's sender from `cursor` with the core's `window`, its output on the
+/// session's connection (TCP) or its UDP sockets (moved to the playback on the first PLAY).
+pub(crate) async fn start_sender(
+    session: &mut Session,
+    node: &Arc<Node>,
+    library: Library,
+    tracks: Vec<TrackOut>,
+    cursor: Cursor,
+    window: vigil_session::SenderWindow,
+    anchor: Option<crate::handoff::Anchor>,
+) -> Option<i64> {
+    let sink = sink_of(session, node);
+    let info = session.info.clone();
+    let pb = session.playback.as_mut()?;
+    let params = pb.params(node, window, cursor, anchor);
+    let first = pb.start(node, library, tracks, params, sink, info).await;
+    session.media = Media::Playback;
+    first
+}
+
+/// The sender's output: a fresh queue to the connection (TCP), or the session's UDP
+/// sockets, moved to the playback on the first PLAY where every later one finds them.
+fn sink_of(session: &mut Session, node: &Arc<Node>) -> Sink {
+    if session.is_tcp() {
+        let (tx, rx) = mpsc::channel(32);
+        if let Some(p) = session.playback.as_mut() {
+            // Batches the stopped task queued that the connection has not written yet
+            // already carry sequence numbers: they go out first (after this answer), or
+            // the client would see a gap and, on a resume, miss a reference frame.
+            // The old channel holds at most 32, so they fit.
+            if let Some(mut old) = p.tcp_rx.take() {
+                while let Ok(out) = old.try_recv() {
+                    let _ = tx.try_send(out);
+                }
             }
-        })
-        .collect()
+            p.tcp_rx = Some(rx);
+        }
+        return Sink::Tcp(tx);
+    }
+    let fresh = session.take_udp_tracks();
+    let activity = session.activity.clone();
+    let Some(p) = session.playback.as_mut() else {
+        return Sink::Udp(Vec::new());
+    };
+    for t in fresh {
+        let rtcp = Arc::new(t.pair.rtcp);
+        node.tasks.spawn(super::udp_session::watch_rtcp(
+            rtcp.clone(),
+            t.client_rtcp.ip(),
+            activity.clone(),
+            node.clone(),
+            p.rtcp_watch.clone(),
+        ));
+        p.udp.push(task::UdpOut {
+            track: t.track,
+            via: task::UdpVia::Socket {
+                rtp: Arc::new(t.pair.rtp),
+                rtcp,
+            },
+            dest_rtp: t.client_rtp,
+            dest_rtcp: t.client_rtcp,
+        });
+    }
+    Sink::Udp(p.udp.clone())
 }

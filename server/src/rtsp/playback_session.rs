@@ -1,33 +1,27 @@
-//! A playback session's media state (survives PAUSE) and its sender: this node's paced task
-//! or, after a migration, the node the session moved to (`migrate::steer::Remote`). The
-//! RTSP methods (`playback_methods`) start and stop it without knowing which.
+//! A playback session's sender: this node's paced task or, after a migration, the node the
+//! session moved to (`migrate::steer::Remote`). The RTSP methods (`playback_methods`)
+//! start and stop it without knowing which; what survives a stop (the tracks' RTP
+//! identities and the resume cursor) goes back to the session core (`Core`), which also
+//! holds the presentation window a new run is started with.
 
 use crate::playback::request::PlaybackRequest;
 use crate::playback::task::{self, Cursor, PlayParams, Sink, Stopped, TcpOut, TrackOut};
-use crate::playback::window;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vigil_proto::sdp::SessionDescription;
+use vigil_session::{Handback, SenderWindow};
 
-/// Playback state of a session; survives PAUSE.
+/// A playback session's sender and its outputs; survives PAUSE.
 pub struct Playback {
     pub req: PlaybackRequest,
-    /// npt 0: the first frame served for the URL's start (UTC ms).
-    pub origin_ms: i64,
+    /// The recording's SDP: a migrated sender's state is read back against it.
     pub sdp: SessionDescription,
-    /// Per-track output state while no task runs (taken by the task, given back on stop).
-    pub tracks: Option<Vec<TrackOut>>,
-    /// Where PLAY without Range resumes.
-    pub resume: Option<Cursor>,
     pub running: Option<(CancellationToken, JoinHandle<Stopped>)>,
     /// TCP sessions: the task's output, drained by the connection task.
     pub tcp_rx: Option<mpsc::Receiver<TcpOut>>,
     pub udp: Vec<task::UdpOut>,
-    pub scale: f64,
-    /// The end of the running PLAY's Range, if it gave one (a handoff keeps it).
-    pub range_end: Option<i64>,
     /// Stops the tasks that watch the client's UDP RTCP (keepalive).
     pub rtcp_watch: CancellationToken,
     /// The node sending this session's media after a migration (None: this node).
@@ -61,34 +55,41 @@ impl Playback {
         self.running.is_some() || self.remote.as_ref().is_some_and(|r| r.running)
     }
 
-    /// Stop the running sender (PAUSE, seek, teardown, a move) and keep its state for the
-    /// next PLAY. The sender may be this node's task or the node the session migrated to.
-    pub async fn stop(&mut self) -> Handoff {
+    /// Stop the running sender (PAUSE, seek, teardown, a move): its state for the next
+    /// PLAY (None when no sender ran) and where its pacing line was. The sender may be
+    /// this node's task or the node the session migrated to.
+    pub async fn stop(&mut self) -> (Option<Handback<Cursor>>, Handoff) {
         if let Some((cancel, handle)) = self.running.take() {
             cancel.cancel();
-            if let Ok(stopped) = handle.await {
-                self.tracks = Some(stopped.tracks);
-                self.resume = stopped.resume;
-                return Handoff {
-                    anchor: stopped.anchor,
-                    last_sent_us: stopped.last_sent_us,
-                };
-            }
-            return Handoff::default();
+            return match handle.await {
+                Ok(stopped) => (
+                    Some(Handback {
+                        tracks: stopped.tracks,
+                        resume: stopped.resume,
+                    }),
+                    Handoff {
+                        anchor: stopped.anchor,
+                        last_sent_us: stopped.last_sent_us,
+                    },
+                ),
+                Err(_) => (None, Handoff::default()),
+            };
         }
         let Some(remote) = self.remote.as_mut() else {
-            return Handoff::default();
+            return (None, Handoff::default());
         };
         match remote.stop(&self.sdp, &self.req.camera).await {
-            Ok(Some(s)) => {
-                self.tracks = Some(s.tracks);
-                self.resume = s.resume;
+            Ok(Some(s)) => (
+                Some(Handback {
+                    tracks: s.tracks,
+                    resume: s.resume,
+                }),
                 Handoff {
                     anchor: s.anchor,
                     last_sent_us: s.last_sent_us,
-                }
-            }
-            Ok(None) => Handoff::default(),
+                },
+            ),
+            Ok(None) => (None, Handoff::default()),
             Err(e) => {
                 // The sending node is gone: continue from its last heartbeat, here.
                 tracing::warn!(node = %remote.node, error = %e, "migrated sender lost: taking the session back");
@@ -96,31 +97,29 @@ impl Playback {
                 if let Some(r) = self.remote.take() {
                     r.release();
                 }
-                if let Some(s) = last {
-                    self.tracks = Some(s.tracks);
-                    self.resume = s.resume;
-                }
-                Handoff::default()
+                let handback = last.map(|s| Handback {
+                    tracks: s.tracks,
+                    resume: s.resume,
+                });
+                (handback, Handoff::default())
             }
         }
     }
 
-    /// The sender's parameters for a run from `start` (Scale, keyframes-only, end).
+    /// The sender's parameters for a run from `start` in the presentation's `window`.
     pub fn params(
         &self,
         node: &crate::node::Node,
+        window: SenderWindow,
         start: Cursor,
         anchor: Option<crate::handoff::Anchor>,
     ) -> PlayParams {
         PlayParams {
             start,
-            scale: self.scale,
-            keyframes_only: self.scale > node.config.playback.keyframes_only_above_scale,
-            end_ms: [self.req.end_ms, self.range_end]
-                .into_iter()
-                .flatten()
-                .min(),
-            range_end_only: window::range_end_only(self.req.end_ms, self.range_end),
+            scale: window.scale,
+            keyframes_only: window.keyframes_only,
+            end_ms: window.end_ms,
+            range_end_only: window.range_end_only,
             camera: self.req.camera.clone(),
             cname: node.config.node.id.clone(),
             anchor,

@@ -1,41 +1,24 @@
-//! A server-side RTSP session: its state, its tracks' transports, and its media task.
+//! A server-side RTSP session as the shell holds it: the sans-IO core (`Core`: state,
+//! transports, keepalive, the playback window and hand-back) beside what the core cannot
+//! hold — the UDP sockets, the media task, the live path and the session's entry in the
+//! node's registry.
 
 use super::playback_session::Playback;
 use super::udp_session::{UdpPlay, UdpRecord};
 use crate::ingest::Producer;
-use crate::live::reader::{Reader, TrackSetup};
+use crate::live::reader::Reader;
 use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo};
-use std::net::SocketAddr;
+use crate::playback::task::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::info;
 use vigil_proto::rtsp::{SessionKind, SessionState};
 
-pub enum TrackTransport {
-    Tcp {
-        rtp_channel: u8,
-        rtcp_channel: u8,
-    },
-    Udp {
-        /// Taken by the media task on PLAY/RECORD.
-        pair: Option<UdpPair>,
-        client_rtp: SocketAddr,
-        client_rtcp: SocketAddr,
-        server_port: u16,
-    },
-}
-
-impl TrackTransport {
-    /// How `/api/sessions` names the transport: `tcp/<channel>` or `udp/<client port>`.
-    pub fn describe(&self) -> String {
-        match self {
-            TrackTransport::Tcp { rtp_channel, .. } => format!("tcp/{rtp_channel}"),
-            TrackTransport::Udp { client_rtp, .. } => format!("udp/{client_rtp}"),
-        }
-    }
-}
+/// The session core: the RFC 2326 rules, transports, keepalive and the playback
+/// presentation (`vigil_session`), with the recording cursor as its resume position.
+pub type Core = vigil_session::Session<Cursor>;
 
 /// Where the session's media is moved.
 pub enum Media {
@@ -69,48 +52,60 @@ impl Activity {
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
-    pub fn idle(&self) -> Duration {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        Duration::from_millis(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
+    /// When the client was last heard from (a request, or RTCP seen by a media task).
+    pub fn last(&self) -> Instant {
+        self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
     }
 }
 
 pub struct Session {
     pub info: Arc<SessionInfo>,
-    pub kind: SessionKind,
-    pub state: SessionState,
+    pub core: Core,
     /// The live path; None for playback sessions.
     pub path: Option<Arc<PathEntry>>,
-    /// Playback of a recording (`playback/<camera>?start=…`).
+    /// Playback of a recording (`playback/<camera>?start=…`): its sender.
     pub playback: Option<Playback>,
-    /// By track index of the stream's SDP; `None` for tracks not set up.
-    pub tracks: Vec<Option<TrackTransport>>,
-    pub setups: Vec<Option<TrackSetup>>,
+    /// By track: the UDP server port pair bound at SETUP, taken by the media task on
+    /// PLAY/RECORD.
+    pub pairs: Vec<Option<UdpPair>>,
+    /// Shared with media tasks that see the client's RTCP; folded into the core's
+    /// keepalive on each check.
     pub activity: Arc<Activity>,
-    pub timeout: Duration,
     pub media: Media,
     /// TCP publishers: the producer fed from interleaved frames.
     pub producer: Option<Producer>,
 }
 
 impl Session {
-    pub fn touch(&self) {
-        self.activity.touch();
+    pub fn kind(&self) -> SessionKind {
+        self.core.kind()
     }
 
-    pub fn expired(&self) -> bool {
-        self.activity.idle() > self.timeout
+    pub fn state(&self) -> SessionState {
+        self.core.state()
+    }
+
+    /// The client was heard from now.
+    pub fn touch(&mut self) {
+        self.activity.touch();
+        self.core.touch(Instant::now());
+    }
+
+    /// The keepalive ran out: no request and no RTCP (seen by a media task) for the timeout.
+    pub fn expired(&mut self, now: Instant) -> bool {
+        self.core.touch(self.activity.last());
+        self.core.expired(now)
     }
 
     pub fn tcp_reader(&self) -> Option<&Reader> {
-        match (&self.media, self.state) {
+        match (&self.media, self.state()) {
             (Media::TcpPlay(r), SessionState::Playing) => Some(r),
             _ => None,
         }
     }
 
     pub fn tcp_reader_mut(&mut self) -> Option<&mut Reader> {
-        match (&mut self.media, self.state) {
+        match (&mut self.media, self.core.state()) {
             (Media::TcpPlay(r), SessionState::Playing) => Some(r),
             _ => None,
         }
@@ -118,46 +113,62 @@ impl Session {
 
     /// The track and whether it is the RTP (true) or RTCP channel.
     pub fn track_of_channel(&self, channel: u8) -> Option<(usize, bool)> {
-        self.tracks.iter().enumerate().find_map(|(i, t)| match t {
-            Some(TrackTransport::Tcp {
-                rtp_channel,
-                rtcp_channel,
-            }) if *rtp_channel == channel || *rtcp_channel == channel => {
-                Some((i, *rtp_channel == channel))
-            }
-            _ => None,
-        })
+        self.core.track_of_channel(channel)
     }
 
     pub fn rtp_channels(&self) -> Vec<Option<u8>> {
-        self.tracks
-            .iter()
-            .map(|t| match t {
-                Some(TrackTransport::Tcp { rtp_channel, .. }) => Some(*rtp_channel),
+        self.core.rtp_channels()
+    }
+
+    pub fn rtcp_channel(&self, track: usize) -> Option<u8> {
+        self.core.rtcp_channel(track)
+    }
+
+    pub fn is_tcp(&self) -> bool {
+        self.core.is_tcp()
+    }
+
+    /// The UDP tracks' sockets and client addresses, for a media task starting now (each
+    /// pair is taken once: later PLAYs find the task's copy).
+    pub fn take_udp_tracks(&mut self) -> Vec<super::udp_session::UdpTrack> {
+        let transports = self.core.transports();
+        self.pairs
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, pair)| match transports.get(i).copied().flatten() {
+                Some(vigil_session::Transport::Udp {
+                    client_rtp,
+                    client_rtcp,
+                    ..
+                }) => pair.take().map(|pair| super::udp_session::UdpTrack {
+                    track: i,
+                    pair,
+                    client_rtp,
+                    client_rtcp,
+                }),
                 _ => None,
             })
             .collect()
     }
 
-    pub fn rtcp_channel(&self, track: usize) -> Option<u8> {
-        match self.tracks.get(track)? {
-            Some(TrackTransport::Tcp { rtcp_channel, .. }) => Some(*rtcp_channel),
-            _ => None,
+    /// Stops a playback's sender (here or on the node it moved to) and hands its state
+    /// back to the core; where the pacing line was, for a sender that continues it.
+    pub async fn stop_sender(&mut self) -> super::playback_session::Handoff {
+        let Some(pb) = self.playback.as_mut() else {
+            return Default::default();
+        };
+        let (handback, handoff) = pb.stop().await;
+        if let Some(hb) = handback {
+            self.core.sender_stopped(hb);
         }
-    }
-
-    pub fn is_tcp(&self) -> bool {
-        self.tracks
-            .iter()
-            .flatten()
-            .any(|t| matches!(t, TrackTransport::Tcp { .. }))
+        handoff
     }
 
     /// Release everything the session holds. UDP media tasks send their RTCP BYE as they stop.
     pub fn end(mut self, node: &Node) {
         // A publisher that was taken over (`publisher_conflict = "takeover"`) must not end
         // the stream: its successor feeds the same readers once it sends RECORD.
-        let taken_over = self.kind == SessionKind::Record
+        let taken_over = self.kind() == SessionKind::Record
             && self.path.as_ref().is_some_and(|path| {
                 path.publisher()
                     .as_ref()
@@ -177,7 +188,7 @@ impl Session {
                 p.finish();
             }
         }
-        if let (SessionKind::Record, Some(path)) = (self.kind, &self.path) {
+        if let (SessionKind::Record, Some(path)) = (self.kind(), &self.path) {
             let mut publisher = path.publisher();
             if publisher
                 .as_ref()

@@ -3,22 +3,22 @@
 //! transport — UDP unicast with a server port pair, or TCP interleaved channels.
 
 use super::conn::Conn;
-use super::handler::{fail, is_playback, new_session_id, session_header};
+use super::handler::{fail, is_playback, new_session_id};
 use super::playback_session::Playback;
-use super::session::{Activity, Media, Session, TrackTransport};
+use super::session::{Activity, Core, Media, Session};
 use crate::live::reader::TrackSetup;
+use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo, SessionKindView};
+use crate::playback::task::Cursor;
 use rand::Rng;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use vigil_proto::rtsp::{
-    next_state, parse_transports, LowerTransport, Method, Request, Response, SessionKind,
-    SessionState, StatusCode, Transport, TransportMode,
-};
-use vigil_proto::sdp::SessionDescription;
+use vigil_proto::rtsp::{parse_transports, Request, Response, SessionKind, StatusCode, Transport};
+use vigil_session::session::{choose_transport, track_index, Chosen};
+use vigil_session::Presentation;
 
 /// What a SETUP resolves to before the session is joined or created.
 struct SetupPlan {
@@ -28,7 +28,15 @@ struct SetupPlan {
     track: usize,
     tracks: usize,
     path: Option<Arc<PathEntry>>,
-    playback: Option<Playback>,
+    playback: Option<(Playback, Presentation<Cursor>)>,
+}
+
+/// A negotiated transport: the core's view, and the UDP ports bound for it.
+struct Negotiated {
+    transport: vigil_session::Transport,
+    pair: Option<UdpPair>,
+    answer: Transport,
+    setup: TrackSetup,
 }
 
 impl Conn {
@@ -50,22 +58,15 @@ impl Conn {
             Err(r) => return r,
         };
         // The transport first: a SETUP refused for its transport must not leave a session.
-        let (transport, answer, setup) =
-            match self.negotiate(&offers, value, plan.track, plan.kind).await {
-                Ok(x) => x,
-                Err(r) => return r,
-            };
+        let negotiated = match self.negotiate(&offers, value, plan.track, plan.kind).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
         // Session checks: join this connection's session, or create one.
         match (&self.session, req.session_id()) {
             (Some(s), Some(id)) if id == s.info.id => {
-                if s.info.path != plan.name {
-                    return fail(
-                        StatusCode::AGGREGATE_OPERATION_NOT_ALLOWED,
-                        "one path per session",
-                    );
-                }
-                if let Err(code) = next_state(s.state, s.kind, &Method::Setup) {
-                    return fail(code, "SETUP");
+                if let Err(r) = s.core.check_setup(s.info.path == plan.name) {
+                    return r.into();
                 }
             }
             (_, Some(_)) => return fail(StatusCode::SESSION_NOT_FOUND, "unknown session"),
@@ -104,23 +105,28 @@ impl Conn {
         let Some(session) = self.session.as_mut() else {
             return fail(StatusCode::INTERNAL_SERVER_ERROR, "session vanished");
         };
-        if session.tracks.len() <= plan.track {
-            session.tracks.resize_with(plan.track + 1, || None);
-            session.setups.resize(plan.track + 1, None);
-        }
+        let Negotiated {
+            transport,
+            pair,
+            answer,
+            setup,
+        } = negotiated;
         *session
             .info
             .transport
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = answer.to_string();
-        session.tracks[plan.track] = Some(transport);
-        session.setups[plan.track] = Some(setup);
-        session.state =
-            next_state(session.state, session.kind, &Method::Setup).unwrap_or(session.state);
-        session.touch();
+        if session.pairs.len() <= plan.track {
+            session.pairs.resize_with(plan.track + 1, || None);
+        }
+        session.pairs[plan.track] = pair;
+        session.activity.touch();
+        session
+            .core
+            .commit_setup(plan.track, transport, setup, std::time::Instant::now());
         Response::new(StatusCode::OK)
             .header("Transport", answer.to_string())
-            .header("Session", session_header(session))
+            .header("Session", session.core.header())
     }
 
     /// What a SETUP on a live path asks for.
@@ -153,7 +159,7 @@ impl Conn {
                 }
             }
         };
-        let track = track_index(&sdp, kind, target.control.as_deref())?;
+        let track = track_index(&sdp, kind, target.control.as_deref()).map_err(Response::from)?;
         Ok(SetupPlan {
             name: target.path.name.clone(),
             kind,
@@ -176,21 +182,22 @@ impl Conn {
         let existing = self
             .session
             .as_ref()
-            .and_then(|s| s.playback.as_ref().map(|p| p.sdp.clone()));
+            .and_then(|s| s.core.playback().map(|p| p.sdp.clone()));
         let (playback, sdp) = match existing {
             Some(sdp) => (None, sdp),
             None => {
-                let pb = self.playback_for_setup(&req.uri).await?;
-                let sdp = pb.sdp.clone();
-                (Some(pb), sdp)
+                let (pb, presentation) = self.playback_for_setup(&req.uri).await?;
+                let sdp = presentation.sdp.clone();
+                (Some((pb, presentation)), sdp)
             }
         };
         let name = match (&playback, &self.session) {
-            (Some(pb), _) => format!("playback/{}", pb.req.camera),
+            (Some((pb, _)), _) => format!("playback/{}", pb.req.camera),
             (None, Some(s)) => s.info.path.clone(),
             (None, None) => String::new(),
         };
-        let track = track_index(&sdp, SessionKind::Play, control.as_deref())?;
+        let track =
+            track_index(&sdp, SessionKind::Play, control.as_deref()).map_err(Response::from)?;
         Ok(SetupPlan {
             name,
             kind: SessionKind::Play,
@@ -201,30 +208,16 @@ impl Conn {
         })
     }
 
-    /// Pick the first acceptable transport of the client's offers and bind what it needs.
+    /// Pick the first acceptable transport of the client's offers (the core's rule) and
+    /// bind what it needs.
     async fn negotiate(
         &self,
         offers: &[Transport],
         value: &str,
         track: usize,
         kind: SessionKind,
-    ) -> Result<(TrackTransport, Transport, TrackSetup), Response> {
-        let Some(offer) = offers.iter().find(|t| {
-            !t.multicast
-                && t.profile.eq_ignore_ascii_case("RTP/AVP")
-                && (t.lower == LowerTransport::Tcp || t.client_port.is_some())
-        }) else {
-            return Err(fail(
-                StatusCode::UNSUPPORTED_TRANSPORT,
-                format!("none of {value}"),
-            ));
-        };
-        if offer.mode == Some(TransportMode::Record) && kind == SessionKind::Play {
-            return Err(fail(
-                StatusCode::METHOD_NOT_VALID_IN_THIS_STATE,
-                "mode=record without ANNOUNCE",
-            ));
-        }
+    ) -> Result<Negotiated, Response> {
+        let (chosen, mode) = choose_transport(offers, value, track, kind, self.peer.ip())?;
         let setup = {
             let mut rng = rand::thread_rng();
             TrackSetup {
@@ -233,61 +226,46 @@ impl Conn {
                 first_ts: rng.gen(),
             }
         };
-        match offer.lower {
-            LowerTransport::Tcp => {
-                let ch = offer
-                    .interleaved
-                    .unwrap_or(((track * 2) as u8, (track * 2 + 1) as u8));
-                let mut t = Transport::tcp_interleaved(ch);
-                t.mode = offer.mode;
-                if kind == SessionKind::Play {
-                    t.ssrc = Some(setup.ssrc);
-                }
-                Ok((
-                    TrackTransport::Tcp {
-                        rtp_channel: ch.0,
-                        rtcp_channel: ch.1,
+        let ssrc = (kind == SessionKind::Play).then_some(setup.ssrc);
+        match chosen {
+            Chosen::Tcp { channels } => {
+                let mut answer = Transport::tcp_interleaved(channels);
+                answer.mode = mode;
+                answer.ssrc = ssrc;
+                Ok(Negotiated {
+                    transport: vigil_session::Transport::Tcp {
+                        rtp_channel: channels.0,
+                        rtcp_channel: channels.1,
                     },
-                    t,
+                    pair: None,
+                    answer,
                     setup,
-                ))
+                })
             }
-            LowerTransport::Udp => {
-                let (rtp, rtcp) = offer.client_port.unwrap_or((0, 0));
-                let ip = self.peer.ip();
-                let dest_ok = offer
-                    .destination
-                    .as_deref()
-                    .is_none_or(|d| d == ip.to_string());
-                if !dest_ok {
-                    // Sending media to a third party on request is an amplification vector.
-                    return Err(fail(
-                        StatusCode::UNSUPPORTED_TRANSPORT,
-                        "destination must be the client",
-                    ));
-                }
+            Chosen::Udp {
+                client_rtp,
+                client_rtcp,
+            } => {
                 let Some(pair) = self.node.ports.bind_pair(self.local.ip()).await else {
                     return Err(fail(StatusCode::SERVICE_UNAVAILABLE, "no free UDP ports"));
                 };
-                let mut t = Transport::udp_unicast();
-                t.client_port = Some((rtp, rtcp));
-                t.server_port = Some((pair.rtp_port, pair.rtp_port + 1));
-                t.mode = offer.mode;
-                t.source = Some(self.local.ip().to_string());
-                if kind == SessionKind::Play {
-                    t.ssrc = Some(setup.ssrc);
-                }
-                let server_port = pair.rtp_port;
-                Ok((
-                    TrackTransport::Udp {
-                        pair: Some(pair),
-                        client_rtp: SocketAddr::new(ip, rtp),
-                        client_rtcp: SocketAddr::new(ip, rtcp),
-                        server_port,
+                let mut answer = Transport::udp_unicast();
+                answer.client_port = Some((client_rtp, client_rtcp));
+                answer.server_port = Some((pair.rtp_port, pair.rtp_port + 1));
+                answer.mode = mode;
+                answer.source = Some(self.local.ip().to_string());
+                answer.ssrc = ssrc;
+                let ip = self.peer.ip();
+                Ok(Negotiated {
+                    transport: vigil_session::Transport::Udp {
+                        client_rtp: SocketAddr::new(ip, client_rtp),
+                        client_rtcp: SocketAddr::new(ip, client_rtcp),
+                        server_port: pair.rtp_port,
                     },
-                    t,
+                    pair: Some(pair),
+                    answer,
                     setup,
-                ))
+                })
             }
         }
     }
@@ -313,12 +291,13 @@ impl Conn {
             self.peer,
             cancel,
         ));
-        if let Some(pb) = &plan.playback {
+        if let Some((pb, presentation)) = &plan.playback {
             // Listed in the node's report from now on, at its start and expected bitrate:
             // the scheduler's estimate for this placement lapses with the next report, and
             // a report that left the session out until its first frame would show the
             // node lighter than it is (least-load would send it the next request too).
-            info.position_ms.store(pb.origin_ms, Ordering::Relaxed);
+            info.position_ms
+                .store(presentation.origin_ms, Ordering::Relaxed);
             if let Some(bps) = pb.expected_bps {
                 info.rate_bps.store(bps as u64, Ordering::Relaxed);
             }
@@ -329,51 +308,25 @@ impl Conn {
         self.node.register_session(info.clone());
         let activity = Activity::new();
         activity.touch();
+        let (playback, presentation) = plan.playback.take().unzip();
+        let timeout = Duration::from_secs(self.node.config.limits.session_timeout_secs.into());
+        let core = Core::new(
+            info.id.clone(),
+            kind,
+            plan.tracks,
+            timeout,
+            presentation,
+            std::time::Instant::now(),
+        );
         Session {
             info,
-            kind,
-            state: SessionState::Init,
+            core,
             path: plan.path.clone(),
-            playback: plan.playback.take(),
-            tracks: (0..plan.tracks).map(|_| None).collect(),
-            setups: vec![None; plan.tracks],
+            playback,
+            pairs: (0..plan.tracks).map(|_| None).collect(),
             activity,
-            timeout: Duration::from_secs(self.node.config.limits.session_timeout_secs.into()),
             media: Media::None,
             producer: None,
         }
     }
-}
-
-/// Which track a SETUP URL names. Readers use our own `trackID=N` controls; publishers use
-/// whatever their SDP said (`streamid=0` from ffmpeg, `stream=0` from GStreamer, absolute
-/// URLs from cameras).
-fn track_index(
-    sdp: &SessionDescription,
-    kind: SessionKind,
-    control: Option<&str>,
-) -> Result<usize, Response> {
-    let n = sdp.media.len();
-    let Some(control) = control else {
-        return if n == 1 {
-            Ok(0)
-        } else {
-            Err(fail(
-                StatusCode::AGGREGATE_OPERATION_NOT_ALLOWED,
-                "SETUP needs a track URL",
-            ))
-        };
-    };
-    let found = match kind {
-        SessionKind::Play => control
-            .strip_prefix("trackID=")
-            .and_then(|i| i.parse::<usize>().ok())
-            .filter(|i| *i < n),
-        SessionKind::Record => sdp.media.iter().position(|m| {
-            m.control
-                .as_deref()
-                .is_some_and(|c| c == control || c.rsplit('/').next() == Some(control))
-        }),
-    };
-    found.ok_or_else(|| fail(StatusCode::NOT_FOUND, format!("no track {control}")))
 }

@@ -154,7 +154,7 @@ impl Conn {
         let Some(reader) = session.tcp_reader() else {
             return Ok(());
         };
-        if session.state != SessionState::Playing {
+        if session.state() != SessionState::Playing {
             return Ok(());
         }
         let wall = SystemTime::now()

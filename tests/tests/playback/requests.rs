@@ -217,3 +217,44 @@ fn pause_from_a_tcp_viewer_behind_on_a_full_queue_is_answered() {
         cont.assert_continuous("a PAUSE while the sender was held up");
     });
 }
+
+/// A PLAY refused after the running sender had to stop (a PLAY without a start while
+/// playing learns the sender's position only by stopping it; here its Range ends before
+/// that position: 457) leaves the session as it was: the media goes on, continuous, and the
+/// session answers PAUSE and a resume. Before the session core the refusal came after the
+/// sender was stopped and the state committed, so the viewer's media just stopped.
+#[test]
+fn a_refused_play_leaves_the_session_playing_as_it_was() {
+    use vigil_server::client::ClientError;
+    let rec = recording();
+    let node = playback_node(rec);
+    let start = rec.first_ms + 1_000;
+    let url = playback_url(&node, CAM, start, None);
+    runtime().block_on(async {
+        let mut p = play(&url, PlayOptions::new(ClientTransport::Tcp))
+            .await
+            .expect("play");
+        let mut cont = Continuity::new(&p);
+        // Past 0.5 s of the presentation before the refused PLAY.
+        while playback_position(&node).is_none_or(|at| at < start + 1_000) {
+            let pkt = next(&mut p, "before the refused PLAY").await;
+            cont.see(&pkt);
+        }
+        match p.play(PlayRequest::new().range("npt=now-0.5")).await {
+            Err(ClientError::Status { status, reason, .. }) => {
+                assert_eq!(status, 457, "{reason}");
+                assert!(reason.contains("ends before it starts"), "{reason}");
+            }
+            other => panic!("a PLAY whose range ends behind the sender: {other:?}"),
+        }
+        let refused_at = playback_position(&node).expect("a position");
+        // The media goes on from where it was: a second of it more, no sequence gap.
+        while playback_position(&node).is_none_or(|at| at < refused_at + 1_000) {
+            let pkt = next(&mut p, "after the refused PLAY").await;
+            cont.see(&pkt);
+        }
+        cont.assert_continuous("a refused PLAY");
+        p.pause().await.expect("PAUSE after the refused PLAY");
+        p.play(PlayRequest::new()).await.expect("resume");
+    });
+}
