@@ -246,7 +246,7 @@ pub fn lab_report(
                 sc.workload.cameras,
                 sc.workload.recordings_per_camera,
                 sc.workload.recording_secs,
-                super::media::demo_bitrate_bps() / 1e6,
+                vigil_testkit::media::demo_bitrate_bps() / 1e6,
                 n = sc.nodes.count,
             ),
         ),
@@ -269,11 +269,11 @@ pub fn lab_report(
 
 /// The machine the run had: CPUs and memory, and the load average at the end.
 pub(crate) fn machine() -> String {
-    describe(&crate::procfs::Machine::read())
+    describe(&vigil_server::procfs::Machine::read())
 }
 
 /// The report's "Machine" line.
-fn describe(m: &crate::procfs::Machine) -> String {
+fn describe(m: &vigil_server::procfs::Machine) -> String {
     let model = m.model.as_deref().unwrap_or("unknown CPU");
     let mem = m.mem_kib.map_or(String::new(), |kib| {
         format!(", {:.0} GiB RAM", kib as f64 / 1024.0 / 1024.0)
@@ -288,7 +288,7 @@ fn describe(m: &crate::procfs::Machine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procfs::Machine;
+    use vigil_server::procfs::Machine;
 
     #[test]
     fn machine_line() {

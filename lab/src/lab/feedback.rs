@@ -332,7 +332,7 @@ fn lab_report(
                 sc.nodes.max_sessions,
                 sc.workload.cameras,
                 sc.workload.recording_secs,
-                super::media::demo_bitrate_bps() / 1e6,
+                vigil_testkit::media::demo_bitrate_bps() / 1e6,
                 n = sc.nodes.count,
             ),
         ),
