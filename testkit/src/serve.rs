@@ -37,6 +37,8 @@ pub enum HarnessError {
         timeout: Duration,
         log: String,
     },
+    #[error("{0} is not an ip:port")]
+    Address(String),
     #[error("GET {url}: {reason}")]
     Api { url: String, reason: String },
     #[error("cluster certificates: {0}")]
@@ -275,11 +277,6 @@ pub fn sibling_vigil() -> Result<PathBuf, HarnessError> {
 
 /// A node's RTSP address from its config (what its `rtsp://` URLs name).
 pub fn rtsp_socket(config: &NodeConfig) -> Result<SocketAddr, HarnessError> {
-    config
-        .rtsp_addr()
-        .parse()
-        .map_err(|e: std::net::AddrParseError| HarnessError::Io {
-            what: format!("the RTSP address {}", config.rtsp_addr()),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
-        })
+    let addr = config.rtsp_addr();
+    addr.parse().map_err(|_| HarnessError::Address(addr))
 }
