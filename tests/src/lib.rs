@@ -491,20 +491,27 @@ pub fn two_node_cluster(key: &str, keys: &str) -> (tempfile::TempDir, Node, Node
         "[storage]\nroot = \"{}\"\nsegment_secs = 1.0",
         root.path().display()
     );
+    let member = |gossip: &str, seed: Option<&str>, priority: u32| {
+        vigil_testkit::cluster::Member {
+            gossip,
+            seed,
+            key,
+            priority,
+            rpc: None,
+            keys,
+        }
+        .table()
+    };
     let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
     let n1 = NodeBuilder::new()
-        .extra(&format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{g1}\"\nkey = \"{key}\"\npriority = 10\n{keys}\n"
-        ))
+        .extra(&member(&g1, None, 10))
         .extra(&storage)
         .extra(DEMO_CAMERA)
         .start();
     let g2 = format!("127.0.0.2:{}", free_udp("127.0.0.2"));
     let n2 = NodeBuilder::new()
         .ip("127.0.0.2")
-        .extra(&format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{g2}\"\nseeds = [\"{g1}\"]\nkey = \"{key}\"\npriority = 20\n{keys}\n"
-        ))
+        .extra(&member(&g2, Some(&g1), 20))
         .extra(&storage)
         .start();
     (root, n1, n2)
