@@ -1,6 +1,10 @@
-//! The `vigil` command line: `serve`, `ctl`, `bench`, `cluster`, `sim`, `lab`.
+//! The `vigil` command line: `serve`, `ctl`, `user`, `cluster`. `bench`, `sim` and `lab`
+//! are the `vigil-lab` binary's (the dev tools live outside the node crate, issue 24 §3):
+//! `vigil bench …` runs `vigil-lab bench …` from the same directory, so scripts and docs
+//! keep one spelling.
 
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -47,47 +51,26 @@ pub enum Command {
         #[command(subcommand)]
         what: crate::user::UserCmd,
     },
-    /// Load generators: measure what a node delivers to many viewers and what it costs.
+    /// Load generators (live, playback, handshake, record): `vigil-lab bench`, run by the
+    /// `vigil-lab` binary next to this one.
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        what: crate::bench::Bench,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
     },
-    /// Run a scenario of the papers' experiments as a discrete-event simulation on the
-    /// scheduling code (seed-vod, seed-gateway, seed-feedback, seed-feedback-burst,
-    /// seed-planner, scale-20, scale-100, scale-1000, or a scenario file): writes a report folder (report.md, sessions.csv, PNG plots).
+    /// A scenario of the papers' experiments as a discrete-event simulation: `vigil-lab
+    /// sim`, run by the `vigil-lab` binary next to this one.
+    #[command(disable_help_flag = true)]
     Sim {
-        /// A built-in scenario name or a path to a scenario TOML file.
-        scenario: String,
-        /// Report folder (default: a new folder under ./reports).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Seed of the workload and the policies' draws (default: the scenario's).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Run without the storage emulation (`[storage.emulate]`): reads cost what this
-        /// machine's disk costs (the simulation: nothing).
-        #[arg(long)]
-        no_emulation: bool,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
     },
-    /// Run a vod scenario (seed-vod-lab, or a scenario file) on real processes: starts the
-    /// nodes on 127.0.0.x, writes the recordings, runs every policy on the same seeded
-    /// clients and writes a report folder with the calibration against `vigil sim`.
+    /// A scenario on real node processes on 127.0.0.x: `vigil-lab lab`, run by the
+    /// `vigil-lab` binary next to this one.
+    #[command(disable_help_flag = true)]
     Lab {
-        /// A built-in scenario name or a path to a scenario TOML file.
-        scenario: String,
-        /// Report folder (default: a new folder under ./reports).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Seed of the workload and the policies' draws (default: the scenario's).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Run without the storage emulation (`[storage.emulate]`): reads cost what this
-        /// machine's disk costs (the simulation: nothing).
-        #[arg(long)]
-        no_emulation: bool,
-        /// Worker threads of the clients' runtime.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
     },
 }
 
@@ -191,22 +174,11 @@ pub fn main() -> ExitCode {
             what,
         } => crate::ctl::token(config.as_deref())
             .and_then(|token| crate::ctl::run(&api, token.as_deref(), json, what)),
-        Command::Bench { what } => crate::bench::run(what),
+        Command::Bench { args } => crate::devtools::exec("bench", args),
         Command::Cluster { what } => cluster(what),
         Command::User { what } => crate::user::run(what),
-        Command::Sim {
-            scenario,
-            out,
-            seed,
-            no_emulation,
-        } => crate::sim::run(&scenario, out, seed, no_emulation),
-        Command::Lab {
-            scenario,
-            out,
-            seed,
-            no_emulation,
-            threads,
-        } => crate::lab::run(&scenario, out, seed, no_emulation, threads),
+        Command::Sim { args } => crate::devtools::exec("sim", args),
+        Command::Lab { args } => crate::devtools::exec("lab", args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

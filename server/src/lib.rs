@@ -6,16 +6,14 @@
 
 pub mod admin;
 pub mod auth;
-pub mod bench;
 pub mod cli;
-pub mod client;
 pub mod cluster;
 pub mod ctl;
+pub mod devtools;
 pub mod export;
 pub mod handoff;
 pub mod hls;
 pub mod ingest;
-pub mod lab;
 #[cfg(test)]
 mod layering;
 pub mod library;
@@ -29,5 +27,4 @@ pub mod procfs;
 pub mod record;
 pub mod rtsp;
 pub mod serve;
-pub mod sim;
 pub mod user;

@@ -194,6 +194,6 @@ pub fn decode_file(path: &Path) -> Decoded {
 /// Writes `secs` of the demo clip, looped, as camera `camera` into the storage root (4 s
 /// segments), recorded as if it had started at `start_ms`. Returns the recorded range.
 pub fn synthetic_recording(root: &Path, camera: &str, start_ms: i64, secs: u64) -> (i64, i64) {
-    vigil_server::lab::media::write_recording(root, camera, start_ms, secs, Duration::from_secs(4))
+    vigil_testkit::media::write_recording(root, camera, start_ms, secs, Duration::from_secs(4))
         .expect("write the synthetic recording")
 }

@@ -1,61 +1,68 @@
 //! Harness for the end-to-end tests: start real `vigil` node processes on loopback with a
 //! generated config, wait for them by polling (never by sleeping), run real clients against
-//! them, and clean up on drop.
+//! them, and clean up on drop. The process harness itself, the light client, certificates,
+//! ports and media fixtures are `vigil-testkit`'s, shared with the lab; this crate adds
+//! what only tests do (panicking waits, external clients, per-test temp dirs).
 
 pub mod auth;
 pub mod browser;
 mod clients;
 pub mod export;
-mod fixtures;
 pub mod fuzz;
-mod ports;
 mod process;
 pub mod report;
 mod rtsp_conn;
 pub mod secure_cluster;
 
 pub use clients::*;
-pub use fixtures::*;
-pub use ports::*;
 pub use process::*;
 pub use rtsp_conn::*;
+pub use vigil_testkit::fixtures::*;
+pub use vigil_testkit::ports::{free_port, free_udp, udp_port_pair};
+pub use vigil_testkit::workspace;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// The workspace root (parent of this crate).
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
+use vigil_testkit::ports::udp_range;
+use vigil_testkit::serve::{NodeConfig, ServeProcess};
 
 /// The `vigil` binary, built once per test process (a cargo test of this crate does not
 /// build another package's binaries by itself); `VIGIL_BIN` names another one instead (a
 /// release build, or an older build to compare with).
 pub fn vigil_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(bin) = std::env::var_os("VIGIL_BIN") {
-            return PathBuf::from(bin);
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "vigil-server", "--bin", "vigil"])
-            .current_dir(workspace())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the vigil binary failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| workspace().join("target"));
-        target.join("debug").join("vigil")
-    })
-    .clone()
+    BIN.get_or_init(|| built("VIGIL_BIN", "vigil-server", "vigil"))
+        .clone()
+}
+
+/// The `vigil-lab` binary (`lab`, `bench`, `sim`), found like [`vigil_bin`];
+/// `VIGIL_LAB_BIN` names another one.
+pub fn vigil_lab_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| built("VIGIL_LAB_BIN", "vigil-lab", "vigil-lab"))
+        .clone()
+}
+
+/// `$env` if set, else `bin` of `package` built by `cargo build` into this build's target
+/// directory.
+fn built(env: &str, package: &str, bin: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return PathBuf::from(path);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "-q", "-p", package, "--bin", bin])
+        .current_dir(workspace())
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "building the {bin} binary failed");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace().join("target"));
+    target.join("debug").join(bin)
 }
 
 /// One heavy test of a test binary at a time (hold the guard for the test's length): cluster
@@ -177,7 +184,7 @@ pub fn default_node_id(ip: &str, rtsp_port: u16) -> String {
 
 /// A running `vigil serve` process; killed on drop.
 pub struct Node {
-    child: Option<Child>,
+    process: ServeProcess,
     pub ip: String,
     pub rtsp: SocketAddr,
     pub api: SocketAddr,
@@ -189,59 +196,50 @@ impl Node {
     fn start(b: NodeBuilder) -> Node {
         let ip = b.ip.clone().unwrap_or_else(|| "127.0.0.1".into());
         let rtsp_port = b.rtsp_port.unwrap_or_else(|| free_port(&ip));
-        let api_port = free_port(&ip);
-        let (umin, umax) = b.udp.unwrap_or_else(udp_range);
-        let dir = tempfile::tempdir().expect("temp dir");
-        let id = b
-            .node_id
-            .clone()
-            .unwrap_or_else(|| default_node_id(&ip, rtsp_port));
-        let config = format!(
-            "[node]\nid = \"{id}\"\n\n[rtsp]\nlisten = \"{ip}:{rtsp_port}\"\nudp_port_min = {umin}\nudp_port_max = {umax}\n{}\n[http]\nlisten = \"{ip}:{api_port}\"\ntoken = \"{ADMIN_TOKEN}\"\n{}\n{}",
-            b.rtsp, b.http, b.extra
-        );
-        let path = dir.path().join("vigil.toml");
-        std::fs::write(&path, config).expect("write config");
-        let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
-        let child = Command::new(vigil_bin())
-            .args(["serve", "--config"])
-            .arg(&path)
-            .env("VIGIL_LOG", "info,vigil_server=debug")
-            .envs(b.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("dup log"))
-            .stderr(log)
-            .current_dir(dir.path())
-            .spawn()
-            .expect("spawn vigil");
-        let mut node = Node {
-            child: Some(child),
-            rtsp: format!("{ip}:{rtsp_port}").parse().expect("addr"),
-            api: format!("{ip}:{api_port}").parse().expect("addr"),
+        let config = NodeConfig {
+            id: b
+                .node_id
+                .clone()
+                .unwrap_or_else(|| default_node_id(&ip, rtsp_port)),
+            rtsp_port,
+            api_port: free_port(&ip),
+            udp: b.udp.unwrap_or_else(udp_range),
+            token: ADMIN_TOKEN.into(),
+            rtsp: b.rtsp.clone(),
+            http: b.http.clone(),
+            tables: b.extra.clone(),
             ip,
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let process = ServeProcess::spawn(
+            &vigil_bin(),
+            dir.path(),
+            &config.id,
+            &config.render(),
+            "info,vigil_server=debug",
+            &b.env,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut node = Node {
+            process,
+            rtsp: vigil_testkit::serve::rtsp_socket(&config).expect("addr"),
+            api: format!("{}:{}", config.ip, config.api_port)
+                .parse()
+                .expect("addr"),
+            ip: config.ip,
             dir,
             builder: b,
         };
-        node.wait_ready();
+        let api = format!("http://{}", node.api);
+        node.process
+            .wait_for(
+                "its admin API",
+                Duration::from_secs(20),
+                Duration::from_millis(20),
+                || vigil_testkit::serve::api_get(&api, "/api/health").ok(),
+            )
+            .unwrap_or_else(|e| panic!("vigil did not come up: {e}"));
         node
-    }
-
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if self.try_api("/api/health").is_some() {
-                return;
-            }
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("vigil exited during start-up ({status}):\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "vigil did not come up:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     /// Restart a killed node with the same config and addresses.
@@ -260,13 +258,7 @@ impl Node {
     }
 
     pub fn try_api(&self, path: &str) -> Option<String> {
-        let mut resp = ureq::get(&format!("http://{}{path}", self.api))
-            .config()
-            .timeout_global(Some(Duration::from_secs(5)))
-            .build()
-            .call()
-            .ok()?;
-        resp.body_mut().read_to_string().ok()
+        vigil_testkit::serve::api_get(&format!("http://{}", self.api), path).ok()
     }
 
     pub fn api_json(&self, path: &str) -> serde_json::Value {
@@ -295,20 +287,17 @@ impl Node {
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
+        self.process.pid()
     }
 
     /// SIGKILL, like a crash.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.process.kill();
     }
 
     /// SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
-        let mut c = self.child.take().expect("node running");
+        let mut c = self.process.take_child().expect("node running");
         signal(c.id(), libc::SIGTERM);
         poll_until(
             Duration::from_secs(10),
@@ -318,7 +307,7 @@ impl Node {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("vigil.log")).unwrap_or_default()
+        self.process.log()
     }
 }
 
@@ -502,20 +491,27 @@ pub fn two_node_cluster(key: &str, keys: &str) -> (tempfile::TempDir, Node, Node
         "[storage]\nroot = \"{}\"\nsegment_secs = 1.0",
         root.path().display()
     );
+    let member = |gossip: &str, seed: Option<&str>, priority: u32| {
+        vigil_testkit::cluster::Member {
+            gossip,
+            seed,
+            key,
+            priority,
+            rpc: None,
+            keys,
+        }
+        .table()
+    };
     let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
     let n1 = NodeBuilder::new()
-        .extra(&format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{g1}\"\nkey = \"{key}\"\npriority = 10\n{keys}\n"
-        ))
+        .extra(&member(&g1, None, 10))
         .extra(&storage)
         .extra(DEMO_CAMERA)
         .start();
     let g2 = format!("127.0.0.2:{}", free_udp("127.0.0.2"));
     let n2 = NodeBuilder::new()
         .ip("127.0.0.2")
-        .extra(&format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{g2}\"\nseeds = [\"{g1}\"]\nkey = \"{key}\"\npriority = 20\n{keys}\n"
-        ))
+        .extra(&member(&g2, Some(&g1), 20))
         .extra(&storage)
         .start();
     (root, n1, n2)
@@ -531,12 +527,7 @@ pub fn node_id(n: &Node) -> String {
 
 /// Ids of the nodes `n` sees alive with a report, sorted.
 pub fn alive_ids(n: &Node) -> Option<Vec<String>> {
-    let mut ids: Vec<String> = nodes_view(n)?["nodes"]
-        .as_array()?
-        .iter()
-        .filter(|x| x["alive"] == true && x["rtsp"].is_string())
-        .map(|x| x["id"].as_str().unwrap_or("").to_string())
-        .collect();
+    let mut ids = vigil_testkit::cluster::alive_ids(&nodes_view(n)?);
     ids.sort();
     Some(ids)
 }
@@ -572,7 +563,7 @@ pub fn assert_ctl_nodes_lists(members: &[&Node], ids: &[String]) {
 
 /// The scheduler `n` currently recognises.
 pub fn scheduler_of(n: &Node) -> Option<String> {
-    nodes_view(n)?["scheduler"].as_str().map(str::to_string)
+    vigil_testkit::cluster::scheduler(&nodes_view(n)?).map(str::to_string)
 }
 
 /// Starts cluster member `i` (0-based) on 127.0.0.<i+1> with gossip on a free port, joining
@@ -601,10 +592,18 @@ pub fn start_member_env(
     let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip))
         .parse()
         .expect("gossip address");
-    let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
-    let mut b = NodeBuilder::new().ip(&ip).extra(&format!(
-        "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{key}\"\npriority = {priority}\n\n{extra}"
-    ));
+    let (gossip_s, seed) = (gossip.to_string(), seed.map(|s| s.to_string()));
+    let cluster = vigil_testkit::cluster::Member {
+        gossip: &gossip_s,
+        seed: seed.as_deref(),
+        key,
+        priority,
+        rpc: None,
+        keys: "",
+    };
+    let mut b = NodeBuilder::new()
+        .ip(&ip)
+        .extra(&format!("{}\n{extra}", cluster.table()));
     for (k, v) in env {
         b = b.env(k, v);
     }

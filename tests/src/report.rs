@@ -61,7 +61,7 @@ pub struct LabRun {
     pub rows: Vec<BTreeMap<String, String>>,
 }
 
-/// Runs `vigil lab` on `scenario` (TOML text) within 120 s, asserts it succeeded and that
+/// Runs `vigil-lab lab` (the `vigil` under test as its nodes) on `scenario` (TOML text) within 120 s, asserts it succeeded and that
 /// the folder holds `files` besides report.md, sessions.csv and summary.csv.
 pub fn run_lab(name: &str, scenario: &str, files: &[&str]) -> LabRun {
     run_lab_with(name, scenario, files, &[])
@@ -74,7 +74,8 @@ pub fn run_lab_with(name: &str, scenario: &str, files: &[&str], args: &[&str]) -
     std::fs::write(&path, scenario).expect("write the scenario");
     let out = dir.path().join("report");
     let run = crate::run_with_timeout(
-        std::process::Command::new(crate::vigil_bin())
+        std::process::Command::new(crate::vigil_lab_bin())
+            .env("VIGIL_BIN", crate::vigil_bin())
             .arg("lab")
             .arg(&path)
             .arg("--out")

@@ -11,7 +11,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
+use vigil_testkit::certs::Certs;
+use vigil_testkit::client::{play, ClientTransport, PlayOptions, Player};
 
 pub const CLUSTER_KEY: &str = "test-cluster-key-0123456789";
 
@@ -68,14 +69,7 @@ fn s(p: &Path) -> String {
 
 /// Nodes with this many alive members that advertise an RTSP URL, as `n` sees them.
 pub fn alive_members(n: &Node) -> Option<usize> {
-    let v = nodes_view(n)?;
-    Some(
-        v["nodes"]
-            .as_array()?
-            .iter()
-            .filter(|x| x["alive"] == true && x["rtsp"].is_string())
-            .count(),
-    )
+    Some(vigil_testkit::cluster::alive_ids(&nodes_view(n)?).len())
 }
 
 /// Starts `n` nodes on 127.0.0.1..n (node 1 has the lowest priority value: it becomes the
@@ -116,38 +110,30 @@ fn start_full(
 ) -> SecureCluster {
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path().join("rec");
-    let ca = tmp.path().join("ca");
-    let certs = tmp.path().join("certs");
-    vigil_ok(&["cluster", "ca", "--out", &s(&ca)]);
+    let certs = Certs::ca(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
     let mut members: Vec<Member> = Vec::new();
-    let mut seed: Option<SocketAddr> = None;
+    let mut seed: Option<String> = None;
     for i in 0..n {
         let ip = format!("127.0.0.{}", i + 1);
         let port = free_port(&ip);
         let id = crate::default_node_id(&ip, port);
-        vigil_ok(&[
-            "cluster",
-            "cert",
-            "--ca",
-            &s(&ca),
-            "--node",
-            &id,
-            "--out",
-            &s(&certs),
-        ]);
-        let gossip: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().expect("addr");
+        certs.add(&id).unwrap_or_else(|e| panic!("{e}"));
+        let gossip = format!("{ip}:{}", free_udp(&ip));
         let rpc: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().expect("addr");
-        let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
-        let mut cfg = format!(
-            "[cluster]\nenabled = true\ngossip_listen = \"{gossip}\"\nseeds = [{seeds}]\nkey = \"{CLUSTER_KEY}\"\n\
-             priority = {}\nrpc_listen = \"{rpc}\"\nca_cert = \"{}\"\nnode_cert = \"{}\"\nnode_key = \"{}\"\n{cluster_keys}\n\n\
-             [storage]\nroot = \"{}\"\nsegment_secs = 1.0\n",
-            10 * (i + 1),
-            s(&ca.join("ca.pem")),
-            s(&certs.join(format!("{id}.pem"))),
-            s(&certs.join(format!("{id}.key"))),
-            s(&root),
-        );
+        let rpc_s = rpc.to_string();
+        let mut cfg = vigil_testkit::cluster::Member {
+            gossip: &gossip,
+            seed: seed.as_deref(),
+            key: CLUSTER_KEY,
+            priority: 10 * (i as u32 + 1),
+            rpc: Some((&rpc_s, &certs, &id)),
+            keys: cluster_keys,
+        }
+        .table();
+        cfg.push_str(&format!(
+            "\n[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n",
+            s(&root)
+        ));
         if i == 0 {
             cfg.push_str(DEMO_CAMERA);
             cfg.push('\n');
@@ -179,8 +165,8 @@ fn start_full(
     SecureCluster {
         members,
         root,
-        ca,
-        certs,
+        ca: certs.ca_dir().to_path_buf(),
+        certs: certs.certs_dir().to_path_buf(),
         tmp,
     }
 }
@@ -220,7 +206,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// The next packet of `track` within 10 s (the stream must go on).
-pub async fn next_packet_of(p: &mut Player, track: usize) -> vigil_server::client::ReceivedPacket {
+pub async fn next_packet_of(p: &mut Player, track: usize) -> vigil_testkit::client::ReceivedPacket {
     loop {
         let pkt = tokio::time::timeout(Duration::from_secs(10), p.next_packet())
             .await
@@ -305,7 +291,7 @@ fn viewer_thread(
                 };
                 if let (Some(s), 25) = (scale, n) {
                     let answer = p
-                        .play(vigil_server::client::PlayRequest::new().scale(s))
+                        .play(vigil_testkit::client::PlayRequest::new().scale(s))
                         .await
                         .expect("PLAY with Scale");
                     assert!(answer.range.is_some(), "PLAY answer without Range");

@@ -419,7 +419,7 @@ fn basic_only_when_configured() {
 /// URL's credentials too, and without them gets the 401.
 #[test]
 fn the_projects_client_logs_in() {
-    use vigil_server::client::{play, ClientTransport, PlayOptions};
+    use vigil_testkit::client::{play, ClientTransport, PlayOptions};
     let node = node_with_auth("", "");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use vigil_server::client::{play, ClientTransport, PlayOptions};
+use vigil_testkit::client::{play, ClientTransport, PlayOptions};
 use vigil_tests::placed_by_hand;
 use vigil_tests::{assert_ctl_nodes_lists, serial, wait_converged};
 use vigil_tests::{free_udp, node_id, rfc3339, scheduler_of, wait_sees_streaming};
@@ -119,7 +119,7 @@ fn last_reason(n: &Node) -> String {
         .to_string()
 }
 
-/// What a background viewer (`vigil_server::client`, RTP over TCP) has received.
+/// What a background viewer (`vigil_testkit::client`, RTP over TCP) has received.
 #[derive(Default)]
 struct ViewerStats {
     packets: u64,
@@ -370,7 +370,7 @@ fn similarity_clusters_cameras_spread_least_load_does_not_cluster() {
 
 /// kill -9 of the scheduler on a 5-node cluster. Node 1 (priority 10) is the scheduler; node
 /// 2 (priority 20) holds the demo camera live and records it on a shared root, and a
-/// `vigil_server::client` viewer plays it live on node 2.
+/// `vigil_testkit::client` viewer plays it live on node 2.
 ///
 /// * After kill -9 of node 1, all four survivors agree on node 2 (the next lowest priority,
 ///   alive far longer than the 2 s grace) within 3 s, measured from the kill.

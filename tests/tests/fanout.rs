@@ -1,13 +1,13 @@
 //! Live fan-out end to end: late joiners start on a keyframe at once, hundreds of viewers
 //! of one path each get every packet, a viewer that stops reading hurts nobody else, and
 //! retina (a third-party client) plays from vigil. Viewers are the project's own light
-//! client (`vigil_server::client`), many per process.
+//! client (`vigil_testkit::client`), many per process.
 
 use futures::StreamExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use vigil_proto::codec::starts_keyframe;
-use vigil_server::client::{play, ClientTransport, PlayOptions, Player, Stats};
+use vigil_testkit::client::{play, ClientTransport, PlayOptions, Player, Stats};
 use vigil_tests::{
     fixture, multi_thread_runtime, poll_until, spawn_background, Background, Node, NodeBuilder,
 };

@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vigil_server::client::{play, ClientTransport, PlayOptions};
+use vigil_testkit::client::{play, ClientTransport, PlayOptions};
 use vigil_tests::{default_node_id, placed_by_hand, poll_until, rfc3339, RtspConn};
 
 const KEY: &str = "test-cluster-key-faults-0123456789";

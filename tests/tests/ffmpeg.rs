@@ -386,7 +386,7 @@ fn second_publisher_takes_over_and_readers_continue() {
 /// is let go once the node has answered the TEARDOWN, and must decode all 75.
 #[test]
 fn a_udp_viewer_behind_when_the_publisher_leaves_decodes_every_frame() {
-    use vigil_server::client::{Clip, Publisher};
+    use vigil_testkit::client::{Clip, Publisher};
     let node = NodeBuilder::new().start();
     let path = "live/cam5";
     let url = node.url(path);

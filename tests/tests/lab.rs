@@ -1,8 +1,9 @@
-//! `vigil lab` end to end on a scenario scaled down to seconds: two real nodes, four
+//! `vigil-lab lab` end to end on a scenario scaled down to seconds: two real nodes, four
 //! cameras, two policies, six closed-loop clients for 12 s each. The report folder must be
 //! complete, its sessions CSV must hold one row per request of each policy, every request
 //! must have got a first keyframe or a counted 503, and the nodes' own counters must agree
 //! with what the clients recorded; the report says the storage emulation the nodes ran with.
+//! Also that `vigil lab|bench|sim` hand over to `vigil-lab`.
 
 use vigil_tests::report::{assert_started, connections_match, run_lab, run_lab_with, table};
 
@@ -162,4 +163,50 @@ fn a_tiny_lab_run_without_the_storage_emulation_says_so() {
     let own = table(md, "Nodes' own counters");
     let all = connections_match(&own, "least-load", &mine);
     assert!(all[4].parse::<u64>().expect("storage reads") > 0, "{all:?}");
+}
+
+/// `vigil bench|sim|lab` are the `vigil-lab` binary's: `vigil` runs the one beside it with
+/// the same arguments (here `--help`, which `vigil` itself must not swallow).
+#[test]
+fn vigil_hands_the_dev_tools_to_the_vigil_lab_binary_beside_it() {
+    if std::env::var_os("VIGIL_BIN").is_some() || std::env::var_os("VIGIL_LAB_BIN").is_some() {
+        eprintln!("skipped: VIGIL_BIN / VIGIL_LAB_BIN name binaries that need not sit together");
+        return;
+    }
+    let (vigil, lab) = (vigil_tests::vigil_bin(), vigil_tests::vigil_lab_bin());
+    assert_eq!(
+        vigil.parent(),
+        lab.parent(),
+        "both built into one directory"
+    );
+    for (tool, says) in [("bench", "live"), ("sim", "scenario"), ("lab", "scenario")] {
+        let out = vigil_tests::run_with_timeout(
+            std::process::Command::new(&vigil).args([tool, "--help"]),
+            std::time::Duration::from_secs(10),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "vigil {tool} --help: {out:?}");
+        assert!(
+            stdout.contains(&format!("vigil-lab {tool}")) && stdout.contains(says),
+            "vigil {tool} --help is not vigil-lab's: {stdout}"
+        );
+    }
+}
+
+/// A `vigil` without `vigil-lab` beside it says how to build it instead of failing vaguely.
+#[test]
+fn vigil_without_the_lab_binary_names_the_build_command() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let alone = dir.path().join("vigil");
+    std::fs::copy(vigil_tests::vigil_bin(), &alone).expect("copy vigil");
+    let out = vigil_tests::run_with_timeout(
+        std::process::Command::new(&alone).args(["sim", "seed-vod"]),
+        std::time::Duration::from_secs(10),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("cargo build --bin vigil-lab"),
+        "vigil sim without vigil-lab: {stderr}"
+    );
 }

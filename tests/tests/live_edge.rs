@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use vigil_server::client::{play, ClientTransport, PlayOptions, Player};
+use vigil_testkit::client::{play, ClientTransport, PlayOptions, Player};
 use vigil_tests::secure_cluster::{self, holder_known, placed, runtime};
 use vigil_tests::{ffmpeg_decode, poll_until, Node};
 

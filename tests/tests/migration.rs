@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use vigil_proto::codec::starts_keyframe;
-use vigil_server::client::{
+use vigil_testkit::client::{
     play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
 };
 use vigil_tests::secure_cluster::{

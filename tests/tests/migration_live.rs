@@ -215,7 +215,7 @@ fn a_live_viewer_moves_in_preserve_mode_for_filter_src() {
 /// RTP identity (same SSRC, the next sequence number) from node 2.
 #[test]
 fn pause_and_play_of_a_moved_live_viewer_reach_the_sending_node() {
-    use vigil_server::client::{play, ClientTransport, PlayOptions, PlayRequest};
+    use vigil_testkit::client::{play, ClientTransport, PlayOptions, PlayRequest};
     let c = secure_cluster::start(2, "", |_| String::new());
     let a = c.node(0);
     a.wait_live("live/demo");
@@ -228,7 +228,7 @@ fn pause_and_play_of_a_moved_live_viewer_reach_the_sending_node() {
             .await
             .expect("play");
         let video = secure_cluster::video_track(&p);
-        let from = |pkt: &vigil_server::client::ReceivedPacket, ip: &str| {
+        let from = |pkt: &vigil_testkit::client::ReceivedPacket, ip: &str| {
             pkt.from.is_some_and(|f| f.ip().to_string() == ip)
         };
         // 25 packets from node 1, then the move, then 25 from node 2.

@@ -65,7 +65,7 @@ fn a_placed_playback_counts_its_segments_bitrate_from_describe_to_first_frame() 
     let url = format!("{}?start={}", n1.url("playback/gap"), rfc3339(T0 + 2000));
     let mut c = RtspConn::connect(n1.rtsp);
     let d = c.request("DESCRIBE", &url, &[], None);
-    let clip = vigil_server::lab::media::demo_bitrate_bps();
+    let clip = vigil_testkit::media::demo_bitrate_bps();
     let sched = n1.api_json("/api/cluster/scheduler");
     let decision = &sched["decisions"][0];
     assert_eq!(decision["kind"], "playback", "{sched}");

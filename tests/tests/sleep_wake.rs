@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use vigil_server::client::{play, ClientTransport, PlayOptions};
+use vigil_testkit::client::{play, ClientTransport, PlayOptions};
 use vigil_tests::secure_cluster::{next_packet_of, runtime, video_track};
 use vigil_tests::{
     ctl, ffmpeg_decode, node_id, poll_until, spawn_ffmpeg_decode, start_member, Node, NodeBuilder,

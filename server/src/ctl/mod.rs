@@ -73,6 +73,9 @@ mod export;
 mod plan;
 pub(crate) mod steer;
 
+/// POST a JSON body to a node's admin API (the lab moves cameras through it).
+pub use steer::post;
+
 /// The admin token: from the config file given, else from `VIGIL_API_TOKEN`.
 pub fn token(config: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
     if let Some(path) = config {

@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use std::time::{Duration, Instant};
 
 /// POST `body` (JSON) to the API; 4xx/5xx answers come back as errors with the node's reason.
-pub(crate) fn post(
+pub fn post(
     api: &str,
     token: Option<&str>,
     path: &str,

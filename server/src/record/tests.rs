@@ -9,6 +9,30 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use vigil_storage::{Frame, Store, StoreConfig, StreamHeader, TrackHeader};
 
+/// A fresh directory for a test's store, removed on drop (no temp-dir crate for two tests).
+struct TestDir(std::path::PathBuf);
+
+impl TestDir {
+    fn new() -> TestDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("vigil-record-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir(dir)
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn header() -> StreamHeader {
     StreamHeader {
         sdp: "v=0\r\n".into(),
@@ -63,7 +87,7 @@ fn poll(what: &str, mut f: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_writers_fill_the_pool_and_playback_still_reads() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let store = Store::open(dir.path(), "n1", StoreConfig::default()).unwrap();
     // A recording to play back, written before the writers get slow.
     let t0 = 1_700_000_000_000;
@@ -149,7 +173,7 @@ async fn slow_writers_fill_the_pool_and_playback_still_reads() {
 
 #[test]
 fn a_full_queue_drops_to_the_next_keyframe_and_says_so() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let store = Store::open(dir.path(), "n1", StoreConfig::default()).unwrap();
     let gate = Arc::new(Gate::default());
     let g = gate.clone();

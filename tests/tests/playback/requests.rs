@@ -225,7 +225,7 @@ fn pause_from_a_tcp_viewer_behind_on_a_full_queue_is_answered() {
 /// sender was stopped and the state committed, so the viewer's media just stopped.
 #[test]
 fn a_refused_play_leaves_the_session_playing_as_it_was() {
-    use vigil_server::client::ClientError;
+    use vigil_testkit::client::ClientError;
     let rec = recording();
     let node = playback_node(rec);
     let start = rec.first_ms + 1_000;

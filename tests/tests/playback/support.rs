@@ -6,7 +6,7 @@ pub use std::process::Command;
 pub use std::sync::OnceLock;
 pub use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use vigil_proto::codec::starts_keyframe;
-pub use vigil_server::client::{
+pub use vigil_testkit::client::{
     play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
 };
 pub use vigil_tests::ctl;

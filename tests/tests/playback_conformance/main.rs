@@ -16,7 +16,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 use support::*;
-use vigil_server::client::{play, ClientTransport, PlayOptions, ReceivedPacket};
+use vigil_testkit::client::{play, ClientTransport, PlayOptions, ReceivedPacket};
 use vigil_tests::{ffmpeg_decode, gst_decode_h264, poll_until, rfc3339, RtspConn};
 
 // ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use vigil_proto::rtcp::{parse_compound, RtcpPacket};
 use vigil_proto::rtsp::UtcTime;
-use vigil_server::client::{Player, ReceivedPacket};
+use vigil_testkit::client::{Player, ReceivedPacket};
 pub use vigil_tests::multi_thread_runtime as runtime;
 use vigil_tests::{
     fixture, poll_until, rfc3339, spawn_background, wait_background, Incoming, Node, NodeBuilder,

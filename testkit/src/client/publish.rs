@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! use vigil_server::client::{Clip, Publisher};
+//! use vigil_testkit::client::{Clip, Publisher};
 //! let clip = Clip::from_annexb(&std::fs::read("camera.h264")?, 25.0)
 //!     .ok_or_else(|| anyhow::anyhow!("no SPS/PPS in the file"))?;
 //! let mut publisher = Publisher::announce(
@@ -50,7 +50,7 @@ impl Clip {
     /// the stream must have no B-frames (`x264 -bf 0`): reordered frames would be stamped
     /// with wrong presentation times.
     pub fn from_annexb(data: &[u8], fps: f64) -> Option<Clip> {
-        let demo = crate::ingest::demo::DemoClip::load(data)?;
+        let demo = vigil_server::ingest::demo::DemoClip::load(data)?;
         let mut sdp = demo.sdp;
         for m in &mut sdp.media {
             m.control = Some("trackID=0".into());

@@ -1,12 +1,12 @@
 //! Aggregation of the viewers' counters and the node samples into the printed report.
 
 use super::LiveArgs;
-use crate::client::{ClientTransport, Stats};
-use crate::procfs::ProcessStats;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Instant;
+use vigil_server::procfs::ProcessStats;
+use vigil_testkit::client::{ClientTransport, Stats};
 
 pub enum ReaderOutcome {
     /// With the node that served it (`host:port` of its SETUP).

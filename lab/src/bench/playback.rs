@@ -14,11 +14,11 @@
 //! warm-up; reported: the delivered rate per session and in total, loss, and the node's CPU.
 
 use super::{blocking, get, machine_ticks};
-use crate::client::{play, ClientTransport, PlayOptions, PlayRequest, Stats};
-use crate::procfs as process;
 use anyhow::Context;
 use clap::Args;
 use std::time::{Duration, Instant};
+use vigil_server::procfs as process;
+use vigil_testkit::client::{play, ClientTransport, PlayOptions, PlayRequest, Stats};
 
 #[derive(Args, Debug, Clone)]
 pub struct PlaybackArgs {

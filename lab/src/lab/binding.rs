@@ -108,14 +108,14 @@ pub fn deal_cameras(
 
 /// The operator's move of `cam` to node `to`, through the scheduler.
 fn move_camera(api: &str, cam: &str, to: &str) -> anyhow::Result<()> {
-    let answer = crate::ctl::steer::post(
+    let answer = vigil_server::ctl::post(
         api,
         Some(nodes::TOKEN),
         &format!("/api/cluster/cameras/{cam}/move"),
         &serde_json::json!({ "to": to }),
     )
     .with_context(|| format!("moving {cam} to {to}"))?;
-    let r: crate::cluster::CameraMoveRecord =
+    let r: vigil_server::cluster::CameraMoveRecord =
         serde_json::from_str(&answer).context("the move's answer")?;
     if r.result != "moved" {
         bail!("moving {cam} to {to}: {}", r.result);

@@ -1,15 +1,18 @@
-//! The lab's cluster: N `vigil serve` processes of this very binary on 127.0.0.1…N, one
-//! shared storage root, cluster certificates (placement over QUIC, REM's session moves),
-//! and each arm's placement policy in their `[cluster]` table. Started per arm and killed
-//! after it, so every arm starts from cold caches and an empty scheduler view.
+//! The lab's cluster: N `vigil serve` processes (`vigil_testkit::serve`, the binary beside
+//! this one) on 127.0.0.1…N, one shared storage root, cluster certificates (placement over
+//! QUIC, REM's session moves), and each arm's placement policy in their `[cluster]` table.
+//! Started per arm and killed after it, so every arm starts from cold caches and an empty
+//! scheduler view.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use vigil_sim::scenario::{Arm, Scenario};
+use vigil_testkit::certs::Certs;
+use vigil_testkit::ports::{try_free_port, try_free_udp};
+use vigil_testkit::serve::{self, ServeProcess};
 
 /// Cluster key of a lab run's gossip and redirect markers (loopback only, never shipped).
 const KEY: &str = "vigil-lab-cluster-key-not-a-secret";
@@ -20,34 +23,23 @@ pub const TOKEN: &str = "vigil-lab-admin-token-not-a-secret";
 pub struct Site {
     pub dir: PathBuf,
     pub root: PathBuf,
-    ca: PathBuf,
-    certs: PathBuf,
+    certs: Certs,
 }
 
-/// One running node.
+/// One running node; a lab run that fails half-way (a bail on the way out) leaves no
+/// process behind (the process is killed on drop).
 pub struct LabNode {
-    pub(crate) child: Option<Child>,
+    pub(crate) process: ServeProcess,
     pub id: String,
     pub ip: String,
     pub rtsp: SocketAddr,
     /// Admin API base URL (`http://ip:port`).
     pub api: String,
-    pub(crate) log: PathBuf,
 }
 
 impl LabNode {
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A lab run that fails half-way (a bail on the way out) leaves no process behind.
-impl Drop for LabNode {
-    fn drop(&mut self) {
-        self.kill();
+        self.process.kill();
     }
 }
 
@@ -59,18 +51,12 @@ impl Site {
     /// Certificates for nodes `lab-n0 … lab-n{count-1}` under `dir`.
     pub fn new(dir: &Path, count: usize) -> anyhow::Result<Site> {
         let root = dir.join("rec");
-        let ca = dir.join("ca");
-        let certs = dir.join("certs");
         std::fs::create_dir_all(&root)?;
-        crate::cluster::rpc::make_ca(&ca)?;
-        for i in 0..count {
-            crate::cluster::rpc::make_node_cert(&ca, &node_id(i), &certs)?;
-        }
+        let ids: Vec<String> = (0..count).map(node_id).collect();
         Ok(Site {
             dir: dir.to_path_buf(),
             root,
-            ca,
-            certs,
+            certs: Certs::make(dir, &ids)?,
         })
     }
 }
@@ -114,16 +100,6 @@ pub fn node_id(i: usize) -> String {
     format!("lab-n{i}")
 }
 
-/// A port the OS says is free on `ip` now (TCP, or UDP when `udp`).
-pub(crate) fn free_port(ip: &str, udp: bool) -> anyhow::Result<u16> {
-    let addr = format!("{ip}:0");
-    Ok(if udp {
-        std::net::UdpSocket::bind(&addr)?.local_addr()?.port()
-    } else {
-        std::net::TcpListener::bind(&addr)?.local_addr()?.port()
-    })
-}
-
 /// The `[limits]` of every lab process: the lab's clients all come from 127.0.0.1.
 pub const LIMITS: &str = "[limits]
 describes_per_sec = 100000.0
@@ -133,30 +109,24 @@ max_sessions_per_address = 100000
 max_connections_per_address = 100000
 ";
 
-/// Starts `vigil serve` (this binary) with `config` written in `dir`; its log is there too.
-pub fn spawn_serve(bin: &Path, dir: &Path, config: &str) -> anyhow::Result<(Child, PathBuf)> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("vigil.toml");
-    std::fs::write(&path, config)?;
-    let log_path = dir.join("vigil.log");
-    let log = std::fs::File::create(&log_path)?;
-    let child = Command::new(bin)
-        .args(["serve", "--config"])
-        .arg(&path)
-        .env("VIGIL_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .current_dir(dir)
-        .spawn()
-        .context("starting a node")?;
-    Ok((child, log_path))
+impl LabNode {
+    /// Starts `vigil serve` (`VIGIL_BIN`, else the `vigil` beside this binary) with
+    /// `config` in `dir`, its log there too. Does not wait for it.
+    pub fn start(dir: &Path, config: serve::NodeConfig) -> anyhow::Result<LabNode> {
+        let bin = serve::sibling_vigil()?;
+        let process = ServeProcess::spawn(&bin, dir, &config.id, &config.render(), "warn", &[])?;
+        Ok(LabNode {
+            process,
+            rtsp: serve::rtsp_socket(&config)?,
+            api: config.api_url(),
+            id: config.id,
+            ip: config.ip,
+        })
+    }
 }
 
-pub(crate) fn get_json(api: &str, path: &str) -> Option<serde_json::Value> {
-    let body = crate::bench::get(api, path).ok()?;
-    serde_json::from_str(&body).ok()
-}
+/// `GET api+path` as JSON; `None` when the node does not answer (yet).
+pub(crate) use vigil_testkit::serve::api_json as get_json;
 
 /// What a node's config holds beyond what every lab node has (addresses, limits, the
 /// cluster's membership and certificates): set per scenario kind.
@@ -262,77 +232,51 @@ rem = {rem}
         })
     }
 
-    /// Starts `n` nodes of this binary, node i with `config(i)`, and waits until every one
-    /// sees all members alive and node 0 (lowest priority value) elected.
+    /// Starts `n` nodes, node i with `config(i)`, and waits until every one sees all
+    /// members alive and node 0 (lowest priority value) elected.
     pub fn spawn(
         site: &Site,
         n: usize,
         run: usize,
         config: impl Fn(usize) -> NodeConfig,
     ) -> anyhow::Result<Cluster> {
-        let bin = std::env::current_exe().context("locating the vigil binary")?;
         let mut nodes: Vec<LabNode> = Vec::with_capacity(n);
         let mut seed: Option<String> = None;
         for i in 0..n {
             let ip = format!("127.0.0.{}", i + 1);
             let id = node_id(i);
-            let rtsp = free_port(&ip, false)?;
-            let api = free_port(&ip, false)?;
-            let gossip = format!("{ip}:{}", free_port(&ip, true)?);
-            let rpc = format!("{ip}:{}", free_port(&ip, true)?);
-            let seeds = seed
-                .as_ref()
-                .map(|s| format!("\"{s}\""))
-                .unwrap_or_default();
-            let udp_min = 61_000 + 800 * (i as u32 % 5);
+            let gossip = format!("{ip}:{}", try_free_udp(&ip)?);
+            let rpc = format!("{ip}:{}", try_free_udp(&ip)?);
+            let udp_min = 61_000 + 800 * (i as u16 % 5);
             let NodeConfig {
                 limits,
                 cluster_keys,
                 tables,
             } = config(i);
-            let config = format!(
-                r#"[node]
-id = "{id}"
-
-[rtsp]
-listen = "{ip}:{rtsp}"
-udp_port_min = {udp_min}
-udp_port_max = {udp_max}
-
-[http]
-listen = "{ip}:{api}"
-token = "{TOKEN}"
-
-{LIMITS}{limits}
-[cluster]
-enabled = true
-gossip_listen = "{gossip}"
-seeds = [{seeds}]
-key = "{KEY}"
-priority = {priority}
-rpc_listen = "{rpc}"
-ca_cert = "{ca}"
-node_cert = "{cert}"
-node_key = "{key}"
-{cluster_keys}
-{tables}"#,
-                udp_max = udp_min + 799,
-                priority = 10 * (i + 1),
-                ca = site.ca.join("ca.pem").display(),
-                cert = site.certs.join(format!("{id}.pem")).display(),
-                key = site.certs.join(format!("{id}.key")).display(),
-            );
-            let dir = site.dir.join(format!("run{run}-{id}"));
-            let (child, log) = spawn_serve(&bin, &dir, &config)?;
+            let cluster = vigil_testkit::cluster::Member {
+                gossip: &gossip,
+                seed: seed.as_deref(),
+                key: KEY,
+                priority: 10 * (i as u32 + 1),
+                rpc: Some((&rpc, &site.certs, &id)),
+                keys: &cluster_keys,
+            }
+            .table();
+            let node = LabNode::start(
+                &site.dir.join(format!("run{run}-{id}")),
+                serve::NodeConfig {
+                    id: id.clone(),
+                    rtsp_port: try_free_port(&ip)?,
+                    api_port: try_free_port(&ip)?,
+                    udp: (udp_min, udp_min + 799),
+                    token: TOKEN.into(),
+                    tables: format!("{LIMITS}{limits}\n{cluster}{tables}"),
+                    ip,
+                    ..Default::default()
+                },
+            )?;
             seed.get_or_insert(gossip);
-            nodes.push(LabNode {
-                child: Some(child),
-                id,
-                rtsp: format!("{ip}:{rtsp}").parse()?,
-                api: format!("http://{ip}:{api}"),
-                ip,
-                log,
-            });
+            nodes.push(node);
         }
         let mut cluster = Cluster { nodes };
         cluster.wait_formed()?;
@@ -343,41 +287,18 @@ node_key = "{key}"
     fn wait_formed(&mut self) -> anyhow::Result<()> {
         let n = self.nodes.len();
         let first = node_id(0);
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         for node in &mut self.nodes {
-            loop {
-                if let Some(status) = node
-                    .child
-                    .as_mut()
-                    .and_then(|c| c.try_wait().ok().flatten())
-                {
-                    bail!(
-                        "node {} exited ({status}) before the cluster formed; its log:\n{}",
-                        node.id,
-                        std::fs::read_to_string(&node.log).unwrap_or_default()
-                    );
-                }
-                let v = get_json(&node.api, "/api/cluster/nodes");
-                let ok = v.as_ref().is_some_and(|v| {
-                    let alive = v["nodes"].as_array().map_or(0, |a| {
-                        a.iter()
-                            .filter(|x| x["alive"] == true && x["rtsp"].is_string())
-                            .count()
-                    });
-                    alive == n && v["scheduler"].as_str() == Some(first.as_str())
-                });
-                if ok {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    bail!(
-                        "node {} did not see the cluster form within 60 s; its log:\n{}",
-                        node.id,
-                        std::fs::read_to_string(&node.log).unwrap_or_default()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            let api = node.api.clone();
+            node.process.wait_for(
+                "the cluster to form",
+                deadline.saturating_duration_since(std::time::Instant::now()),
+                Duration::from_millis(100),
+                || {
+                    serve::api_json(&api, "/api/cluster/nodes")
+                        .filter(|v| vigil_testkit::cluster::formed(v, n, &first))
+                },
+            )?;
         }
         Ok(())
     }

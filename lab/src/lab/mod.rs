@@ -1,23 +1,23 @@
-//! `vigil lab <scenario>`: a scenario of the seeds' experiments on real processes. Starts
-//! the scenario's nodes (this binary's `serve`, on 127.0.0.1…N, one shared storage root in
-//! a temp dir, cluster certificates, the arm's placement policy and REM switch,
-//! `[storage.emulate]` from the scenario), writes the cameras' recordings, runs the
-//! scenario's closed-loop clients in this process, and writes the same report folder as
-//! `vigil sim` (mode "lab") plus the calibration against a simulation of the same scenario
-//! and seed.
+//! `vigil-lab lab <scenario>` (also `vigil lab`): a scenario of the seeds' experiments on
+//! real processes. Starts the scenario's nodes (`vigil serve`, the binary beside this one,
+//! on 127.0.0.1…N, one shared storage root in a temp dir, cluster certificates, the arm's
+//! placement policy and REM switch, `[storage.emulate]` from the scenario), writes the
+//! cameras' recordings, runs the scenario's closed-loop clients in this process, and writes
+//! the same report folder as `vigil sim` (mode "lab") plus the calibration against a
+//! simulation of the same scenario and seed.
 //!
 //! Reused, not rewritten: the scenario format and its validation, the clients' seeded draws
 //! and the report folder (Markdown, CSVs, plots) are `vigil-sim`'s; the per-step figures are
-//! its `StepFigures` filled from measurements; the clients are `crate::client`'s viewer.
-//! `vod` scenarios (§A) run here; `gateway` scenarios (§B) in `gateway` (with `tours`),
-//! `feedback` scenarios (§C) in [`feedback`], `planner` scenarios (§D.2) in [`planner`].
+//! its `StepFigures` filled from measurements; the clients are `vigil_testkit::client`'s
+//! viewer and the nodes `vigil_testkit::serve`'s processes. `vod` scenarios (§A) run here;
+//! `gateway` scenarios (§B) in `gateway` (with `tours`), `feedback` scenarios (§C) in
+//! [`feedback`], `planner` scenarios (§D.2) in [`planner`].
 
 mod binding;
 mod calibrate;
 pub mod clients;
 mod feedback;
 mod gateway;
-pub mod media;
 pub mod nodes;
 mod planner;
 mod probe;
@@ -34,6 +34,7 @@ use vigil_sim::vod::{ArmResult, StepAcc, StepFigures};
 
 use clients::{camera_name, recording_start_ms, Plan, Shared};
 use nodes::{Cluster, Site};
+use vigil_testkit::media;
 
 pub fn run(
     scenario: &str,

@@ -241,12 +241,12 @@ pub fn lab_report(
         (
             "Lab".into(),
             format!(
-                "real processes: {} `vigil serve` nodes of this binary on 127.0.0.1…{n} (one shared storage root in a temp dir, cluster certificates, placement over QUIC, REM's moves by the migration RPC), restarted for every policy (cold caches); {} cameras × {} recordings of {} s of the demo clip (real H.264, a keyframe a second, {:.2} Mb/s) written once and hard-linked per camera; the clients are vigil's own RTSP viewer over UDP in this process, one task per client, drawing their requests from the simulator's seeded streams. Response time = connect to the entry node → first RTP packet of a keyframe (DESCRIBE, the scheduler's 302, SETUP, PLAY). λ: the scheduler's view of each node's §A.1 Load (`/api/cluster/nodes`) once a second; hit ratio and storage reads: the nodes' `/api/cache` counters over each measured window; migrations: changes of a session's media source seen by its client. First-segment hits: the nodes' playback opens whose first segment was in their cache (`/api/cache` `opens_cached` / `opens`) over the same windows. All nodes share one machine, so each node's C and M (§A.1, from /proc) are the machine's: only N tells the nodes apart.",
+                "real processes: {} `vigil serve` nodes (the `vigil` beside `vigil-lab`) on 127.0.0.1…{n} (one shared storage root in a temp dir, cluster certificates, placement over QUIC, REM's moves by the migration RPC), restarted for every policy (cold caches); {} cameras × {} recordings of {} s of the demo clip (real H.264, a keyframe a second, {:.2} Mb/s) written once and hard-linked per camera; the clients are vigil's own RTSP viewer over UDP in this process, one task per client, drawing their requests from the simulator's seeded streams. Response time = connect to the entry node → first RTP packet of a keyframe (DESCRIBE, the scheduler's 302, SETUP, PLAY). λ: the scheduler's view of each node's §A.1 Load (`/api/cluster/nodes`) once a second; hit ratio and storage reads: the nodes' `/api/cache` counters over each measured window; migrations: changes of a session's media source seen by its client. First-segment hits: the nodes' playback opens whose first segment was in their cache (`/api/cache` `opens_cached` / `opens`) over the same windows. All nodes share one machine, so each node's C and M (§A.1, from /proc) are the machine's: only N tells the nodes apart.",
                 sc.nodes.count,
                 sc.workload.cameras,
                 sc.workload.recordings_per_camera,
                 sc.workload.recording_secs,
-                super::media::demo_bitrate_bps() / 1e6,
+                vigil_testkit::media::demo_bitrate_bps() / 1e6,
                 n = sc.nodes.count,
             ),
         ),
@@ -269,11 +269,11 @@ pub fn lab_report(
 
 /// The machine the run had: CPUs and memory, and the load average at the end.
 pub(crate) fn machine() -> String {
-    describe(&crate::procfs::Machine::read())
+    describe(&vigil_server::procfs::Machine::read())
 }
 
 /// The report's "Machine" line.
-fn describe(m: &crate::procfs::Machine) -> String {
+fn describe(m: &vigil_server::procfs::Machine) -> String {
     let model = m.model.as_deref().unwrap_or("unknown CPU");
     let mem = m.mem_kib.map_or(String::new(), |kib| {
         format!(", {:.0} GiB RAM", kib as f64 / 1024.0 / 1024.0)
@@ -288,7 +288,7 @@ fn describe(m: &crate::procfs::Machine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procfs::Machine;
+    use vigil_server::procfs::Machine;
 
     #[test]
     fn machine_line() {

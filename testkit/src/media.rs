@@ -1,4 +1,4 @@
-//! Recordings for a lab run, written straight into the shared storage root: the demo clip
+//! Recordings for a lab run or a test, written straight into a storage root: the demo clip
 //! (real H.264, a keyframe every second) looped through the store's own `Recorder`, so the
 //! nodes play real segments with real keyframes. Also what the export tests write.
 //!
@@ -21,7 +21,7 @@ pub const CLIP_FPS: i64 = 25;
 /// its keyframe flag (25 fps, SPS/PPS in-band before every keyframe).
 pub fn demo_access_units() -> Vec<(bool, Bytes)> {
     use vigil_proto::codec::{annexb_nals, h264_nal_type};
-    let clip = crate::ingest::demo::CLIP;
+    let clip = vigil_server::ingest::demo::CLIP;
     let mut out: Vec<(bool, Vec<u8>)> = Vec::new();
     let mut has_slice = false;
     for nal in annexb_nals(clip) {

@@ -9,12 +9,12 @@
 //! cost more than the node being measured.
 
 use super::{blocking, get, machine_ticks};
-use crate::client::{Clip, Publisher};
-use crate::procfs as process;
 use anyhow::Context;
 use clap::Args;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vigil_server::procfs as process;
+use vigil_testkit::client::{Clip, Publisher};
 
 #[derive(Args, Debug, Clone)]
 pub struct RecordArgs {

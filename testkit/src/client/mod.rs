@@ -5,8 +5,8 @@
 //! and plain counters. It speaks just enough RTSP to play a live path from any server:
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), vigil_server::client::ClientError> {
-//! use vigil_server::client::{play, ClientTransport, PlayOptions};
+//! # async fn demo() -> Result<(), vigil_testkit::client::ClientError> {
+//! use vigil_testkit::client::{play, ClientTransport, PlayOptions};
 //! let mut player = play("rtsp://127.0.0.1:8554/live/demo", PlayOptions::new(ClientTransport::Tcp)).await?;
 //! if let Some(pkt) = player.next_packet().await? {
 //!     println!("track {} seq {} after {:?}", pkt.track, pkt.header.sequence, pkt.at - player.play_sent());
@@ -31,8 +31,8 @@
 //! and yielded afterwards, in order, so nothing sent before a PAUSE is lost to the viewer:
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), vigil_server::client::ClientError> {
-//! use vigil_server::client::{play, ClientTransport, PlayOptions, PlayRequest};
+//! # async fn demo() -> Result<(), vigil_testkit::client::ClientError> {
+//! use vigil_testkit::client::{play, ClientTransport, PlayOptions, PlayRequest};
 //! let url = "rtsp://127.0.0.1:8554/playback/cam1?start=2026-11-29T08:00:00Z";
 //! let mut opts = PlayOptions::new(ClientTransport::Tcp);
 //! opts.play = PlayRequest::new().npt(5.0).scale(2.0);

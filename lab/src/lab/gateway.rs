@@ -27,6 +27,8 @@ use vigil_sim::scenario::{Arm, Scenario};
 use super::binding::{deal_cameras, wait_all_live};
 use super::nodes::{self, node_id, Cluster, LabNode, NodeConfig, Site};
 use super::tours::{self, TourPlan, TourShared};
+use vigil_testkit::ports::try_free_port;
+use vigil_testkit::serve::NodeConfig as ServeConfig;
 
 /// Where the farm listens: outside the nodes' 127.0.0.1…N.
 const FARM_IP: &str = "127.0.0.200";
@@ -77,35 +79,33 @@ struct Farm {
 
 impl Farm {
     fn start(site: &Site) -> anyhow::Result<Farm> {
-        let bin = std::env::current_exe().context("locating the vigil binary")?;
-        let rtsp = nodes::free_port(FARM_IP, false)?;
-        let api = nodes::free_port(FARM_IP, false)?;
-        let config = format!(
-            "[node]\nid = \"lab-farm\"\n\n[rtsp]\nlisten = \"{FARM_IP}:{rtsp}\"\nudp_port_min = 60000\nudp_port_max = 60999\n\n[http]\nlisten = \"{FARM_IP}:{api}\"\n\n{}\n[storage]\nenabled = false\n\n[[camera]]\nid = \"demo\"\nsource = \"demo\"\non_demand = false\n",
-            nodes::LIMITS
-        );
-        let (child, log) = nodes::spawn_serve(&bin, &site.dir.join("farm"), &config)?;
-        let node = LabNode {
-            child: Some(child),
-            id: "lab-farm".into(),
-            ip: FARM_IP.into(),
-            rtsp: format!("{FARM_IP}:{rtsp}").parse()?,
-            api: format!("http://{FARM_IP}:{api}"),
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while nodes::get_json(&node.api, "/api/cameras")
-            .is_none_or(|v| v[0]["state"].as_str() != Some("live"))
-        {
-            if Instant::now() > deadline {
-                bail!(
-                    "the camera farm did not come up; its log:\n{}",
-                    std::fs::read_to_string(&node.log).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let url = format!("rtsp://{FARM_IP}:{rtsp}/live/demo");
+        let mut node = LabNode::start(
+            &site.dir.join("farm"),
+            ServeConfig {
+                id: "lab-farm".into(),
+                ip: FARM_IP.into(),
+                rtsp_port: try_free_port(FARM_IP)?,
+                api_port: try_free_port(FARM_IP)?,
+                udp: (60000, 60999),
+                token: nodes::TOKEN.into(),
+                tables: format!(
+                    "{}\n[storage]\nenabled = false\n\n[[camera]]\nid = \"demo\"\nsource = \"demo\"\non_demand = false\n",
+                    nodes::LIMITS
+                ),
+                ..Default::default()
+            },
+        )?;
+        let api = node.api.clone();
+        node.process.wait_for(
+            "the camera farm's demo camera live",
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            || {
+                nodes::get_json(&api, "/api/cameras")
+                    .filter(|v| v[0]["state"].as_str() == Some("live"))
+            },
+        )?;
+        let url = format!("rtsp://{}/live/demo", node.rtsp);
         Ok(Farm { node, url })
     }
 
@@ -444,8 +444,8 @@ fn lab_report(
         (
             "Lab".into(),
             format!(
-                "real processes: {n} `vigil serve` nodes of this binary on 127.0.0.1…{n} (cluster certificates, the elected scheduler binding the pull cameras by §B.4 roulette) and a camera farm (one more `vigil serve` on {FARM_IP} publishing the demo clip: real H.264, a keyframe a second, {:.2} Mb/s); every node lists the same {} always-on pull cameras of the farm (one RTSP session each) and pulls those bound to it; recording off, no live edges (a viewer always goes to the camera's holder), restarted for every arm. manual: bindings fixed for the run (`camera_moves = false`, `ps_max = 0`); balanced: the scenario's `[cluster.gateway]` (sleep, forecast, camera moves by the scheduler's own code). Tours: `tours_per_node` × `cameras_per_tour` of the cameras bound to each gateway (the lab first deals the cameras so that every gateway is bound to as many as the tours leave even, by the operator's move where the scheduler's roulette binding differs), started in the simulator's order and times; every switch is a live start through the tour's seeded entry node, measured from connect to the first RTP packet of a keyframe (DESCRIBE, the 302 to the holder, SETUP, PLAY over UDP; an asleep camera is woken by that DESCRIBE). GL per node once a second as the scheduler would compute it (§B.2): C from the node's §A.1 CPU part, its viewers' streams over f_m·M_bs/8 with f_m = {:.3e} (scaled so a stream of the scenario's bitrate weighs X_l = {} MB/s), the awake share. All nodes share one machine, so every node's C is the machine's: only the streams and the awake share tell the nodes apart.",
-                super::media::demo_bitrate_bps() / 1e6,
+                "real processes: {n} `vigil serve` nodes (the `vigil` beside `vigil-lab`) on 127.0.0.1…{n} (cluster certificates, the elected scheduler binding the pull cameras by §B.4 roulette) and a camera farm (one more `vigil serve` on {FARM_IP} publishing the demo clip: real H.264, a keyframe a second, {:.2} Mb/s); every node lists the same {} always-on pull cameras of the farm (one RTSP session each) and pulls those bound to it; recording off, no live edges (a viewer always goes to the camera's holder), restarted for every arm. manual: bindings fixed for the run (`camera_moves = false`, `ps_max = 0`); balanced: the scenario's `[cluster.gateway]` (sleep, forecast, camera moves by the scheduler's own code). Tours: `tours_per_node` × `cameras_per_tour` of the cameras bound to each gateway (the lab first deals the cameras so that every gateway is bound to as many as the tours leave even, by the operator's move where the scheduler's roulette binding differs), started in the simulator's order and times; every switch is a live start through the tour's seeded entry node, measured from connect to the first RTP packet of a keyframe (DESCRIBE, the 302 to the holder, SETUP, PLAY over UDP; an asleep camera is woken by that DESCRIBE). GL per node once a second as the scheduler would compute it (§B.2): C from the node's §A.1 CPU part, its viewers' streams over f_m·M_bs/8 with f_m = {:.3e} (scaled so a stream of the scenario's bitrate weighs X_l = {} MB/s), the awake share. All nodes share one machine, so every node's C is the machine's: only the streams and the awake share tell the nodes apart.",
+                vigil_testkit::media::demo_bitrate_bps() / 1e6,
                 sc.workload.cameras,
                 mem_transfer_rate(sc, g),
                 g.x_mbytes_per_stream.map_or("the bitrate".into(), |x| x.to_string()),

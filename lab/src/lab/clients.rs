@@ -1,4 +1,4 @@
-//! The lab's closed-loop clients: the project's own RTSP viewer ([`crate::client`]), one
+//! The lab's closed-loop clients: the project's own RTSP viewer ([`vigil_testkit::client`]), one
 //! tokio task per client, each asking through `vigil_sim::dist::Asker` from its own seeded
 //! stream exactly as the simulator's client of the same id does (arrival offset, recording,
 //! length, VCR change, pause, entry node), so every arm and the simulation see one workload.
@@ -18,7 +18,7 @@ use vigil_sim::dist::{client_rng, offset, Ask, Asker};
 use vigil_sim::report::SessionRow;
 use vigil_sim::scenario::Scenario;
 
-use crate::client::{
+use vigil_testkit::client::{
     play, ClientError, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket,
 };
 

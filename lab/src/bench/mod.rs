@@ -1,5 +1,5 @@
 //! `vigil bench live`: a load generator that plays one live path with N of the project's
-//! own light viewers ([`crate::client`]) in this process and reports what they received
+//! own light viewers ([`vigil_testkit::client`]) in this process and reports what they received
 //! and what it cost the node (CPU and RSS read from /proc by the pid `/api/node` gives).
 //!
 //! Timeline: readers are started at `--ramp-per-sec`, then `--warmup` seconds pass so the
@@ -17,12 +17,12 @@ pub mod playback;
 pub mod record;
 mod report;
 
-use crate::client::{play, ClientTransport, PlayOptions, Stats};
-use crate::procfs::{self as process, ProcessStats};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use report::{NodeWindow, ReaderOutcome};
 use std::time::{Duration, Instant};
+use vigil_server::procfs::{self as process, ProcessStats};
+use vigil_testkit::client::{play, ClientTransport, PlayOptions, Stats};
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum Bench {
@@ -84,7 +84,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
 /// The load generators' runtime. Every simulated client holds a socket (a viewer over UDP
 /// three), so the fd limit is raised first.
 pub(crate) fn runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    crate::serve::raise_fd_limit();
+    vigil_server::serve::raise_fd_limit();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()
@@ -151,18 +151,12 @@ impl NodeProbe {
 /// traffic's receive processing runs in softirq context, which Linux may charge to no
 /// process, so the per-process figures alone can flatter the node.
 fn machine_ticks() -> Option<(f64, f64)> {
-    crate::procfs::CpuTimes::read().map(|c| c.seconds())
+    vigil_server::procfs::CpuTimes::read().map(|c| c.seconds())
 }
 
+/// `GET api+path` (5 s bound): the answer's body.
 pub(crate) fn get(api: &str, path: &str) -> anyhow::Result<String> {
-    let url = format!("{api}{path}");
-    let mut resp = ureq::get(&url)
-        .config()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .call()
-        .with_context(|| format!("GET {url}"))?;
-    Ok(resp.body_mut().read_to_string()?)
+    Ok(vigil_testkit::serve::api_get(api, path)?)
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
