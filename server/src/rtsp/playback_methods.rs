@@ -400,7 +400,8 @@ impl Conn {
                 .commit_play(plan, first_ts, url, std::time::Instant::now());
         start_sender(session, &node, library, tracks, cursor, window, None).await;
         if let Some(p) = session.core.playback() {
-            tracing::debug!(camera = %camera, range = ?resp.headers.get("Range"), scale = p.scale(), "playback PLAY");
+            let range = resp.headers.get("Range").unwrap_or("");
+            tracing::debug!(camera = %camera, range = %range, scale = p.scale(), "playback PLAY");
         }
         resp
     }
