@@ -8,7 +8,7 @@ use super::host::{cursor_from_wire, cursor_to_wire, tracks_from_wire};
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireRun, WireStopped};
 use crate::library::Library;
-use crate::node::command::{MoveReport, SessionCommand, SourceMode};
+use crate::node::command::{MoveError, MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{to_wire, Cursor, PlayParams, Sink, TrackOut, UdpVia};
 use crate::rtsp::session::Session;
@@ -43,7 +43,7 @@ pub struct Remote {
 }
 
 impl Remote {
-    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
+    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError> {
         call_node(&self.cluster, &self.node, call, self.timeout).await
     }
 
@@ -52,9 +52,13 @@ impl Remote {
         sdp: &SessionDescription,
         camera: &str,
         w: WireStopped,
-    ) -> Result<Resumed, String> {
+    ) -> Result<Resumed, MoveError> {
         let resume = match w.resume {
-            Some(c) => Some(cursor_from_wire(&self.library, camera, c).await?),
+            Some(c) => Some(
+                cursor_from_wire(&self.library, camera, c)
+                    .await
+                    .map_err(MoveError::Resume)?,
+            ),
             None => None,
         };
         Ok(Resumed {
@@ -70,7 +74,7 @@ impl Remote {
         &mut self,
         sdp: &SessionDescription,
         camera: &str,
-    ) -> Result<Option<Resumed>, String> {
+    ) -> Result<Option<Resumed>, MoveError> {
         if !self.running {
             return Ok(None);
         }
@@ -84,7 +88,7 @@ impl Remote {
                 self.running = false;
                 Ok(None)
             }
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(self.unexpected("Stop", other)),
         }
     }
 
@@ -103,7 +107,7 @@ impl Remote {
         &mut self,
         tracks: &[TrackOut],
         params: &PlayParams,
-    ) -> Result<Option<i64>, String> {
+    ) -> Result<Option<i64>, MoveError> {
         let run = WireRun {
             tracks: to_wire(tracks),
             cursor: cursor_to_wire(&params.start),
@@ -119,7 +123,15 @@ impl Remote {
                 self.running = true;
                 Ok(first_sent_us)
             }
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(self.unexpected("Start", other)),
+        }
+    }
+
+    fn unexpected(&self, call: &'static str, answer: MigrationReply) -> MoveError {
+        MoveError::UnexpectedAnswer {
+            node: self.node.clone(),
+            call,
+            answer: format!("{answer:?}"),
         }
     }
 
@@ -136,11 +148,17 @@ pub(super) async fn call_node(
     node: &str,
     call: MigrationCall,
     timeout: Duration,
-) -> Result<MigrationReply, String> {
+) -> Result<MigrationReply, MoveError> {
     match cluster.call_migration(node, call, timeout).await {
-        Ok(MigrationReply::Failed(e)) => Err(e),
+        Ok(MigrationReply::Failed(reason)) => Err(MoveError::Refused {
+            node: node.to_string(),
+            reason,
+        }),
         Ok(r) => Ok(r),
-        Err(e) => Err(format!("{e:#}")),
+        Err(e) => Err(MoveError::Rpc {
+            node: node.to_string(),
+            error: format!("{e:#}"),
+        }),
     }
 }
 
@@ -220,22 +238,23 @@ pub async fn handle(
 }
 
 /// Why a session cannot move, said to the operator as is.
-fn movable(node: &Node, session: &Session) -> Result<(), String> {
+fn movable(node: &Node, session: &Session) -> Result<(), MoveError> {
     if session.is_tcp() {
-        return Err(
+        return Err(MoveError::NotMovable(
             "the session is TCP-interleaved: its media rides the viewer's RTSP connection to \
-             this node, so moving it would relieve nothing (placement at DESCRIBE is its lever)"
-                .into(),
-        );
+             this node, so moving it would relieve nothing (placement at DESCRIBE is its lever)",
+        ));
     }
     let Some(pb) = session.playback.as_ref() else {
-        return Err("not a playback session".into());
+        return Err(MoveError::NotMovable("not a playback session"));
     };
     if pb.udp.is_empty() {
-        return Err("the session has not started playing yet".into());
+        return Err(MoveError::NotMovable(
+            "the session has not started playing yet",
+        ));
     }
     if node.library.is_none() {
-        return Err("recording is disabled on this node".into());
+        return Err(MoveError::NotMovable("recording is disabled on this node"));
     }
     Ok(())
 }
@@ -247,8 +266,8 @@ pub async fn move_session(
     session: &mut Session,
     to: &str,
     mode: Option<SourceMode>,
-) -> Result<MoveReport, String> {
-    let cluster = cluster.cloned().ok_or("the cluster is off")?;
+) -> Result<MoveReport, MoveError> {
+    let cluster = cluster.cloned().ok_or(MoveError::ClusterOff)?;
     let here = cluster.self_id.clone();
     let current = session
         .playback
@@ -256,20 +275,27 @@ pub async fn move_session(
         .and_then(|pb| pb.remote.as_ref())
         .map_or(here.clone(), |r| r.node.clone());
     if to == current {
-        return Err(format!("the session is already on {to}"));
+        return Err(MoveError::AlreadyThere {
+            node: to.to_string(),
+        });
     }
     movable(node, session)?;
-    let library = node.library.clone().ok_or("recording is disabled")?;
+    let library = node
+        .library
+        .clone()
+        .ok_or(MoveError::NotMovable("recording is disabled"))?;
     let mcfg = &node.config.cluster.migration;
     let mode = mode.unwrap_or(mcfg.mode.parse().unwrap_or_default());
     let info = session.info.clone();
     let Session { core, playback, .. } = session;
     let Some(pb) = playback.as_mut() else {
-        return Err("not a playback session".into());
+        return Err(MoveError::NotMovable("not a playback session"));
     };
     let from = current;
     if to != here && !cluster.is_alive(to) {
-        return Err(format!("node {to} is not a live member of the cluster"));
+        return Err(MoveError::NodeNotAlive {
+            node: to.to_string(),
+        });
     }
     let started = Instant::now();
     let timeout = Duration::from_millis(mcfg.rpc_timeout_ms);
@@ -308,11 +334,14 @@ pub async fn move_session(
         };
         match remote.call(MigrationCall::Prepare(spec)).await {
             Ok(MigrationReply::Ready) => {}
-            Ok(other) => return Err(format!("{to} answered {other:?} to Prepare")),
+            Ok(other) => return Err(remote.unexpected("Prepare", other)),
             Err(e) => {
                 // Nothing was stopped: the session plays on as if nothing happened.
                 remote.release();
-                return Err(format!("{to} could not prepare: {e}"));
+                return Err(MoveError::NotPrepared {
+                    node: to.to_string(),
+                    source: Box::new(e),
+                });
             }
         }
         target = Some(remote);
@@ -335,7 +364,7 @@ pub async fn move_session(
                 t.release();
             }
             pb.remote = old;
-            return Err("the playback ended during the move".into());
+            return Err(MoveError::PlaybackEnded);
         };
         let mut params = pb.params(node, window, cursor, handoff.anchor);
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -354,9 +383,10 @@ pub async fn move_session(
             if let Some(o) = old {
                 o.release();
             }
-            return Err(format!(
-                "{to} could not start the session: it plays on {here}"
-            ));
+            return Err(MoveError::NotStarted {
+                node: to.to_string(),
+                here,
+            });
         }
     } else {
         pb.remote = target;

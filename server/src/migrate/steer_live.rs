@@ -9,7 +9,7 @@ use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec};
 use crate::live::handoff::{Joined, LiveHandoff, Origin};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;
-use crate::node::command::{MoveReport, SourceMode};
+use crate::node::command::{MoveError, MoveReport, SourceMode};
 use crate::node::Node;
 use crate::playback::task::wall_us;
 use crate::rtsp::session::{Media, Session};
@@ -53,7 +53,7 @@ impl RemoteLive {
             }
             match call_node(&cluster, &node, call, timeout).await {
                 Ok(MigrationReply::Done) => {}
-                Ok(MigrationReply::Failed(e)) | Err(e) => {
+                Err(e) => {
                     warn!(%node, paused, "PAUSE/PLAY of a moved live viewer not carried: {e}")
                 }
                 Ok(other) => warn!(%node, "PAUSE/PLAY of a moved live viewer: {other:?}"),
@@ -61,7 +61,7 @@ impl RemoteLive {
         });
     }
 
-    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
+    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError> {
         call_node(&self.cluster, &self.node, call, self.timeout).await
     }
 
@@ -185,10 +185,12 @@ pub async fn move_live(
     session: &mut Session,
     to: &str,
     mode: Option<SourceMode>,
-) -> Result<MoveReport, String> {
-    let cluster = cluster.cloned().ok_or("the cluster is off")?;
+) -> Result<MoveReport, MoveError> {
+    let cluster = cluster.cloned().ok_or(MoveError::ClusterOff)?;
     if session.kind() != vigil_proto::rtsp::SessionKind::Play {
-        return Err("a publisher cannot move: its RTP comes to this node".into());
+        return Err(MoveError::NotMovable(
+            "a publisher cannot move: its RTP comes to this node",
+        ));
     }
     let here = cluster.self_id.clone();
     let info = session.info.clone();
@@ -196,19 +198,23 @@ pub async fn move_live(
         .path
         .as_ref()
         .and_then(|p| Some((p.name.strip_prefix("live/")?.to_string(), p.stream.clone())))
-        .ok_or("not a live viewer")?;
+        .ok_or(MoveError::NotMovable("not a live viewer"))?;
     let Media::UdpPlay(play) = &mut session.media else {
-        return Err("the viewer is not playing over UDP".into());
+        return Err(MoveError::NotMovable("the viewer is not playing over UDP"));
     };
     let from = match &play.sender {
         LiveSender::Remote(r) => r.node.clone(),
         _ => here.clone(),
     };
     if to == from {
-        return Err(format!("the session is already on {to}"));
+        return Err(MoveError::AlreadyThere {
+            node: to.to_string(),
+        });
     }
     if to != here && !cluster.is_alive(to) {
-        return Err(format!("node {to} is not a live member of the cluster"));
+        return Err(MoveError::NodeNotAlive {
+            node: to.to_string(),
+        });
     }
     let mcfg = &node.config.cluster.migration;
     let mode = mode.unwrap_or(mcfg.mode.parse().unwrap_or_default());
@@ -246,12 +252,19 @@ pub async fn move_live(
             Ok(MigrationReply::Ready) => target = Some(remote),
             Ok(other) => {
                 remote.release();
-                return Err(format!("{to} answered {other:?} to Prepare"));
+                return Err(MoveError::UnexpectedAnswer {
+                    node: to.to_string(),
+                    call: "Prepare",
+                    answer: format!("{other:?}"),
+                });
             }
             Err(e) => {
                 // Nothing was stopped: the viewer plays on as if nothing happened.
                 remote.release();
-                return Err(format!("{to} could not prepare: {e}"));
+                return Err(MoveError::NotPrepared {
+                    node: to.to_string(),
+                    source: Box::new(e),
+                });
             }
         }
     }
@@ -268,7 +281,7 @@ pub async fn move_live(
                     t.release();
                 }
                 info.cancel.cancel();
-                return Err("the viewer's sender task failed".into());
+                return Err(MoveError::SenderFailed);
             }
         },
         LiveSender::Remote(r) => {
@@ -289,11 +302,14 @@ pub async fn move_live(
                     if let Some(t) = target {
                         t.release();
                     }
-                    return Err(format!("{from} did not stop the viewer: {other:?}"));
+                    return Err(MoveError::NotStopped {
+                        node: from,
+                        answer: format!("{other:?}"),
+                    });
                 }
             }
         }
-        LiveSender::None => return Err("the viewer is between two senders".into()),
+        LiveSender::None => return Err(MoveError::BetweenSenders),
     };
     let gap_from = handoff.last_sent_us;
     // 3. Start the new sender right after the last packet sent.
@@ -319,9 +335,11 @@ pub async fn move_live(
             }
             other => {
                 t.release();
-                failed = Some(format!(
-                    "{to} could not start the viewer ({other:?}): it plays on {here}"
-                ));
+                failed = Some(MoveError::LiveNotStarted {
+                    node: to.to_string(),
+                    here: here.clone(),
+                    answer: format!("{other:?}"),
+                });
             }
         }
     }
