@@ -13,6 +13,7 @@
 pub mod drain;
 pub mod heartbeat;
 pub mod host;
+mod mover;
 pub mod steer;
 pub mod steer_live;
 
