@@ -9,7 +9,7 @@
 use super::api::AppState;
 use crate::cluster::Cluster;
 use crate::handoff::{DrainStatus, MigrationCall, MigrationReply};
-use crate::node::command::{MoveReport, SourceMode};
+use crate::node::command::{MoveError, MoveReport, SourceMode};
 use crate::node::Node;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -59,22 +59,23 @@ async fn migrate(
         Some(Err(e)) => return Err((StatusCode::BAD_REQUEST, format!("{e}\n"))),
     };
     if body.to != cluster.self_id && !cluster.is_alive(&body.to) {
-        return Err((
-            StatusCode::NOT_FOUND,
-            format!("node {} is not a live member of the cluster\n", body.to),
-        ));
+        return Err(move_refused(MoveError::NodeNotAlive { node: body.to }));
     }
     crate::migrate::move_anywhere(&node, Some(cluster), &id, &body.to, mode)
         .await
         .map(Json)
-        .map_err(|e| {
-            let status = if e.starts_with("no session") {
-                StatusCode::NOT_FOUND
-            } else {
-                StatusCode::CONFLICT
-            };
-            (status, format!("{e}\n"))
-        })
+        .map_err(move_refused)
+}
+
+/// A refused move as the API answers it: 404 when it named something that is not there,
+/// else 409; the body is the error's text, which `vigil ctl migrate` prints.
+fn move_refused(e: MoveError) -> ApiError {
+    let status = if e.not_found() {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::CONFLICT
+    };
+    (status, format!("{e}\n"))
 }
 
 /// `POST /api/cluster/cameras/{camera}/move` `{"to": NODE}`: an operator's camera move
@@ -157,4 +158,67 @@ async fn drain_status(
     Path(id): Path<String>,
 ) -> Result<Json<DrainStatus>, ApiError> {
     drain_call(&cluster, &id, MigrationCall::DrainStatus).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_move_naming_what_is_not_there_is_404_else_409() {
+        let id = || "s1".to_string();
+        let node = || "b".to_string();
+        for e in [
+            MoveError::NoSession { id: id() },
+            MoveError::NoSessionInCluster { id: id() },
+            MoveError::NodeNotAlive { node: node() },
+        ] {
+            assert_eq!(move_refused(e).0, StatusCode::NOT_FOUND);
+        }
+        for e in [
+            MoveError::SteeredElsewhere {
+                id: id(),
+                by: node(),
+            },
+            MoveError::Ending { id: id() },
+            MoveError::Busy { id: id() },
+            MoveError::Timeout { id: id() },
+            MoveError::AlreadyThere { node: node() },
+            MoveError::NotMovable("not a playback session"),
+            MoveError::PlaybackEnded,
+            // The text of a remote refusal does not decide the status, even when it reads
+            // like a missing session.
+            MoveError::Refused {
+                node: node(),
+                reason: "no session s1 on this node".into(),
+            },
+            MoveError::NotPrepared {
+                node: node(),
+                source: Box::new(MoveError::Rpc {
+                    node: node(),
+                    error: "timed out".into(),
+                }),
+            },
+        ] {
+            assert_eq!(move_refused(e).0, StatusCode::CONFLICT);
+        }
+    }
+
+    #[test]
+    fn the_body_is_the_text_the_operator_and_the_tests_read() {
+        let (_, body) = move_refused(MoveError::NoSession { id: "x".into() });
+        assert_eq!(body, "no session x on this node\n");
+        let (_, body) = move_refused(MoveError::NodeNotAlive { node: "n".into() });
+        assert_eq!(body, "node n is not a live member of the cluster\n");
+        let (_, body) = move_refused(MoveError::AlreadyThere { node: "a".into() });
+        assert_eq!(body, "the session is already on a\n");
+        let e = MoveError::NotPrepared {
+            node: "b".into(),
+            source: Box::new(MoveError::Refused {
+                node: "b".into(),
+                reason: "no camera".into(),
+            }),
+        };
+        assert_eq!(e.to_string(), "b could not prepare: no camera");
+    }
 }

@@ -100,7 +100,10 @@ async fn run(drain: Arc<Drain>, node: Arc<Node>, cluster: Arc<Cluster>, cancel: 
                     SessionKindView::Play => {
                         let camera = s.path.strip_prefix("live/").unwrap_or(&s.path);
                         match cluster.place_live_elsewhere(camera) {
-                            Ok(to) => move_local(&node, &s.id, &to, None).await.map(|_| ()),
+                            Ok(to) => move_local(&node, &s.id, &to, None)
+                                .await
+                                .map(|_| ())
+                                .map_err(|e| e.to_string()),
                             Err(e) => Err(e),
                         }
                     }
@@ -112,7 +115,10 @@ async fn run(drain: Arc<Drain>, node: Arc<Node>, cluster: Arc<Cluster>, cancel: 
                             r => r as f64,
                         };
                         match cluster.place_elsewhere(camera, pos, vbr) {
-                            Ok(to) => move_local(&node, &s.id, &to, None).await.map(|_| ()),
+                            Ok(to) => move_local(&node, &s.id, &to, None)
+                                .await
+                                .map(|_| ())
+                                .map_err(|e| e.to_string()),
                             Err(e) => Err(e),
                         }
                     }

@@ -13,12 +13,13 @@
 pub mod drain;
 pub mod heartbeat;
 pub mod host;
+mod mover;
 pub mod steer;
 pub mod steer_live;
 
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply};
-use crate::node::command::{MoveReport, SessionCommand, SourceMode};
+use crate::node::command::{MoveError, MoveReport, SessionCommand, SourceMode};
 use crate::node::Node;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,21 +45,20 @@ pub async fn move_local(
     id: &str,
     to: &str,
     mode: Option<SourceMode>,
-) -> Result<MoveReport, String> {
+) -> Result<MoveReport, MoveError> {
+    let id_ = || id.to_string();
     let info = node
         .session(id)
-        .ok_or_else(|| format!("no session {id} on this node"))?;
+        .ok_or_else(|| MoveError::NoSession { id: id_() })?;
     if let Some(by) = info.steered_by() {
-        return Err(format!(
-            "session {id} is steered by node {by}: ask it (its RTSP connection is there)"
-        ));
+        return Err(MoveError::SteeredElsewhere { id: id_(), by });
     }
     let tx = info
         .commands
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone()
-        .ok_or_else(|| format!("session {id} cannot be steered (it is ending)"))?;
+        .ok_or_else(|| MoveError::Ending { id: id_() })?;
     let (reply, rx) = oneshot::channel();
     // One bound for handing the command over and for the move: a connection busy with
     // something else must not hold a drain or an operator's call.
@@ -70,13 +70,13 @@ pub async fn move_local(
     };
     match tokio::time::timeout_at(deadline, tx.send(command)).await {
         Ok(Ok(())) => {}
-        Ok(Err(_)) => return Err(format!("session {id} ended")),
-        Err(_) => return Err(format!("session {id} took no command for 10 s")),
+        Ok(Err(_)) => return Err(MoveError::Ended { id: id_() }),
+        Err(_) => return Err(MoveError::Busy { id: id_() }),
     }
     let r = match tokio::time::timeout_at(deadline, rx).await {
         Ok(Ok(r)) => r,
-        Ok(Err(_)) => Err(format!("session {id} ended during the move")),
-        Err(_) => Err(format!("moving session {id} took longer than 10 s")),
+        Ok(Err(_)) => Err(MoveError::EndedDuringMove { id: id_() }),
+        Err(_) => Err(MoveError::Timeout { id: id_() }),
     };
     count(if r.is_ok() { "moved" } else { "failed" });
     r
@@ -90,11 +90,11 @@ pub async fn move_anywhere(
     id: &str,
     to: &str,
     mode: Option<SourceMode>,
-) -> Result<MoveReport, String> {
+) -> Result<MoveReport, MoveError> {
     if node.session(id).is_some_and(|s| s.steered_by().is_none()) {
         return move_local(node, id, to, mode).await;
     }
-    let cluster = cluster.ok_or_else(|| format!("no session {id} on this node"))?;
+    let cluster = cluster.ok_or_else(|| MoveError::NoSession { id: id.to_string() })?;
     // The node holding the session's RTSP connection: the one a copy hosted here names,
     // else the one whose report lists it as its own.
     let owner = match node.session(id).and_then(|s| s.steered_by()) {
@@ -109,21 +109,20 @@ pub async fn move_anywhere(
                     .is_some_and(|r| r.session_list.iter().any(|s| s.id == id && !s.hosted))
             })
             .map(|m| m.id)
-            .ok_or_else(|| format!("no session {id} in the cluster"))?,
+            .ok_or_else(|| MoveError::NoSessionInCluster { id: id.to_string() })?,
     };
     let call = MigrationCall::MoveOut {
         session: id.to_string(),
         to: to.to_string(),
         mode,
     };
-    match cluster
-        .call_migration(&owner, call, Duration::from_secs(12))
-        .await
-    {
-        Ok(MigrationReply::Moved(m)) => Ok(m),
-        Ok(MigrationReply::Failed(e)) => Err(e),
-        Ok(other) => Err(format!("{owner} answered {other:?}")),
-        Err(e) => Err(format!("{e:#}")),
+    match steer::call_node(cluster, &owner, call, Duration::from_secs(12)).await? {
+        MigrationReply::Moved(m) => Ok(m),
+        other => Err(MoveError::UnexpectedAnswer {
+            node: owner,
+            call: "MoveOut",
+            answer: format!("{other:?}"),
+        }),
     }
 }
 
@@ -176,7 +175,7 @@ impl crate::cluster::rpc::MigrationService for Service {
                 MigrationCall::MoveOut { session, to, mode } => {
                     match move_anywhere(&node, Some(&cluster), &session, &to, mode).await {
                         Ok(m) => MigrationReply::Moved(m),
-                        Err(e) => MigrationReply::Failed(e),
+                        Err(e) => MigrationReply::Failed(e.to_string()),
                     }
                 }
                 MigrationCall::Drain { undrain } => {

@@ -5,10 +5,11 @@
 //! sending node dies.
 
 use super::host::{cursor_from_wire, cursor_to_wire, tracks_from_wire};
+use super::mover::Target as _;
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireRun, WireStopped};
 use crate::library::Library;
-use crate::node::command::{MoveReport, SessionCommand, SourceMode};
+use crate::node::command::{MoveError, MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{to_wire, Cursor, PlayParams, Sink, TrackOut, UdpVia};
 use crate::rtsp::session::Session;
@@ -43,18 +44,18 @@ pub struct Remote {
 }
 
 impl Remote {
-    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
-        call_node(&self.cluster, &self.node, call, self.timeout).await
-    }
-
     async fn resolve(
         &self,
         sdp: &SessionDescription,
         camera: &str,
         w: WireStopped,
-    ) -> Result<Resumed, String> {
+    ) -> Result<Resumed, MoveError> {
         let resume = match w.resume {
-            Some(c) => Some(cursor_from_wire(&self.library, camera, c).await?),
+            Some(c) => Some(
+                cursor_from_wire(&self.library, camera, c)
+                    .await
+                    .map_err(MoveError::Resume)?,
+            ),
             None => None,
         };
         Ok(Resumed {
@@ -70,7 +71,7 @@ impl Remote {
         &mut self,
         sdp: &SessionDescription,
         camera: &str,
-    ) -> Result<Option<Resumed>, String> {
+    ) -> Result<Option<Resumed>, MoveError> {
         if !self.running {
             return Ok(None);
         }
@@ -84,7 +85,7 @@ impl Remote {
                 self.running = false;
                 Ok(None)
             }
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(self.unexpected("Stop", other)),
         }
     }
 
@@ -103,7 +104,7 @@ impl Remote {
         &mut self,
         tracks: &[TrackOut],
         params: &PlayParams,
-    ) -> Result<Option<i64>, String> {
+    ) -> Result<Option<i64>, MoveError> {
         let run = WireRun {
             tracks: to_wire(tracks),
             cursor: cursor_to_wire(&params.start),
@@ -119,7 +120,15 @@ impl Remote {
                 self.running = true;
                 Ok(first_sent_us)
             }
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(self.unexpected("Start", other)),
+        }
+    }
+
+    fn unexpected(&self, call: &'static str, answer: MigrationReply) -> MoveError {
+        MoveError::UnexpectedAnswer {
+            node: self.node.clone(),
+            call,
+            answer: format!("{answer:?}"),
         }
     }
 
@@ -136,11 +145,17 @@ pub(super) async fn call_node(
     node: &str,
     call: MigrationCall,
     timeout: Duration,
-) -> Result<MigrationReply, String> {
+) -> Result<MigrationReply, MoveError> {
     match cluster.call_migration(node, call, timeout).await {
-        Ok(MigrationReply::Failed(e)) => Err(e),
+        Ok(MigrationReply::Failed(reason)) => Err(MoveError::Refused {
+            node: node.to_string(),
+            reason,
+        }),
         Ok(r) => Ok(r),
-        Err(e) => Err(format!("{e:#}")),
+        Err(e) => Err(MoveError::Rpc {
+            node: node.to_string(),
+            error: format!("{e:#}"),
+        }),
     }
 }
 
@@ -220,22 +235,23 @@ pub async fn handle(
 }
 
 /// Why a session cannot move, said to the operator as is.
-fn movable(node: &Node, session: &Session) -> Result<(), String> {
+fn movable(node: &Node, session: &Session) -> Result<(), MoveError> {
     if session.is_tcp() {
-        return Err(
+        return Err(MoveError::NotMovable(
             "the session is TCP-interleaved: its media rides the viewer's RTSP connection to \
-             this node, so moving it would relieve nothing (placement at DESCRIBE is its lever)"
-                .into(),
-        );
+             this node, so moving it would relieve nothing (placement at DESCRIBE is its lever)",
+        ));
     }
     let Some(pb) = session.playback.as_ref() else {
-        return Err("not a playback session".into());
+        return Err(MoveError::NotMovable("not a playback session"));
     };
     if pb.udp.is_empty() {
-        return Err("the session has not started playing yet".into());
+        return Err(MoveError::NotMovable(
+            "the session has not started playing yet",
+        ));
     }
     if node.library.is_none() {
-        return Err("recording is disabled on this node".into());
+        return Err(MoveError::NotMovable("recording is disabled on this node"));
     }
     Ok(())
 }
@@ -247,139 +263,207 @@ pub async fn move_session(
     session: &mut Session,
     to: &str,
     mode: Option<SourceMode>,
-) -> Result<MoveReport, String> {
-    let cluster = cluster.cloned().ok_or("the cluster is off")?;
-    let here = cluster.self_id.clone();
-    let current = session
-        .playback
-        .as_ref()
-        .and_then(|pb| pb.remote.as_ref())
-        .map_or(here.clone(), |r| r.node.clone());
-    if to == current {
-        return Err(format!("the session is already on {to}"));
-    }
-    movable(node, session)?;
-    let library = node.library.clone().ok_or("recording is disabled")?;
-    let mcfg = &node.config.cluster.migration;
-    let mode = mode.unwrap_or(mcfg.mode.parse().unwrap_or_default());
-    let info = session.info.clone();
-    let Session { core, playback, .. } = session;
-    let Some(pb) = playback.as_mut() else {
-        return Err("not a playback session".into());
+) -> Result<MoveReport, MoveError> {
+    let m = PlaybackMove {
+        session,
+        library: None,
+        old: None,
+        was_running: false,
+        anchor: None,
     };
-    let from = current;
-    if to != here && !cluster.is_alive(to) {
-        return Err(format!("node {to} is not a live member of the cluster"));
+    super::mover::drive(node, cluster, m, to, mode).await
+}
+
+/// A playback's steps of a move: its sender is `Playback`'s (this node's task or a
+/// [`Remote`]), its state the core's hand-back and the pacing anchor.
+struct PlaybackMove<'a> {
+    session: &'a mut Session,
+    /// The node's recordings (set by `movable`: a node without them cannot move playbacks).
+    library: Option<Library>,
+    /// The node that sent the media before the move, released once the move is done.
+    old: Option<Remote>,
+    /// A sender ran when the move began (a paused session moves paused).
+    was_running: bool,
+    /// The pacing line of the stopped sender, which the new one continues.
+    anchor: Option<crate::handoff::Anchor>,
+}
+
+impl PlaybackMove<'_> {
+    fn library(&self) -> Result<Library, MoveError> {
+        self.library
+            .clone()
+            .ok_or(MoveError::NotMovable("recording is disabled"))
     }
-    let started = Instant::now();
-    let timeout = Duration::from_millis(mcfg.rpc_timeout_ms);
-    // 1. Prepare the target (not needed to come home: this node has its sockets).
-    let mut target = None;
-    if to != here {
+}
+
+impl super::mover::Target for Remote {
+    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError> {
+        call_node(&self.cluster, &self.node, call, self.timeout).await
+    }
+    fn release(self) {
+        Remote::release(self)
+    }
+}
+
+impl super::mover::Move for PlaybackMove<'_> {
+    type Target = Remote;
+
+    fn info(&self) -> Arc<SessionInfo> {
+        self.session.info.clone()
+    }
+
+    fn current(&mut self, here: &str) -> Result<String, MoveError> {
+        Ok(self
+            .session
+            .playback
+            .as_ref()
+            .and_then(|pb| pb.remote.as_ref())
+            .map_or(here.to_string(), |r| r.node.clone()))
+    }
+
+    fn movable(&mut self, node: &Node) -> Result<(), MoveError> {
+        movable(node, self.session)?;
+        self.library = Some(
+            node.library
+                .clone()
+                .ok_or(MoveError::NotMovable("recording is disabled"))?,
+        );
+        Ok(())
+    }
+
+    fn target(
+        &self,
+        node: &Node,
+        cluster: &Arc<Cluster>,
+        to: &str,
+        mode: SourceMode,
+    ) -> Result<Remote, MoveError> {
+        Ok(Remote {
+            node: to.to_string(),
+            mode,
+            running: false,
+            session: self.session.info.id.clone(),
+            cluster: cluster.clone(),
+            library: self.library()?,
+            timeout: super::mover::rpc_timeout(node),
+            watchdog: CancellationToken::new(),
+            last: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    fn spec(&self, node: &Node, cluster: &Cluster, here: &str, mode: SourceMode) -> PrepareSpec {
+        let info = &self.session.info;
+        let pb = self.session.playback.as_ref();
         let position_ms = info.position_ms.load(Ordering::Relaxed);
-        let dests = wire_dests(node, &cluster, &pb.udp);
-        let spec = PrepareSpec {
+        let (camera, start_ms, end_ms) = pb.map_or((String::new(), 0, None), |pb| {
+            (pb.req.camera.clone(), pb.req.start_ms, pb.req.end_ms)
+        });
+        PrepareSpec {
             session: info.id.clone(),
-            from: here.clone(),
-            camera: pb.req.camera.clone(),
-            start_ms: pb.req.start_ms,
-            end_ms: pb.req.end_ms,
+            from: here.to_string(),
+            camera,
+            start_ms,
+            end_ms,
             client: info.client,
-            dests,
+            dests: pb.map_or_else(Vec::new, |pb| wire_dests(node, cluster, &pb.udp)),
             mode,
             cname: node.config.node.id.clone(),
             position_ms: if position_ms > 0 {
                 position_ms
             } else {
-                pb.req.start_ms
+                start_ms
             },
             live: false,
-        };
-        let remote = Remote {
-            node: to.to_string(),
-            mode,
-            running: false,
-            session: info.id.clone(),
-            cluster: cluster.clone(),
-            library: library.clone(),
-            timeout,
-            watchdog: CancellationToken::new(),
-            last: Arc::new(Mutex::new(None)),
-        };
-        match remote.call(MigrationCall::Prepare(spec)).await {
-            Ok(MigrationReply::Ready) => {}
-            Ok(other) => return Err(format!("{to} answered {other:?} to Prepare")),
-            Err(e) => {
-                // Nothing was stopped: the session plays on as if nothing happened.
-                remote.release();
-                return Err(format!("{to} could not prepare: {e}"));
-            }
         }
-        target = Some(remote);
     }
-    let prepare_ms = started.elapsed().as_secs_f64() * 1000.0;
-    // 2. Stop the current sender after its last frame and take its exact state.
-    let was_running = pb.is_running();
-    let (handback, handoff) = pb.stop().await;
-    if let Some(hb) = handback {
-        core.sender_stopped(hb);
-    }
-    let old = pb.remote.take();
-    let gap_from = handoff.last_sent_us;
-    // 3. Start the new sender at the next frame's due time, on the same pacing line.
-    let mut first_sent = None;
-    if was_running {
-        let Some((tracks, cursor, window)) = core.restart() else {
-            // The run ended (end of range) while we moved: nothing left to move.
-            if let Some(t) = target {
-                t.release();
-            }
-            pb.remote = old;
-            return Err("the playback ended during the move".into());
-        };
-        let mut params = pb.params(node, window, cursor, handoff.anchor);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        params.first_sent = Some(tx);
-        pb.remote = target;
-        let sink = Sink::Udp(pb.udp.clone());
-        // `start` falls back to this node if the target fails: the session never stops.
-        first_sent = pb
-            .start(node, library.clone(), tracks, params, sink, info.clone())
-            .await;
-        if first_sent.is_none() && pb.remote.is_none() {
-            // Sent from here: its first frame goes out at its due time.
-            first_sent = super::first_sent(rx).await;
+
+    async fn stop(&mut self) -> Result<Option<i64>, MoveError> {
+        let Session { core, playback, .. } = &mut *self.session;
+        let pb = playback
+            .as_mut()
+            .ok_or(MoveError::NotMovable("not a playback session"))?;
+        self.was_running = pb.is_running();
+        let (handback, handoff) = pb.stop().await;
+        if let Some(hb) = handback {
+            core.sender_stopped(hb);
         }
-        if to != here && pb.remote.is_none() {
-            if let Some(o) = old {
-                o.release();
+        self.old = pb.remote.take();
+        self.anchor = handoff.anchor;
+        Ok(handoff.last_sent_us)
+    }
+
+    async fn start(
+        &mut self,
+        node: &Arc<Node>,
+        target: Option<Remote>,
+        to: &str,
+        here: &str,
+    ) -> Result<Option<i64>, MoveError> {
+        let info = self.session.info.clone();
+        let library = self.library.clone();
+        let old = self.old.take();
+        let (was_running, anchor) = (self.was_running, self.anchor);
+        let Session { core, playback, .. } = &mut *self.session;
+        let pb = playback
+            .as_mut()
+            .ok_or(MoveError::NotMovable("not a playback session"))?;
+        let mut first_sent = None;
+        if was_running {
+            let Some((tracks, cursor, window)) = core.restart() else {
+                // The run ended (end of range) while we moved: nothing left to move.
+                if let Some(t) = target {
+                    t.release();
+                }
+                pb.remote = old;
+                return Err(MoveError::PlaybackEnded);
+            };
+            let Some(library) = library else {
+                return Err(MoveError::NotMovable("recording is disabled"));
+            };
+            let mut params = pb.params(node, window, cursor, anchor);
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            params.first_sent = Some(tx);
+            pb.remote = target;
+            let sink = Sink::Udp(pb.udp.clone());
+            // `start` falls back to this node if the target fails: the session never stops.
+            first_sent = pb
+                .start(node, library, tracks, params, sink, info.clone())
+                .await;
+            if first_sent.is_none() && pb.remote.is_none() {
+                // Sent from here: its first frame goes out at its due time.
+                first_sent = super::first_sent(rx).await;
             }
-            return Err(format!(
-                "{to} could not start the session: it plays on {here}"
-            ));
+            if to != here && pb.remote.is_none() {
+                if let Some(o) = old {
+                    o.release();
+                }
+                return Err(MoveError::NotStarted {
+                    node: to.to_string(),
+                    here: here.to_string(),
+                });
+            }
+        } else {
+            pb.remote = target;
         }
-    } else {
-        pb.remote = target;
+        if let Some(o) = old {
+            o.release();
+        }
+        if to != here {
+            info.rate_bps.store(0, Ordering::Relaxed);
+        }
+        Ok(first_sent)
     }
-    if let Some(o) = old {
-        o.release();
+
+    fn watch(&self, node: &Arc<Node>) {
+        if let Some(r) = self
+            .session
+            .playback
+            .as_ref()
+            .and_then(|pb| pb.remote.as_ref())
+        {
+            spawn_watchdog(node, &self.session.info, r);
+        }
     }
-    if to != here {
-        info.rate_bps.store(0, Ordering::Relaxed);
-    }
-    if let Some(r) = pb.remote.as_ref() {
-        spawn_watchdog(node, &info, r);
-    }
-    let sent = (gap_from, first_sent);
-    Ok(committed(
-        node,
-        &info,
-        (from, to, &here),
-        mode,
-        sent,
-        prepare_ms,
-        started,
-    ))
 }
 
 /// Records a committed move on the session (where its media is, how often it moved), tells

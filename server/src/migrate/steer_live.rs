@@ -3,17 +3,18 @@
 //! `live/<camera>`; the handoff carries the viewer's RTP identity and names the last packets
 //! sent, so the next sender continues right after them (`crate::live::handoff`).
 
-use super::steer::{call_node, committed, release_on, watch, wire_dests};
+use super::mover::Target as _;
+use super::steer::{call_node, release_on, watch, wire_dests};
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec};
 use crate::live::handoff::{Joined, LiveHandoff, Origin};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;
-use crate::node::command::{MoveReport, SourceMode};
-use crate::node::Node;
+use crate::node::command::{MoveError, MoveReport, SourceMode};
+use crate::node::{Node, SessionInfo};
 use crate::playback::task::wall_us;
 use crate::rtsp::session::{Media, Session};
-use crate::rtsp::udp_session::{LivePump, LiveSender};
+use crate::rtsp::udp_session::{LivePump, LiveSender, UdpPlay};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -53,16 +54,12 @@ impl RemoteLive {
             }
             match call_node(&cluster, &node, call, timeout).await {
                 Ok(MigrationReply::Done) => {}
-                Ok(MigrationReply::Failed(e)) | Err(e) => {
+                Err(e) => {
                     warn!(%node, paused, "PAUSE/PLAY of a moved live viewer not carried: {e}")
                 }
                 Ok(other) => warn!(%node, "PAUSE/PLAY of a moved live viewer: {other:?}"),
             }
         });
-    }
-
-    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, String> {
-        call_node(&self.cluster, &self.node, call, self.timeout).await
     }
 
     /// Forget the viewer there (in the background).
@@ -185,178 +182,241 @@ pub async fn move_live(
     session: &mut Session,
     to: &str,
     mode: Option<SourceMode>,
-) -> Result<MoveReport, String> {
-    let cluster = cluster.cloned().ok_or("the cluster is off")?;
-    if session.kind() != vigil_proto::rtsp::SessionKind::Play {
-        return Err("a publisher cannot move: its RTP comes to this node".into());
-    }
-    let here = cluster.self_id.clone();
-    let info = session.info.clone();
-    let (camera, stream) = session
-        .path
-        .as_ref()
-        .and_then(|p| Some((p.name.strip_prefix("live/")?.to_string(), p.stream.clone())))
-        .ok_or("not a live viewer")?;
-    let Media::UdpPlay(play) = &mut session.media else {
-        return Err("the viewer is not playing over UDP".into());
+) -> Result<MoveReport, MoveError> {
+    let patience = Duration::from_millis(node.config.cluster.migration.live_match_ms);
+    let m = LiveMove {
+        session,
+        camera: String::new(),
+        stream: None,
+        patience,
+        handoff: None,
+        reader_here: None,
     };
-    let from = match &play.sender {
-        LiveSender::Remote(r) => r.node.clone(),
-        _ => here.clone(),
-    };
-    if to == from {
-        return Err(format!("the session is already on {to}"));
+    super::mover::drive(node, cluster, m, to, mode).await
+}
+
+/// A live viewer's steps of a move: its sender is `UdpPlay::sender` (this node's
+/// [`LivePump`] or a [`RemoteLive`]), its state the [`LiveHandoff`] naming the last packets
+/// sent.
+struct LiveMove<'a> {
+    session: &'a mut Session,
+    /// The camera and its hub here (set by `current`).
+    camera: String,
+    stream: Option<Arc<Stream>>,
+    /// How long a sender here waits for the last packets sent elsewhere (`live_match_ms`).
+    patience: Duration,
+    /// The stopped sender's state, and its reader when it ran here.
+    handoff: Option<LiveHandoff>,
+    reader_here: Option<Reader>,
+}
+
+impl LiveMove<'_> {
+    fn play(&mut self) -> Result<&mut UdpPlay, MoveError> {
+        match &mut self.session.media {
+            Media::UdpPlay(play) => Ok(play),
+            _ => Err(MoveError::NotMovable("the viewer is not playing over UDP")),
+        }
     }
-    if to != here && !cluster.is_alive(to) {
-        return Err(format!("node {to} is not a live member of the cluster"));
+}
+
+impl super::mover::Target for RemoteLive {
+    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError> {
+        call_node(&self.cluster, &self.node, call, self.timeout).await
     }
-    let mcfg = &node.config.cluster.migration;
-    let mode = mode.unwrap_or(mcfg.mode.parse().unwrap_or_default());
-    let timeout = Duration::from_millis(mcfg.rpc_timeout_ms);
-    let patience = Duration::from_millis(mcfg.live_match_ms);
-    let started = Instant::now();
-    // 1. Prepare the target: the camera in its hub (held or relayed), its sockets.
-    let mut target = None;
-    if to != here {
-        let remote = RemoteLive {
+    fn release(self) {
+        RemoteLive::release(self)
+    }
+}
+
+impl super::mover::Move for LiveMove<'_> {
+    type Target = RemoteLive;
+
+    fn info(&self) -> Arc<SessionInfo> {
+        self.session.info.clone()
+    }
+
+    fn current(&mut self, here: &str) -> Result<String, MoveError> {
+        if self.session.kind() != vigil_proto::rtsp::SessionKind::Play {
+            return Err(MoveError::NotMovable(
+                "a publisher cannot move: its RTP comes to this node",
+            ));
+        }
+        let (camera, stream) = self
+            .session
+            .path
+            .as_ref()
+            .and_then(|p| Some((p.name.strip_prefix("live/")?.to_string(), p.stream.clone())))
+            .ok_or(MoveError::NotMovable("not a live viewer"))?;
+        (self.camera, self.stream) = (camera, Some(stream));
+        Ok(match &self.play()?.sender {
+            LiveSender::Remote(r) => r.node.clone(),
+            _ => here.to_string(),
+        })
+    }
+
+    fn movable(&mut self, _: &Node) -> Result<(), MoveError> {
+        Ok(())
+    }
+
+    fn target(
+        &self,
+        node: &Node,
+        cluster: &Arc<Cluster>,
+        to: &str,
+        _: SourceMode,
+    ) -> Result<RemoteLive, MoveError> {
+        Ok(RemoteLive {
             node: to.to_string(),
-            session: info.id.clone(),
+            session: self.session.info.id.clone(),
             cluster: cluster.clone(),
             // Its Start waits up to `live_match_ms` for the last packets.
-            timeout: timeout + patience,
+            timeout: super::mover::rpc_timeout(node) + self.patience,
             watchdog: CancellationToken::new(),
             pause_gen: Default::default(),
             pause_lock: Default::default(),
             last: Default::default(),
+        })
+    }
+
+    fn spec(&self, node: &Node, cluster: &Cluster, here: &str, mode: SourceMode) -> PrepareSpec {
+        let info = &self.session.info;
+        let dests = match &self.session.media {
+            Media::UdpPlay(play) => wire_dests(node, cluster, &play.outs),
+            _ => Vec::new(),
         };
-        let spec = PrepareSpec {
+        PrepareSpec {
             session: info.id.clone(),
-            from: here.clone(),
-            camera,
+            from: here.to_string(),
+            camera: self.camera.clone(),
             start_ms: 0,
             end_ms: None,
             client: info.client,
-            dests: wire_dests(node, &cluster, &play.outs),
+            dests,
             mode,
             cname: node.config.node.id.clone(),
             position_ms: 0,
             live: true,
-        };
-        match remote.call(MigrationCall::Prepare(spec)).await {
-            Ok(MigrationReply::Ready) => target = Some(remote),
-            Ok(other) => {
-                remote.release();
-                return Err(format!("{to} answered {other:?} to Prepare"));
-            }
-            Err(e) => {
-                // Nothing was stopped: the viewer plays on as if nothing happened.
-                remote.release();
-                return Err(format!("{to} could not prepare: {e}"));
-            }
         }
     }
-    let prepare_ms = started.elapsed().as_secs_f64() * 1000.0;
-    // 2. Stop the current sender after its last packet and take the viewer's state.
-    let (handoff, reader_here) = match std::mem::replace(&mut play.sender, LiveSender::None) {
-        LiveSender::Local(p) => match p.stop().await {
-            Some(pumped) => (
-                pumped.reader.handoff(pumped.last_sent_us),
-                Some(pumped.reader),
-            ),
-            None => {
-                if let Some(t) = target {
-                    t.release();
+
+    async fn stop(&mut self) -> Result<Option<i64>, MoveError> {
+        let info = self.session.info.clone();
+        let play = self.play()?;
+        let (handoff, reader_here) = match std::mem::replace(&mut play.sender, LiveSender::None) {
+            LiveSender::Local(p) => match p.stop().await {
+                Some(pumped) => (
+                    pumped.reader.handoff(pumped.last_sent_us),
+                    Some(pumped.reader),
+                ),
+                None => {
+                    info.cancel.cancel();
+                    return Err(MoveError::SenderFailed);
                 }
-                info.cancel.cancel();
-                return Err("the viewer's sender task failed".into());
+            },
+            LiveSender::Remote(r) => {
+                let call = MigrationCall::StopLive {
+                    session: info.id.clone(),
+                };
+                match r.call(call).await {
+                    Ok(MigrationReply::StoppedLive(h)) => {
+                        r.release();
+                        (h, None)
+                    }
+                    other => {
+                        // The sender there goes on: nothing moved.
+                        let node = r.node.clone();
+                        play.sender = LiveSender::Remote(r);
+                        return Err(MoveError::NotStopped {
+                            node,
+                            answer: format!("{other:?}"),
+                        });
+                    }
+                }
             }
-        },
-        LiveSender::Remote(r) => {
-            let session_id = info.id.clone();
-            match r
-                .call(MigrationCall::StopLive {
-                    session: session_id,
-                })
-                .await
-            {
-                Ok(MigrationReply::StoppedLive(h)) => {
-                    r.release();
-                    (h, None)
+            LiveSender::None => return Err(MoveError::BetweenSenders),
+        };
+        let last = handoff.last_sent_us;
+        (self.handoff, self.reader_here) = (Some(handoff), reader_here);
+        Ok(last)
+    }
+
+    async fn start(
+        &mut self,
+        node: &Arc<Node>,
+        target: Option<RemoteLive>,
+        to: &str,
+        here: &str,
+    ) -> Result<Option<i64>, MoveError> {
+        let info = self.session.info.clone();
+        let (handoff, reader_here) = (self.handoff.take(), self.reader_here.take());
+        let (stream, patience) = (self.stream.clone(), self.patience);
+        let play = self.play()?;
+        let (Some(handoff), Some(stream)) = (handoff, stream) else {
+            return Err(MoveError::BetweenSenders);
+        };
+        let mut first_sent = None;
+        let mut failed = None;
+        if let Some(t) = target {
+            let call = MigrationCall::StartLive {
+                session: info.id.clone(),
+                handoff: handoff.clone(),
+            };
+            match t.call(call).await {
+                Ok(MigrationReply::Started { first_sent_us }) => {
+                    first_sent = first_sent_us;
+                    play.sender = LiveSender::Remote(t);
                 }
                 other => {
-                    // The sender there goes on: nothing moved.
-                    play.sender = LiveSender::Remote(r);
-                    if let Some(t) = target {
-                        t.release();
-                    }
-                    return Err(format!("{from} did not stop the viewer: {other:?}"));
+                    t.release();
+                    failed = Some(MoveError::LiveNotStarted {
+                        node: to.to_string(),
+                        here: here.to_string(),
+                        answer: format!("{other:?}"),
+                    });
                 }
             }
         }
-        LiveSender::None => return Err("the viewer is between two senders".into()),
-    };
-    let gap_from = handoff.last_sent_us;
-    // 3. Start the new sender right after the last packet sent.
-    let mut first_sent = None;
-    let mut failed = None;
-    if let Some(t) = target {
-        let call = MigrationCall::StartLive {
-            session: info.id.clone(),
-            handoff: handoff.clone(),
-        };
-        match t.call(call).await {
-            Ok(MigrationReply::Started { first_sent_us }) => {
-                first_sent = first_sent_us;
-                watch(
-                    node,
-                    &cluster,
-                    to,
-                    &info,
-                    super::heartbeat::Last::Live(t.last.clone()),
-                    t.watchdog.clone(),
-                );
-                play.sender = LiveSender::Remote(t);
-            }
-            other => {
-                t.release();
-                failed = Some(format!(
-                    "{to} could not start the viewer ({other:?}): it plays on {here}"
-                ));
-            }
+        if matches!(play.sender, LiveSender::None) {
+            // Here: the reader that stopped here continues as it was; else from the handoff.
+            let reader = match reader_here {
+                Some(r) => r,
+                None => {
+                    let (r, joined) = continue_here(stream, &handoff, patience).await;
+                    tracing::info!(session = %info.id, ?joined, "migration: live viewer continued here");
+                    r
+                }
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            play.sender = LiveSender::Local(LivePump::spawn(
+                node.clone(),
+                info.clone(),
+                reader,
+                play.outs.clone(),
+                Some(tx),
+                None,
+            ));
+            first_sent = super::first_sent(rx).await;
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(first_sent),
         }
     }
-    if matches!(play.sender, LiveSender::None) {
-        // Here: the reader that stopped here continues as it was; else from the handoff.
-        let reader = match reader_here {
-            Some(r) => r,
-            None => {
-                let (r, joined) = continue_here(stream, &handoff, patience).await;
-                tracing::info!(session = %info.id, ?joined, "migration: live viewer continued here");
-                r
-            }
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        play.sender = LiveSender::Local(LivePump::spawn(
-            node.clone(),
-            info.clone(),
-            reader,
-            play.outs.clone(),
-            Some(tx),
-            None,
-        ));
-        first_sent = super::first_sent(rx).await;
+
+    fn watch(&self, node: &Arc<Node>) {
+        if let Media::UdpPlay(UdpPlay {
+            sender: LiveSender::Remote(t),
+            ..
+        }) = &self.session.media
+        {
+            watch(
+                node,
+                &t.cluster,
+                &t.node,
+                &self.session.info,
+                super::heartbeat::Last::Live(t.last.clone()),
+                t.watchdog.clone(),
+            );
+        }
     }
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    let sent = (gap_from, first_sent);
-    Ok(committed(
-        node,
-        &info,
-        (from, to, &here),
-        mode,
-        sent,
-        prepare_ms,
-        started,
-    ))
 }
