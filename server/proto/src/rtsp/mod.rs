@@ -13,6 +13,7 @@ mod range;
 mod session;
 mod status;
 mod transport;
+pub mod url;
 
 #[cfg(test)]
 mod fuzz_tests;
