@@ -165,6 +165,43 @@ impl Default for GatewayConfig {
 }
 
 impl GatewayConfig {
+    /// What §B needs of its constants: a weighted GL on the 0–1 scale, a smoothing
+    /// constant, P of N forecasts, ordered thresholds, shares. The message names the
+    /// offending field.
+    pub fn check(&self) -> Result<(), String> {
+        let l = self.lambda;
+        if ((l[0] + l[1] + l[2]) - 1.0).abs() > 1e-6 || l.iter().any(|x| x.is_nan() || *x < 0.0) {
+            return Err(format!(
+                "lambda must be non-negative and add up to 1 (sum = {})",
+                l[0] + l[1] + l[2]
+            ));
+        }
+        if self.alpha.is_nan() || self.alpha <= 0.0 || self.alpha > 1.0 {
+            return Err("need 0 < alpha <= 1".into());
+        }
+        if self.forecasts == 0 || !(1..=self.forecasts).contains(&self.forecasts_over) {
+            return Err("need forecasts >= 1 and 1 <= forecasts_over <= forecasts".into());
+        }
+        if self.sample_period_ms < 100 {
+            return Err("sample_period_ms must be at least 100".into());
+        }
+        let (alm, ove) = (self.load_alm, self.load_ove);
+        if alm.is_nan() || ove.is_nan() || alm < 0.0 || alm >= ove || ove > 1.0 {
+            return Err("need 0 <= load_alm < load_ove <= 1".into());
+        }
+        if self.ts_max_ms <= 0 || !(0.0..=1.0).contains(&self.ps_max) || self.recent_m == 0 {
+            return Err("need ts_max_ms > 0, 0 <= ps_max <= 1, recent_m >= 1".into());
+        }
+        let (rate, bits) = (self.mem_transfer_rate, self.mem_bus_bits);
+        if rate.is_nan() || bits.is_nan() || rate <= 0.0 || bits <= 0.0 {
+            return Err("mem_transfer_rate and mem_bus_bits must be positive".into());
+        }
+        if self.move_timeout_ms == 0 {
+            return Err("move_timeout_ms must be positive".into());
+        }
+        Ok(())
+    }
+
     /// §B.1: TS_max = μ · RST_max, for a deployment that derives it from its patrol cycles.
     pub fn ts_max_from(mu: f64, rst_max_ms: i64) -> i64 {
         (mu * rst_max_ms as f64).round() as i64

@@ -42,6 +42,20 @@ impl Default for EdgeConfig {
     }
 }
 
+impl EdgeConfig {
+    /// A holder load on the §A.1 0–100 scale and an idle time an edge can wait out. The
+    /// message names the offending field.
+    pub fn check(&self) -> Result<(), String> {
+        if !(0.0..=100.0).contains(&self.holder_load) {
+            return Err("holder_load must be between 0 and 100".into());
+        }
+        if self.idle_ms < 100 {
+            return Err("idle_ms must be at least 100".into());
+        }
+        Ok(())
+    }
+}
+
 /// A new live viewer of `camera`, held by `holder` and relayed by the nodes in `edges`.
 #[derive(Debug, Clone, Copy)]
 pub struct LiveRequest<'a> {

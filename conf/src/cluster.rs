@@ -21,8 +21,8 @@ pub struct ClusterConf {
     /// Scheduler election: the lowest (priority, id) among live nodes wins.
     pub priority: u32,
     /// Placement policy: similarity, cache-aware, least-load, least-connections,
-    /// round-robin or knn-class.
-    pub policy: String,
+    /// round-robin, knn-class or affinity (the policy layer's own names).
+    pub policy: vigil_cluster::Policy,
     /// RTSP URL other nodes redirect viewers to (`rtsp://host:port`); default from
     /// `rtsp.listen` (which must then not be a wildcard address to be reachable).
     pub rtsp_url: Option<String>,
@@ -108,6 +108,38 @@ pub struct MigrationConf {
     pub live_match_ms: u64,
 }
 
+/// Where the sending node's datagrams come from (issue 7 §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceMode {
+    /// The sending node's own address and ports: ffmpeg (default) and live555/VLC follow.
+    #[default]
+    Own,
+    /// The steering node's address and ports (raw socket, CAP_NET_RAW, one L2 segment):
+    /// also GStreamer rtspsrc and `ffmpeg -rtsp_flags filter_src`.
+    Preserve,
+}
+
+impl std::str::FromStr for SourceMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "own" => Ok(SourceMode::Own),
+            "preserve" => Ok(SourceMode::Preserve),
+            _ => Err(format!("source mode {s:?}: expected own or preserve")),
+        }
+    }
+}
+
+impl std::fmt::Display for SourceMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceMode::Own => "own",
+            SourceMode::Preserve => "preserve",
+        })
+    }
+}
+
 impl Default for MigrationConf {
     fn default() -> Self {
         Self {
@@ -130,7 +162,7 @@ impl Default for ClusterConf {
             seeds: Vec::new(),
             key: String::new(),
             priority: 100,
-            policy: "similarity".into(),
+            policy: vigil_cluster::Policy::Similarity,
             rtsp_url: None,
             bandwidth_bps: 1e9,
             election_grace_ms: 2000,
@@ -187,10 +219,6 @@ impl ClusterConf {
                     .into(),
             ));
         }
-        // The policy layer's own list: a policy added there is accepted here.
-        if let Err(e) = c.policy.parse::<vigil_cluster::Policy>() {
-            return Err(ConfigError::Invalid(format!("cluster.policy: {e}")));
-        }
         if c.bandwidth_bps.is_nan() || c.bandwidth_bps <= 0.0 {
             return Err(ConfigError::Invalid(
                 "cluster.bandwidth_bps must be positive".into(),
@@ -237,11 +265,8 @@ impl ClusterConf {
             }
         }
         let m = &c.migration;
-        if m.mode != "own" && m.mode != "preserve" {
-            return Err(ConfigError::Invalid(format!(
-                "cluster.migration.mode {:?}: expected own or preserve",
-                m.mode
-            )));
+        if let Err(e) = m.mode.parse::<SourceMode>() {
+            return Err(ConfigError::Invalid(format!("cluster.migration.mode: {e}")));
         }
         if m.heartbeat_ms == 0 || m.lease_ms <= m.heartbeat_ms || m.takeback_ms <= m.lease_ms {
             return Err(ConfigError::Invalid(
@@ -251,6 +276,12 @@ impl ClusterConf {
         c.scheduler
             .check()
             .map_err(|e| ConfigError::Invalid(format!("cluster.scheduler: {e}")))?;
+        c.gateway
+            .check()
+            .map_err(|e| ConfigError::Invalid(format!("cluster.gateway: {e}")))?;
+        c.edge
+            .check()
+            .map_err(|e| ConfigError::Invalid(format!("cluster.edge: {e}")))?;
         let f = &c.feedback;
         if f.min_s == 0
             || f.min_s > f.max_s
@@ -301,7 +332,7 @@ mod tests {
     fn cluster_is_off_by_default_and_checked_when_on() {
         let c = Config::from_toml("").unwrap();
         assert!(!c.cluster.enabled);
-        assert_eq!(c.cluster.policy, "similarity");
+        assert_eq!(c.cluster.policy, vigil_cluster::Policy::Similarity);
         // Enabled without a key: refused.
         let e = Config::from_toml("[cluster]\nenabled = true").unwrap_err();
         assert!(e.to_string().contains("cluster.key"), "{e}");
@@ -421,6 +452,43 @@ mod tests {
                 "affinity_slack",
             ),
             ("[cluster.migration]\nmode = \"teleport\"\n", "teleport"),
+            (
+                "[cluster.gateway]\nlambda = [0.5, 0.5, 0.5]\n",
+                "cluster.gateway: lambda",
+            ),
+            (
+                "[cluster.gateway]\nalpha = 0\n",
+                "cluster.gateway: need 0 < alpha",
+            ),
+            (
+                "[cluster.gateway]\nforecasts = 2\nforecasts_over = 3\n",
+                "cluster.gateway: need forecasts",
+            ),
+            (
+                "[cluster.gateway]\nsample_period_ms = 99\n",
+                "cluster.gateway: sample_period_ms",
+            ),
+            (
+                "[cluster.gateway]\nload_alm = 0.7\n",
+                "cluster.gateway: need 0 <= load_alm < load_ove",
+            ),
+            (
+                "[cluster.gateway]\nps_max = 1.5\n",
+                "cluster.gateway: need ts_max_ms",
+            ),
+            (
+                "[cluster.gateway]\nmem_bus_bits = 0\n",
+                "cluster.gateway: mem_transfer_rate",
+            ),
+            (
+                "[cluster.gateway]\nmove_timeout_ms = 0\n",
+                "cluster.gateway: move_timeout_ms",
+            ),
+            (
+                "[cluster.edge]\nholder_load = 101\n",
+                "cluster.edge: holder_load",
+            ),
+            ("[cluster.edge]\nidle_ms = 0\n", "cluster.edge: idle_ms"),
             ("[cluster.migration]\nlease_ms = 10\n", "heartbeat_ms"),
             ("[cluster.feedback]\nmin_s = 0\n", "feedback"),
             ("[cluster.planner]\nquantile = 1.0\n", "planner"),

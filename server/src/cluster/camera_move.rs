@@ -185,7 +185,7 @@ impl Cluster {
         if !cfg.camera_moves || self.pull_cameras.is_empty() || self.rpc.is_none() {
             return;
         }
-        let period = Duration::from_millis(cfg.sample_period_ms.max(100));
+        let period = Duration::from_millis(cfg.sample_period_ms);
         let starts = {
             let mut st = self.state();
             if st.scheduler.as_deref() != Some(self.self_id.as_str())
