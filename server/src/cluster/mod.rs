@@ -32,13 +32,14 @@ pub mod transport;
 use std::sync::atomic::Ordering;
 
 pub use bindings::CameraBindings;
-pub use camera_move::{CameraHost, CameraMoveRecord};
+pub use camera_move::CameraHost;
 pub use marker::redirect_url as signed_redirect_url;
 pub use marker::{strip_marker, Marker, MARKER_TTL, PLACED_MARKER};
 /// Signing markers outside a running cluster (tests place a viewer on a node by hand).
 pub use membership::IdConflict;
 pub use placement::{IngestTarget, Placement};
 pub use planner::{PlanRecord, PlanView, PlannedMove};
+pub use rpc::CameraMoveRecord;
 pub use shell::{Cluster, DecisionRecord, Member};
 
 pub fn now_ms() -> i64 {
