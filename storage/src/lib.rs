@@ -45,6 +45,7 @@ mod store;
 pub use error::{is_disk_full, is_valid_id, StorageError};
 pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
+pub use lease::now_ms;
 pub use recorder::Recorder;
 pub use store::{RetentionReport, Store, StoreConfig, WriteHook};
 

@@ -42,11 +42,7 @@ pub use planner::{PlanRecord, PlanView, PlannedMove};
 pub use rpc::CameraMoveRecord;
 pub use shell::{Cluster, DecisionRecord, Member};
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use vigil_storage::now_ms;
 
 /// Bitrate of a session, for the fingerprint of significant changes.
 pub(crate) fn session_rate(s: &crate::node::SessionInfo) -> u64 {
