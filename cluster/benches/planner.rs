@@ -32,7 +32,7 @@ fn table() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let inst = paper_instance(&PaperSetup::default(), &mut rng);
         let t = Instant::now();
-        let p = plan(&inst, &cfg);
+        let p = plan(&inst, &cfg, Duration::from_millis(cfg.time_limit_ms));
         times.push(t.elapsed().as_secs_f64() * 1000.0);
         if let Err(e) = check(&inst, &p) {
             panic!("seed {seed}: invalid plan: {e}");
@@ -43,13 +43,7 @@ fn table() {
         before += u64::from(p.unmet_before);
         if p.method != Method::Feasible {
             // The greedy plan's own figures for the same instance.
-            let g = plan(
-                &inst,
-                &PlannerConfig {
-                    time_limit_ms: 0,
-                    ..cfg
-                },
-            );
+            let g = plan(&inst, &cfg, Duration::ZERO);
             greedy += u64::from(g.moved);
             gunmet_sum += u64::from(g.unmet);
             if (p.unmet, p.moved) < (g.unmet, g.moved) {
@@ -77,7 +71,8 @@ fn bench(c: &mut Criterion) {
     let inst = paper_instance(&PaperSetup::default(), &mut rng);
     let cfg = PlannerConfig::default();
     c.bench_function("planner/paper_size", |b| {
-        b.iter(|| black_box(plan(black_box(&inst), &cfg)))
+        let time_left = Duration::from_millis(cfg.time_limit_ms);
+        b.iter(|| black_box(plan(black_box(&inst), &cfg, time_left)))
     });
 }
 

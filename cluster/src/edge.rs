@@ -12,35 +12,10 @@
 //! [`Decision`](crate::Decision) out, which [`apply`](crate::apply) adds to the view like a
 //! placement, so a burst of viewers before the next report spreads instead of piling up.
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::SchedConfig;
+use crate::config::{EdgeConfig, SchedConfig};
 use crate::load::{delta_load, load_state, LoadState};
 use crate::place::Decision;
 use crate::view::{ClusterView, Stream, StreamSource};
-
-/// `[cluster.edge]`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EdgeConfig {
-    /// Whether live viewers may be served by nodes relaying from the holder.
-    pub enabled: bool,
-    /// The holder's load (0–100, §A.1) from which new viewers go to edges; below it they
-    /// go to the holder. Default: Load_min, where §A.1 ends "light".
-    pub holder_load: f64,
-    /// An edge with no viewer for this long drops its upstream (ms).
-    pub idle_ms: u64,
-}
-
-impl Default for EdgeConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            holder_load: 50.0,
-            idle_ms: 5_000,
-        }
-    }
-}
 
 /// A new live viewer of `camera`, held by `holder` and relayed by the nodes in `edges`.
 #[derive(Debug, Clone, Copy)]

@@ -2,72 +2,26 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::view::Indicators;
+use crate::config::{NodeClass, TrainingSample};
 
-/// §C.3 classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NodeClass {
-    Low,
-    Normal,
-    High,
+/// §C.1 indicators θ, each in [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Indicators {
+    pub cpu: f64,
+    pub mem: f64,
+    pub net: f64,
+    pub links: f64,
 }
 
-impl NodeClass {
-    pub const ALL: [NodeClass; 3] = [NodeClass::Low, NodeClass::Normal, NodeClass::High];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            NodeClass::Low => "low",
-            NodeClass::Normal => "normal",
-            NodeClass::High => "high",
-        }
+impl Indicators {
+    pub fn as_array(&self) -> [f64; 4] {
+        [self.cpu, self.mem, self.net, self.links]
     }
-
-    fn slot(self) -> usize {
-        self as usize
-    }
-}
-
-/// One labelled indicator vector (θ_cpu, θ_mem, θ_net, θ_links) → class.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct TrainingSample {
-    pub theta: [f64; 4],
-    pub class: NodeClass,
 }
 
 /// §C.2 eq. 8: L = ω_c·θ_cpu + ω_m·θ_mem + ω_n·θ_net + ω_l·θ_links (0–1 scale).
 pub fn load_weight(theta: &Indicators, omega: &[f64; 4]) -> f64 {
     theta.as_array().iter().zip(omega).map(|(t, w)| t * w).sum()
-}
-
-/// The shipped §C.3 training set. The paper publishes none, so this one is built to agree
-/// with §C.2's weight under the default ω: five `low` vectors with L ≲ 0.25 (idle to lightly
-/// used, any indicator ≤ 0.3), five `normal` with L ≈ 0.4–0.5 (every indicator 0.35–0.55),
-/// five `high` with L ≳ 0.7 (every indicator ≥ 0.6). Each class mixes which indicator
-/// dominates (CPU-, memory-, network- or link-heavy) so that one saturated resource pulls a
-/// node towards the higher class. With K = 3 the boundaries fall roughly at L ≈ 0.32 and
-/// L ≈ 0.6. An operator replaces it with vectors measured on their own hardware.
-pub fn default_training_set() -> Vec<TrainingSample> {
-    use NodeClass::*;
-    let s = |theta: [f64; 4], class| TrainingSample { theta, class };
-    vec![
-        s([0.05, 0.10, 0.05, 0.05], Low),
-        s([0.15, 0.20, 0.10, 0.10], Low),
-        s([0.20, 0.30, 0.20, 0.15], Low),
-        s([0.10, 0.25, 0.25, 0.20], Low),
-        s([0.30, 0.20, 0.15, 0.25], Low),
-        s([0.40, 0.40, 0.40, 0.40], Normal),
-        s([0.50, 0.45, 0.35, 0.50], Normal),
-        s([0.35, 0.50, 0.50, 0.45], Normal),
-        s([0.55, 0.40, 0.55, 0.55], Normal),
-        s([0.45, 0.55, 0.45, 0.35], Normal),
-        s([0.75, 0.70, 0.80, 0.75], High),
-        s([0.90, 0.80, 0.85, 0.90], High),
-        s([0.70, 0.85, 0.75, 0.80], High),
-        s([0.95, 0.90, 0.95, 0.95], High),
-        s([0.80, 0.60, 0.90, 0.85], High),
-    ]
 }
 
 fn dist2(a: &[f64; 4], b: &[f64; 4]) -> f64 {
@@ -112,6 +66,7 @@ pub fn classify(theta: &Indicators, training: &[TrainingSample], k: usize) -> No
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::default_training_set;
 
     fn th(cpu: f64, mem: f64, net: f64, links: f64) -> Indicators {
         Indicators {

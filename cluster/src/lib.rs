@@ -26,20 +26,20 @@ pub mod view;
 pub mod view_cache;
 
 pub use config::{
-    ClusterConfig, FeedbackConfig, GatewayConfig, KnnConfig, LoadWeights, PlannerConfig, Replicas,
-    SchedConfig,
+    default_training_set, ClusterConfig, EdgeConfig, FeedbackConfig, GatewayConfig, KnnConfig,
+    LoadWeights, NodeClass, PlannerConfig, Replicas, SchedConfig, TrainingSample,
 };
-pub use edge::{place_live, EdgeConfig, LiveRequest};
+pub use edge::{place_live, LiveRequest};
 pub use election::{elect, next_term, Candidate};
 pub use feedback::{next_period, period_delta, FeedbackPeriod};
-pub use knn::{classify, default_training_set, load_weight, NodeClass, TrainingSample};
+pub use knn::{classify, load_weight, Indicators};
 pub use liveness::{Liveness, LivenessConfig};
 pub use load::{delta_load, load_state, load_variance, node_load, quadratic_mean, LoadState};
 pub use place::{apply, place, Decision, PlaceState, Policy};
 pub use rem::{apply_migration, rem_probability, rem_step, Migration};
 pub use view::{
-    cached_summary, CachedRanges, CameraId, ClusterView, Indicators, NodeId, NodeView, Request,
-    RequestKind, Stream, StreamSource, CACHE_GAP_MS,
+    cached_summary, CachedRanges, CameraId, ClusterView, NodeId, NodeView, Request, RequestKind,
+    Stream, StreamSource, CACHE_GAP_MS,
 };
 pub use view_cache::{ViewCache, ViewEntry};
 

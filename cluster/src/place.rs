@@ -9,8 +9,8 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::affinity::{bucket, load_bound, rank};
+use crate::config::NodeClass;
 use crate::config::{ClusterConfig, SchedConfig};
-use crate::knn::NodeClass;
 use crate::load::{delta_load, load_state, LoadState};
 use crate::similarity::{cache_hit, fd_indexed, fd_positions};
 use crate::view::{ClusterView, NodeId, Request, Stream, StreamSource};

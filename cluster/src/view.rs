@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{KnnConfig, LoadWeights};
-use crate::knn::{classify, load_weight, NodeClass};
+use crate::config::{KnnConfig, LoadWeights, NodeClass};
+use crate::knn::{classify, load_weight, Indicators};
 use crate::load::node_load;
 
 /// A node's id as the membership layer names it.
@@ -71,21 +71,6 @@ pub struct Stream {
     /// session to move.
     #[serde(default)]
     pub session: Option<String>,
-}
-
-/// §C.1 indicators θ, each in [0, 1].
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Indicators {
-    pub cpu: f64,
-    pub mem: f64,
-    pub net: f64,
-    pub links: f64,
-}
-
-impl Indicators {
-    pub fn as_array(&self) -> [f64; 4] {
-        [self.cpu, self.mem, self.net, self.links]
-    }
 }
 
 /// What one node reports.

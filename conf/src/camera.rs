@@ -11,8 +11,8 @@ pub struct CameraConfig {
     pub id: String,
     /// `"push"` (a camera or encoder publishes with ANNOUNCE/RECORD), `"demo"` (the bundled
     /// clip, looped), or an `rtsp://[user:pass@]host[:port]/path` URL the node pulls.
-    #[serde(default = "default_source")]
-    pub source: String,
+    #[serde(default)]
+    pub source: Source,
     /// Pull cameras only: connect when the first reader arrives and disconnect a grace period
     /// after the last leaves (`true`), or stay connected always (`false`).
     #[serde(default = "default_true")]
@@ -33,29 +33,29 @@ pub enum PullTransport {
     Udp,
 }
 
-fn default_source() -> String {
-    "push".into()
-}
 fn default_true() -> bool {
     true
 }
 
-/// Where a camera's media comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a camera's media comes from: `source` read once, when the config is.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(from = "String")]
 pub enum Source {
+    #[default]
     Push,
     Demo,
-    Pull { url: String },
+    /// Checked to be an `rtsp://` URL by [`validate`].
+    Pull {
+        url: String,
+    },
 }
 
-impl CameraConfig {
-    pub fn source(&self) -> Source {
-        match self.source.as_str() {
+impl From<String> for Source {
+    fn from(s: String) -> Source {
+        match s.as_str() {
             "push" => Source::Push,
             "demo" => Source::Demo,
-            url => Source::Pull {
-                url: url.to_string(),
-            },
+            _ => Source::Pull { url: s },
         }
     }
 }
@@ -88,7 +88,7 @@ pub(crate) fn validate(cameras: &[CameraConfig]) -> Result<(), ConfigError> {
                 cam.id
             )));
         }
-        if let Source::Pull { url } = cam.source() {
+        if let Source::Pull { url } = &cam.source {
             if !url.starts_with("rtsp://") {
                 return Err(ConfigError::Invalid(format!(
                     "camera {:?}: source must be \"push\", \"demo\" or an rtsp:// URL, got {url:?}",

@@ -21,8 +21,8 @@ pub struct ClusterConf {
     /// Scheduler election: the lowest (priority, id) among live nodes wins.
     pub priority: u32,
     /// Placement policy: similarity, cache-aware, least-load, least-connections,
-    /// round-robin or knn-class.
-    pub policy: String,
+    /// round-robin, knn-class or affinity (the policy layer's own names).
+    pub policy: vigil_cluster::Policy,
     /// RTSP URL other nodes redirect viewers to (`rtsp://host:port`); default from
     /// `rtsp.listen` (which must then not be a wildcard address to be reachable).
     pub rtsp_url: Option<String>,
@@ -91,7 +91,7 @@ pub struct MigrationConf {
     /// Source address of a moved session's UDP media: `own` (the sending node's; ffmpeg and
     /// VLC follow) or `preserve` (the original node's, with a raw socket: needs CAP_NET_RAW
     /// and one L2 segment; GStreamer and `ffmpeg -rtsp_flags filter_src` follow too).
-    pub mode: String,
+    pub mode: SourceMode,
     /// The elected scheduler runs §A.5 REM on load changes and moves sessions.
     pub rem: bool,
     /// Bound of one migration call (Prepare, Start, Stop) between nodes.
@@ -108,10 +108,42 @@ pub struct MigrationConf {
     pub live_match_ms: u64,
 }
 
+/// Where the sending node's datagrams come from (issue 7 §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceMode {
+    /// The sending node's own address and ports: ffmpeg (default) and live555/VLC follow.
+    #[default]
+    Own,
+    /// The steering node's address and ports (raw socket, CAP_NET_RAW, one L2 segment):
+    /// also GStreamer rtspsrc and `ffmpeg -rtsp_flags filter_src`.
+    Preserve,
+}
+
+impl std::str::FromStr for SourceMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "own" => Ok(SourceMode::Own),
+            "preserve" => Ok(SourceMode::Preserve),
+            _ => Err(format!("source mode {s:?}: expected own or preserve")),
+        }
+    }
+}
+
+impl std::fmt::Display for SourceMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceMode::Own => "own",
+            SourceMode::Preserve => "preserve",
+        })
+    }
+}
+
 impl Default for MigrationConf {
     fn default() -> Self {
         Self {
-            mode: "own".into(),
+            mode: SourceMode::Own,
             rem: true,
             rpc_timeout_ms: 1000,
             heartbeat_ms: 150,
@@ -130,7 +162,7 @@ impl Default for ClusterConf {
             seeds: Vec::new(),
             key: String::new(),
             priority: 100,
-            policy: "similarity".into(),
+            policy: vigil_cluster::Policy::Similarity,
             rtsp_url: None,
             bandwidth_bps: 1e9,
             election_grace_ms: 2000,
@@ -187,10 +219,6 @@ impl ClusterConf {
                     .into(),
             ));
         }
-        // The policy layer's own list: a policy added there is accepted here.
-        if let Err(e) = c.policy.parse::<vigil_cluster::Policy>() {
-            return Err(ConfigError::Invalid(format!("cluster.policy: {e}")));
-        }
         if c.bandwidth_bps.is_nan() || c.bandwidth_bps <= 0.0 {
             return Err(ConfigError::Invalid(
                 "cluster.bandwidth_bps must be positive".into(),
@@ -237,12 +265,6 @@ impl ClusterConf {
             }
         }
         let m = &c.migration;
-        if m.mode != "own" && m.mode != "preserve" {
-            return Err(ConfigError::Invalid(format!(
-                "cluster.migration.mode {:?}: expected own or preserve",
-                m.mode
-            )));
-        }
         if m.heartbeat_ms == 0 || m.lease_ms <= m.heartbeat_ms || m.takeback_ms <= m.lease_ms {
             return Err(ConfigError::Invalid(
                 "cluster.migration: need 0 < heartbeat_ms < lease_ms < takeback_ms".into(),
@@ -251,6 +273,12 @@ impl ClusterConf {
         c.scheduler
             .check()
             .map_err(|e| ConfigError::Invalid(format!("cluster.scheduler: {e}")))?;
+        c.gateway
+            .check()
+            .map_err(|e| ConfigError::Invalid(format!("cluster.gateway: {e}")))?;
+        c.edge
+            .check()
+            .map_err(|e| ConfigError::Invalid(format!("cluster.edge: {e}")))?;
         let f = &c.feedback;
         if f.min_s == 0
             || f.min_s > f.max_s
@@ -301,7 +329,7 @@ mod tests {
     fn cluster_is_off_by_default_and_checked_when_on() {
         let c = Config::from_toml("").unwrap();
         assert!(!c.cluster.enabled);
-        assert_eq!(c.cluster.policy, "similarity");
+        assert_eq!(c.cluster.policy, vigil_cluster::Policy::Similarity);
         // Enabled without a key: refused.
         let e = Config::from_toml("[cluster]\nenabled = true").unwrap_err();
         assert!(e.to_string().contains("cluster.key"), "{e}");
@@ -374,7 +402,7 @@ mod tests {
         assert_eq!(c.cluster.gateway.load_ove, 0.61);
         assert_eq!(c.cluster.knn.omega, [0.4, 0.25, 0.25, 0.1]);
         assert_eq!(c.cluster.feedback.max_s, 20);
-        assert_eq!(c.cluster.migration.mode, "own");
+        assert_eq!(c.cluster.migration.mode, super::SourceMode::Own);
         let t = format!(
             "{ok}[cluster.scheduler]\nload_min = 40\np_max = 0.5\nt_max_ms = 20000\n\
              weights = {{ cpu = 0.2, mem = 0.2, net = 0.6 }}\naffinity_slack = 0.5\n[cluster.gateway]\nalpha = 0.5\n\
@@ -388,7 +416,7 @@ mod tests {
         assert_eq!(c.cluster.scheduler.affinity_slack, 0.5);
         assert_eq!(c.cluster.gateway.alpha, 0.5);
         assert_eq!(c.cluster.feedback.min_s, 2);
-        assert_eq!(c.cluster.migration.mode, "preserve");
+        assert_eq!(c.cluster.migration.mode, super::SourceMode::Preserve);
         assert!(!c.cluster.migration.rem);
         let c = Config::from_toml(&format!(
             "{ok}[cluster.planner]\nperiod_ms = 1000\nwindow_ms = 20000\nnode_cap = 5\n\
@@ -421,6 +449,43 @@ mod tests {
                 "affinity_slack",
             ),
             ("[cluster.migration]\nmode = \"teleport\"\n", "teleport"),
+            (
+                "[cluster.gateway]\nlambda = [0.5, 0.5, 0.5]\n",
+                "cluster.gateway: lambda",
+            ),
+            (
+                "[cluster.gateway]\nalpha = 0\n",
+                "cluster.gateway: need 0 < alpha",
+            ),
+            (
+                "[cluster.gateway]\nforecasts = 2\nforecasts_over = 3\n",
+                "cluster.gateway: need forecasts",
+            ),
+            (
+                "[cluster.gateway]\nsample_period_ms = 99\n",
+                "cluster.gateway: sample_period_ms",
+            ),
+            (
+                "[cluster.gateway]\nload_alm = 0.7\n",
+                "cluster.gateway: need 0 <= load_alm < load_ove",
+            ),
+            (
+                "[cluster.gateway]\nps_max = 1.5\n",
+                "cluster.gateway: need ts_max_ms",
+            ),
+            (
+                "[cluster.gateway]\nmem_bus_bits = 0\n",
+                "cluster.gateway: mem_transfer_rate",
+            ),
+            (
+                "[cluster.gateway]\nmove_timeout_ms = 0\n",
+                "cluster.gateway: move_timeout_ms",
+            ),
+            (
+                "[cluster.edge]\nholder_load = 101\n",
+                "cluster.edge: holder_load",
+            ),
+            ("[cluster.edge]\nidle_ms = 0\n", "cluster.edge: idle_ms"),
             ("[cluster.migration]\nlease_ms = 10\n", "heartbeat_ms"),
             ("[cluster.feedback]\nmin_s = 0\n", "feedback"),
             ("[cluster.planner]\nquantile = 1.0\n", "planner"),

@@ -12,7 +12,7 @@ mod recording;
 
 pub use auth::{AuthConfig, Rights, UserConfig};
 pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTransport, Source};
-pub use cluster::ClusterConf;
+pub use cluster::{ClusterConf, SourceMode};
 pub use recording::{
     check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,
     StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
@@ -308,7 +308,7 @@ impl Config {
             },
             cameras: vec![CameraConfig {
                 id: "demo".into(),
-                source: "demo".into(),
+                source: Source::Demo,
                 on_demand: false,
                 pull_transport: PullTransport::Tcp,
                 record: true,
@@ -407,11 +407,11 @@ mod tests {
     fn shipped_example_parses() {
         let c = Config::from_toml(EXAMPLE).unwrap();
         assert_eq!(c.rtsp.listen.port(), 8554);
-        assert!(c.cameras.iter().any(|c| c.source() == Source::Push));
+        assert!(c.cameras.iter().any(|c| c.source == Source::Push));
         assert!(c
             .cameras
             .iter()
-            .any(|c| matches!(c.source(), Source::Pull { .. })));
+            .any(|c| matches!(c.source, Source::Pull { .. })));
     }
 
     /// The commented `[auth]` example parses once uncommented, with its documented defaults.
@@ -460,7 +460,7 @@ mod tests {
     #[test]
     fn embedded_default_serves_demo() {
         let c = Config::embedded_default();
-        assert_eq!(c.cameras[0].source(), Source::Demo);
+        assert_eq!(c.cameras[0].source, Source::Demo);
         assert_eq!(c.cameras[0].id, "demo");
     }
 

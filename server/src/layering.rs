@@ -205,3 +205,20 @@ fn the_scanner_sees_every_form_of_path() {
         BTreeSet::from(["record".to_string()])
     );
 }
+
+/// The cluster's wire records (`cluster::rpc`) name none of the cluster's other modules:
+/// every side of a call builds on them, so a record that reached into `camera_move` or the
+/// shell closed a circle.
+#[test]
+fn the_cluster_wire_records_are_a_leaf() {
+    let path = src().join("cluster").join("rpc.rs");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        assert!(
+            !code.contains("super::") && !code.contains("crate::cluster::"),
+            "cluster/rpc.rs names a sibling (move the shared type into rpc): {line}"
+        );
+    }
+}

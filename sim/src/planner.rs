@@ -249,7 +249,11 @@ fn run_one(
                     pcfg.zipf_max_s,
                 );
                 let inst = instance(&ids, cap, &holds, &at, &pred.requests);
-                let plan = planner::plan(&inst, &pcfg);
+                let plan = planner::plan(
+                    &inst,
+                    &pcfg,
+                    std::time::Duration::from_millis(pcfg.time_limit_ms),
+                );
                 out.plans += 1;
                 if plan.method != Method::Feasible {
                     out.plans_eq2 += 1;

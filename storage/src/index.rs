@@ -371,13 +371,9 @@ mod tests {
     #[test]
     fn a_segments_bitrate_is_its_bytes_over_its_duration() {
         let meta = |start: i64, end: i64| SegmentMeta {
-            camera: "c".into(),
-            start_ms: start,
-            end_ms: end,
             bytes: 305_000,
             frames: 100,
-            file: PathBuf::new(),
-            crc32: 0,
+            ..crate::testing::meta("c", start, end)
         };
         assert_eq!(meta(10_000, 14_000).bitrate_bps(), Some(610_000.0));
         assert_eq!(meta(10_000, 10_000).bitrate_bps(), None);

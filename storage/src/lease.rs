@@ -28,8 +28,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const LEASE_PREFIX: &str = "lease.";
 const LEASE_TMP_PREFIX: &str = ".lease-tmp-";
 
-/// Current wall-clock time in UTC ms.
-pub(crate) fn now_ms() -> i64 {
+/// The wall clock in UTC ms (negative before the epoch): the clock segments, leases and
+/// the cluster's reports are stamped with. The one reading of it for every crate above
+/// this one, which all depend on storage, so that no two disagree on how it is taken.
+pub fn now_ms() -> i64 {
     match SystemTime::now().duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_millis() as i64,
         Err(e) => -(e.duration().as_millis() as i64),

@@ -41,10 +41,14 @@ mod index;
 mod lease;
 mod recorder;
 mod store;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 
 pub use error::{is_disk_full, is_valid_id, StorageError};
 pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
+pub use lease::now_ms;
 pub use recorder::Recorder;
 pub use store::{RetentionReport, Store, StoreConfig, WriteHook};
 
@@ -160,30 +164,9 @@ mod tests {
     use super::*;
 
     fn segment(frames: &[(u8, i64)]) -> Segment {
-        Segment {
-            meta: SegmentMeta {
-                camera: "c".into(),
-                start_ms: 0,
-                end_ms: 0,
-                bytes: 0,
-                frames: frames.len() as u32,
-                file: Default::default(),
-                crc32: 0,
-            },
-            header: StreamHeader {
-                sdp: String::new(),
-                tracks: vec![
-                    TrackHeader {
-                        codec: "H264".into(),
-                        clock_rate: 90_000,
-                    },
-                    TrackHeader {
-                        codec: "MPEG4-GENERIC".into(),
-                        clock_rate: 44_100,
-                    },
-                ],
-            },
-            frames: frames
+        testing::segment(
+            testing::header(&[("H264", 90_000), ("MPEG4-GENERIC", 44_100)]),
+            frames
                 .iter()
                 .map(|&(track, time_ms)| Frame {
                     track,
@@ -193,7 +176,7 @@ mod tests {
                     data: Default::default(),
                 })
                 .collect(),
-        }
+        )
     }
 
     /// B-frames in decode order (I0 P120 B40 b80 with audio between) pace evenly.

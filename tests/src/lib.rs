@@ -401,11 +401,13 @@ pub fn placed_by_hand(url: &str, key: &str) -> String {
         u.host_str().expect("host"),
         u.port().expect("port")
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64;
-    vigil_server::cluster::signed_redirect_url(key.as_bytes(), &base, url, "", now)
+    vigil_server::cluster::signed_redirect_url(
+        key.as_bytes(),
+        &base,
+        url,
+        "",
+        vigil_storage::now_ms(),
+    )
 }
 
 /// An ffmpeg viewer (TCP, in the background) of the demo camera's recording from `start_ms`

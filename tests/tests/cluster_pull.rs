@@ -6,7 +6,7 @@
 //! deadline.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use vigil_tests::free_udp;
 use vigil_tests::{poll_until, Node, NodeBuilder, DEMO_CAMERA};
@@ -14,11 +14,7 @@ use vigil_tests::{poll_until, Node, NodeBuilder, DEMO_CAMERA};
 const KEY: &str = "test-cluster-key-0123456789";
 const CAM: &str = "live/cam";
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use vigil_storage::now_ms;
 
 fn play_sessions(node: &Node) -> usize {
     node.try_api("/api/sessions")

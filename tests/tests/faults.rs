@@ -213,9 +213,7 @@ fn kill_9_under_200_sessions_over_three_nodes() {
 
     c.members[0].node.kill();
     let killed = Instant::now();
-    let kill_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let kill_ms = vigil_storage::now_ms();
     // A new request through node 2 is served (by node 2 or 3) once node 1 is seen dead.
     let later = format!(
         "{}?start={}",

@@ -128,9 +128,7 @@ fn hls_latency_and_cost_per_viewer() {
     let until = std::time::Instant::now() + Duration::from_secs(15);
     while std::time::Instant::now() < until {
         let text = http_get(&node, "/hls/live/demo/index.m3u8").text();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now = vigil_storage::now_ms();
         let mut pdt = None;
         for l in text.lines() {
             if let Some(t) = l.strip_prefix("#EXT-X-PROGRAM-DATE-TIME:") {

@@ -165,7 +165,10 @@ mod tests {
         let edges = instance(&view, &holders, &req, &cfg, true);
         let gate = edges.contents.iter().find(|c| c.id == "live/gate").unwrap();
         assert_eq!(gate.servers, vec![0, 1]);
-        assert_eq!(super::super::plan(&edges, &cfg).moved, 0);
+        assert_eq!(
+            super::super::plan(&edges, &cfg, std::time::Duration::from_secs(10)).moved,
+            0
+        );
         let inst = instance(&view, &holders, &req, &cfg, false);
         assert_eq!(inst.nodes.len(), 2);
         assert!(inst.nodes.iter().all(|n| n.cap == 2));
@@ -178,7 +181,7 @@ mod tests {
         assert_eq!(c("playback/door").requests, 1);
         // a is full (2 of 2) and gate wants 2 more there: the yard playback moves to b;
         // one gate request cannot be served by any move.
-        let p = super::super::plan(&inst, &cfg);
+        let p = super::super::plan(&inst, &cfg, std::time::Duration::from_secs(10));
         assert_eq!((p.moved, p.unmet), (1, 1), "{p:?}");
         let m = &p.moves[0];
         assert_eq!((m.content.as_str(), m.to.as_str()), ("playback/yard", "b"));

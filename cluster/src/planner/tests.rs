@@ -29,6 +29,9 @@ fn content(id: &str, requests: u32, sessions: &[(usize, u32)], servers: &[usize]
     }
 }
 
+/// Time enough for the solver at these sizes (the paper's in tens of ms).
+const IN_TIME: Duration = Duration::from_secs(10);
+
 fn cfg() -> PlannerConfig {
     PlannerConfig {
         time_limit_ms: 10_000,
@@ -45,7 +48,7 @@ fn feasible_instance_moves_nothing() {
         nodes: nodes(&[2, 2]),
         contents: vec![content("A", 1, &[(0, 1)], &[0, 1])],
     };
-    let p = plan(&inst, &cfg());
+    let p = plan(&inst, &cfg(), IN_TIME);
     assert_eq!(p.method, Method::Feasible);
     assert_eq!((p.moved, p.unmet, p.unmet_before), (0, 0, 0));
     assert!(p.moves.is_empty());
@@ -62,7 +65,7 @@ fn live_demand_on_its_holder_moves_exactly_the_playbacks_it_needs() {
         nodes: nodes(&[2, 2, 2]),
         contents: vec![live, content("playback/P", 0, &[(0, 2)], &[0, 1, 2])],
     };
-    let p = plan(&inst, &cfg());
+    let p = plan(&inst, &cfg(), IN_TIME);
     assert_eq!(p.unmet_before, 2);
     assert_eq!(p.method, Method::Optimal);
     assert_eq!((p.moved, p.unmet), (2, 0));
@@ -86,7 +89,7 @@ fn a_chain_of_two_moves_that_greedy_cannot_see() {
             content("Z", 0, &[(1, 1)], &[1, 2]),
         ],
     };
-    let p = plan(&inst, &cfg());
+    let p = plan(&inst, &cfg(), IN_TIME);
     assert_eq!(p.method, Method::Optimal);
     assert_eq!((p.moved, p.unmet), (2, 0));
     assert_eq!(p.greedy_moved, Some(0));
@@ -116,7 +119,7 @@ fn when_nothing_can_serve_everything_no_useless_move() {
         nodes: nodes(&[1, 1]),
         contents: vec![content("P", 2, &[(0, 1)], &[0, 1])],
     };
-    let p = plan(&inst, &cfg());
+    let p = plan(&inst, &cfg(), IN_TIME);
     assert_eq!(p.unmet_before, 1);
     assert_eq!((p.moved, p.unmet), (0, 1));
     check(&inst, &p).unwrap();
@@ -135,7 +138,7 @@ fn fewest_moves_prefers_the_node_with_one_session_to_move() {
             content("C", 0, &[(1, 1)], &[1, 2]),
         ],
     };
-    let p = plan(&inst, &cfg());
+    let p = plan(&inst, &cfg(), IN_TIME);
     assert_eq!((p.moved, p.unmet), (1, 0), "{p:?}");
     assert_eq!(p.moves[0].content, "C");
     check(&inst, &p).unwrap();
@@ -159,31 +162,37 @@ fn contents_with_the_same_servers_form_one_class() {
 }
 
 #[test]
-fn greedy_fallback_under_one_millisecond_is_a_valid_plan() {
+fn a_deadline_already_passed_takes_the_greedy_plan() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let inst = paper_instance(&PaperSetup::default(), &mut rng);
-    let p = plan(
-        &inst,
-        &PlannerConfig {
-            time_limit_ms: 1,
-            ..PlannerConfig::default()
-        },
-    );
+    let p = plan(&inst, &cfg(), Duration::ZERO);
     assert!(
         p.unmet_before > 0,
         "the set-up must be infeasible as it stands"
     );
-    assert_ne!(p.method, Method::Feasible);
-    assert_ne!(p.method, Method::Optimal, "{p:?}");
+    assert_eq!(p.method, Method::Greedy, "{p:?}");
+    let cl = classes(&inst);
+    let g = greedy::solve(&inst, &cl);
+    assert_eq!(p.moved, g.moved(&cl));
+    assert_eq!(p.greedy_moved, Some(g.moved(&cl)));
+    assert_eq!(p.unmet, g.unmet);
+    assert!(
+        p.note.as_deref().is_some_and(|n| n.contains("deadline")),
+        "{p:?}"
+    );
     check(&inst, &p).unwrap();
     assert!(p.unmet < p.unmet_before, "{p:?}");
+    // With time, the same instance is solved, and no worse.
+    let solved = plan(&inst, &cfg(), IN_TIME);
+    assert_ne!(solved.method, Method::Greedy, "{solved:?}");
+    assert!((solved.unmet, solved.moved) <= (p.unmet, p.moved));
 }
 
 #[test]
 fn paper_size_optimum_is_valid_and_no_worse_than_greedy() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let inst = paper_instance(&PaperSetup::default(), &mut rng);
-    let p = plan(&inst, &cfg());
+    let p = plan(&inst, &cfg(), IN_TIME);
     check(&inst, &p).unwrap();
     let g = greedy::solve(&inst, &classes(&inst));
     let gm = g.moved(&classes(&inst));

@@ -72,7 +72,7 @@ pub fn view(node: &Node, cluster: Option<&Cluster>) -> Vec<CameraView> {
         let Some(p) = node.path(&format!("live/{}", cam.id)) else {
             continue;
         };
-        let source = cam.source();
+        let source = &cam.source;
         let kind = match source {
             Source::Pull { .. } => "pull",
             Source::Push => "push",

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use vigil_conf::{AuthConfig, UserConfig};
 use vigil_proto::rtsp::auth::{
@@ -233,7 +233,7 @@ impl Auth {
     /// last one it can do) and Basic when enabled.
     fn challenge(&self, policy: &Policy, conn: &ConnAuth, stale: bool) -> Response {
         self.stats.challenges.fetch_add(1, Ordering::Relaxed);
-        let nonce = make_nonce(&self.nonce_key, &conn.binding, now_ms());
+        let nonce = make_nonce(&self.nonce_key, &conn.binding, nonce_time());
         let mut r = Response::new(StatusCode::UNAUTHORIZED);
         for alg in &policy.algorithms {
             r = r.header(
@@ -279,7 +279,13 @@ impl Auth {
                     return Err(fail("digest algorithm not offered"));
                 }
                 let lifetime = policy.cfg.nonce_lifetime_secs.saturating_mul(1000);
-                match check_nonce(&self.nonce_key, &conn.binding, &d.nonce, now_ms(), lifetime) {
+                match check_nonce(
+                    &self.nonce_key,
+                    &conn.binding,
+                    &d.nonce,
+                    nonce_time(),
+                    lifetime,
+                ) {
                     NonceCheck::Fresh => {}
                     NonceCheck::Stale => return Err(Verdict::Stale),
                     NonceCheck::Invalid => return Err(fail("nonce not issued to this connection")),
@@ -341,8 +347,7 @@ fn limits(cfg: Option<&AuthConfig>) -> (u32, Duration) {
     )
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+/// The wall clock as nonces carry it: unsigned ms, 0 before the epoch.
+fn nonce_time() -> u64 {
+    u64::try_from(vigil_storage::now_ms()).unwrap_or(0)
 }

@@ -23,13 +23,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
-use vigil_cluster::camera_move::{plan_camera_moves, CameraMoveDecision, GatewaySample};
+use vigil_cluster::camera_move::{plan_camera_moves, GatewaySample};
 use vigil_cluster::gateway::Brown;
 
 use super::now_ms;
-use super::rpc::{RpcRequest, RpcResponse};
+use super::rpc::{CameraMoveRecord, RpcRequest, RpcResponse};
 use super::shell::{Cluster, State};
 
 const KEPT: usize = 50;
@@ -50,26 +49,6 @@ pub trait CameraHost: Send + Sync {
         camera: String,
         timeout: Duration,
     ) -> futures::future::BoxFuture<'static, Result<f64, String>>;
-}
-
-/// One camera-move decision and its outcome, as `/api/cluster/scheduler` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CameraMoveRecord {
-    pub at_ms: i64,
-    pub camera: Option<String>,
-    pub from: String,
-    pub to: Option<String>,
-    /// "overload" (§B.3–§B.5) or "operator" (`vigil ctl move-camera`).
-    pub trigger: String,
-    /// The policy's inputs and choice (GL, zone, forecasts, DA, loads, η), for "overload".
-    pub decision: Option<CameraMoveDecision>,
-    pub reason: String,
-    /// pending, moved, abandoned: why, or "no move".
-    pub result: String,
-    /// The destination's time from `TakeCamera` to the camera's first keyframe there.
-    pub keyframe_ms: Option<f64>,
-    /// Decision → the bindings naming the destination published (or the move abandoned).
-    pub took_ms: Option<f64>,
 }
 
 #[derive(Default)]
@@ -185,7 +164,7 @@ impl Cluster {
         if !cfg.camera_moves || self.pull_cameras.is_empty() || self.rpc.is_none() {
             return;
         }
-        let period = Duration::from_millis(cfg.sample_period_ms.max(100));
+        let period = Duration::from_millis(cfg.sample_period_ms);
         let starts = {
             let mut st = self.state();
             if st.scheduler.as_deref() != Some(self.self_id.as_str())

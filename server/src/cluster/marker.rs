@@ -12,6 +12,7 @@ use hmac::{Hmac, Mac};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use sha2::Sha256;
 use std::time::Duration;
+use vigil_proto::rtsp::url::stream_path;
 
 /// Query parameter added to a redirect.
 pub const PLACED_MARKER: &str = "vigil_placed";
@@ -49,12 +50,6 @@ fn mac_hex(key: &[u8], path: &str, expiry_ms: i64, nonce: u64, user: &str) -> St
         .collect()
 }
 
-fn url_path(url: &str) -> Option<String> {
-    url::Url::parse(url)
-        .ok()
-        .map(|u| u.path().trim_matches('/').to_string())
-}
-
 /// The marker value for `path`, valid until `expiry_ms`.
 fn marker_value(key: &[u8], path: &str, expiry_ms: i64, user: &str) -> String {
     let nonce: u64 = rand::random();
@@ -67,18 +62,22 @@ fn marker_value(key: &[u8], path: &str, expiry_ms: i64, user: &str) -> String {
 
 /// The redirect target: the chosen node's base with the request's path and query, and a
 /// signed marker. The raw query is kept as is (an RFC 3339 `+01:00` must not be re-encoded).
+/// The marker is signed for the stream path of the target URL itself, read by the rule the
+/// target serves it by ([`stream_path`]), so what is signed is what will be served.
 pub fn redirect_url(key: &[u8], base: &str, request_uri: &str, user: &str, now_ms: i64) -> String {
     let (path, query) = match url::Url::parse(request_uri) {
         Ok(u) => (u.path().to_string(), u.query().map(str::to_string)),
         Err(_) => ("/".to_string(), None),
     };
+    let target = format!("{}{path}", base.trim_end_matches('/'));
     let expiry = now_ms + MARKER_TTL.as_millis() as i64;
-    let value = marker_value(key, path.trim_matches('/'), expiry, user);
+    let signed_path = stream_path(&target).unwrap_or_default();
+    let value = marker_value(key, &signed_path, expiry, user);
     let q = match query.map(|q| strip_from_query(&q)) {
         Some(q) if !q.is_empty() => format!("?{q}&{PLACED_MARKER}={value}"),
         _ => format!("?{PLACED_MARKER}={value}"),
     };
-    format!("{}{path}{q}", base.trim_end_matches('/'))
+    format!("{target}{q}")
 }
 
 /// The marker of a request URL if it was made with `key` for this URL's path and has not
@@ -94,7 +93,7 @@ pub fn verify(key: &[u8], url: &str, now_ms: i64) -> Option<Marker> {
     let nonce = u64::from_str_radix(parts.next()?, 16).ok()?;
     let mac = parts.next()?.to_string();
     let user = parts.next()?.to_string();
-    let path = url_path(url)?;
+    let path = stream_path(url)?;
     let expected = mac_hex(key, &path, expiry_ms, nonce, &user);
     let ok = vigil_proto::rtsp::auth::constant_time_eq(expected.as_bytes(), mac.as_bytes());
     // Not yet expired, and not issued further ahead than a marker can be.
@@ -235,5 +234,48 @@ mod tests {
             )
             .is_none());
         }
+    }
+
+    /// The marker binds the string [`stream_path`] reads, which is the path the node serves:
+    /// a respelling of the URL keeps the marker only if it names the same served path.
+    /// `live//cam` or `live/%63am` are not `live/cam` to the node (no such stream; were one
+    /// configured, another stream), so the marker must not vouch for them.
+    #[test]
+    fn a_marker_holds_for_the_spelling_the_node_serves_and_no_other() {
+        let signed = redirect_url(KEY, "rtsp://h:1", "rtsp://a:2/live/cam", "", NOW);
+        let query = signed.split_once('?').unwrap().1;
+        let at = |path: &str| format!("rtsp://h:1{path}?{query}");
+        assert!(verify(KEY, &at("/live/cam"), NOW).is_some());
+        for same in ["/live/cam/", "//live/cam", "/live/./cam", "/x/../live/cam"] {
+            assert_eq!(
+                stream_path(&at(same)).as_deref(),
+                Some("live/cam"),
+                "{same}"
+            );
+            assert!(verify(KEY, &at(same), NOW).is_some(), "{same}");
+        }
+        for other in [
+            "/live//cam",
+            "/live/%63am",
+            "/live/cam%2F",
+            "/Live/cam",
+            "/live/cam/trackID=0",
+            "/live",
+            "/playback/cam",
+        ] {
+            assert_ne!(
+                stream_path(&at(other)).as_deref(),
+                Some("live/cam"),
+                "{other}"
+            );
+            assert!(verify(KEY, &at(other), NOW).is_none(), "{other}");
+        }
+        // Another scheme is not an RTSP request URL: no served path, no marker.
+        assert!(verify(KEY, &signed.replacen("rtsp://", "http://", 1), NOW).is_none());
+        // Signed for a respelling, refused for the served spelling: the rule is symmetric.
+        let odd = redirect_url(KEY, "rtsp://h:1", "rtsp://a:2/live//cam", "", NOW);
+        let odd_query = odd.split_once('?').unwrap().1;
+        assert!(verify(KEY, &odd, NOW).is_some());
+        assert!(verify(KEY, &format!("rtsp://h:1/live/cam?{odd_query}"), NOW).is_none());
     }
 }

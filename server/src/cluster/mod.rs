@@ -32,20 +32,17 @@ pub mod transport;
 use std::sync::atomic::Ordering;
 
 pub use bindings::CameraBindings;
-pub use camera_move::{CameraHost, CameraMoveRecord};
+pub use camera_move::CameraHost;
 pub use marker::redirect_url as signed_redirect_url;
 pub use marker::{strip_marker, Marker, MARKER_TTL, PLACED_MARKER};
 /// Signing markers outside a running cluster (tests place a viewer on a node by hand).
 pub use membership::IdConflict;
 pub use placement::{IngestTarget, Placement};
 pub use planner::{PlanRecord, PlanView, PlannedMove};
+pub use rpc::CameraMoveRecord;
 pub use shell::{Cluster, DecisionRecord, Member};
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use vigil_storage::now_ms;
 
 /// Bitrate of a session, for the fingerprint of significant changes.
 pub(crate) fn session_rate(s: &crate::node::SessionInfo) -> u64 {

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use vigil_cluster::planner::{self, from_view, ArrivalLog, Method, Move, Prediction};
@@ -141,17 +141,20 @@ impl Cluster {
                 );
                 let inst =
                     from_view::instance(&view, &holders, &prediction.requests, &cfg, live_edges);
-                (view, planner::plan(&inst, &cfg), prediction)
+                let started = Instant::now();
+                let plan = planner::plan(&inst, &cfg, Duration::from_millis(cfg.time_limit_ms));
+                let solve_us = started.elapsed().as_micros() as u64;
+                (view, plan, prediction, solve_us)
             })
             .await;
             let moves = {
                 let mut st = cluster.state();
                 st.planner.running = false;
-                let Ok((view, plan, prediction)) = planned else {
+                let Ok((view, plan, prediction, solve_us)) = planned else {
                     tracing::warn!("the migration planner failed; it plans again next period");
                     return;
                 };
-                cluster.record_plan(&mut st, &view, plan, prediction, &cfg, now)
+                cluster.record_plan(&mut st, &view, (plan, solve_us), prediction, &cfg, now)
             };
             for (k, session, from, to) in moves {
                 let cluster = cluster.clone();
@@ -213,7 +216,7 @@ impl Cluster {
         &self,
         st: &mut State,
         view: &ClusterView,
-        plan: planner::Plan,
+        (plan, solve_us): (planner::Plan, u64),
         prediction: Prediction,
         cfg: &PlannerConfig,
         now: i64,
@@ -248,7 +251,7 @@ impl Cluster {
                 moved = plan.moved,
                 unmet_before = plan.unmet_before,
                 unmet = plan.unmet,
-                solve_us = plan.solve_us,
+                solve_us,
                 "migration plan"
             );
         }
@@ -263,7 +266,7 @@ impl Cluster {
             unmet_before: plan.unmet_before,
             unmet: plan.unmet,
             greedy_moved: plan.greedy_moved,
-            solve_ms: plan.solve_us as f64 / 1000.0,
+            solve_ms: solve_us as f64 / 1000.0,
             note: plan.note,
             moves,
         };

@@ -40,7 +40,7 @@ pub enum RpcRequest {
     /// Session migration between nodes (`crate::migrate`).
     Migration(crate::handoff::MigrationCall),
     /// A camera move's first step (§B.5): pull `camera` here and answer once a keyframe is
-    /// in (`super::camera_move`).
+    /// in (the `camera_move` module).
     TakeCamera { camera: String, timeout_ms: u64 },
     /// An operator's camera move, forwarded to the scheduler.
     MoveCamera { camera: String, to: String },
@@ -63,8 +63,30 @@ pub enum RpcResponse {
     Decision(WireDecision),
     Migration(crate::handoff::MigrationReply),
     CameraReady { keyframe_ms: f64 },
-    CameraMoved(Box<super::camera_move::CameraMoveRecord>),
+    CameraMoved(Box<CameraMoveRecord>),
     Error(String),
+}
+
+/// One camera-move decision and its outcome, as `/api/cluster/scheduler` shows it and an
+/// operator's [`RpcRequest::MoveCamera`] is answered with. A wire record, so it lives here:
+/// this module imports none of its siblings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CameraMoveRecord {
+    pub at_ms: i64,
+    pub camera: Option<String>,
+    pub from: String,
+    pub to: Option<String>,
+    /// "overload" (§B.3–§B.5) or "operator" (`vigil ctl move-camera`).
+    pub trigger: String,
+    /// The policy's inputs and choice (GL, zone, forecasts, DA, loads, η), for "overload".
+    pub decision: Option<vigil_cluster::camera_move::CameraMoveDecision>,
+    pub reason: String,
+    /// pending, moved, abandoned: why, or "no move".
+    pub result: String,
+    /// The destination's time from `TakeCamera` to the camera's first keyframe there.
+    pub keyframe_ms: Option<f64>,
+    /// Decision → the bindings naming the destination published (or the move abandoned).
+    pub took_ms: Option<f64>,
 }
 
 /// The scheduler's answer to [`RpcRequest::Place`].

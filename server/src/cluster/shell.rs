@@ -193,10 +193,7 @@ impl Cluster {
     pub async fn start(node: &Arc<Node>) -> anyhow::Result<Arc<Cluster>> {
         let config: &Config = &node.config;
         let c = &config.cluster;
-        let policy: Policy = c
-            .policy
-            .parse()
-            .map_err(|e| anyhow::anyhow!("cluster.policy: {e}"))?;
+        let policy: Policy = c.policy;
         let rtsp_base = c.rtsp_url_base(config.rtsp.listen);
         let mut advertise = c.gossip_listen;
         if advertise.ip().is_unspecified() && !config.rtsp.listen.ip().is_unspecified() {

@@ -24,6 +24,7 @@ use chitchat::transport::{Socket, Transport};
 use chitchat::{ChitchatMessage, Deserializable, Serializable};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use vigil_storage::now_ms;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -127,12 +128,6 @@ pub struct AuthSocket {
     stats: Arc<GossipStats>,
     buf: Box<[u8]>,
     partition: Partition,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn mac(key: &[u8], ts: &[u8; 8], payload: &[u8]) -> HmacSha256 {

@@ -2,7 +2,7 @@
 //! the refusal statuses, and the segments from the one holding `start` to the last one
 //! starting before `end`.
 
-use vigil_proto::rtsp::{rfc3339, UtcTime};
+use vigil_proto::rtsp::{rfc3339, TimeSpan, TimeSpanError};
 use vigil_storage::{CameraIndex, SegmentMeta};
 
 /// Why an export is refused, with its HTTP status.
@@ -33,6 +33,13 @@ impl ExportError {
     }
 }
 
+/// A URL's `start`/`end` that name no stretch: the client's mistake.
+impl From<TimeSpanError> for ExportError {
+    fn from(e: TimeSpanError) -> Self {
+        ExportError::BadRequest(e.to_string())
+    }
+}
+
 fn list(ranges: &[(i64, i64)]) -> String {
     if ranges.is_empty() {
         return "nothing".into();
@@ -51,24 +58,9 @@ pub fn range(
     end: Option<&str>,
     max_ms: i64,
 ) -> Result<(i64, i64), ExportError> {
-    let parse = |name: &str, v: Option<&str>| -> Result<i64, ExportError> {
-        let v = v.ok_or_else(|| {
-            ExportError::BadRequest(format!(
-                "{name}= is required (an RFC 3339 time like 2026-11-29T08:00:00Z)"
-            ))
-        })?;
-        UtcTime::parse_rfc3339(v)
-            .map(|t| t.unix_millis)
-            .map_err(|_| {
-                ExportError::BadRequest(format!(
-                    "{name}={v:?} is not an RFC 3339 time like 2026-11-29T08:00:00Z"
-                ))
-            })
-    };
-    let (s, e) = (parse("start", start)?, parse("end", end)?);
-    if e <= s {
-        return Err(ExportError::BadRequest("end must be after start".into()));
-    }
+    let span = TimeSpan::parse(start, end)?;
+    let s = span.start_ms;
+    let e = span.end_ms.ok_or(TimeSpanError::Missing("end"))?;
     if e.saturating_sub(s) > max_ms {
         return Err(ExportError::BadRequest(format!(
             "the range is {} s long; at most {} s may be exported at once ([export] max_range_secs)",
@@ -135,6 +127,10 @@ mod tests {
         );
         assert!(bad(Some("2026-01-01T00:00:00Z"), Some("2026-01-01T01:00:00Z")).is_ok());
         assert_eq!(bad(None, Some("2026-01-01T00:00:00Z")), Err(400));
+        assert_eq!(
+            r(Some("2026-01-01T00:00:00Z"), None).map_err(|e| e.to_string()),
+            Err("end= is required (an RFC 3339 time like 2026-11-29T08:00:00Z)".into())
+        );
         assert_eq!(
             bad(Some("yesterday"), Some("2026-01-01T00:00:00Z")),
             Err(400)

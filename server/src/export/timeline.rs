@@ -212,34 +212,10 @@ pub fn continues(prev_dts: i64, prev_duration: u32, next_dts: i64, timescale: u3
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use vigil_storage::{Frame, SegmentMeta, StreamHeader, TrackHeader};
+    use vigil_storage::{testing, Frame};
 
     fn seg(frames: Vec<Frame>) -> Segment {
-        Segment {
-            meta: SegmentMeta {
-                camera: "c".into(),
-                start_ms: 0,
-                end_ms: 0,
-                bytes: 0,
-                frames: frames.len() as u32,
-                file: Default::default(),
-                crc32: 0,
-            },
-            header: StreamHeader {
-                sdp: String::new(),
-                tracks: vec![
-                    TrackHeader {
-                        codec: "H264".into(),
-                        clock_rate: 90_000,
-                    },
-                    TrackHeader {
-                        codec: "AAC".into(),
-                        clock_rate: 8_000,
-                    },
-                ],
-            },
-            frames,
-        }
+        testing::segment(testing::header(&[("H264", 90_000), ("AAC", 8_000)]), frames)
     }
 
     /// Video at 25 fps: presentation `pts_frames` × 40 ms from wall time `t0`.

@@ -14,22 +14,7 @@ use crate::node::Node;
 use axum::response::Response;
 use std::collections::HashMap;
 use std::sync::Arc;
-use vigil_proto::rtsp::{rfc3339, UtcTime};
-
-fn time(query: &HashMap<String, String>, key: &str) -> Result<Option<i64>, ExportError> {
-    query
-        .get(key)
-        .map(|v| {
-            UtcTime::parse_rfc3339(v)
-                .map(|t| t.unix_millis)
-                .map_err(|_| {
-                    ExportError::BadRequest(format!(
-                        "{key}={v:?} is not an RFC 3339 time like 2026-11-29T08:00:00Z"
-                    ))
-                })
-        })
-        .transpose()
-}
+use vigil_proto::rtsp::{rfc3339, TimeSpan};
 
 pub async fn serve(
     node: &Arc<Node>,
@@ -38,14 +23,13 @@ pub async fn serve(
     query: &HashMap<String, String>,
 ) -> Result<Response, ExportError> {
     let library = crate::export::library_of(node, camera)?;
-    let start = time(query, "start")?
-        .ok_or_else(|| ExportError::BadRequest("start= is required".into()))?;
-    let end_given = time(query, "end")?;
+    let span = TimeSpan::parse(
+        query.get("start").map(String::as_str),
+        query.get("end").map(String::as_str),
+    )?;
+    let (start, end_given) = (span.start_ms, span.end_ms);
     let max_ms = (node.config.export.max_range_secs * 1000.0) as i64;
     let end = end_given.unwrap_or(start.saturating_add(max_ms));
-    if end <= start {
-        return Err(ExportError::BadRequest("end must be after start".into()));
-    }
     let index = crate::export::index_of(node, &library, camera).await?;
     let segments = plan::segments(camera, &index, start, end, crate::library::GAP_MS)?;
     let Opening {

@@ -5,7 +5,6 @@
 
 use crate::live::stream::{Read, Stream, StreamInfo};
 use std::sync::Arc;
-use std::time::SystemTime;
 use tracing::warn;
 use vigil_proto::depacketize::Depacketizer;
 use vigil_storage::{Frame, StreamHeader, TrackHeader};
@@ -68,12 +67,7 @@ impl TrackClock {
     }
 }
 
-/// Now as UTC milliseconds (0 before the epoch).
-pub fn wall_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use vigil_storage::now_ms as wall_ms;
 
 /// Reads the hub as frames (depacketised, stamped with wall-clock and extended media time)
 /// into `sink` until the stream ends or `stop` is cancelled.

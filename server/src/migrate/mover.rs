@@ -80,14 +80,7 @@ pub(super) async fn drive<M: Move>(
             node: to.to_string(),
         });
     }
-    let mode = mode.unwrap_or(
-        node.config
-            .cluster
-            .migration
-            .mode
-            .parse()
-            .unwrap_or_default(),
-    );
+    let mode = mode.unwrap_or(node.config.cluster.migration.mode);
     let info = m.info();
     let started = Instant::now();
     // 1. Prepare the target (not needed to come home: this node has its sockets).

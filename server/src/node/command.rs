@@ -110,37 +110,9 @@ impl MoveError {
     }
 }
 
-/// Where the sending node's datagrams come from (issue 7 §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceMode {
-    /// The sending node's own address and ports: ffmpeg (default) and live555/VLC follow.
-    #[default]
-    Own,
-    /// The steering node's address and ports (raw socket, CAP_NET_RAW, one L2 segment):
-    /// also GStreamer rtspsrc and `ffmpeg -rtsp_flags filter_src`.
-    Preserve,
-}
-
-impl std::str::FromStr for SourceMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "own" => Ok(SourceMode::Own),
-            "preserve" => Ok(SourceMode::Preserve),
-            _ => Err(format!("source mode {s:?}: expected own or preserve")),
-        }
-    }
-}
-
-impl std::fmt::Display for SourceMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            SourceMode::Own => "own",
-            SourceMode::Preserve => "preserve",
-        })
-    }
-}
+/// Where the sending node's datagrams come from: the config's `cluster.migration.mode`
+/// names it, so its one parser is the config crate's.
+pub use vigil_conf::SourceMode;
 
 /// The outcome of one move, as `vigil ctl migrate` prints it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

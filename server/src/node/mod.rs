@@ -255,7 +255,7 @@ impl Node {
                 name.clone(),
                 RingLimits::from_config(&node.config.live),
             ));
-            let entry = PathEntry::new(&name, stream, cam.source(), true, cam.on_demand);
+            let entry = PathEntry::new(&name, stream, cam.source.clone(), true, cam.on_demand);
             node.paths_mut().insert(name, Arc::new(entry));
         }
         Arc::new(node)

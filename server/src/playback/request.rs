@@ -1,6 +1,6 @@
 //! The playback URL: `rtsp://HOST:PORT/playback/<camera>?start=<RFC 3339>[&end=<RFC 3339>]`.
 
-use vigil_proto::rtsp::{StatusCode, UtcTime};
+use vigil_proto::rtsp::{StatusCode, TimeSpan};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaybackRequest {
@@ -39,32 +39,18 @@ pub fn parse(path: &str, raw_query: Option<&str>) -> Result<Option<PlaybackReque
     for pair in raw_query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let v = percent_encoding::percent_decode_str(v).decode_utf8_lossy();
-        let parse_time = |v: &str| {
-            UtcTime::parse_rfc3339(v)
-                .map(|t| t.unix_millis)
-                .map_err(|_| {
-                    bad(format!(
-                        "{k}={v:?} is not an RFC 3339 UTC time like 2026-11-29T08:00:00Z"
-                    ))
-                })
-        };
         match k {
-            "start" => start = Some(parse_time(&v)?),
-            "end" => end = Some(parse_time(&v)?),
+            "start" => start = Some(v),
+            "end" => end = Some(v),
             // Clients and proxies append their own parameters; ignore them.
             _ => {}
         }
     }
-    let start_ms = start.ok_or_else(|| bad("playback URL needs ?start=<RFC 3339 time>"))?;
-    if let Some(e) = end {
-        if e <= start_ms {
-            return Err(bad("end must be after start"));
-        }
-    }
+    let span = TimeSpan::parse(start.as_deref(), end.as_deref()).map_err(|e| bad(e.to_string()))?;
     Ok(Some(PlaybackRequest {
         camera: camera.to_string(),
-        start_ms,
-        end_ms: end,
+        start_ms: span.start_ms,
+        end_ms: span.end_ms,
     }))
 }
 

@@ -7,7 +7,7 @@ use crate::node::recordings::Recordings;
 use crate::node::writer_pool::WriterPool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
-use vigil_storage::{Frame, Store, StoreConfig, StreamHeader, TrackHeader};
+use vigil_storage::{Frame, Store, StoreConfig, StreamHeader};
 
 /// A fresh directory for a test's store, removed on drop (no temp-dir crate for two tests).
 struct TestDir(std::path::PathBuf);
@@ -34,13 +34,7 @@ impl Drop for TestDir {
 }
 
 fn header() -> StreamHeader {
-    StreamHeader {
-        sdp: "v=0\r\n".into(),
-        tracks: vec![TrackHeader {
-            codec: "H264".into(),
-            clock_rate: 90_000,
-        }],
-    }
+    vigil_storage::testing::header(&[("H264", 90_000)])
 }
 
 /// Frame `i` of a 25 fps stream with a keyframe every second, starting at `t0`.

@@ -47,13 +47,7 @@ pub(super) struct Target {
     pub(super) control: Option<String>,
 }
 
-pub(super) fn url_path(uri: &str) -> Option<String> {
-    let url = url::Url::parse(uri).ok()?;
-    if url.scheme() != "rtsp" && url.scheme() != "rtsps" {
-        return None;
-    }
-    Some(url.path().trim_matches('/').to_string())
-}
+pub(super) use vigil_proto::rtsp::url::stream_path as url_path;
 
 impl Conn {
     /// Answer one request. The bool says whether to keep the connection.

@@ -3,7 +3,7 @@
 
 pub use std::net::SocketAddr;
 pub use std::path::Path;
-pub use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+pub use std::time::{Duration, Instant};
 
 pub use vigil_tests::demo_viewer_placed_on;
 pub use vigil_tests::{
@@ -45,11 +45,7 @@ pub fn root_and_demo_on_first(root: &Path) -> impl Fn(usize) -> String + '_ {
     }
 }
 
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use vigil_storage::now_ms;
 
 pub struct Member {
     pub node: Node,

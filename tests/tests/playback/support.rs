@@ -4,7 +4,7 @@
 pub use std::path::Path;
 pub use std::process::Command;
 pub use std::sync::OnceLock;
-pub use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+pub use std::time::{Duration, Instant};
 pub use vigil_proto::codec::starts_keyframe;
 pub use vigil_testkit::client::{
     play, ClientTransport, PlayOptions, PlayRequest, Player, ReceivedPacket, TrackStats,
@@ -30,11 +30,7 @@ pub const PACKET_WAIT: Duration = Duration::from_secs(10);
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use vigil_storage::now_ms;
 
 /// The `[storage]` table for a root and a segment length.
 pub fn storage(root: &Path, segment_secs: f64) -> String {

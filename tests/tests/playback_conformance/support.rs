@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use vigil_proto::rtcp::{parse_compound, RtcpPacket};
 use vigil_proto::rtsp::UtcTime;
 use vigil_testkit::client::{Player, ReceivedPacket};
@@ -30,11 +30,7 @@ pub struct Recording {
     pub b: (i64, i64),
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use vigil_storage::now_ms;
 
 fn storage(root: &Path) -> String {
     format!(

@@ -295,3 +295,68 @@ fn npt_millis_are_checked() {
     let max = ms("npt=3200000000000-").unwrap();
     assert!(i64::from(u32::MAX).checked_add(max).is_some());
 }
+
+#[test]
+fn time_spans() {
+    let span = |s, e| TimeSpan::parse(s, e);
+    // 2026-11-29T08:00:00Z = 20 786 days × 86 400 s + 8 h.
+    let t0 = (20_786 * 86_400 + 8 * 3600) * 1000;
+    assert_eq!(
+        span(Some("2026-11-29T08:00:00Z"), None),
+        Ok(TimeSpan {
+            start_ms: t0,
+            end_ms: None
+        })
+    );
+    // Offsets and fractions, at either end.
+    assert_eq!(
+        span(
+            Some("2026-11-29T09:00:00+01:00"),
+            Some("2026-11-29T02:30:10.25-05:30")
+        ),
+        Ok(TimeSpan {
+            start_ms: t0,
+            end_ms: Some(t0 + 10_250)
+        })
+    );
+    assert_eq!(
+        span(Some("2026-11-29T08:00:00.001Z"), None).map(|s| s.start_ms),
+        Ok(t0 + 1)
+    );
+    assert_eq!(
+        span(None, Some("2026-11-29T08:00:00Z")),
+        Err(TimeSpanError::Missing("start"))
+    );
+    for bad in [
+        "yesterday",
+        "2026-13-40T08:00:00Z",
+        "2026-11-29T08:00:00",
+        "2026-11-29",
+        "",
+    ] {
+        assert_eq!(
+            span(Some(bad), None),
+            Err(TimeSpanError::NotRfc3339 {
+                key: "start",
+                value: bad.into()
+            }),
+            "{bad}"
+        );
+        assert!(matches!(
+            span(Some("2026-11-29T08:00:00Z"), Some(bad)),
+            Err(TimeSpanError::NotRfc3339 { key: "end", .. })
+        ));
+    }
+    // An end at or before the start.
+    for end in ["2026-11-29T08:00:00Z", "2026-11-29T09:00:00+02:00"] {
+        assert_eq!(
+            span(Some("2026-11-29T08:00:00Z"), Some(end)),
+            Err(TimeSpanError::EndNotAfterStart),
+            "{end}"
+        );
+    }
+    // The peer's text is quoted, cut to MAX_ERROR_TEXT.
+    let long = "x".repeat(5000);
+    let e = span(Some(&long), None).unwrap_err().to_string();
+    assert!(e.starts_with("start=\"xxx") && e.len() < 300, "{e}");
+}

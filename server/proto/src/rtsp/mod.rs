@@ -13,6 +13,7 @@ mod range;
 mod session;
 mod status;
 mod transport;
+pub mod url;
 
 #[cfg(test)]
 mod fuzz_tests;
@@ -24,7 +25,9 @@ mod parse_tests;
 pub use error::{HeaderError, MAX_ERROR_TEXT};
 pub use message::{Headers, Method, Request, Response};
 pub use parse::{parse_frame, skip_blank_lines, Frame, Limits, ParseError};
-pub use range::{parse_scale, parse_speed, rfc3339, NptTime, Range, UtcTime};
+pub use range::{
+    parse_scale, parse_speed, rfc3339, NptTime, Range, TimeSpan, TimeSpanError, UtcTime,
+};
 pub use session::{
     format_rtp_info, next_state, parse_rtp_info, RtpInfo, SessionHeader, SessionKind, SessionState,
 };

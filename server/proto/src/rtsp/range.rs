@@ -142,6 +142,48 @@ pub fn rfc3339(unix_millis: i64) -> String {
     UtcTime { unix_millis }.to_rfc3339()
 }
 
+/// The stretch of a recording a URL names with `start=` and optional `end=` (RTSP playback,
+/// HLS of a recording, MP4 export): one reading, so the three cannot disagree on what
+/// they accept or say about it. What a missing `end` means is the caller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeSpan {
+    pub start_ms: i64,
+    pub end_ms: Option<i64>,
+}
+
+/// Why a `start`/`end` pair names no stretch; the text is meant for whoever sent the URL.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TimeSpanError {
+    #[error("{0}= is required (an RFC 3339 time like 2026-11-29T08:00:00Z)")]
+    Missing(&'static str),
+    /// `value` is the peer's text, truncated.
+    #[error("{key}={value:?} is not an RFC 3339 time like 2026-11-29T08:00:00Z")]
+    NotRfc3339 { key: &'static str, value: String },
+    #[error("end must be after start")]
+    EndNotAfterStart,
+}
+
+impl TimeSpan {
+    /// `start` (required) and `end` (optional) as RFC 3339 instants
+    /// ([`UtcTime::parse_rfc3339`]: fractions, `Z` or `±hh:mm`), `end` after `start`.
+    pub fn parse(start: Option<&str>, end: Option<&str>) -> Result<TimeSpan, TimeSpanError> {
+        let time = |key: &'static str, v: &str| {
+            UtcTime::parse_rfc3339(v)
+                .map(|t| t.unix_millis)
+                .map_err(|_| TimeSpanError::NotRfc3339 {
+                    key,
+                    value: super::error::truncate(v),
+                })
+        };
+        let start_ms = time("start", start.ok_or(TimeSpanError::Missing("start"))?)?;
+        let end_ms = end.map(|e| time("end", e)).transpose()?;
+        if end_ms.is_some_and(|e| e <= start_ms) {
+            return Err(TimeSpanError::EndNotAfterStart);
+        }
+        Ok(TimeSpan { start_ms, end_ms })
+    }
+}
+
 /// A Range header value. SMPTE ranges are rejected: no client we serve sends them and
 /// nothing in vigil is frame-addressed.
 #[derive(Clone, Copy, Debug, PartialEq)]
