@@ -187,6 +187,34 @@ fn the_cluster_playback_hls_and_export_name_no_module_that_uses_them() {
     );
 }
 
+/// `file:line` of every line of `module` that names `target`.
+fn lines_naming(module: &str, target: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, depth) in files_of(module) {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        for (n, line) in text.lines().enumerate() {
+            if named_modules(line, depth).contains(target) {
+                out.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rtsp_does_not_name_migration() {
+    // A session's senders after a move are trait objects `playback::sender` and
+    // `live::sender` define; moves and take-backs reach migration through the handler it
+    // registers in `node::extensions` (`rtsp::conn::CommandHandler`).
+    let bad = lines_naming("rtsp", "migrate");
+    assert!(
+        bad.is_empty(),
+        "rtsp names migrate (let a module below both define the trait migrate implements):\n{}",
+        bad.join("\n")
+    );
+}
+
 #[test]
 fn the_scanner_sees_every_form_of_path() {
     let text = "use crate::migrate::SessionCommand;\n\

@@ -3,4 +3,5 @@
 pub mod frames;
 pub mod handoff;
 pub mod reader;
+pub mod sender;
 pub mod stream;

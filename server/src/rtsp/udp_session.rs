@@ -29,7 +29,7 @@ pub struct UdpTrack {
 
 /// A live UDP viewer's media: its server ports (announced at SETUP; the client's RTCP
 /// arrives there wherever its media comes from) and the sender, here or on the node the
-/// viewer moved to (`crate::migrate::steer_live`).
+/// viewer moved to (a `live::sender::RemoteLiveSender`).
 pub struct UdpPlay {
     pub outs: Vec<UdpOut>,
     rtcp_watch: CancellationToken,
@@ -41,7 +41,7 @@ pub struct UdpPlay {
 /// Who sends a live UDP viewer's media.
 pub enum LiveSender {
     Local(LivePump),
-    Remote(crate::migrate::steer_live::RemoteLive),
+    Remote(Box<dyn crate::live::sender::RemoteLiveSender>),
     /// Between the two halves of a move.
     None,
 }
