@@ -3,5 +3,4 @@
 pub mod frames;
 pub mod handoff;
 pub mod reader;
-pub mod sender;
 pub mod stream;
