@@ -19,6 +19,7 @@ mod layering;
 pub mod library;
 pub mod limits;
 pub mod live;
+pub mod live_sender;
 pub mod migrate;
 pub mod net;
 pub mod node;

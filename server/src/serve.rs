@@ -73,6 +73,9 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         api = %http.local_addr()?,
         "vigil node up"
     );
+    // Before the RTSP listener starts: a session's moves and take-backs reach migration
+    // through the node's registered handler.
+    crate::migrate::install_commands(&node);
     // The cluster shell is created before anything that reads it starts, and each of those
     // gets it from here: the node, below the cluster, does not hold it.
     let cluster = if node.config.cluster.enabled {

@@ -25,6 +25,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// Registers the steering of moved sessions ([`steer::handle`]) as the node's
+/// session-command handler: the RTSP connection finds it in `node.extensions` and runs the
+/// moves and take-backs sent to its session without naming this module. Called once at
+/// start-up, with or without a cluster (without one a move is refused as before).
+pub fn install_commands(node: &Node) {
+    node.extensions.get_or_init(|| {
+        Arc::new(crate::rtsp::conn::CommandHandler(
+            |node, cluster, session, cmd| Box::pin(steer::handle(node, cluster, session, cmd)),
+        ))
+    });
+}
+
 /// When a new sender's first frame went out (µs since the epoch): at most one frame
 /// interval after it started, so two seconds without it means it never will.
 pub async fn first_sent(rx: oneshot::Receiver<i64>) -> Option<i64> {

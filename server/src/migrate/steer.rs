@@ -11,22 +11,17 @@ use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireR
 use crate::library::Library;
 use crate::node::command::{MoveError, MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
-use crate::playback::task::{to_wire, Cursor, PlayParams, Sink, TrackOut, UdpVia};
+use crate::playback::sender::{RemoteSender, Resumed};
+use crate::playback::task::{to_wire, PlayParams, Sink, TrackOut, UdpVia};
 use crate::rtsp::session::Session;
+use futures::future::BoxFuture;
+use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use vigil_proto::sdp::SessionDescription;
-
-/// A stopped sender's state, resolved against this node's index.
-pub struct Resumed {
-    pub tracks: Vec<TrackOut>,
-    pub resume: Option<Cursor>,
-    pub anchor: Option<crate::handoff::Anchor>,
-    pub last_sent_us: Option<i64>,
-}
 
 /// The node sending a session's media, seen from the node that steers it.
 pub struct Remote {
@@ -281,7 +276,7 @@ struct PlaybackMove<'a> {
     /// The node's recordings (set by `movable`: a node without them cannot move playbacks).
     library: Option<Library>,
     /// The node that sent the media before the move, released once the move is done.
-    old: Option<Remote>,
+    old: Option<Box<dyn RemoteSender>>,
     /// A sender ran when the move began (a paused session moves paused).
     was_running: bool,
     /// The pacing line of the stopped sender, which the new one continues.
@@ -293,6 +288,44 @@ impl PlaybackMove<'_> {
         self.library
             .clone()
             .ok_or(MoveError::NotMovable("recording is disabled"))
+    }
+}
+
+/// The session's side of the handle (`Playback` holds it as a trait object, so the RTSP
+/// code does not name this module).
+impl RemoteSender for Remote {
+    fn node(&self) -> &str {
+        &self.node
+    }
+    fn running(&self) -> bool {
+        self.running
+    }
+    fn stop<'a>(
+        &'a mut self,
+        sdp: &'a SessionDescription,
+        camera: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Resumed>, MoveError>> {
+        Box::pin(Remote::stop(self, sdp, camera))
+    }
+    fn last_state<'a>(
+        &'a self,
+        sdp: &'a SessionDescription,
+        camera: &'a str,
+    ) -> BoxFuture<'a, Option<Resumed>> {
+        Box::pin(Remote::last_state(self, sdp, camera))
+    }
+    fn start<'a>(
+        &'a mut self,
+        tracks: &'a [TrackOut],
+        params: &'a PlayParams,
+    ) -> BoxFuture<'a, Result<Option<i64>, MoveError>> {
+        Box::pin(Remote::start(self, tracks, params))
+    }
+    fn release(self: Box<Self>) {
+        Remote::release(*self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -318,7 +351,7 @@ impl super::mover::Move for PlaybackMove<'_> {
             .playback
             .as_ref()
             .and_then(|pb| pb.remote.as_ref())
-            .map_or(here.to_string(), |r| r.node.clone()))
+            .map_or(here.to_string(), |r| r.node().to_string()))
     }
 
     fn movable(&mut self, node: &Node) -> Result<(), MoveError> {
@@ -423,7 +456,7 @@ impl super::mover::Move for PlaybackMove<'_> {
             let mut params = pb.params(node, window, cursor, anchor);
             let (tx, rx) = tokio::sync::oneshot::channel();
             params.first_sent = Some(tx);
-            pb.remote = target;
+            pb.remote = target.map(|t| Box::new(t) as Box<dyn RemoteSender>);
             let sink = Sink::Udp(pb.udp.clone());
             // `start` falls back to this node if the target fails: the session never stops.
             first_sent = pb
@@ -443,7 +476,7 @@ impl super::mover::Move for PlaybackMove<'_> {
                 });
             }
         } else {
-            pb.remote = target;
+            pb.remote = target.map(|t| Box::new(t) as Box<dyn RemoteSender>);
         }
         if let Some(o) = old {
             o.release();
@@ -460,6 +493,7 @@ impl super::mover::Move for PlaybackMove<'_> {
             .playback
             .as_ref()
             .and_then(|pb| pb.remote.as_ref())
+            .and_then(|r| r.as_any().downcast_ref::<Remote>())
         {
             spawn_watchdog(node, &self.session.info, r);
         }
@@ -538,13 +572,13 @@ async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
     let Some(pb) = playback.as_mut() else {
         return;
     };
-    if pb.remote.as_ref().is_none_or(|r| r.node != from) {
+    if pb.remote.as_ref().is_none_or(|r| r.node() != from) {
         return;
     }
     let Some(remote) = pb.remote.take() else {
         return;
     };
-    let was_running = remote.running;
+    let was_running = remote.running();
     let last = remote.last_state(&pb.sdp, &pb.req.camera).await;
     remote.release();
     *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) = None;

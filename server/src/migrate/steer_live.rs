@@ -10,11 +10,13 @@ use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec};
 use crate::live::handoff::{Joined, LiveHandoff, Origin};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;
+use crate::live_sender::{LivePump, LiveSender, RemoteLiveSender};
 use crate::node::command::{MoveError, MoveReport, SourceMode};
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::wall_us;
 use crate::rtsp::session::{Media, Session};
-use crate::rtsp::udp_session::{LivePump, LiveSender, UdpPlay};
+use crate::rtsp::udp_session::UdpPlay;
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -69,6 +71,34 @@ impl RemoteLive {
     }
 }
 
+/// The viewer's side of the handle (`UdpPlay` holds it as a trait object, so the RTSP code
+/// does not name this module).
+impl RemoteLiveSender for RemoteLive {
+    fn node(&self) -> &str {
+        &self.node
+    }
+    fn set_paused(&self, paused: bool) {
+        RemoteLive::set_paused(self, paused)
+    }
+    fn release(self: Box<Self>) {
+        RemoteLive::release(*self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+/// This module's own handle back from the viewer's trait object (the viewer holds no
+/// other kind of remote live sender).
+fn own(r: Box<dyn RemoteLiveSender>) -> Result<Box<RemoteLive>, MoveError> {
+    r.into_any()
+        .downcast::<RemoteLive>()
+        .map_err(|_| MoveError::BetweenSenders)
+}
+
 /// A reader of `stream` continuing `handoff`: waits up to `patience` for the previous
 /// sender's last packets to reach this hub (a relay's latency), then joins.
 pub async fn continue_here(
@@ -111,10 +141,13 @@ pub async fn take_back(
     let Media::UdpPlay(play) = &mut session.media else {
         return;
     };
-    if !matches!(&play.sender, LiveSender::Remote(r) if r.node == from) {
+    if !matches!(&play.sender, LiveSender::Remote(r) if r.node() == from) {
         return;
     }
     let LiveSender::Remote(remote) = std::mem::replace(&mut play.sender, LiveSender::None) else {
+        return;
+    };
+    let Ok(remote) = own(remote) else {
         return;
     };
     let last = remote.last.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -249,7 +282,7 @@ impl super::mover::Move for LiveMove<'_> {
             .ok_or(MoveError::NotMovable("not a live viewer"))?;
         (self.camera, self.stream) = (camera, Some(stream));
         Ok(match &self.play()?.sender {
-            LiveSender::Remote(r) => r.node.clone(),
+            LiveSender::Remote(r) => r.node().to_string(),
             _ => here.to_string(),
         })
     }
@@ -314,6 +347,7 @@ impl super::mover::Move for LiveMove<'_> {
                 }
             },
             LiveSender::Remote(r) => {
+                let r = own(r)?;
                 let call = MigrationCall::StopLive {
                     session: info.id.clone(),
                 };
@@ -364,7 +398,7 @@ impl super::mover::Move for LiveMove<'_> {
             match t.call(call).await {
                 Ok(MigrationReply::Started { first_sent_us }) => {
                     first_sent = first_sent_us;
-                    play.sender = LiveSender::Remote(t);
+                    play.sender = LiveSender::Remote(Box::new(t));
                 }
                 other => {
                     t.release();
@@ -409,6 +443,9 @@ impl super::mover::Move for LiveMove<'_> {
             ..
         }) = &self.session.media
         {
+            let Some(t) = t.as_any().downcast_ref::<RemoteLive>() else {
+                return;
+            };
             watch(
                 node,
                 &t.cluster,

@@ -16,6 +16,13 @@ pub struct Extensions {
 }
 
 impl Extensions {
+    /// The node's `T` if one was made (a handler a higher module registered at start-up).
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let value = values.get(&TypeId::of::<T>())?.clone();
+        value.downcast::<T>().ok()
+    }
+
     /// The node's `T`, made by `make` if there is none yet (once: concurrent callers get
     /// the same value). `make` runs under the map's lock, so it must not call back here.
     pub fn get_or_init<T: Any + Send + Sync>(&self, make: impl FnOnce() -> Arc<T>) -> Arc<T> {
@@ -45,5 +52,7 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
         let s = ext.get_or_init(|| Arc::new(String::from("other type")));
         assert_eq!((*a, s.as_str()), (7, "other type"));
+        assert_eq!(ext.get::<u32>().as_deref(), Some(&7));
+        assert!(ext.get::<u64>().is_none());
     }
 }

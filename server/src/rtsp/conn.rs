@@ -88,6 +88,21 @@ pub(super) enum Event {
     Tick,
 }
 
+/// Carries out a command sent to a session from outside its connection (a move, a
+/// take-back): migration's steering, registered on the node at start-up
+/// (`node::extensions`) so that this module does not name the migration code. A node
+/// without one drops the command (its sender sees the reply channel close).
+pub struct CommandHandler(pub HandleCommand);
+
+/// The signature of a [`CommandHandler`]: the session is the connection's, borrowed for
+/// the command's length (the connection reads nothing meanwhile, as before).
+pub type HandleCommand = for<'a> fn(
+    &'a Arc<Node>,
+    Option<&'a Arc<Cluster>>,
+    &'a mut Session,
+    crate::node::command::SessionCommand,
+) -> futures::future::BoxFuture<'a, ()>;
+
 const TCP_SEND_BUFFER: usize = 256 * 1024;
 
 async fn connection(
@@ -166,8 +181,9 @@ async fn connection(
         match event {
             Event::Command(None) => conn.commands = None,
             Event::Command(Some(cmd)) => {
-                if let Some(session) = conn.session.as_mut() {
-                    crate::migrate::steer::handle(&node, conn.cluster.as_ref(), session, cmd).await;
+                let handler = node.extensions.get::<CommandHandler>();
+                if let (Some(session), Some(handler)) = (conn.session.as_mut(), handler) {
+                    (handler.0)(&node, conn.cluster.as_ref(), session, cmd).await;
                 }
             }
             Event::Shutdown => break Ok(()),

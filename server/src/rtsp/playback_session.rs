@@ -1,10 +1,11 @@
 //! A playback session's sender: this node's paced task or, after a migration, the node the
-//! session moved to (`migrate::steer::Remote`). The RTSP methods (`playback_methods`)
+//! session moved to (a `playback::sender::RemoteSender`). The RTSP methods (`playback_methods`)
 //! start and stop it without knowing which; what survives a stop (the tracks' RTP
 //! identities and the resume cursor) goes back to the session core (`Core`), which also
 //! holds the presentation window a new run is started with.
 
 use crate::playback::request::PlaybackRequest;
+use crate::playback::sender::RemoteSender;
 use crate::playback::task::{self, Cursor, PlayParams, Sink, Stopped, TcpOut, TrackOut};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -25,7 +26,7 @@ pub struct Playback {
     /// Stops the tasks that watch the client's UDP RTCP (keepalive).
     pub rtcp_watch: CancellationToken,
     /// The node sending this session's media after a migration (None: this node).
-    pub remote: Option<crate::migrate::steer::Remote>,
+    pub remote: Option<Box<dyn RemoteSender>>,
     /// The bitrate of the segment it starts in: the session's rate in the node's report
     /// until the sender has measured one.
     pub expected_bps: Option<f64>,
@@ -52,7 +53,7 @@ impl Playback {
 
     /// Whether media is being sent now (here or by the node the session migrated to).
     pub fn is_running(&self) -> bool {
-        self.running.is_some() || self.remote.as_ref().is_some_and(|r| r.running)
+        self.running.is_some() || self.remote.as_ref().is_some_and(|r| r.running())
     }
 
     /// Stop the running sender (PAUSE, seek, teardown, a move): its state for the next
@@ -92,7 +93,7 @@ impl Playback {
             Ok(None) => (None, Handoff::default()),
             Err(e) => {
                 // The sending node is gone: continue from its last heartbeat, here.
-                tracing::warn!(node = %remote.node, error = %e, "migrated sender lost: taking the session back");
+                tracing::warn!(node = %remote.node(), error = %e, "migrated sender lost: taking the session back");
                 let last = remote.last_state(&self.sdp, &self.req.camera).await;
                 if let Some(r) = self.remote.take() {
                     r.release();
@@ -143,7 +144,7 @@ impl Playback {
             match remote.start(&tracks, &params).await {
                 Ok(first) => return first,
                 Err(e) => {
-                    tracing::warn!(node = %remote.node, error = %e, "migrated sender failed to start: sending from this node");
+                    tracing::warn!(node = %remote.node(), error = %e, "migrated sender failed to start: sending from this node");
                     if let Some(r) = self.remote.take() {
                         r.release();
                     }

@@ -7,9 +7,9 @@
 use super::{failed, Host, Reply};
 use crate::handoff::{MigrationReply, PrepareSpec, SessionStatus};
 use crate::live::handoff::LiveHandoff;
+use crate::live_sender::{LivePump, Progress};
 use crate::node::{PathEntry, SessionInfo, SessionKindView};
 use crate::playback::task::UdpOut;
-use crate::rtsp::udp_session::{LivePump, Progress};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
