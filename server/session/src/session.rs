@@ -34,16 +34,6 @@ pub enum Transport {
     },
 }
 
-impl Transport {
-    /// How `/api/sessions` names the transport: `tcp/<channel>` or `udp/<client port>`.
-    pub fn describe(&self) -> String {
-        match self {
-            Transport::Tcp { rtp_channel, .. } => format!("tcp/{rtp_channel}"),
-            Transport::Udp { client_rtp, .. } => format!("udp/{client_rtp}"),
-        }
-    }
-}
-
 /// What the sender of a playback stopped with: its tracks' output state and where the next
 /// PLAY without Range continues (None: the recording or the URL's range ended).
 #[derive(Debug, Clone)]
@@ -276,11 +266,6 @@ impl<C: Clone> Session<C> {
         self.playback.is_some()
     }
 
-    /// Media was started by PLAY or RECORD.
-    pub fn started(&self) -> bool {
-        self.started
-    }
-
     pub fn transports(&self) -> &[Option<Transport>] {
         &self.tracks
     }
@@ -335,10 +320,6 @@ impl<C: Clone> Session<C> {
         if now > self.last_activity {
             self.last_activity = now;
         }
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// When the session times out unless the client is heard from again.
@@ -428,12 +409,10 @@ impl<C: Clone> Session<C> {
         })
     }
 
-    /// PAUSE committed; a playback's stopped sender hands its state back here.
-    pub fn commit_pause(&mut self, handback: Option<Handback<C>>, now: Instant) {
+    /// PAUSE committed (a playback's stopped sender has handed its state back through
+    /// [`Session::sender_stopped`]).
+    pub fn commit_pause(&mut self, now: Instant) {
         self.state = SessionState::Ready;
-        if let Some(hb) = handback {
-            self.sender_stopped(hb);
-        }
         self.touch(now);
     }
 
@@ -622,11 +601,6 @@ impl<C: Clone> Session<C> {
         let hb = p.handback.take()?;
         p.sending = true;
         Some((hb.tracks, resume, p.sender_window()))
-    }
-
-    /// The hand-back as it is (a migration reads the stopped state without starting).
-    pub fn handback(&self) -> Option<&Handback<C>> {
-        self.playback.as_ref().and_then(|p| p.handback.as_ref())
     }
 }
 

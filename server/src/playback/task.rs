@@ -260,13 +260,14 @@ pub async fn run(
             }
         };
         library.read_ahead(&index, &cursor.segment, params.end_ms);
+        let interval_ms = segment.0.frame_interval_ms();
         if let Some(g) = gap.take() {
             let firsts = first_frame_times(&segment.0, tracks.len());
-            g.rebase(&mut tracks, &firsts, segment.0.frame_interval_ms());
+            g.rebase(&mut tracks, &firsts, interval_ms);
         }
         let frames = &segment.0.frames;
         let decode = segment.0.decode_times();
-        pacer.frame_interval(segment.0.frame_interval_ms());
+        pacer.frame_interval(interval_ms);
         while cursor.frame < frames.len() {
             let f = &frames[cursor.frame];
             let dts = decode[cursor.frame];

@@ -31,9 +31,7 @@ const PUBLIC: &str =
 
 /// An error answer with a reason the client will print.
 pub(crate) fn fail(status: StatusCode, why: impl std::fmt::Display) -> Response {
-    let mut r = Response::new(status);
-    r.reason = format!("{} ({why})", status.reason());
-    r
+    vigil_session::Refusal::new(status, why).into()
 }
 
 /// Recordings are served under `playback/`; everything else is a live path.
@@ -318,7 +316,10 @@ impl Conn {
     }
 
     /// The connection's session named by the request (454 otherwise), touched.
-    fn own_session_mut(&mut self, req: &Request) -> Result<&mut super::session::Session, Response> {
+    pub(super) fn own_session_mut(
+        &mut self,
+        req: &Request,
+    ) -> Result<&mut super::session::Session, Response> {
         self.own_session(req)?;
         let session = self
             .session
@@ -391,7 +392,7 @@ impl Conn {
             }
             Ok(LivePause::Nothing | LivePause::StopSender) => {}
         }
-        session.core.commit_pause(None, Instant::now());
+        session.core.commit_pause(Instant::now());
         Response::new(StatusCode::OK)
     }
 

@@ -292,13 +292,10 @@ impl Conn {
         let Some(library) = node.library.clone() else {
             return fail(StatusCode::NOT_FOUND, "recording is disabled");
         };
-        if let Err(r) = self.own_session(req) {
-            return r;
-        }
-        let Some(session) = self.session.as_mut() else {
-            return fail(StatusCode::SESSION_NOT_FOUND, "none");
+        let session = match self.own_session_mut(req) {
+            Ok(s) => s,
+            Err(r) => return r,
         };
-        session.touch();
         let ask = match session.core.check_play(req) {
             Ok(a) => a,
             Err(r) => return r.into(),
@@ -337,25 +334,27 @@ impl Conn {
                     })?;
                 let seg = within(limit, library.segment(&meta), internal).await?;
                 let frame = seg.0.keyframe_at_or_before(t);
-                Ok::<_, Response>(Cursor {
+                let cursor = Cursor {
                     segment: meta,
                     frame,
-                })
+                };
+                Ok::<_, Response>((cursor, Some(seg)))
             }
         };
         // Where it starts. `stopped`: the old sender had to stop first (and where its
         // pacing line was, to start it again if this PLAY is refused after all).
         let mut stopped = None;
-        let (cursor, seeks) = match session.core.play_from(&ask) {
+        // A seek has read its segment already (`Some`); a resume reads it below.
+        let ((cursor, read), seeks) = match session.core.play_from(&ask) {
             PlayFrom::Seek(t) => match seek(t).await {
                 Ok(c) => (c, true),
                 Err(r) => return r,
             },
-            PlayFrom::Resume(c) => (c, false),
+            PlayFrom::Resume(c) => ((c, None), false),
             PlayFrom::WhereSending => {
                 stopped = Some(session.stop_sender().await);
                 match session.core.playback().and_then(|p| p.resume()).cloned() {
-                    Some(c) => (c, false),
+                    Some(c) => ((c, None), false),
                     None => match seek(origin).await {
                         Ok(c) => (c, true),
                         Err(r) => return r,
@@ -363,7 +362,11 @@ impl Conn {
                 }
             }
         };
-        let seg = match within(limit, library.segment(&cursor.segment), internal).await {
+        let read = match read {
+            Some(seg) => Ok(seg),
+            None => within(limit, library.segment(&cursor.segment), internal).await,
+        };
+        let seg = match read {
             Ok(s) => s,
             Err(r) => {
                 restart_sender(session, &node, &library, stopped).await;
@@ -407,26 +410,21 @@ impl Conn {
     }
 
     pub async fn pause_playback(&mut self, req: &Request) -> Response {
-        if let Err(r) = self.own_session(req) {
-            return r;
-        }
-        let Some(session) = self.session.as_mut() else {
-            return fail(StatusCode::SESSION_NOT_FOUND, "none");
+        let session = match self.own_session_mut(req) {
+            Ok(s) => s,
+            Err(r) => return r,
         };
-        session.touch();
-        let handback = match session.core.check_pause() {
+        match session.core.check_pause() {
             Err(r) => return r.into(),
             // The stopped task's queue is kept: the connection writes what it holds (media
             // sent before the pause, already numbered) and then drops it when it closes.
-            Ok(LivePause::StopSender) => match session.playback.as_mut() {
-                Some(pb) => pb.stop().await.0,
-                None => None,
-            },
-            Ok(_) => None,
-        };
-        session
-            .core
-            .commit_pause(handback, std::time::Instant::now());
+            // Its state goes back to the core.
+            Ok(LivePause::StopSender) => {
+                session.stop_sender().await;
+            }
+            Ok(_) => {}
+        }
+        session.core.commit_pause(std::time::Instant::now());
         Response::new(StatusCode::OK)
     }
 }
@@ -462,7 +460,7 @@ async fn restart_sender(
 
 /// Starts the session's sender from `cursor` with the core's `window`, its output on the
 /// session's connection (TCP) or its UDP sockets (moved to the playback on the first PLAY).
-pub(crate) async fn start_sender(
+async fn start_sender(
     session: &mut Session,
     node: &Arc<Node>,
     library: Library,
@@ -470,14 +468,15 @@ pub(crate) async fn start_sender(
     cursor: Cursor,
     window: vigil_session::SenderWindow,
     anchor: Option<crate::handoff::Anchor>,
-) -> Option<i64> {
+) {
     let sink = sink_of(session, node);
     let info = session.info.clone();
-    let pb = session.playback.as_mut()?;
+    let Some(pb) = session.playback.as_mut() else {
+        return;
+    };
     let params = pb.params(node, window, cursor, anchor);
-    let first = pb.start(node, library, tracks, params, sink, info).await;
+    pb.start(node, library, tracks, params, sink, info).await;
     session.media = Media::Playback;
-    first
 }
 
 /// The sender's output: a fresh queue to the connection (TCP), or the session's UDP

@@ -144,7 +144,7 @@ fn the_typed_method_checks_follow_the_table_and_commit_nothing() {
     assert_eq!(ready.state(), Ready, "checking commits nothing");
     let mut paused = in_state(SessionKind::Play, false, Playing);
     assert_eq!(paused.check_pause(), Ok(LivePause::Hold));
-    paused.commit_pause(None, Instant::now());
+    paused.commit_pause(Instant::now());
     assert_eq!(paused.state(), Ready);
     assert_eq!(paused.check_play_live(), Ok(LivePlay::Resume));
     assert!(in_state(SessionKind::Record, false, Recording)
@@ -229,8 +229,11 @@ fn setup_joins_one_path_and_grows_the_tracks() {
         client_rtcp: "127.0.0.1:5001".parse().unwrap(),
         server_port: 40_000,
     };
-    assert_eq!(udp.describe(), "udp/127.0.0.1:5000");
-    assert_eq!(tcp(1).describe(), "tcp/2");
+    let mut u = session(SessionKind::Play, false, now);
+    u.commit_setup(0, udp, setup_of(0), now);
+    assert!(!u.is_tcp(), "a UDP track is not interleaved");
+    assert_eq!(u.rtp_channels(), vec![None, None]);
+    assert_eq!(u.transports()[0], Some(udp));
 }
 
 #[test]
@@ -412,13 +415,11 @@ fn pause_and_resume_continue_the_rtp_identity() {
         tracks[0].identity.rewrite(&h, 10);
     }
     assert_eq!(s.check_pause(), Ok(LivePause::StopSender));
-    s.commit_pause(
-        Some(Handback {
-            tracks,
-            resume: Some((ORIGIN, 3)),
-        }),
-        now,
-    );
+    s.sender_stopped(Handback {
+        tracks,
+        resume: Some((ORIGIN, 3)),
+    });
+    s.commit_pause(now);
     assert_eq!(s.state(), SessionState::Ready);
     assert_eq!(s.playback().unwrap().resume(), Some(&(ORIGIN, 3)));
     // Resume: no seek, the sequence continues at 3, the timestamp where it was.
