@@ -20,6 +20,7 @@ pub mod liveness;
 pub mod load;
 pub mod place;
 pub mod planner;
+pub mod records;
 pub mod rem;
 pub mod similarity;
 pub mod view;

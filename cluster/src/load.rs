@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::{LoadWeights, SchedConfig};
-use crate::view::{NodeView, StreamSource};
+use crate::records::{NodeView, StreamSource};
 
 /// §A.1 states of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,7 +90,7 @@ pub fn quadratic_mean(loads: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::Stream;
+    use crate::records::Stream;
 
     fn stream(vbr: f64, source: StreamSource) -> Stream {
         Stream {

@@ -7,6 +7,16 @@
 use crate::ConfigError;
 use serde::Deserialize;
 
+/// A Digest algorithm the node offers, spelled as in the `algorithm=` parameter (RFC 7616);
+/// any other spelling is refused when the config is read (serde names the two it accepts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum DigestAlgorithm {
+    #[serde(rename = "SHA-256")]
+    Sha256,
+    #[serde(rename = "MD5")]
+    Md5,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
@@ -16,7 +26,7 @@ pub struct AuthConfig {
     /// Digest, and only on trusted networks.
     pub basic: bool,
     /// Digest algorithms offered, preferred first (`"SHA-256"`, `"MD5"`).
-    pub digest: Vec<String>,
+    pub digest: Vec<DigestAlgorithm>,
     /// A nonce is accepted this long after it was issued; older ones get `stale=true` and the
     /// client retries without asking the user again.
     pub nonce_lifetime_secs: u64,
@@ -35,7 +45,7 @@ impl Default for AuthConfig {
         Self {
             realm: "vigil".into(),
             basic: false,
-            digest: vec!["SHA-256".into(), "MD5".into()],
+            digest: vec![DigestAlgorithm::Sha256, DigestAlgorithm::Md5],
             nonce_lifetime_secs: 60,
             max_failures: 5,
             backoff_max_secs: 60,
@@ -77,11 +87,6 @@ impl AuthConfig {
         }
         if self.digest.is_empty() && !self.basic {
             return bad("auth: offer at least one of digest or basic".into());
-        }
-        for d in &self.digest {
-            if d != "SHA-256" && d != "MD5" {
-                return bad(format!("auth.digest: {d:?} is not \"SHA-256\" or \"MD5\""));
-            }
         }
         if self.nonce_lifetime_secs == 0 {
             return bad("auth.nonce_lifetime_secs must be at least 1".into());

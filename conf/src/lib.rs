@@ -10,7 +10,7 @@ mod camera;
 mod cluster;
 mod recording;
 
-pub use auth::{AuthConfig, Rights, UserConfig};
+pub use auth::{AuthConfig, DigestAlgorithm, Rights, UserConfig};
 pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTransport, Source};
 pub use cluster::{ClusterConf, SourceMode};
 pub use recording::{
@@ -484,6 +484,29 @@ mod tests {
         }
         // A typo in the table is an error, not a silently unlimited volume.
         assert!(ok("1").is_ok() && Config::from_toml("[storage.emulate]\nread_mbs = 1").is_err());
+    }
+
+    /// `auth.digest` is read once into its enum: the two spellings clients send, in order;
+    /// anything else is refused naming what was written and what is accepted.
+    #[test]
+    fn digest_algorithms_are_parsed_once_when_the_config_is_read() {
+        let c = Config::from_toml("[auth]\ndigest = [\"MD5\", \"SHA-256\"]").unwrap();
+        let digest = c.auth.map(|a| a.digest);
+        assert_eq!(
+            digest,
+            Some(vec![DigestAlgorithm::Md5, DigestAlgorithm::Sha256])
+        );
+        let e = Config::from_toml("[auth]\ndigest = [\"SHA-1\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("SHA-1") && e.contains("SHA-256") && e.contains("MD5"),
+            "{e}"
+        );
+        let e = Config::from_toml("[auth]\ndigest = []")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least one of digest or basic"), "{e}");
     }
 
     #[test]

@@ -53,11 +53,15 @@ fn ident(s: &str) -> &str {
 /// long enough to reach the crate root from a file at `depth`. Comments are skipped (a doc
 /// link is not a dependency).
 fn named_modules(text: &str, depth: usize) -> BTreeSet<String> {
+    names_after(text, &["crate::", &"super::".repeat(depth)])
+}
+
+/// The first name after each of `prefixes` in `text`'s code, groups (`{a::…, b}`) read.
+fn names_after(text: &str, prefixes: &[&str]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let to_root = "super::".repeat(depth);
     for line in text.lines() {
         let code = line.split("//").next().unwrap_or("");
-        for prefix in ["crate::", to_root.as_str()] {
+        for &prefix in prefixes {
             for (at, _) in code.match_indices(prefix) {
                 let rest = &code[at + prefix.len()..];
                 if let Some(group) = rest.strip_prefix('{') {
@@ -164,7 +168,15 @@ fn mutual(module: &str) -> Vec<String> {
 
 /// Modules that name no module naming them back: migration builds on the cluster and on the
 /// playback and live senders, and the API on HLS and export, never the other way round.
-const ONE_WAY: &[&str] = &["cluster", "playback", "live_sender", "hls", "export"];
+const ONE_WAY: &[&str] = &[
+    "cluster",
+    "playback",
+    "live_sender",
+    "sender",
+    "steering",
+    "hls",
+    "export",
+];
 
 #[test]
 fn the_cluster_the_senders_hls_and_export_name_no_module_that_uses_them() {
@@ -203,16 +215,19 @@ fn lines_naming(module: &str, target: &str) -> Vec<String> {
 }
 
 #[test]
-fn rtsp_does_not_name_migration() {
+fn rtsp_and_migration_do_not_name_each_other() {
     // A session's senders after a move are trait objects `playback::sender` and
     // `live_sender` define; moves and take-backs reach migration through the handler it
-    // registers in `node::extensions` (`rtsp::conn::CommandHandler`).
-    let bad = lines_naming("rtsp", "migrate");
-    assert!(
-        bad.is_empty(),
-        "rtsp names migrate (let a module below both define the trait migrate implements):\n{}",
-        bad.join("\n")
-    );
+    // registers in `node::extensions` (`steering::CommandHandler`), which gets the session
+    // as the `steering::Steered` view the connection lends it.
+    for (from, to) in [("rtsp", "migrate"), ("migrate", "rtsp")] {
+        let bad = lines_naming(from, to);
+        assert!(
+            bad.is_empty(),
+            "{from} names {to} (let a module below both define what they share):\n{}",
+            bad.join("\n")
+        );
+    }
 }
 
 #[test]
@@ -231,6 +246,61 @@ fn the_scanner_sees_every_form_of_path() {
     assert_eq!(
         named_modules("use super::record::FrameSink;", 1),
         BTreeSet::from(["record".to_string()])
+    );
+}
+
+/// Pairs of submodules of `module` (a directory module) that name each other: a file
+/// reaches a sibling by as many `super::` as it is deep, or by `crate::<module>::`.
+fn mutual_submodules(module: &str) -> Vec<(String, String)> {
+    let root = src().join(module);
+    let mut names: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for (path, depth) in files_of(module) {
+        let rel = path.strip_prefix(&root).expect("a file of the module");
+        let Some(first) = rel.components().next() else {
+            continue;
+        };
+        let sub = Path::new(first.as_os_str())
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string();
+        if sub == "mod" {
+            continue; // the module's root declares every submodule
+        }
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let up = "super::".repeat(depth - 1);
+        let inside = format!("crate::{module}::");
+        names
+            .entry(sub)
+            .or_default()
+            .extend(names_after(&text, &[&up, &inside]));
+    }
+    let mut out = Vec::new();
+    for (a, named) in &names {
+        for b in named {
+            if a < b && names.get(b).is_some_and(|n| n.contains(a)) {
+                out.push((a.clone(), b.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_two_parts_of_the_cluster_shell_name_each_other() {
+    // `shell` is the hub and exempt: it holds each part's state and runs its task, and each
+    // part acts on the shell's `Cluster`. Between the parts every dependency is one way:
+    // the report record and its padding (`report`, `synthetic`) are published by
+    // `publish`; the wire records (`rpc`) are a leaf (below).
+    let both_ways: Vec<_> = mutual_submodules("cluster")
+        .into_iter()
+        .filter(|(a, b)| a != "shell" && b != "shell")
+        .collect();
+    assert!(
+        both_ways.is_empty(),
+        "submodules of cluster name each other (move the shared piece into one of them, or \
+         below both): {both_ways:?}"
     );
 }
 

@@ -27,5 +27,7 @@ pub mod playback;
 pub mod procfs;
 pub mod record;
 pub mod rtsp;
+pub mod sender;
 pub mod serve;
+pub mod steering;
 pub mod user;

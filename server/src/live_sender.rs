@@ -8,9 +8,10 @@
 use crate::live::handoff::LiveHandoff;
 use crate::live::reader::{OutPacket, Reader};
 use crate::net::udp::linger_before_bye;
+use crate::node::command::MoveError;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{wall_us, UdpOut};
-use std::any::Any;
+use futures::future::BoxFuture;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -19,13 +20,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, Instrument};
 use vigil_proto::rtcp;
 
-/// Who sends a live UDP viewer's media.
-pub enum LiveSender {
-    Local(LivePump),
-    Remote(Box<dyn RemoteLiveSender>),
-    /// Between the two halves of a move.
-    None,
-}
+/// Who sends a live UDP viewer's media: this node's pump or the node the viewer moved to.
+pub type LiveSender = crate::sender::Sender<LivePump, Box<dyn RemoteLiveSender>>;
 
 /// The node sending a live viewer's media, seen from the node that steers it.
 pub trait RemoteLiveSender: Send + Sync {
@@ -34,13 +30,14 @@ pub trait RemoteLiveSender: Send + Sync {
     /// PAUSE (or the PLAY that resumes) of the viewer, carried to the sending node in the
     /// background: the RTSP answer does not wait on another node.
     fn set_paused(&self, paused: bool);
+    /// Stop the viewer there after its last packet and get its state back (what a sender
+    /// that continues it needs). On an error the sender there goes on.
+    fn stop(&self) -> BoxFuture<'_, Result<LiveHandoff, MoveError>>;
+    /// The viewer's state as the sending node last reported it (its heartbeat answer), and
+    /// when that report came; taken once (the node is gone, the viewer comes home).
+    fn take_last(&self) -> Option<(LiveHandoff, Instant)>;
     /// Forget the viewer there (in the background).
     fn release(self: Box<Self>);
-    /// The implementation's own handle, for the module that made it (the move and the
-    /// heartbeat read fields the viewer has no business with).
-    fn as_any(&self) -> &dyn Any;
-    /// The same, by value (a move hands the handle back to the module that made it).
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
 /// What a stopped pump leaves: the viewer's reader (where it is in the hub, its RTP

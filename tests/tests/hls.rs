@@ -56,6 +56,23 @@ fn recorded_hls_plays_from_a_moment() {
     let playlist = http_get(&node, &path);
     assert_eq!(playlist.status, 200, "{}", playlist.text());
     let text = playlist.text();
+    // The same moments written with an offset, its `+` typed as is (not `%2B`): a query is
+    // not a form, so the `+` is not a space.
+    let plus_one = |ms: i64| rfc3339(ms + 3_600_000).replace('Z', "+01:00");
+    let offset = http_get(
+        &node,
+        &format!(
+            "/hls/playback/demo/index.m3u8?start={}&end={}",
+            plus_one(start),
+            plus_one(end)
+        ),
+    );
+    assert_eq!(offset.status, 200, "{}", offset.text());
+    assert_eq!(
+        offset.text(),
+        text,
+        "the +01:00 spelling lists the same segments"
+    );
     assert!(text.contains("#EXT-X-PLAYLIST-TYPE:VOD") && text.ends_with("#EXT-X-ENDLIST\n"));
     let listed: f64 = text
         .lines()

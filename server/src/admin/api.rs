@@ -485,8 +485,9 @@ pub fn ingest_view(
 async fn export(
     State(st): State<AppState>,
     axum::extract::Path(camera): axum::extract::Path<String>,
-    axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> axum::response::Response {
+    let query = crate::playback::request::query_params(query.as_deref());
     crate::export::export(st.node.clone(), camera, query).await
 }
 
@@ -500,8 +501,9 @@ async fn hls_live(
 async fn hls_playback(
     State(st): State<AppState>,
     axum::extract::Path((camera, file)): axum::extract::Path<(String, String)>,
-    axum::extract::Query(query): axum::extract::Query<HashMap<String, String>>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> axum::response::Response {
+    let query = crate::playback::request::query_params(query.as_deref());
     crate::hls::playback_route(st.node.clone(), camera, file, query).await
 }
 

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
-use vigil_conf::{AuthConfig, UserConfig};
+use vigil_conf::{AuthConfig, DigestAlgorithm, UserConfig};
 use vigil_proto::rtsp::auth::{
     basic_challenge, check_nonce, constant_time_eq, digest_challenge, ha1, make_nonce,
     parse_authorization, Algorithm, Credentials, NonceCheck,
@@ -43,7 +43,10 @@ impl Policy {
             algorithms: cfg
                 .digest
                 .iter()
-                .filter_map(|a| Algorithm::parse(a))
+                .map(|a| match a {
+                    DigestAlgorithm::Sha256 => Algorithm::Sha256,
+                    DigestAlgorithm::Md5 => Algorithm::Md5,
+                })
                 .collect(),
             users: cfg
                 .users

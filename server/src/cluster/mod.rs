@@ -20,6 +20,7 @@ mod marker;
 mod membership;
 mod placement;
 pub mod planner;
+mod publish;
 pub mod rem;
 pub mod report;
 pub mod report_keys;

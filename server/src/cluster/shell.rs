@@ -378,7 +378,8 @@ impl Cluster {
         // Publish a first report before anyone asks.
         let first = report::build(node, &cluster, &mut report::Sampler::new(), 10);
         cluster.publish(&first).await;
-        node.tasks.spawn(report::run(node.clone(), cluster.clone()));
+        node.tasks
+            .spawn(super::publish::run(node.clone(), cluster.clone()));
         node.tasks
             .spawn(refresh_loop(node.clone(), cluster.clone()));
         Ok(cluster)

@@ -2,9 +2,11 @@
 //!
 //! A playback session's RTSP connection never moves: the node that accepted it keeps it and
 //! *steers* the session (`steer`), while the media may be sent by another node (`host`).
-//! The RTSP connection and the method handlers see one thing, the session's `Playback`
-//! sender, which is either a task here or a [`steer::Remote`]; they do not learn about
-//! migration. Calls between nodes ride the cluster RPC (QUIC, mutual TLS): see `wire`.
+//! The RTSP connection and the method handlers see one thing, the session's sender
+//! (`playback::sender::PlaybackSender`, `live_sender::LiveSender`), which is either a task
+//! here or a [`steer::Remote`] / [`steer_live::RemoteLive`] behind a trait; they do not learn
+//! about migration, and this module sees the session only as the `steering::Steered` view
+//! the connection lends it with each command. Calls between nodes ride the cluster RPC (QUIC, mutual TLS): see `wire`.
 //!
 //! Dependencies flow one way: this module uses the node, the playback sender and the
 //! cluster shell; the cluster reaches it only through the narrow
@@ -26,12 +28,13 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// Registers the steering of moved sessions ([`steer::handle`]) as the node's
-/// session-command handler: the RTSP connection finds it in `node.extensions` and runs the
-/// moves and take-backs sent to its session without naming this module. Called once at
+/// session-command handler (`steering::CommandHandler`): the RTSP connection finds it in
+/// `node.extensions` and runs the moves and take-backs sent to its session without naming
+/// this module. Called once at
 /// start-up, with or without a cluster (without one a move is refused as before).
 pub fn install_commands(node: &Node) {
     node.extensions.get_or_init(|| {
-        Arc::new(crate::rtsp::conn::CommandHandler(
+        Arc::new(crate::steering::CommandHandler(
             |node, cluster, session, cmd| Box::pin(steer::handle(node, cluster, session, cmd)),
         ))
     });

@@ -13,13 +13,79 @@ use crate::node::command::{MoveError, MoveReport, SourceMode};
 use crate::node::{Node, SessionInfo};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
-/// A session's handle on the node that sends (or is prepared to send) its media.
-pub(super) trait Target {
+/// A session's handle on the node that sends (or is prepared to send) its media: what a
+/// playback's and a live viewer's handles share.
+#[derive(Clone)]
+pub(super) struct Peer {
+    pub node: String,
+    pub session: String,
+    pub cluster: Arc<Cluster>,
+    pub timeout: Duration,
+    /// Cancelled when the session is released there: ends its heartbeat watch.
+    pub watchdog: CancellationToken,
+}
+
+impl Peer {
+    pub fn new(node: &Node, cluster: &Arc<Cluster>, to: &str, session: &str) -> Peer {
+        Peer {
+            node: to.to_string(),
+            session: session.to_string(),
+            cluster: cluster.clone(),
+            timeout: rpc_timeout(node),
+            watchdog: CancellationToken::new(),
+        }
+    }
+
     /// One migration call to that node (a `Failed` answer is an error).
-    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError>;
+    pub async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError> {
+        super::steer::call_node(&self.cluster, &self.node, call, self.timeout).await
+    }
+
     /// Forget the session there (in the background: the session goes on without it).
-    fn release(self);
+    pub fn release(&self) {
+        self.watchdog.cancel();
+        super::steer::release_on(&self.cluster, &self.node, &self.session, self.timeout);
+    }
+
+    /// The heartbeat watch of that node once it sends the session, keeping its reports in
+    /// `last` (taken from the typed handle before it goes into the session).
+    pub fn watchdog(&self, last: super::heartbeat::Last) -> Watchdog {
+        Watchdog {
+            cluster: self.cluster.clone(),
+            peer: self.node.clone(),
+            last,
+            cancel: self.watchdog.clone(),
+        }
+    }
+}
+
+/// A handle on the node sending a session: its [`Peer`] and what its kind of media adds.
+pub(super) trait Target {
+    fn peer(&self) -> &Peer;
+}
+
+/// What the heartbeat needs to watch the node sending a moved session.
+pub(super) struct Watchdog {
+    cluster: Arc<Cluster>,
+    peer: String,
+    last: super::heartbeat::Last,
+    cancel: CancellationToken,
+}
+
+impl Watchdog {
+    /// Heartbeats the peer for `info`'s session: on silence past `takeback_ms` it comes home.
+    pub fn start(self, node: &Arc<Node>, info: &Arc<SessionInfo>) {
+        super::heartbeat::Heartbeats::of(node, &self.cluster).watch(
+            &self.peer,
+            super::heartbeat::Watched {
+                last: self.last,
+                info: info.clone(),
+                cancel: self.cancel,
+            },
+        );
+    }
 }
 
 /// The steps of one move that depend on what the session sends.
@@ -37,7 +103,6 @@ pub(super) trait Move {
         node: &Node,
         cluster: &Arc<Cluster>,
         to: &str,
-        mode: SourceMode,
     ) -> Result<Self::Target, MoveError>;
     /// What `to` must prepare: the session's media and where it goes at the client.
     fn spec(&self, node: &Node, cluster: &Cluster, here: &str, mode: SourceMode) -> PrepareSpec;
@@ -55,7 +120,7 @@ pub(super) trait Move {
         here: &str,
     ) -> Result<Option<i64>, MoveError>;
     /// The move is done: watch the node that sends the media now, if not this one.
-    fn watch(&self, node: &Arc<Node>);
+    fn watch(&mut self, node: &Arc<Node>);
 }
 
 /// Moves the media of one session to `to` (or back here): one handoff.
@@ -86,12 +151,12 @@ pub(super) async fn drive<M: Move>(
     // 1. Prepare the target (not needed to come home: this node has its sockets).
     let mut target = None;
     if to != here {
-        let remote = m.target(node, &cluster, to, mode)?;
+        let remote = m.target(node, &cluster, to)?;
         let spec = m.spec(node, &cluster, &here, mode);
-        match remote.call(MigrationCall::Prepare(spec)).await {
+        match remote.peer().call(MigrationCall::Prepare(spec)).await {
             Ok(MigrationReply::Ready) => target = Some(remote),
             Ok(other) => {
-                remote.release();
+                remote.peer().release();
                 return Err(MoveError::UnexpectedAnswer {
                     node: to.to_string(),
                     call: "Prepare",
@@ -100,7 +165,7 @@ pub(super) async fn drive<M: Move>(
             }
             Err(e) => {
                 // Nothing was stopped: the session plays on as if nothing happened.
-                remote.release();
+                remote.peer().release();
                 return Err(MoveError::NotPrepared {
                     node: to.to_string(),
                     source: Box::new(e),
@@ -114,7 +179,7 @@ pub(super) async fn drive<M: Move>(
         Ok(last) => last,
         Err(e) => {
             if let Some(t) = target {
-                t.release();
+                t.peer().release();
             }
             return Err(e);
         }

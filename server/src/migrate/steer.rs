@@ -4,36 +4,31 @@
 //! at frame k+1's due time), and the heartbeat (`heartbeat`) takes the session back if the
 //! sending node dies.
 
+use super::heartbeat::Last;
 use super::host::{cursor_from_wire, cursor_to_wire, tracks_from_wire};
-use super::mover::Target as _;
+use super::mover::{Peer, Watchdog};
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireRun, WireStopped};
 use crate::library::Library;
 use crate::node::command::{MoveError, MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
-use crate::playback::sender::{RemoteSender, Resumed};
+use crate::playback::sender::{Playback, PlaybackSender, RemoteSender, Resumed};
 use crate::playback::task::{to_wire, PlayParams, Sink, TrackOut, UdpVia};
-use crate::rtsp::session::Session;
+use crate::playback::SessionCore;
+use crate::steering::{Steered, SteeredMedia};
 use futures::future::BoxFuture;
-use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use vigil_proto::sdp::SessionDescription;
 
 /// The node sending a session's media, seen from the node that steers it.
 pub struct Remote {
-    pub node: String,
-    pub mode: SourceMode,
+    peer: Peer,
     /// A sender runs there now (false while paused).
-    pub running: bool,
-    session: String,
-    cluster: Arc<Cluster>,
+    running: bool,
     library: Library,
-    timeout: Duration,
-    watchdog: CancellationToken,
     /// The sending node's last heartbeat answer: where a take-back resumes.
     last: Arc<Mutex<Option<WireStopped>>>,
 }
@@ -70,8 +65,8 @@ impl Remote {
         if !self.running {
             return Ok(None);
         }
-        let session = self.session.clone();
-        match self.call(MigrationCall::Stop { session }).await? {
+        let session = self.peer.session.clone();
+        match self.peer.call(MigrationCall::Stop { session }).await? {
             MigrationReply::Stopped(Some(w)) => {
                 self.running = false;
                 self.resolve(sdp, camera, w).await.map(Some)
@@ -109,8 +104,12 @@ impl Remote {
             end_ms: params.end_ms,
             range_end_only: params.range_end_only,
         };
-        let session = self.session.clone();
-        match self.call(MigrationCall::Start { session, run }).await? {
+        let session = self.peer.session.clone();
+        match self
+            .peer
+            .call(MigrationCall::Start { session, run })
+            .await?
+        {
             MigrationReply::Started { first_sent_us } => {
                 self.running = true;
                 Ok(first_sent_us)
@@ -121,7 +120,7 @@ impl Remote {
 
     fn unexpected(&self, call: &'static str, answer: MigrationReply) -> MoveError {
         MoveError::UnexpectedAnswer {
-            node: self.node.clone(),
+            node: self.peer.node.clone(),
             call,
             answer: format!("{answer:?}"),
         }
@@ -129,8 +128,7 @@ impl Remote {
 
     /// Forget the session there (in the background: the session goes on without it).
     pub fn release(self) {
-        self.watchdog.cancel();
-        release_on(&self.cluster, &self.node, &self.session, self.timeout);
+        self.peer.release();
     }
 }
 
@@ -197,74 +195,80 @@ pub(super) fn wire_dests(
         .collect()
 }
 
-/// Runs a command sent to the task owning `session`. `cluster`: the node's cluster shell
+/// The refusal of a session whose media rides its RTSP connection, in the order a move
+/// checks (the cluster, "already there", then why it cannot move).
+const INTERLEAVED: &str = "the session is TCP-interleaved: its media rides the viewer's RTSP \
+     connection to this node, so moving it would relieve nothing (placement at DESCRIBE is its lever)";
+
+/// Runs a command sent to the task owning a session. `cluster`: the node's cluster shell
 /// (None when off: nothing can move).
 pub async fn handle(
     node: &Arc<Node>,
     cluster: Option<&Arc<Cluster>>,
-    session: &mut Session,
+    session: Steered<'_>,
     cmd: SessionCommand,
 ) {
+    let Steered { info, media } = session;
     match cmd {
         SessionCommand::Move { to, mode, reply } => {
-            let r = if session.playback.is_none() && !session.is_tcp() {
-                super::steer_live::move_live(node, cluster, session, &to, mode).await
-            } else {
-                move_session(node, cluster, session, &to, mode).await
+            let r = match media {
+                SteeredMedia::Playback { core, playback } => {
+                    move_session(node, cluster, info, core, playback, &to, mode).await
+                }
+                SteeredMedia::Live(viewer) => {
+                    super::steer_live::move_live(node, cluster, info, viewer, &to, mode).await
+                }
+                SteeredMedia::Interleaved => match cluster {
+                    None => Err(MoveError::ClusterOff),
+                    Some(c) if c.self_id == to => Err(MoveError::AlreadyThere { node: to.clone() }),
+                    Some(_) => Err(MoveError::NotMovable(INTERLEAVED)),
+                },
+                SteeredMedia::Unmovable(why) => Err(match cluster {
+                    None => MoveError::ClusterOff,
+                    Some(_) => MoveError::NotMovable(why),
+                }),
             };
             match &r {
                 Ok(m) => {
                     info!(session = %m.session, from = %m.from, to = %m.to, gap_ms = ?m.gap_ms, "session moved")
                 }
                 Err(e) => {
-                    warn!(session = %session.info.id, to = %to, error = %e, "session not moved")
+                    warn!(session = %info.id, to = %to, error = %e, "session not moved")
                 }
             }
             let _ = reply.send(r);
         }
-        SessionCommand::TakeBack { node: from } if session.playback.is_none() => {
-            super::steer_live::take_back(node, cluster, session, &from).await
-        }
-        SessionCommand::TakeBack { node: from } => take_back(node, session, &from).await,
+        SessionCommand::TakeBack { node: from } => match media {
+            SteeredMedia::Playback { core, playback } => {
+                take_back(node, info, core, playback, &from).await
+            }
+            SteeredMedia::Live(viewer) => {
+                super::steer_live::take_back(node, cluster, info, viewer, &from).await
+            }
+            SteeredMedia::Interleaved | SteeredMedia::Unmovable(_) => {}
+        },
     }
 }
 
-/// Why a session cannot move, said to the operator as is.
-fn movable(node: &Node, session: &Session) -> Result<(), MoveError> {
-    if session.is_tcp() {
-        return Err(MoveError::NotMovable(
-            "the session is TCP-interleaved: its media rides the viewer's RTSP connection to \
-             this node, so moving it would relieve nothing (placement at DESCRIBE is its lever)",
-        ));
-    }
-    let Some(pb) = session.playback.as_ref() else {
-        return Err(MoveError::NotMovable("not a playback session"));
-    };
-    if pb.udp.is_empty() {
-        return Err(MoveError::NotMovable(
-            "the session has not started playing yet",
-        ));
-    }
-    if node.library.is_none() {
-        return Err(MoveError::NotMovable("recording is disabled on this node"));
-    }
-    Ok(())
-}
-
-/// Moves the media of `session` to `to` (or back here): one handoff.
-pub async fn move_session(
+/// Moves the media of a playback to `to` (or back here): one handoff.
+async fn move_session(
     node: &Arc<Node>,
     cluster: Option<&Arc<Cluster>>,
-    session: &mut Session,
+    info: &Arc<SessionInfo>,
+    core: &mut SessionCore,
+    pb: &mut Playback,
     to: &str,
     mode: Option<SourceMode>,
 ) -> Result<MoveReport, MoveError> {
     let m = PlaybackMove {
-        session,
+        info: info.clone(),
+        core,
+        pb,
         library: None,
         old: None,
         was_running: false,
         anchor: None,
+        watchdog: None,
     };
     super::mover::drive(node, cluster, m, to, mode).await
 }
@@ -272,7 +276,9 @@ pub async fn move_session(
 /// A playback's steps of a move: its sender is `Playback`'s (this node's task or a
 /// [`Remote`]), its state the core's hand-back and the pacing anchor.
 struct PlaybackMove<'a> {
-    session: &'a mut Session,
+    info: Arc<SessionInfo>,
+    core: &'a mut SessionCore,
+    pb: &'a mut Playback,
     /// The node's recordings (set by `movable`: a node without them cannot move playbacks).
     library: Option<Library>,
     /// The node that sent the media before the move, released once the move is done.
@@ -281,6 +287,8 @@ struct PlaybackMove<'a> {
     was_running: bool,
     /// The pacing line of the stopped sender, which the new one continues.
     anchor: Option<crate::handoff::Anchor>,
+    /// The watch of the node the media went to, started once the move is committed.
+    watchdog: Option<Watchdog>,
 }
 
 impl PlaybackMove<'_> {
@@ -295,7 +303,7 @@ impl PlaybackMove<'_> {
 /// code does not name this module).
 impl RemoteSender for Remote {
     fn node(&self) -> &str {
-        &self.node
+        &self.peer.node
     }
     fn running(&self) -> bool {
         self.running
@@ -324,17 +332,11 @@ impl RemoteSender for Remote {
     fn release(self: Box<Self>) {
         Remote::release(*self)
     }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl super::mover::Target for Remote {
-    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError> {
-        call_node(&self.cluster, &self.node, call, self.timeout).await
-    }
-    fn release(self) {
-        Remote::release(self)
+    fn peer(&self) -> &Peer {
+        &self.peer
     }
 }
 
@@ -342,85 +344,73 @@ impl super::mover::Move for PlaybackMove<'_> {
     type Target = Remote;
 
     fn info(&self) -> Arc<SessionInfo> {
-        self.session.info.clone()
+        self.info.clone()
     }
 
     fn current(&mut self, here: &str) -> Result<String, MoveError> {
         Ok(self
-            .session
-            .playback
-            .as_ref()
-            .and_then(|pb| pb.remote.as_ref())
+            .pb
+            .sender
+            .remote()
             .map_or(here.to_string(), |r| r.node().to_string()))
     }
 
     fn movable(&mut self, node: &Node) -> Result<(), MoveError> {
-        movable(node, self.session)?;
+        if self.pb.udp.is_empty() {
+            return Err(MoveError::NotMovable(
+                "the session has not started playing yet",
+            ));
+        }
         self.library = Some(
             node.library
                 .clone()
-                .ok_or(MoveError::NotMovable("recording is disabled"))?,
+                .ok_or(MoveError::NotMovable("recording is disabled on this node"))?,
         );
         Ok(())
     }
 
-    fn target(
-        &self,
-        node: &Node,
-        cluster: &Arc<Cluster>,
-        to: &str,
-        mode: SourceMode,
-    ) -> Result<Remote, MoveError> {
+    fn target(&self, node: &Node, cluster: &Arc<Cluster>, to: &str) -> Result<Remote, MoveError> {
         Ok(Remote {
-            node: to.to_string(),
-            mode,
+            peer: Peer::new(node, cluster, to, &self.info.id),
             running: false,
-            session: self.session.info.id.clone(),
-            cluster: cluster.clone(),
             library: self.library()?,
-            timeout: super::mover::rpc_timeout(node),
-            watchdog: CancellationToken::new(),
             last: Arc::new(Mutex::new(None)),
         })
     }
 
     fn spec(&self, node: &Node, cluster: &Cluster, here: &str, mode: SourceMode) -> PrepareSpec {
-        let info = &self.session.info;
-        let pb = self.session.playback.as_ref();
+        let info = &self.info;
         let position_ms = info.position_ms.load(Ordering::Relaxed);
-        let (camera, start_ms, end_ms) = pb.map_or((String::new(), 0, None), |pb| {
-            (pb.req.camera.clone(), pb.req.start_ms, pb.req.end_ms)
-        });
+        let req = &self.pb.req;
         PrepareSpec {
             session: info.id.clone(),
             from: here.to_string(),
-            camera,
-            start_ms,
-            end_ms,
+            camera: req.camera.clone(),
+            start_ms: req.start_ms,
+            end_ms: req.end_ms,
             client: info.client,
-            dests: pb.map_or_else(Vec::new, |pb| wire_dests(node, cluster, &pb.udp)),
+            dests: wire_dests(node, cluster, &self.pb.udp),
             mode,
             cname: node.config.node.id.clone(),
             position_ms: if position_ms > 0 {
                 position_ms
             } else {
-                start_ms
+                req.start_ms
             },
             live: false,
         }
     }
 
     async fn stop(&mut self) -> Result<Option<i64>, MoveError> {
-        let Session { core, playback, .. } = &mut *self.session;
-        let pb = playback
-            .as_mut()
-            .ok_or(MoveError::NotMovable("not a playback session"))?;
-        self.was_running = pb.is_running();
-        let (handback, handoff) = pb.stop().await;
+        self.was_running = self.pb.is_running();
+        let (handback, handoff) = self.pb.stop().await;
         if let Some(hb) = handback {
-            core.sender_stopped(hb);
+            self.core.sender_stopped(hb);
         }
-        self.old = pb.remote.take();
+        // A stopped local run leaves no sender; a remote one stays until it is replaced.
+        if let PlaybackSender::Remote(r) = self.pb.sender.take() {
+            self.old = Some(r);
+        }
         self.anchor = handoff.anchor;
         Ok(handoff.last_sent_us)
     }
@@ -432,41 +422,46 @@ impl super::mover::Move for PlaybackMove<'_> {
         to: &str,
         here: &str,
     ) -> Result<Option<i64>, MoveError> {
-        let info = self.session.info.clone();
-        let library = self.library.clone();
+        let info = self.info.clone();
         let old = self.old.take();
         let (was_running, anchor) = (self.was_running, self.anchor);
-        let Session { core, playback, .. } = &mut *self.session;
-        let pb = playback
-            .as_mut()
-            .ok_or(MoveError::NotMovable("not a playback session"))?;
+        let pb = &mut *self.pb;
+        let watchdog = target
+            .as_ref()
+            .map(|t| t.peer.watchdog(Last::Playback(t.last.clone())));
+        let place = |t: Option<Remote>| match t {
+            Some(t) => PlaybackSender::Remote(Box::new(t)),
+            None => PlaybackSender::None,
+        };
         let mut first_sent = None;
         if was_running {
-            let Some((tracks, cursor, window)) = core.restart() else {
+            let Some((tracks, cursor, window)) = self.core.restart() else {
                 // The run ended (end of range) while we moved: nothing left to move.
                 if let Some(t) = target {
                     t.release();
                 }
-                pb.remote = old;
+                if let Some(o) = old {
+                    pb.sender = PlaybackSender::Remote(o);
+                }
                 return Err(MoveError::PlaybackEnded);
             };
-            let Some(library) = library else {
+            let Some(library) = self.library.clone() else {
                 return Err(MoveError::NotMovable("recording is disabled"));
             };
             let mut params = pb.params(node, window, cursor, anchor);
             let (tx, rx) = tokio::sync::oneshot::channel();
             params.first_sent = Some(tx);
-            pb.remote = target.map(|t| Box::new(t) as Box<dyn RemoteSender>);
+            pb.sender = place(target);
             let sink = Sink::Udp(pb.udp.clone());
             // `start` falls back to this node if the target fails: the session never stops.
             first_sent = pb
                 .start(node, library, tracks, params, sink, info.clone())
                 .await;
-            if first_sent.is_none() && pb.remote.is_none() {
+            if first_sent.is_none() && !pb.sender.is_remote() {
                 // Sent from here: its first frame goes out at its due time.
                 first_sent = super::first_sent(rx).await;
             }
-            if to != here && pb.remote.is_none() {
+            if to != here && !pb.sender.is_remote() {
                 if let Some(o) = old {
                     o.release();
                 }
@@ -476,7 +471,7 @@ impl super::mover::Move for PlaybackMove<'_> {
                 });
             }
         } else {
-            pb.remote = target.map(|t| Box::new(t) as Box<dyn RemoteSender>);
+            pb.sender = place(target);
         }
         if let Some(o) = old {
             o.release();
@@ -484,18 +479,13 @@ impl super::mover::Move for PlaybackMove<'_> {
         if to != here {
             info.rate_bps.store(0, Ordering::Relaxed);
         }
+        self.watchdog = watchdog.filter(|_| self.pb.sender.is_remote());
         Ok(first_sent)
     }
 
-    fn watch(&self, node: &Arc<Node>) {
-        if let Some(r) = self
-            .session
-            .playback
-            .as_ref()
-            .and_then(|pb| pb.remote.as_ref())
-            .and_then(|r| r.as_any().downcast_ref::<Remote>())
-        {
-            spawn_watchdog(node, &self.session.info, r);
+    fn watch(&mut self, node: &Arc<Node>) {
+        if let Some(w) = self.watchdog.take() {
+            w.start(node, &self.info);
         }
     }
 }
@@ -533,49 +523,18 @@ fn session_local_ip(cluster: &Cluster) -> std::net::IpAddr {
         .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
 }
 
-/// Watch the sending node from the node's heartbeat (one batched call per node): on
-/// silence past `takeback_ms` the session comes home.
-fn spawn_watchdog(node: &Arc<Node>, info: &Arc<SessionInfo>, remote: &Remote) {
-    watch(
-        node,
-        &remote.cluster,
-        &remote.node,
-        info,
-        super::heartbeat::Last::Playback(remote.last.clone()),
-        remote.watchdog.clone(),
-    );
-}
-
-/// Heartbeats `peer` for a session it sends.
-pub(super) fn watch(
-    node: &Arc<Node>,
-    cluster: &Arc<Cluster>,
-    peer: &str,
-    info: &Arc<SessionInfo>,
-    last: super::heartbeat::Last,
-    cancel: CancellationToken,
-) {
-    super::heartbeat::Heartbeats::of(node, cluster).watch(
-        peer,
-        super::heartbeat::Watched {
-            last,
-            info: info.clone(),
-            cancel,
-        },
-    );
-}
-
 /// The sending node stopped answering: continue here from its last heartbeat.
-async fn take_back(node: &Arc<Node>, session: &mut Session, from: &str) {
-    let info = session.info.clone();
-    let Session { core, playback, .. } = session;
-    let Some(pb) = playback.as_mut() else {
-        return;
-    };
-    if pb.remote.as_ref().is_none_or(|r| r.node() != from) {
+async fn take_back(
+    node: &Arc<Node>,
+    info: &Arc<SessionInfo>,
+    core: &mut SessionCore,
+    pb: &mut Playback,
+    from: &str,
+) {
+    if pb.sender.remote().is_none_or(|r| r.node() != from) {
         return;
     }
-    let Some(remote) = pb.remote.take() else {
+    let PlaybackSender::Remote(remote) = pb.sender.take() else {
         return;
     };
     let was_running = remote.running();

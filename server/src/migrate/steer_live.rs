@@ -3,8 +3,9 @@
 //! `live/<camera>`; the handoff carries the viewer's RTP identity and names the last packets
 //! sent, so the next sender continues right after them (`crate::live::handoff`).
 
-use super::mover::Target as _;
-use super::steer::{call_node, release_on, watch, wire_dests};
+use super::heartbeat::Last;
+use super::mover::{Peer, Watchdog};
+use super::steer::wire_dests;
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec};
 use crate::live::handoff::{Joined, LiveHandoff, Origin};
@@ -14,21 +15,15 @@ use crate::live_sender::{LivePump, LiveSender, RemoteLiveSender};
 use crate::node::command::{MoveError, MoveReport, SourceMode};
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::wall_us;
-use crate::rtsp::session::{Media, Session};
-use crate::rtsp::udp_session::UdpPlay;
-use std::any::Any;
+use crate::steering::LiveViewer;
+use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 /// The node sending a live viewer's media, seen from the node that steers it.
 pub struct RemoteLive {
-    pub node: String,
-    session: String,
-    cluster: Arc<Cluster>,
-    timeout: Duration,
-    watchdog: CancellationToken,
+    peer: Peer,
     /// PAUSE/PLAY forwarded in order: each carries a generation, and only the newest is
     /// sent once the one before has been answered.
     pause_gen: Arc<std::sync::atomic::AtomicU64>,
@@ -44,9 +39,9 @@ impl RemoteLive {
         use std::sync::atomic::Ordering;
         let gen = self.pause_gen.fetch_add(1, Ordering::AcqRel) + 1;
         let (latest, lock) = (self.pause_gen.clone(), self.pause_lock.clone());
-        let (cluster, node, timeout) = (self.cluster.clone(), self.node.clone(), self.timeout);
+        let peer = self.peer.clone();
         let call = MigrationCall::PauseLive {
-            session: self.session.clone(),
+            session: self.peer.session.clone(),
             paused,
         };
         tokio::spawn(async move {
@@ -54,7 +49,8 @@ impl RemoteLive {
             if latest.load(Ordering::Acquire) != gen {
                 return; // a newer PAUSE/PLAY goes instead
             }
-            match call_node(&cluster, &node, call, timeout).await {
+            let node = &peer.node;
+            match peer.call(call).await {
                 Ok(MigrationReply::Done) => {}
                 Err(e) => {
                     warn!(%node, paused, "PAUSE/PLAY of a moved live viewer not carried: {e}")
@@ -66,8 +62,25 @@ impl RemoteLive {
 
     /// Forget the viewer there (in the background).
     pub fn release(self) {
-        self.watchdog.cancel();
-        release_on(&self.cluster, &self.node, &self.session, self.timeout);
+        self.peer.release();
+    }
+
+    /// Stop the viewer there after its last packet; its state back.
+    async fn stop(&self) -> Result<LiveHandoff, MoveError> {
+        let call = MigrationCall::StopLive {
+            session: self.peer.session.clone(),
+        };
+        match self.peer.call(call).await {
+            Ok(MigrationReply::StoppedLive(h)) => Ok(h),
+            Ok(other) => Err(MoveError::NotStopped {
+                node: self.peer.node.clone(),
+                answer: format!("{other:?}"),
+            }),
+            Err(e) => Err(MoveError::NotStopped {
+                node: self.peer.node.clone(),
+                answer: e.to_string(),
+            }),
+        }
     }
 }
 
@@ -75,28 +88,20 @@ impl RemoteLive {
 /// does not name this module).
 impl RemoteLiveSender for RemoteLive {
     fn node(&self) -> &str {
-        &self.node
+        &self.peer.node
     }
     fn set_paused(&self, paused: bool) {
         RemoteLive::set_paused(self, paused)
     }
+    fn stop(&self) -> BoxFuture<'_, Result<LiveHandoff, MoveError>> {
+        Box::pin(RemoteLive::stop(self))
+    }
+    fn take_last(&self) -> Option<(LiveHandoff, Instant)> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
     fn release(self: Box<Self>) {
         RemoteLive::release(*self)
     }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
-}
-
-/// This module's own handle back from the viewer's trait object (the viewer holds no
-/// other kind of remote live sender).
-fn own(r: Box<dyn RemoteLiveSender>) -> Result<Box<RemoteLive>, MoveError> {
-    r.into_any()
-        .downcast::<RemoteLive>()
-        .map_err(|_| MoveError::BetweenSenders)
 }
 
 /// A reader of `stream` continuing `handoff`: waits up to `patience` for the previous
@@ -134,23 +139,17 @@ const RELAY_SLACK_MS: u64 = 200;
 pub async fn take_back(
     node: &Arc<Node>,
     cluster: Option<&Arc<Cluster>>,
-    session: &mut Session,
+    info: &Arc<SessionInfo>,
+    viewer: LiveViewer<'_>,
     from: &str,
 ) {
-    let info = session.info.clone();
-    let Media::UdpPlay(play) = &mut session.media else {
-        return;
-    };
-    if !matches!(&play.sender, LiveSender::Remote(r) if r.node() == from) {
+    if viewer.sender.remote().is_none_or(|r| r.node() != from) {
         return;
     }
-    let LiveSender::Remote(remote) = std::mem::replace(&mut play.sender, LiveSender::None) else {
+    let LiveSender::Remote(remote) = viewer.sender.take() else {
         return;
     };
-    let Ok(remote) = own(remote) else {
-        return;
-    };
-    let last = remote.last.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let last = remote.take_last();
     remote.release();
     *info.media_node.lock().unwrap_or_else(|p| p.into_inner()) = None;
     let Some((last, reported)) = last else {
@@ -160,7 +159,7 @@ pub async fn take_back(
     };
     // The viewer's own path while it is still fed (the camera held here, or this node's
     // relay still running), else the camera as this node can serve it now.
-    let fed = session.path.clone().filter(|p| p.stream.is_live());
+    let fed = Some(viewer.path.clone()).filter(|p| p.stream.is_live());
     let camera = info.path.strip_prefix("live/").unwrap_or(&info.path);
     let path = match fed.map_or_else(
         || crate::ingest::relay::here_or_relayed(node, cluster, camera),
@@ -199,12 +198,12 @@ pub async fn take_back(
         node.clone(),
         info.clone(),
         reader,
-        play.outs.clone(),
+        viewer.outs.to_vec(),
         None,
         None,
     );
-    pump.set_paused(play.paused);
-    play.sender = LiveSender::Local(pump);
+    pump.set_paused(viewer.paused);
+    *viewer.sender = LiveSender::Local(pump);
     node.notify_change();
 }
 
@@ -212,27 +211,30 @@ pub async fn take_back(
 pub async fn move_live(
     node: &Arc<Node>,
     cluster: Option<&Arc<Cluster>>,
-    session: &mut Session,
+    info: &Arc<SessionInfo>,
+    viewer: LiveViewer<'_>,
     to: &str,
     mode: Option<SourceMode>,
 ) -> Result<MoveReport, MoveError> {
     let patience = Duration::from_millis(node.config.cluster.migration.live_match_ms);
     let m = LiveMove {
-        session,
+        info: info.clone(),
+        viewer,
         camera: String::new(),
         stream: None,
         patience,
         handoff: None,
         reader_here: None,
+        watchdog: None,
     };
     super::mover::drive(node, cluster, m, to, mode).await
 }
 
-/// A live viewer's steps of a move: its sender is `UdpPlay::sender` (this node's
-/// [`LivePump`] or a [`RemoteLive`]), its state the [`LiveHandoff`] naming the last packets
-/// sent.
+/// A live viewer's steps of a move: its sender is the viewer's (this node's [`LivePump`]
+/// or a [`RemoteLive`]), its state the [`LiveHandoff`] naming the last packets sent.
 struct LiveMove<'a> {
-    session: &'a mut Session,
+    info: Arc<SessionInfo>,
+    viewer: LiveViewer<'a>,
     /// The camera and its hub here (set by `current`).
     camera: String,
     stream: Option<Arc<Stream>>,
@@ -241,23 +243,13 @@ struct LiveMove<'a> {
     /// The stopped sender's state, and its reader when it ran here.
     handoff: Option<LiveHandoff>,
     reader_here: Option<Reader>,
-}
-
-impl LiveMove<'_> {
-    fn play(&mut self) -> Result<&mut UdpPlay, MoveError> {
-        match &mut self.session.media {
-            Media::UdpPlay(play) => Ok(play),
-            _ => Err(MoveError::NotMovable("the viewer is not playing over UDP")),
-        }
-    }
+    /// The watch of the node the viewer went to, started once the move is committed.
+    watchdog: Option<Watchdog>,
 }
 
 impl super::mover::Target for RemoteLive {
-    async fn call(&self, call: MigrationCall) -> Result<MigrationReply, MoveError> {
-        call_node(&self.cluster, &self.node, call, self.timeout).await
-    }
-    fn release(self) {
-        RemoteLive::release(self)
+    fn peer(&self) -> &Peer {
+        &self.peer
     }
 }
 
@@ -265,26 +257,21 @@ impl super::mover::Move for LiveMove<'_> {
     type Target = RemoteLive;
 
     fn info(&self) -> Arc<SessionInfo> {
-        self.session.info.clone()
+        self.info.clone()
     }
 
     fn current(&mut self, here: &str) -> Result<String, MoveError> {
-        if self.session.kind() != vigil_proto::rtsp::SessionKind::Play {
-            return Err(MoveError::NotMovable(
-                "a publisher cannot move: its RTP comes to this node",
-            ));
-        }
-        let (camera, stream) = self
-            .session
-            .path
-            .as_ref()
-            .and_then(|p| Some((p.name.strip_prefix("live/")?.to_string(), p.stream.clone())))
+        let path = self.viewer.path;
+        let camera = path
+            .name
+            .strip_prefix("live/")
             .ok_or(MoveError::NotMovable("not a live viewer"))?;
-        (self.camera, self.stream) = (camera, Some(stream));
-        Ok(match &self.play()?.sender {
-            LiveSender::Remote(r) => r.node().to_string(),
-            _ => here.to_string(),
-        })
+        (self.camera, self.stream) = (camera.to_string(), Some(path.stream.clone()));
+        Ok(self
+            .viewer
+            .sender
+            .remote()
+            .map_or(here.to_string(), |r| r.node().to_string()))
     }
 
     fn movable(&mut self, _: &Node) -> Result<(), MoveError> {
@@ -296,15 +283,12 @@ impl super::mover::Move for LiveMove<'_> {
         node: &Node,
         cluster: &Arc<Cluster>,
         to: &str,
-        _: SourceMode,
     ) -> Result<RemoteLive, MoveError> {
+        let mut peer = Peer::new(node, cluster, to, &self.info.id);
+        // Its Start waits up to `live_match_ms` for the last packets.
+        peer.timeout += self.patience;
         Ok(RemoteLive {
-            node: to.to_string(),
-            session: self.session.info.id.clone(),
-            cluster: cluster.clone(),
-            // Its Start waits up to `live_match_ms` for the last packets.
-            timeout: super::mover::rpc_timeout(node) + self.patience,
-            watchdog: CancellationToken::new(),
+            peer,
             pause_gen: Default::default(),
             pause_lock: Default::default(),
             last: Default::default(),
@@ -312,11 +296,7 @@ impl super::mover::Move for LiveMove<'_> {
     }
 
     fn spec(&self, node: &Node, cluster: &Cluster, here: &str, mode: SourceMode) -> PrepareSpec {
-        let info = &self.session.info;
-        let dests = match &self.session.media {
-            Media::UdpPlay(play) => wire_dests(node, cluster, &play.outs),
-            _ => Vec::new(),
-        };
+        let info = &self.info;
         PrepareSpec {
             session: info.id.clone(),
             from: here.to_string(),
@@ -324,7 +304,7 @@ impl super::mover::Move for LiveMove<'_> {
             start_ms: 0,
             end_ms: None,
             client: info.client,
-            dests,
+            dests: wire_dests(node, cluster, self.viewer.outs),
             mode,
             cname: node.config.node.id.clone(),
             position_ms: 0,
@@ -333,9 +313,9 @@ impl super::mover::Move for LiveMove<'_> {
     }
 
     async fn stop(&mut self) -> Result<Option<i64>, MoveError> {
-        let info = self.session.info.clone();
-        let play = self.play()?;
-        let (handoff, reader_here) = match std::mem::replace(&mut play.sender, LiveSender::None) {
+        let info = self.info.clone();
+        let sender = &mut *self.viewer.sender;
+        let (handoff, reader_here) = match sender.take() {
             LiveSender::Local(p) => match p.stop().await {
                 Some(pumped) => (
                     pumped.reader.handoff(pumped.last_sent_us),
@@ -346,27 +326,17 @@ impl super::mover::Move for LiveMove<'_> {
                     return Err(MoveError::SenderFailed);
                 }
             },
-            LiveSender::Remote(r) => {
-                let r = own(r)?;
-                let call = MigrationCall::StopLive {
-                    session: info.id.clone(),
-                };
-                match r.call(call).await {
-                    Ok(MigrationReply::StoppedLive(h)) => {
-                        r.release();
-                        (h, None)
-                    }
-                    other => {
-                        // The sender there goes on: nothing moved.
-                        let node = r.node.clone();
-                        play.sender = LiveSender::Remote(r);
-                        return Err(MoveError::NotStopped {
-                            node,
-                            answer: format!("{other:?}"),
-                        });
-                    }
+            LiveSender::Remote(r) => match r.stop().await {
+                Ok(h) => {
+                    r.release();
+                    (h, None)
                 }
-            }
+                Err(e) => {
+                    // The sender there goes on: nothing moved.
+                    *sender = LiveSender::Remote(r);
+                    return Err(e);
+                }
+            },
             LiveSender::None => return Err(MoveError::BetweenSenders),
         };
         let last = handoff.last_sent_us;
@@ -381,13 +351,13 @@ impl super::mover::Move for LiveMove<'_> {
         to: &str,
         here: &str,
     ) -> Result<Option<i64>, MoveError> {
-        let info = self.session.info.clone();
+        let info = self.info.clone();
         let (handoff, reader_here) = (self.handoff.take(), self.reader_here.take());
         let (stream, patience) = (self.stream.clone(), self.patience);
-        let play = self.play()?;
         let (Some(handoff), Some(stream)) = (handoff, stream) else {
             return Err(MoveError::BetweenSenders);
         };
+        let viewer = &mut self.viewer;
         let mut first_sent = None;
         let mut failed = None;
         if let Some(t) = target {
@@ -395,10 +365,11 @@ impl super::mover::Move for LiveMove<'_> {
                 session: info.id.clone(),
                 handoff: handoff.clone(),
             };
-            match t.call(call).await {
+            match t.peer.call(call).await {
                 Ok(MigrationReply::Started { first_sent_us }) => {
                     first_sent = first_sent_us;
-                    play.sender = LiveSender::Remote(Box::new(t));
+                    self.watchdog = Some(t.peer.watchdog(Last::Live(t.last.clone())));
+                    *viewer.sender = LiveSender::Remote(Box::new(t));
                 }
                 other => {
                     t.release();
@@ -410,7 +381,7 @@ impl super::mover::Move for LiveMove<'_> {
                 }
             }
         }
-        if matches!(play.sender, LiveSender::None) {
+        if matches!(viewer.sender, LiveSender::None) {
             // Here: the reader that stopped here continues as it was; else from the handoff.
             let reader = match reader_here {
                 Some(r) => r,
@@ -421,11 +392,11 @@ impl super::mover::Move for LiveMove<'_> {
                 }
             };
             let (tx, rx) = tokio::sync::oneshot::channel();
-            play.sender = LiveSender::Local(LivePump::spawn(
+            *viewer.sender = LiveSender::Local(LivePump::spawn(
                 node.clone(),
                 info.clone(),
                 reader,
-                play.outs.clone(),
+                viewer.outs.to_vec(),
                 Some(tx),
                 None,
             ));
@@ -437,23 +408,9 @@ impl super::mover::Move for LiveMove<'_> {
         }
     }
 
-    fn watch(&self, node: &Arc<Node>) {
-        if let Media::UdpPlay(UdpPlay {
-            sender: LiveSender::Remote(t),
-            ..
-        }) = &self.session.media
-        {
-            let Some(t) = t.as_any().downcast_ref::<RemoteLive>() else {
-                return;
-            };
-            watch(
-                node,
-                &t.cluster,
-                &t.node,
-                &self.session.info,
-                super::heartbeat::Last::Live(t.last.clone()),
-                t.watchdog.clone(),
-            );
+    fn watch(&mut self, node: &Arc<Node>) {
+        if let Some(w) = self.watchdog.take() {
+            w.start(node, &self.info);
         }
     }
 }

@@ -6,3 +6,7 @@ pub mod sender;
 mod tally;
 pub mod task;
 pub mod window;
+
+/// A session's sans-IO core (`vigil_session`) with this node's playback cursor: the RTSP
+/// connection drives it, a move of the session's media restarts the sender from it.
+pub type SessionCore = vigil_session::Session<task::Cursor>;

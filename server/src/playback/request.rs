@@ -24,6 +24,23 @@ fn bad(message: impl Into<String>) -> RequestError {
     }
 }
 
+/// The parameters of a URL query, percent-decoded but not form-decoded: a `+` stays a
+/// `+`, so an RFC 3339 offset typed as is (`start=…T09:00:00+01:00`) survives, in RTSP
+/// playback, HLS and export URLs alike. A repeated key keeps its first value.
+pub fn query_params(raw: Option<&str>) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        out.entry(decode(k)).or_insert_with(|| decode(v));
+    }
+    out
+}
+
 /// Parse the path (without leading '/') and raw query of a playback URL. Returns Ok(None)
 /// when the path is not a playback path at all. The raw query is decoded here rather than
 /// with form decoding, which would turn the '+' of a `+01:00` offset into a space.
@@ -34,19 +51,11 @@ pub fn parse(path: &str, raw_query: Option<&str>) -> Result<Option<PlaybackReque
     // A SETUP URL carries a track suffix: playback/<camera>/trackID=N.
     let camera = rest.split('/').next().unwrap_or("");
     vigil_conf::check_camera_id(camera).map_err(bad)?;
-    let mut start = None;
-    let mut end = None;
-    for pair in raw_query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let v = percent_encoding::percent_decode_str(v).decode_utf8_lossy();
-        match k {
-            "start" => start = Some(v),
-            "end" => end = Some(v),
-            // Clients and proxies append their own parameters; ignore them.
-            _ => {}
-        }
-    }
-    let span = TimeSpan::parse(start.as_deref(), end.as_deref()).map_err(|e| bad(e.to_string()))?;
+    // Clients and proxies append their own parameters; they are ignored.
+    let q = query_params(raw_query);
+    let (start, end) = (q.get("start"), q.get("end"));
+    let span = TimeSpan::parse(start.map(String::as_str), end.map(String::as_str))
+        .map_err(|e| bad(e.to_string()))?;
     Ok(Some(PlaybackRequest {
         camera: camera.to_string(),
         start_ms: span.start_ms,
@@ -68,6 +77,21 @@ mod tests {
         .unwrap();
         assert_eq!(r.camera, "cam42");
         assert_eq!(r.end_ms.unwrap() - r.start_ms, 10_500);
+    }
+
+    #[test]
+    fn a_query_is_percent_decoded_not_form_decoded() {
+        let q = query_params(Some(
+            "start=09:00+01:00&end=%2B1&start=again&flag&x%20y=a%20b",
+        ));
+        assert_eq!(
+            q["start"], "09:00+01:00",
+            "a typed + stays a +; the first value wins"
+        );
+        assert_eq!(q["end"], "+1");
+        assert_eq!(q["flag"], "");
+        assert_eq!(q["x y"], "a b");
+        assert!(query_params(None).is_empty() && query_params(Some("&&")).is_empty());
     }
 
     #[test]

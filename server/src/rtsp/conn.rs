@@ -11,6 +11,7 @@ use crate::cluster::Cluster;
 use crate::live::reader::OutPacket;
 use crate::net::tcp::InterleavedWriter;
 use crate::node::Node;
+use crate::steering::CommandHandler;
 use bytes::{Buf, BytesMut};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -87,21 +88,6 @@ pub(super) enum Event {
     Command(Option<crate::node::command::SessionCommand>),
     Tick,
 }
-
-/// Carries out a command sent to a session from outside its connection (a move, a
-/// take-back): migration's steering, registered on the node at start-up
-/// (`node::extensions`) so that this module does not name the migration code. A node
-/// without one drops the command (its sender sees the reply channel close).
-pub struct CommandHandler(pub HandleCommand);
-
-/// The signature of a [`CommandHandler`]: the session is the connection's, borrowed for
-/// the command's length (the connection reads nothing meanwhile, as before).
-pub type HandleCommand = for<'a> fn(
-    &'a Arc<Node>,
-    Option<&'a Arc<Cluster>>,
-    &'a mut Session,
-    crate::node::command::SessionCommand,
-) -> futures::future::BoxFuture<'a, ()>;
 
 const TCP_SEND_BUFFER: usize = 256 * 1024;
 
@@ -183,7 +169,7 @@ async fn connection(
             Event::Command(Some(cmd)) => {
                 let handler = node.extensions.get::<CommandHandler>();
                 if let (Some(session), Some(handler)) = (conn.session.as_mut(), handler) {
-                    (handler.0)(&node, conn.cluster.as_ref(), session, cmd).await;
+                    (handler.0)(&node, conn.cluster.as_ref(), session.steered(), cmd).await;
                 }
             }
             Event::Shutdown => break Ok(()),

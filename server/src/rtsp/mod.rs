@@ -5,7 +5,6 @@ mod access;
 pub mod conn;
 pub mod handler;
 pub mod playback_methods;
-pub mod playback_session;
 pub mod session;
 pub mod setup;
 mod tcp_media;

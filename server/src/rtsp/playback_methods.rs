@@ -12,11 +12,11 @@
 //! where the session stopped (PAUSE or the end of a range).
 
 use super::conn::Conn;
-use super::playback_session::{Handoff, Playback};
 use super::session::{Media, Session};
 use crate::library::{Library, LibraryError};
 use crate::node::Node;
 use crate::playback::request::{self, PlaybackRequest};
+use crate::playback::sender::{Handoff, Playback, PlaybackSender};
 use crate::playback::task::{self, Cursor, Sink, TrackOut};
 use crate::playback::window;
 use std::sync::Arc;
@@ -271,11 +271,10 @@ impl Conn {
         let playback = Playback {
             req: preq,
             sdp,
-            running: None,
+            sender: PlaybackSender::None,
             tcp_rx: None,
             udp: Vec::new(),
             rtcp_watch: CancellationToken::new(),
-            remote: None,
             expected_bps: first.bitrate_bps(),
         };
         Ok((playback, presentation))

@@ -3,13 +3,13 @@
 //! hold — the UDP sockets, the media task, the live path and the session's entry in the
 //! node's registry.
 
-use super::playback_session::Playback;
 use super::udp_session::{UdpPlay, UdpRecord};
 use crate::ingest::Producer;
 use crate::live::reader::Reader;
 use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo};
-use crate::playback::task::Cursor;
+use crate::playback::sender::Playback;
+use crate::steering::{LiveViewer, Steered, SteeredMedia};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use vigil_proto::rtsp::{SessionKind, SessionState};
 
 /// The session core: the RFC 2326 rules, transports, keepalive and the playback
 /// presentation (`vigil_session`), with the recording cursor as its resume position.
-pub type Core = vigil_session::Session<Cursor>;
+pub type Core = crate::playback::SessionCore;
 
 /// Where the session's media is moved.
 pub enum Media {
@@ -153,7 +153,7 @@ impl Session {
 
     /// Stops a playback's sender (here or on the node it moved to) and hands its state
     /// back to the core; where the pacing line was, for a sender that continues it.
-    pub async fn stop_sender(&mut self) -> super::playback_session::Handoff {
+    pub async fn stop_sender(&mut self) -> crate::playback::sender::Handoff {
         let Some(pb) = self.playback.as_mut() else {
             return Default::default();
         };
@@ -162,6 +162,36 @@ impl Session {
             self.core.sender_stopped(hb);
         }
         handoff
+    }
+
+    /// The session as the code that moves its media sees it (`steering`).
+    pub fn steered(&mut self) -> Steered<'_> {
+        let kind = self.kind();
+        let media = if self.is_tcp() {
+            SteeredMedia::Interleaved
+        } else if let Some(playback) = self.playback.as_mut() {
+            SteeredMedia::Playback {
+                core: &mut self.core,
+                playback,
+            }
+        } else if kind != SessionKind::Play {
+            SteeredMedia::Unmovable("a publisher cannot move: its RTP comes to this node")
+        } else {
+            match (&self.path, &mut self.media) {
+                (None, _) => SteeredMedia::Unmovable("not a live viewer"),
+                (Some(path), Media::UdpPlay(play)) => SteeredMedia::Live(LiveViewer {
+                    path,
+                    sender: &mut play.sender,
+                    outs: &play.outs,
+                    paused: play.paused,
+                }),
+                (Some(_), _) => SteeredMedia::Unmovable("the viewer is not playing over UDP"),
+            }
+        };
+        Steered {
+            info: &self.info,
+            media,
+        }
     }
 
     /// Release everything the session holds. UDP media tasks send their RTCP BYE as they stop.

@@ -4,11 +4,11 @@
 
 use super::conn::Conn;
 use super::handler::{fail, is_playback, new_session_id};
-use super::playback_session::Playback;
 use super::session::{Activity, Core, Media, Session};
 use crate::live::reader::TrackSetup;
 use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo, SessionKindView};
+use crate::playback::sender::Playback;
 use crate::playback::task::Cursor;
 use rand::Rng;
 use std::net::SocketAddr;
