@@ -109,6 +109,22 @@ pub struct RtspConfig {
     pub udp_port_max: u16,
     /// What happens when a second publisher ANNOUNCEs a path that is already live.
     pub publisher_conflict: PublisherConflict,
+    /// The IP MTU of the viewers' paths (bytes): every RTP packet this node makes (playback,
+    /// the demo camera) fits it as one IPv4 or IPv6 datagram — see [`RtspConfig::rtp_payload_max`].
+    /// A camera's packets are relayed as the camera sized them.
+    pub mtu: usize,
+}
+
+impl RtspConfig {
+    /// IPv6 (40) + UDP (8) + RTP (12) header bytes: what an RTP packet's datagram adds to its
+    /// payload at most (no CSRCs or header extensions are sent).
+    pub const DATAGRAM_OVERHEAD: usize = 60;
+
+    /// Payload bytes per RTP packet: the MTU less [`RtspConfig::DATAGRAM_OVERHEAD`]
+    /// (1340 for the default 1400, which fits a VPN or PPPoE link as well as Ethernet).
+    pub fn rtp_payload_max(&self) -> usize {
+        self.mtu.saturating_sub(Self::DATAGRAM_OVERHEAD)
+    }
 }
 
 impl Default for RtspConfig {
@@ -118,6 +134,7 @@ impl Default for RtspConfig {
             udp_port_min: 20000,
             udp_port_max: 29999,
             publisher_conflict: PublisherConflict::Refuse,
+            mtu: 1400,
         }
     }
 }
@@ -329,6 +346,12 @@ impl Config {
             return Err(ConfigError::Invalid(format!(
                 "rtsp.udp_port_min..udp_port_max ({}..{}) must hold at least one port pair",
                 r.udp_port_min, r.udp_port_max
+            )));
+        }
+        if !(576..=9216).contains(&r.mtu) {
+            return Err(ConfigError::Invalid(format!(
+                "rtsp.mtu = {} is outside 576..=9216 (the IP MTU of the viewers' paths, bytes)",
+                r.mtu
             )));
         }
         if self.limits.session_timeout_secs == 0 {

@@ -187,8 +187,11 @@ fn start_sources(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
         match &path.source {
             Source::Demo => {
                 let cancel: CancellationToken = node.shutdown.child_token();
-                node.tasks
-                    .spawn(crate::ingest::demo::run(path.stream.clone(), cancel));
+                node.tasks.spawn(crate::ingest::demo::run(
+                    path.stream.clone(),
+                    cancel,
+                    node.config.rtsp.rtp_payload_max(),
+                ));
             }
             Source::Pull { .. } if !path.on_demand => {
                 crate::ingest::pull::ensure_running(node, cluster, &path)

@@ -44,6 +44,12 @@ pub struct Recorder {
     lease: Lease,
     cur: Option<OpenSegment>,
     last_start: Option<i64>,
+    /// The end of the camera's newest segment when this writer took the lease (whoever wrote
+    /// it): recording resumes at the first cut point at or after it. A writer taking over
+    /// (a re-bound camera, a heal) pulls the camera itself and starts at the newest keyframe
+    /// in its own buffer, which is often a frame or a GOP before where the previous writer
+    /// stopped; writing it would store that media twice, in overlapping segments.
+    resume_at_ms: Option<i64>,
     finished: bool,
 }
 
@@ -78,6 +84,7 @@ impl Recorder {
         };
         // We own the camera now, so any temp file is a dead writer's leftover.
         store.clear_tmp(camera);
+        let resume_at_ms = store.newest_end_ms(camera);
         Ok(Recorder {
             camera: camera.to_string(),
             cam_dir,
@@ -86,6 +93,7 @@ impl Recorder {
             lease,
             cur: None,
             last_start: None,
+            resume_at_ms,
             finished: false,
             store,
         })
@@ -121,8 +129,8 @@ impl Recorder {
             if (cut_point && age >= seg_ms) || age >= seg_ms.saturating_mul(MAX_SEGMENT_FACTOR) {
                 closed = Some(self.close(Some(frame.time_ms))?);
             }
-        } else if !cut_point {
-            return Ok(None); // waiting for a keyframe
+        } else if !cut_point || self.resume_at_ms.is_some_and(|r| frame.time_ms < r) {
+            return Ok(None); // waiting for a keyframe (after what is already stored)
         }
         if self.cur.is_none() {
             self.open(frame.time_ms)?;

@@ -213,6 +213,30 @@ impl Store {
 
     /// Acquires the camera's write lease and starts recording. `Err(LeaseHeld)` if another
     /// live node (or another recorder in this process) holds it.
+    /// The end of `camera`'s newest segment, read from the directory now (not through the
+    /// index cache, which may not show a segment another node renamed a moment ago); None
+    /// when nothing is recorded or the directory cannot be read.
+    pub(crate) fn newest_end_ms(&self, camera: &str) -> Option<i64> {
+        let cam_dir = self.camera_dir(camera);
+        let mut hours: Vec<String> = fs::read_dir(&cam_dir)
+            .ok()?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| crate::index::is_hour_dir_name(n))
+            .collect();
+        // `YYYY-MM-DDTHH` sorts by time; a segment is filed under its start's hour, so the
+        // newest non-empty hour holds the newest segment.
+        hours.sort_unstable();
+        hours.iter().rev().find_map(|h| {
+            fs::read_dir(cam_dir.join(h))
+                .ok()?
+                .filter_map(|e| {
+                    let name = e.ok()?.file_name().into_string().ok()?;
+                    crate::index::parse_segment_file_name(&name).map(|(_, end, ..)| end)
+                })
+                .max()
+        })
+    }
+
     pub fn recorder(&self, camera: &str, header: StreamHeader) -> Result<Recorder, StorageError> {
         validate_id(camera)?;
         Recorder::start(self.clone(), camera, header)

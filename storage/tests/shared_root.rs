@@ -92,3 +92,46 @@ fn stalled_writer_loses_its_lease() {
     ));
     drop(rec_b);
 }
+
+/// A writer taking a camera over (a re-bound camera, a heal) pulls it itself and starts at
+/// the newest keyframe in its own buffer, often before where the previous writer stopped:
+/// it resumes at the first keyframe at or after the stored end instead, so no media is
+/// stored twice and no two segments overlap (found on the bed of hosts, issue 25).
+#[test]
+fn a_writer_taking_over_starts_after_what_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::open(dir.path(), "node-a", short_ttl()).unwrap();
+    let b = Store::open(dir.path(), "node-b", short_ttl()).unwrap();
+    let mut rec = a.recorder("cam", header()).unwrap();
+    write_all(&mut rec, av_frames(T0, 5));
+    rec.finish().unwrap();
+    let a_end = b.index("cam").unwrap().last_ms().unwrap();
+    assert!(a_end > T0 + 4_000, "A's last segment ends at {a_end}");
+    // B's buffer starts within A's last segment (keyframes every second from T0 + 4480).
+    let mut rec_b = b.recorder("cam", header()).unwrap();
+    write_all(&mut rec_b, av_frames(T0 + 4_480, 4));
+    rec_b.finish().unwrap();
+    let segs: Vec<_> = b.index("cam").unwrap().segments().collect();
+    for w in segs.windows(2) {
+        assert!(
+            w[1].start_ms >= w[0].end_ms,
+            "segments overlap: {:?} then {:?}",
+            (w[0].start_ms, w[0].end_ms),
+            (w[1].start_ms, w[1].end_ms)
+        );
+    }
+    // B's first segment starts at its first keyframe at or after A's end.
+    let first_keyframe_after = (T0 + 4_480..).step_by(1_000).find(|&t| t >= a_end).unwrap();
+    let b_first = segs.iter().find(|s| s.start_ms >= T0 + 4_480).unwrap();
+    assert_eq!(b_first.start_ms, first_keyframe_after);
+    // A writer resuming its own camera (a reconnect) follows the same rule.
+    let mut again = b.recorder("cam", header()).unwrap();
+    let before = b.index("cam").unwrap().len();
+    write_all(&mut again, av_frames(T0 + 6_000, 2));
+    again.finish().unwrap();
+    assert_eq!(
+        b.index("cam").unwrap().len(),
+        before,
+        "re-stored what was stored"
+    );
+}

@@ -9,6 +9,7 @@ pub mod certs;
 pub mod client;
 pub mod cluster;
 pub mod fixtures;
+pub mod hosts;
 pub mod media;
 pub mod ports;
 pub mod serve;

@@ -119,6 +119,20 @@ impl ServeProcess {
         log_filter: &str,
         env: &[(String, String)],
     ) -> Result<ServeProcess, HarnessError> {
+        Self::spawn_in(None, bin, dir, name, config, log_filter, env)
+    }
+
+    /// [`ServeProcess::spawn`] inside network namespace `netns` (a host of a
+    /// `hosts::Bed`), when given.
+    pub fn spawn_in(
+        netns: Option<&str>,
+        bin: &Path,
+        dir: &Path,
+        name: &str,
+        config: &str,
+        log_filter: &str,
+        env: &[(String, String)],
+    ) -> Result<ServeProcess, HarnessError> {
         if !bin.is_file() {
             return Err(HarnessError::MissingBinary {
                 binary: bin.to_path_buf(),
@@ -136,7 +150,16 @@ impl ServeProcess {
         let log2 = log
             .try_clone()
             .map_err(HarnessError::io("duplicating the log file"))?;
-        let child = Command::new(bin)
+        let mut command = match netns {
+            // `ip netns exec` execs the node, so the child's pid is the node's.
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let child = command
             .args(["serve", "--config"])
             .arg(&path)
             .env("VIGIL_LOG", log_filter)

@@ -18,7 +18,6 @@ use vigil_proto::sdp::{h264_fmtp, MediaDescription, SessionDescription};
 
 pub const CLIP: &[u8] = include_bytes!("../../assets/demo.h264");
 pub const FPS: u32 = 25;
-const MTU: usize = 1400;
 
 /// The clip as frames of RTP payloads, computed once.
 pub struct DemoClip {
@@ -27,7 +26,9 @@ pub struct DemoClip {
 }
 
 impl DemoClip {
-    pub fn load(data: &[u8]) -> Option<DemoClip> {
+    /// The clip in `data` cut into payloads of at most `payload_max` bytes
+    /// (`rtsp.rtp_payload_max()`).
+    pub fn load(data: &[u8], payload_max: usize) -> Option<DemoClip> {
         let nals = annexb_nals(data);
         let sps = nals.iter().find(|n| h264_nal_type(n) == Some(7))?;
         let pps = nals.iter().find(|n| h264_nal_type(n) == Some(8))?;
@@ -46,7 +47,7 @@ impl DemoClip {
                 has_slice = false;
             }
             has_slice |= is_slice;
-            current.extend(h264_payloads(nal, MTU).into_iter().map(Bytes::from));
+            current.extend(h264_payloads(nal, payload_max).into_iter().map(Bytes::from));
         }
         if !current.is_empty() {
             frames.push(current);
@@ -70,8 +71,8 @@ impl DemoClip {
 }
 
 /// Feed the clip into `stream` until cancelled.
-pub async fn run(stream: Arc<Stream>, cancel: CancellationToken) {
-    let Some(clip) = DemoClip::load(CLIP) else {
+pub async fn run(stream: Arc<Stream>, cancel: CancellationToken, payload_max: usize) {
+    let Some(clip) = DemoClip::load(CLIP, payload_max) else {
         tracing::error!("bundled demo clip is unreadable");
         return;
     };
@@ -110,8 +111,16 @@ mod tests {
 
     #[test]
     fn clip_has_250_frames_and_keyframes_every_second() {
-        let clip = DemoClip::load(CLIP).unwrap();
+        let clip = DemoClip::load(CLIP, 1340).unwrap();
         assert_eq!(clip.frames.len(), 250);
+        // No payload over the budget: the datagram fits a 1400-byte MTU.
+        assert!(clip.frames.iter().flatten().all(|p| p.len() <= 1340));
+        let small = DemoClip::load(CLIP, 500).unwrap();
+        assert!(small.frames.iter().flatten().all(|p| p.len() <= 500));
+        assert!(
+            small.frames.iter().map(Vec::len).sum::<usize>()
+                > clip.frames.iter().map(Vec::len).sum::<usize>()
+        );
         let keyframes = clip
             .frames
             .iter()

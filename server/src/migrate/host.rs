@@ -296,6 +296,7 @@ impl Host {
                 range_end_only: run.range_end_only,
                 camera,
                 cname: h.spec.cname.clone(),
+                payload_max: self.node.config.rtsp.rtp_payload_max(),
                 anchor: run.anchor,
                 progress: Some(h.progress.clone()),
                 first_sent: Some(tx),

@@ -182,6 +182,7 @@ impl Playback {
             range_end_only: window.range_end_only,
             camera: self.req.camera.clone(),
             cname: node.config.node.id.clone(),
+            payload_max: node.config.rtsp.rtp_payload_max(),
             anchor,
             progress: None,
             first_sent: None,

@@ -39,7 +39,6 @@ use vigil_session::pacer::FrameFacts;
 use vigil_session::{Gap, Pacer, RateMeter, Step};
 use vigil_storage::{Segment, SegmentMeta};
 
-const MTU: usize = 1400;
 /// At the live edge of a camera still recording, how long to wait for its next segment.
 const LIVE_EDGE_WAIT: Duration = Duration::from_secs(12);
 
@@ -166,6 +165,8 @@ pub struct PlayParams {
     pub range_end_only: bool,
     pub camera: String,
     pub cname: String,
+    /// Payload bytes per RTP packet (`rtsp.rtp_payload_max()`: the packet fits the MTU).
+    pub payload_max: usize,
     /// Continue an existing pacing line (a migrated session); None: the first frame is due now.
     pub anchor: Option<Anchor>,
     /// Updated after every frame (migrated sessions only).
@@ -307,7 +308,8 @@ pub async fn run(
                 cursor.frame += 1;
                 continue;
             };
-            let packets = packetize_frame(t, f.track as usize, f.media_ts, &f.data);
+            let packets =
+                packetize_frame(t, f.track as usize, f.media_ts, &f.data, params.payload_max);
             let bytes: usize = packets.iter().map(|p| 12 + p.payload.len()).sum();
             rate.add(bytes, Instant::now());
             info.packets
@@ -451,8 +453,14 @@ async fn finish(
     }
 }
 
-fn packetize_frame(t: &mut TrackOut, track: usize, media_ts: u64, data: &[u8]) -> Vec<OutPacket> {
-    let payloads = match packetize_payloads(t.codec, data, MTU) {
+fn packetize_frame(
+    t: &mut TrackOut,
+    track: usize,
+    media_ts: u64,
+    data: &[u8],
+    payload_max: usize,
+) -> Vec<OutPacket> {
+    let payloads = match packetize_payloads(t.codec, data, payload_max) {
         Ok(p) => p,
         Err(e) => {
             debug!("frame not re-packetised: {e}");

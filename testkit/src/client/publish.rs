@@ -44,13 +44,16 @@ pub struct Clip {
 
 impl Clip {
     /// Split an Annex B H.264 stream into frames of RTP payloads (packetised for a 1400-byte
-    /// MTU). `None` without SPS and PPS. `fps` paces the replay and sets the timestamps.
+    /// MTU, as a node does by default). `None` without SPS and PPS. `fps` paces the replay and sets the timestamps.
     ///
     /// Frames are sent in file (decode) order with timestamps one frame interval apart, so
     /// the stream must have no B-frames (`x264 -bf 0`): reordered frames would be stamped
     /// with wrong presentation times.
     pub fn from_annexb(data: &[u8], fps: f64) -> Option<Clip> {
-        let demo = vigil_server::ingest::demo::DemoClip::load(data)?;
+        let demo = vigil_server::ingest::demo::DemoClip::load(
+            data,
+            vigil_conf::RtspConfig::default().rtp_payload_max(),
+        )?;
         let mut sdp = demo.sdp;
         for m in &mut sdp.media {
             m.control = Some("trackID=0".into());

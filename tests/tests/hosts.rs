@@ -1,0 +1,749 @@
+//! The cluster on a bed of hosts (issue 25): every node in its own network namespace with
+//! its own address (198.18.0.0/15), the viewers on a host of their own, faults made by the
+//! kernel (`vigil_testkit::hosts`), and the nodes on their plain production config — no
+//! fault variable, no loopback address anywhere.
+//!
+//! Needs root (network namespaces, veth, nftables). Under `CI=true` a machine that cannot
+//! make them fails the test with the reason; elsewhere the test says why and skips.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use vigil_testkit::certs::Certs;
+use vigil_testkit::hosts::{Bed, BedError, Host};
+use vigil_testkit::serve::{NodeConfig, ServeProcess};
+use vigil_tests::{ffmpeg_decode, rfc3339, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
+
+const KEY: &str = "hosts-cluster-key-0123456789abcdef";
+const RTSP_PORT: u16 = 8554;
+const API_PORT: u16 = 8080;
+const GOSSIP_PORT: u16 = 7000;
+const RPC_PORT: u16 = 7001;
+
+/// A bed with the operator's host (`ops`, first: the harness reaches every node's API
+/// from it), the viewers' host (`viewer`) and a host per name in `roles`; `None` (skip)
+/// where this machine cannot make one outside CI.
+fn bed_of(roles: &[&str]) -> Option<(Bed, Host, Host, Vec<Host>)> {
+    let mut bed = bed_or_skip()?;
+    let mut add = |role: &str| {
+        bed.add_host(role)
+            .unwrap_or_else(|e| panic!("host {role}: {e}"))
+    };
+    let (ops, viewer) = (add("ops"), add("viewer"));
+    let hosts = roles.iter().map(|r| add(r)).collect();
+    Some((bed, ops, viewer, hosts))
+}
+
+/// The five node hosts of a cluster, `node1` … `node5`.
+const FIVE: [&str; 5] = ["node1", "node2", "node3", "node4", "node5"];
+
+/// A bed, or `None` (skip) where this machine cannot make one outside CI.
+fn bed_or_skip() -> Option<Bed> {
+    match Bed::new() {
+        Ok(bed) => Some(bed),
+        Err(e @ BedError::Unavailable(_)) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("skipped: {e}");
+            None
+        }
+        Err(e) => panic!("no bed of hosts: {e}"),
+    }
+}
+
+/// A `vigil serve` on a host of the bed.
+struct HostNode {
+    id: String,
+    host: Host,
+    process: ServeProcess,
+    _dir: tempfile::TempDir,
+}
+
+impl HostNode {
+    fn api(&self) -> String {
+        format!("http://{}:{API_PORT}", self.host.ip)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("rtsp://{}:{RTSP_PORT}/{path}", self.host.ip)
+    }
+}
+
+impl Drop for HostNode {
+    fn drop(&mut self) {
+        self.process.kill();
+        if std::thread::panicking() {
+            eprintln!("---- vigil log ({}) ----\n{}", self.id, self.process.log());
+        }
+    }
+}
+
+/// Node `i` of a cluster seeded by the first node's host, priority by position (node 0 is
+/// elected), recording to `root` (the shared storage every host mounts).
+fn start_node(
+    bed: &Bed,
+    host: &Host,
+    i: usize,
+    seed: &Host,
+    certs: &Certs,
+    root: &Path,
+    extra: &str,
+) -> HostNode {
+    let id = format!("node{}", i + 1);
+    certs.add(&id).unwrap_or_else(|e| panic!("{e}"));
+    let ip = host.ip;
+    let cluster = vigil_testkit::cluster::Member {
+        gossip: &format!("{ip}:{GOSSIP_PORT}"),
+        seed: (i > 0)
+            .then(|| format!("{}:{GOSSIP_PORT}", seed.ip))
+            .as_deref(),
+        key: KEY,
+        priority: 10 * (i as u32 + 1),
+        rpc: Some((&format!("{ip}:{RPC_PORT}"), certs, &id)),
+        keys: "",
+    }
+    .table();
+    let tables = format!(
+        "{cluster}\n[storage]\nroot = \"{}\"\nsegment_secs = 1.0\nlease_ttl_secs = 2.0\n{extra}\n",
+        root.display()
+    );
+    spawn(bed, host, &id, "", &tables)
+}
+
+/// `vigil serve` on `host` as `id`, its RTSP, API and UDP ports the same on every host,
+/// `rtsp` more keys of its `[rtsp]` table, `tables` after the `[node]`, `[rtsp]` and `[http]` tables; returns once its API answers
+/// the operator's host.
+fn spawn(bed: &Bed, host: &Host, id: &str, rtsp: &str, tables: &str) -> HostNode {
+    let ip = host.ip;
+    let config = NodeConfig {
+        id: id.to_string(),
+        ip: ip.to_string(),
+        rtsp_port: RTSP_PORT,
+        api_port: API_PORT,
+        udp: (20_000, 20_999),
+        token: ADMIN_TOKEN.into(),
+        rtsp: rtsp.to_string(),
+        http: String::new(),
+        tables: tables.to_string(),
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut process = ServeProcess::spawn_in(
+        Some(&host.ns),
+        &vigil_bin(),
+        dir.path(),
+        id,
+        &config.render(),
+        "info,vigil_server=debug",
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let api = format!("http://{ip}:{API_PORT}");
+    let control = bed.hosts()[0].clone();
+    process
+        .wait_for(
+            "its admin API",
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            || bed.within(&control, || get(&api, "/api/health")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    HostNode {
+        id: id.to_string(),
+        host: host.clone(),
+        process,
+        _dir: dir,
+    }
+}
+
+/// `GET` with the admin token (reads from beyond loopback need it), 3 s bound.
+fn get(base: &str, path: &str) -> Option<String> {
+    let mut r = ureq::get(&format!("{base}{path}"))
+        .header("Authorization", &format!("Bearer {ADMIN_TOKEN}"))
+        .config()
+        .timeout_global(Some(Duration::from_secs(3)))
+        .build()
+        .call()
+        .ok()?;
+    r.body_mut().read_to_string().ok()
+}
+
+/// `node`'s `/api/cluster/nodes` from the operator's host.
+fn view(bed: &Bed, control: &Host, node: &HostNode) -> Option<serde_json::Value> {
+    let body = bed.within(control, || get(&node.api(), "/api/cluster/nodes"))?;
+    serde_json::from_str(&body).ok()
+}
+
+/// Whether every one of `nodes` sees exactly `alive` alive and `scheduler` elected.
+fn agreed(bed: &Bed, control: &Host, nodes: &[&HostNode], alive: usize, scheduler: &str) -> bool {
+    nodes.iter().all(|n| {
+        view(bed, control, n).is_some_and(|v| vigil_testkit::cluster::formed(&v, alive, scheduler))
+    })
+}
+
+/// How long until every one of `nodes` sees exactly `alive` alive and `scheduler` elected.
+fn time_to_agree(
+    bed: &Bed,
+    control: &Host,
+    nodes: &[&HostNode],
+    alive: usize,
+    scheduler: &str,
+    within: Duration,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        if agreed(bed, control, nodes, alive, scheduler) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "within {within:?}, not every node saw {alive} alive with {scheduler} elected: {:?}",
+            nodes
+                .iter()
+                .map(|n| (
+                    n.id.clone(),
+                    view(bed, control, n).map(|v| (
+                        vigil_testkit::cluster::alive_ids(&v),
+                        vigil_testkit::cluster::scheduler(&v).map(str::to_string)
+                    ))
+                ))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The first recorded time of the demo camera once `ms` of it are on the shared storage.
+fn recorded_for(bed: &Bed, control: &Host, node: &HostNode, ms: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_millis(ms as u64 + 20_000);
+    loop {
+        let first = bed
+            .within(control, || get(&node.api(), "/api/recordings/demo"))
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+            .and_then(|v| {
+                let r = &v["ranges"][0];
+                let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
+                (b - a >= ms).then_some(a)
+            });
+        if let Some(a) = first {
+            return a;
+        }
+        assert!(Instant::now() < deadline, "no {ms} ms of demo recording");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The last placement `via` recorded (the node a viewer asked): (chosen node, redirected).
+fn last_placement(bed: &Bed, control: &Host, via: &HostNode) -> (String, bool) {
+    let body = bed
+        .within(control, || get(&via.api(), "/api/cluster/scheduler"))
+        .unwrap_or_else(|| panic!("{}: no /api/cluster/scheduler", via.id));
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let d = &v["decisions"][0];
+    (
+        d["node"].as_str().unwrap_or("").to_string(),
+        d["redirected"] == true,
+    )
+}
+
+/// Five node hosts, 1 % loss on every packet a node sends: the gossip converges and elects
+/// one scheduler; a viewer on its own host asking any node is redirected (302) to where the
+/// scheduler places it and decodes with zero errors; `kill -9` of the scheduler and then the
+/// link of its successor going down each elect the next, and viewers placed meanwhile are
+/// never sent to the dead node. Prints the times measured (docs/BENCHMARKS.md "On real
+/// hosts").
+#[test]
+fn five_hosts_on_lossy_links_converge_place_and_fail_over() {
+    let _serial = vigil_tests::serial();
+    let Some((bed, control, viewer, hosts)) = bed_of(&FIVE) else {
+        return;
+    };
+    for h in &hosts {
+        bed.loss(h, 1.0).expect("1 % loss");
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let certs = Certs::ca(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let root = tmp.path().join("rec");
+    let started = Instant::now();
+    // Node 2 holds the demo camera, so the scheduler (node 1) can die without it.
+    let mut nodes: Vec<HostNode> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            start_node(
+                &bed,
+                h,
+                i,
+                &hosts[0],
+                &certs,
+                &root,
+                if i == 1 { DEMO_CAMERA } else { "" },
+            )
+        })
+        .collect();
+    let all: Vec<&HostNode> = nodes.iter().collect();
+    let converged = time_to_agree(&bed, &control, &all, 5, "node1", Duration::from_secs(30));
+    let converged_from_start = started.elapsed();
+
+    // A live viewer asks node 4: placed (302) on the holder or an edge, decoded cleanly.
+    let holder = &nodes[1];
+    let live = bed.within(&viewer, || {
+        ffmpeg_decode(
+            &nodes[3].url("live/demo"),
+            &["-rtsp_transport", "tcp"],
+            &["-t", "4"],
+            Duration::from_secs(40),
+        )
+    });
+    live.assert_plays("live viewer placed from node4", 99, 101);
+    let first = recorded_for(&bed, &control, holder, 6_000);
+    let playback = |via: &HostNode, from: i64| {
+        let url = via.url(&format!("playback/demo?start={}", rfc3339(from)));
+        bed.within(&viewer, || {
+            ffmpeg_decode(
+                &url,
+                &["-rtsp_transport", "tcp"],
+                &["-t", "3"],
+                Duration::from_secs(40),
+            )
+        })
+    };
+    playback(&nodes[4], first).assert_plays("playback placed from node5", 74, 76);
+    let (chosen, redirected) = last_placement(&bed, &control, &nodes[4]);
+    assert!(
+        !chosen.is_empty() && redirected == (chosen != "node5"),
+        "node5 placed the playback on {chosen:?}, redirected: {redirected}"
+    );
+
+    // kill -9 of the scheduler: node 2 is elected by the four left.
+    nodes[0].process.kill();
+    let killed = Instant::now();
+    let rest: Vec<&HostNode> = nodes[1..].iter().collect();
+    let reelected = time_to_agree(&bed, &control, &rest, 4, "node2", Duration::from_secs(30));
+    // Every viewer placed from now on lands on a live node.
+    playback(&nodes[2], first + 1_000).assert_plays("playback after the kill", 74, 76);
+    let (chosen, _) = last_placement(&bed, &control, &nodes[2]);
+    assert!(chosen != "node1", "a viewer was sent to the killed node");
+    let served_after_kill = killed.elapsed();
+
+    // The new scheduler's link goes down: the three left elect node 3; recordings stay
+    // playable from the shared storage through any of them.
+    bed.link(&nodes[1].host, false).expect("link down");
+    let cut = Instant::now();
+    let rest: Vec<&HostNode> = nodes[2..].iter().collect();
+    let reelected_link = time_to_agree(&bed, &control, &rest, 3, "node3", Duration::from_secs(30));
+    playback(&nodes[4], first + 2_000).assert_plays("playback after the link went down", 74, 76);
+    let (chosen, _) = last_placement(&bed, &control, &nodes[4]);
+    assert!(
+        chosen != "node1" && chosen != "node2",
+        "a viewer was sent to {chosen}, which is dead or cut off"
+    );
+    let served_after_cut = cut.elapsed();
+    bed.link(&nodes[1].host, true).expect("link up");
+    let rest: Vec<&HostNode> = nodes[1..].iter().collect();
+    let rejoined = time_to_agree(&bed, &control, &rest, 4, "node2", Duration::from_secs(30));
+    for h in &hosts {
+        let lost = bed.lost(h).expect("loss counter");
+        assert!(lost > 0, "{}: the 1 % loss dropped nothing", h.role);
+    }
+    eprintln!(
+        "hosts (5 nodes, 1 % loss per sending host, no added delay):\n\
+         | converged (all 5 agree, from the first start) | {:.1} s (from the last start: {:.1} s) |\n\
+         | re-elected after kill -9 of the scheduler | {:.1} s |\n\
+         | first viewer served after the kill (placement + decode of 3 s) | {:.1} s |\n\
+         | re-elected after the scheduler's link went down | {:.1} s |\n\
+         | first viewer served after the cut (placement + decode of 3 s) | {:.1} s |\n\
+         | one scheduler again after the link came back | {:.1} s |",
+        converged_from_start.as_secs_f64(),
+        converged.as_secs_f64(),
+        reelected.as_secs_f64(),
+        served_after_kill.as_secs_f64(),
+        reelected_link.as_secs_f64(),
+        served_after_cut.as_secs_f64(),
+        rejoined.as_secs_f64(),
+    );
+}
+
+/// The JSON `path` of `node` answers the operator's host, if it does.
+fn api_json(bed: &Bed, control: &Host, node: &HostNode, path: &str) -> Option<serde_json::Value> {
+    let body = bed.within(control, || get(&node.api(), path))?;
+    serde_json::from_str(&body).ok()
+}
+
+/// The cameras `node` has live (`live/<camera>` with a producer).
+fn live_cameras(bed: &Bed, control: &Host, node: &HostNode) -> Vec<String> {
+    api_json(bed, control, node, "/api/paths")
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p["live"] == true)
+        .filter_map(|p| Some(p["path"].as_str()?.strip_prefix("live/")?.to_string()))
+        .collect()
+}
+
+/// The cameras `node` is writing to storage now.
+fn recording_cameras(bed: &Bed, control: &Host, node: &HostNode) -> Vec<String> {
+    api_json(bed, control, node, "/api/recordings")
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r["state"] == "recording")
+        .filter_map(|r| Some(r["camera"].as_str()?.to_string()))
+        .collect()
+}
+
+/// Every segment of `camera` on the shared root: (start, end) ms, by start.
+fn segments(root: &Path, camera: &str) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let dir = root.join("cameras").join(camera);
+    for hour in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if !hour.path().is_dir() || hour.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        for seg in std::fs::read_dir(hour.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = seg.file_name().to_string_lossy().to_string();
+            let Some(stem) = name.strip_suffix(".seg") else {
+                continue;
+            };
+            let mut f = stem.split('_');
+            if let (Some(a), Some(b)) = (f.next(), f.next()) {
+                if let (Ok(a), Ok(b)) = (a.parse(), b.parse()) {
+                    out.push((a, b));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+const CAMERAS: [&str; 4] = ["cam1", "cam2", "cam3", "cam4"];
+
+/// Two nodes cut off from three for 30 s, then healed. Meanwhile each side elects its own
+/// scheduler and serves viewers of every camera (the farm is reachable from both), and
+/// each camera is written by one node only — the storage lease, not the gossip, decides,
+/// so the side that cannot see the writer does not write twice (checked on the segment
+/// files: none overlap). After the heal: one scheduler and each camera pulled by one node
+/// within the time printed, and the recordings play across the cut and the heal.
+#[test]
+fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_camera() {
+    let _serial = vigil_tests::serial();
+    let Some((bed, control, viewer, mut hosts)) =
+        bed_of(&["farm", "node1", "node2", "node3", "node4", "node5"])
+    else {
+        return;
+    };
+    let farm_host = hosts.remove(0);
+    // The camera farm: four demo cameras behind one RTSP server (cluster off).
+    let farm_cams: String = CAMERAS
+        .iter()
+        .map(|c| format!("[[camera]]\nid = \"{c}\"\nsource = \"demo\"\non_demand = false\n"))
+        .collect();
+    let _farm = spawn(&bed, &farm_host, "farm", "", &farm_cams);
+    let pulls: String = CAMERAS
+        .iter()
+        .map(|c| {
+            format!(
+                "[[camera]]\nid = \"{c}\"\nsource = \"rtsp://{}:{RTSP_PORT}/live/{c}\"\non_demand = false\n",
+                farm_host.ip
+            )
+        })
+        .collect();
+    let extra = format!("[live]\nreconnect_min_ms = 100\nreconnect_max_ms = 400\n\n{pulls}");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let certs = Certs::ca(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let root = tmp.path().join("rec");
+    let nodes: Vec<HostNode> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| start_node(&bed, h, i, &hosts[0], &certs, &root, &extra))
+        .collect();
+    let all: Vec<&HostNode> = nodes.iter().collect();
+    time_to_agree(&bed, &control, &all, 5, "node1", Duration::from_secs(30));
+    // One binding per camera: each camera live on exactly one node.
+    let one_holder_each = |members: &[&HostNode]| {
+        let live: Vec<Vec<String>> = members
+            .iter()
+            .map(|n| live_cameras(&bed, &control, n))
+            .collect();
+        CAMERAS
+            .iter()
+            .all(|c| live.iter().filter(|l| l.iter().any(|x| x == c)).count() == 1)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !one_holder_each(&all) {
+        assert!(Instant::now() < deadline, "cameras not bound one node each");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let first = recorded_for_camera(&bed, &control, &nodes[4], "cam1", 3_000);
+
+    // The cut.
+    let (minority, majority) = (&hosts[..2], &hosts[2..]);
+    let (a, b): (Vec<&Host>, Vec<&Host>) = (minority.iter().collect(), majority.iter().collect());
+    bed.partition(&a, &b).expect("partition");
+    let cut = Instant::now();
+    let cut_ms = vigil_storage::now_ms();
+    let small: Vec<&HostNode> = nodes[..2].iter().collect();
+    let large: Vec<&HostNode> = nodes[2..].iter().collect();
+    // Each side's time from the cut, both watched at once.
+    let (mut small_agreed, mut large_agreed) = (None, None);
+    while small_agreed.is_none() || large_agreed.is_none() {
+        for (side, members, alive, scheduler) in [
+            (&mut small_agreed, &small, 2, "node1"),
+            (&mut large_agreed, &large, 3, "node3"),
+        ] {
+            if side.is_none() && agreed(&bed, &control, members, alive, scheduler) {
+                *side = Some(cut.elapsed());
+            }
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(30),
+            "the sides did not settle: {small_agreed:?} {large_agreed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (small_agreed, large_agreed) = (
+        small_agreed.unwrap_or_default(),
+        large_agreed.unwrap_or_default(),
+    );
+    // Each side serves viewers of every camera; no camera has two writers, ever.
+    let mut served = [false, false];
+    let mut max_writers = 0;
+    while cut.elapsed() < Duration::from_secs(30) {
+        let recording: Vec<Vec<String>> = nodes
+            .iter()
+            .map(|n| recording_cameras(&bed, &control, n))
+            .collect();
+        for c in CAMERAS {
+            let writers = recording
+                .iter()
+                .filter(|r| r.iter().any(|x| x == c))
+                .count();
+            max_writers = max_writers.max(writers);
+        }
+        for (side, via) in [(0, &nodes[1]), (1, &nodes[3])] {
+            if served[side] || cut.elapsed() < Duration::from_secs(8) {
+                continue;
+            }
+            let d = bed.within(&viewer, || {
+                ffmpeg_decode(
+                    &via.url("live/cam1"),
+                    &["-rtsp_transport", "tcp"],
+                    &["-t", "3"],
+                    Duration::from_secs(30),
+                )
+            });
+            d.assert_plays(
+                &format!("live cam1 via {} during the partition", via.id),
+                74,
+                76,
+            );
+            served[side] = true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(served[0] && served[1], "a side was not checked");
+    assert!(
+        max_writers <= 1,
+        "a camera had {max_writers} writers at once"
+    );
+
+    // The heal: one scheduler, one pull per camera.
+    bed.heal().expect("heal");
+    let healed = Instant::now();
+    let heal_ms = vigil_storage::now_ms();
+    let one_scheduler = time_to_agree(&bed, &control, &all, 5, "node1", Duration::from_secs(30));
+    while !one_holder_each(&all) {
+        assert!(
+            healed.elapsed() < Duration::from_secs(30),
+            "cameras not back to one node each 30 s after the heal: {:?}",
+            nodes
+                .iter()
+                .map(|n| (n.id.clone(), live_cameras(&bed, &control, n)))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let one_binding = healed.elapsed();
+    // Let the heal's segments reach storage, then check every camera's files.
+    recorded_for_camera(&bed, &control, &nodes[0], "cam1", heal_ms - first + 3_000);
+    for c in CAMERAS {
+        let segs = segments(&root, c);
+        assert!(segs.len() > 30, "{c}: {} segments", segs.len());
+        for w in segs.windows(2) {
+            assert!(
+                w[1].0 >= w[0].1,
+                "{c}: segments {:?} and {:?} overlap (two writers)",
+                w[0],
+                w[1]
+            );
+        }
+    }
+    // The recordings play across the cut and across the heal, through either side.
+    for (what, at, via) in [
+        ("the cut", cut_ms, &nodes[0]),
+        ("the heal", heal_ms, &nodes[3]),
+    ] {
+        let url = via.url(&format!("playback/cam1?start={}", rfc3339(at - 3_000)));
+        let d = bed.within(&viewer, || {
+            ffmpeg_decode(
+                &url,
+                &["-rtsp_transport", "tcp"],
+                &["-t", "6"],
+                Duration::from_secs(40),
+            )
+        });
+        // A writer change leaves at most a gap (the lease's time to pass); what plays has
+        // no errors.
+        d.assert_plays(&format!("cam1 across {what}"), 100, 151);
+    }
+    eprintln!(
+        "partition 2 | 3 (30 s), no added loss or delay:\n\
+         | minority agreed on its own scheduler | {:.1} s |\n\
+         | majority agreed on its own scheduler | {:.1} s |\n\
+         | most writers of one camera at once during the cut | {max_writers} |\n\
+         | one scheduler after the heal | {:.1} s |\n\
+         | one pull per camera after the heal | {:.1} s |",
+        small_agreed.as_secs_f64(),
+        large_agreed.as_secs_f64(),
+        one_scheduler.as_secs_f64(),
+        one_binding.as_secs_f64(),
+    );
+}
+
+/// The first recorded time of `camera` once `ms` of it are on the shared storage.
+fn recorded_for_camera(bed: &Bed, control: &Host, node: &HostNode, camera: &str, ms: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_millis(ms as u64 + 20_000);
+    loop {
+        let first =
+            api_json(bed, control, node, &format!("/api/recordings/{camera}")).and_then(|v| {
+                let ranges = v["ranges"].as_array()?;
+                let a = ranges.first()?["start_ms"].as_i64()?;
+                let b = ranges.last()?["end_ms"].as_i64()?;
+                (b - a >= ms).then_some(a)
+            });
+        if let Some(a) = first {
+            return a;
+        }
+        assert!(Instant::now() < deadline, "no {ms} ms of {camera} recorded");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Over UDP for `within`: the largest RTP packet that arrived (bytes, header included) and
+/// how many sequence numbers never arrived.
+fn udp_packets(bed: &Bed, viewer: &Host, url: &str, within: Duration) -> (usize, u64) {
+    use vigil_testkit::client::{play, ClientTransport, PlayOptions};
+    bed.within(viewer, || {
+        let rt = vigil_tests::multi_thread_runtime();
+        rt.block_on(async {
+            let mut p = play(url, PlayOptions::new(ClientTransport::Udp))
+                .await
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            let (mut largest, mut missing, mut last) = (0usize, 0u64, None::<u16>);
+            let end = tokio::time::Instant::now() + within;
+            while let Ok(Ok(Some(pkt))) = tokio::time::timeout_at(end, p.next_packet()).await {
+                if pkt.track != 0 {
+                    continue;
+                }
+                largest = largest.max(12 + pkt.payload.len());
+                if let Some(l) = last {
+                    missing += u64::from(pkt.header.sequence.wrapping_sub(l).wrapping_sub(1));
+                }
+                last = Some(pkt.header.sequence);
+            }
+            (largest, missing)
+        })
+    })
+}
+
+/// A viewer whose link has an MTU of 1400 gets every packet of the demo camera and of a
+/// playback over UDP whole: each packet vigil makes fits the default `rtsp.mtu` (1400) as
+/// one datagram, so nothing on the way has to fragment it (the viewer's stack reassembles
+/// no fragment) and ffmpeg decodes without an error. The control: a node told
+/// `mtu = 1500` sends datagrams that reach the viewer only in fragments — the bed's MTU is
+/// real, and the setting is what keeps the packets under it.
+#[test]
+fn every_packet_fits_a_1400_byte_viewer_link() {
+    let _serial = vigil_tests::serial();
+    let Some((bed, control, viewer, hosts)) = bed_of(&["fits", "big"]) else {
+        return;
+    };
+    let (fits, big) = (&hosts[0], &hosts[1]);
+    bed.mtu(&viewer, 1400).expect("MTU 1400");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let storage = |name: &str| {
+        format!(
+            "[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n{DEMO_CAMERA}\n",
+            tmp.path().join(name).display()
+        )
+    };
+    let node = spawn(&bed, fits, "fits", "", &storage("fits"));
+    let node_big = spawn(&bed, big, "big", "mtu = 1500", &storage("big"));
+    let fragments = || bed.ip_counter(&viewer, "ReasmReqds").expect("ReasmReqds");
+    let before = fragments();
+    let (largest, missing) = udp_packets(
+        &bed,
+        &viewer,
+        &node.url("live/demo"),
+        Duration::from_secs(3),
+    );
+    let live = bed.within(&viewer, || {
+        ffmpeg_decode(
+            &node.url("live/demo"),
+            &["-rtsp_transport", "udp"],
+            &["-t", "3"],
+            Duration::from_secs(30),
+        )
+    });
+    live.assert_plays("live over UDP on a 1400-byte link", 74, 76);
+    let first = recorded_for_camera(&bed, &control, &node, "demo", 4_000);
+    let url = node.url(&format!("playback/demo?start={}", rfc3339(first)));
+    let (largest_pb, missing_pb) = udp_packets(&bed, &viewer, &url, Duration::from_secs(3));
+    let pb = bed.within(&viewer, || {
+        ffmpeg_decode(
+            &url,
+            &["-rtsp_transport", "udp"],
+            &["-t", "3"],
+            Duration::from_secs(30),
+        )
+    });
+    pb.assert_plays("playback over UDP on a 1400-byte link", 74, 76);
+    let fragmented = fragments() - before;
+    assert!(
+        largest + 28 <= 1400,
+        "a {largest}-byte RTP packet does not fit 1400"
+    );
+    assert!(
+        largest_pb + 28 <= 1400,
+        "a {largest_pb}-byte playback packet does not fit 1400"
+    );
+    assert_eq!(
+        (missing, missing_pb),
+        (0, 0),
+        "packets lost on the 1400-byte link"
+    );
+    assert_eq!(
+        fragmented, 0,
+        "the viewer reassembled {fragmented} IP fragments"
+    );
+    // The control: 1500-byte packets cross the viewer's link only in fragments.
+    let before = fragments();
+    let (largest_big, _) = udp_packets(
+        &bed,
+        &viewer,
+        &node_big.url("live/demo"),
+        Duration::from_secs(3),
+    );
+    let fragmented_big = fragments() - before;
+    assert!(
+        largest_big + 28 > 1400 && fragmented_big > 0,
+        "with mtu = 1500: largest {largest_big} B, {fragmented_big} fragments: the bed's MTU \
+         is not in force"
+    );
+    eprintln!(
+        "MTU 1400 viewer link: largest RTP packet {largest} B live, {largest_pb} B playback, \
+         none lost or fragmented; with rtsp.mtu = 1500: {largest_big} B packets, \
+         {fragmented_big} fragments reassembled in 3 s"
+    );
+}
