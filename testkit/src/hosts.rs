@@ -215,6 +215,22 @@ impl Bed {
         })
     }
 
+    /// [`Bed::within`] on a thread of its own, not waited for: a client that runs while the
+    /// test does something else (moves its session, cuts a link).
+    pub fn spawn_within<T: Send + 'static>(
+        &self,
+        host: &Host,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = format!("/run/netns/{}", host.ns);
+        let ns = host.ns.clone();
+        std::thread::spawn(move || {
+            let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("opening {path}: {e}"));
+            enter_netns(&file).unwrap_or_else(|e| panic!("setns into {ns}: {e}"));
+            f()
+        })
+    }
+
     /// Drops `percent` % of the packets `host` sends (each packet between two hosts of
     /// which one is lossy crosses the loss once). 0 removes it.
     pub fn loss(&self, host: &Host, percent: f64) -> Result<(), BedError> {

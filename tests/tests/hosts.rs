@@ -747,3 +747,162 @@ fn every_packet_fits_a_1400_byte_viewer_link() {
          {fragmented_big} fragments reassembled in 3 s"
     );
 }
+
+/// `POST /api/sessions/{id}/migrate` on `via` from the operator's host; panics unless moved.
+fn migrate(bed: &Bed, control: &Host, via: &HostNode, id: &str, to: &str, mode: &str) {
+    let url = format!("{}/api/sessions/{id}/migrate", via.api());
+    let body = serde_json::json!({ "to": to, "mode": mode }).to_string();
+    let answer = bed.within(control, || {
+        ureq::post(&url)
+            .header("Authorization", &format!("Bearer {ADMIN_TOKEN}"))
+            .header("Content-Type", "application/json")
+            .config()
+            .timeout_global(Some(Duration::from_secs(15)))
+            .http_status_as_error(false)
+            .build()
+            .send(body.as_bytes())
+            .map(|mut r| {
+                (
+                    r.status().as_u16(),
+                    r.body_mut().read_to_string().unwrap_or_default(),
+                )
+            })
+    });
+    match answer {
+        Ok((200, _)) => {}
+        other => panic!("migrate {id} to {to} ({mode}): {other:?}"),
+    }
+}
+
+/// Packets `node` has sent for session `id` (hosted or its own), from its API.
+fn packets_on(bed: &Bed, control: &Host, node: &HostNode, id: &str) -> u64 {
+    api_json(bed, control, node, "/api/sessions")
+        .and_then(|v| {
+            v.as_array()?
+                .iter()
+                .find(|s| s["id"] == id)
+                .and_then(|s| s["packets"].as_u64())
+        })
+        .unwrap_or(0)
+}
+
+/// A playback session `node` owns that is not in `known`, once there is one.
+fn new_playback_session(
+    bed: &Bed,
+    control: &Host,
+    node: &HostNode,
+    known: &mut Vec<String>,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let id = api_json(bed, control, node, "/api/sessions").and_then(|v| {
+            v.as_array()?
+                .iter()
+                .filter(|s| s["kind"] == "playback" && s["steered_by"].is_null())
+                .filter_map(|s| s["id"].as_str())
+                .find(|id| !known.iter().any(|k| k == id))
+                .map(str::to_string)
+        });
+        if let Some(id) = id {
+            known.push(id.clone());
+            return id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new playback session on {}",
+            node.id
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A playback's media moves A → B → C → A between three hosts while the viewer, on a host
+/// of its own, decodes it: in `own` mode (each node sends from its own address; ffmpeg
+/// follows) and in `preserve` mode (B and C send with A's address and ports, which crosses
+/// the bridge because every host is on one segment: ffmpeg with `filter_src`, a connected
+/// socket that drops any other source, decodes every frame).
+#[test]
+fn sessions_move_between_hosts_in_own_and_preserve_mode() {
+    let _serial = vigil_tests::serial();
+    let Some((bed, control, viewer, hosts)) = bed_of(&FIVE[..3]) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let certs = Certs::ca(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let root = tmp.path().join("rec");
+    let nodes: Vec<HostNode> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let extra = if i == 0 { DEMO_CAMERA } else { "" };
+            start_node(&bed, h, i, &hosts[0], &certs, &root, extra)
+        })
+        .collect();
+    let all: Vec<&HostNode> = nodes.iter().collect();
+    time_to_agree(&bed, &control, &all, 3, "node1", Duration::from_secs(30));
+    let first = recorded_for(&bed, &control, &nodes[0], 14_000);
+    let mut known = Vec::new();
+    for (mode, input) in [
+        ("own", vec!["-rtsp_transport", "udp"]),
+        (
+            "preserve",
+            vec!["-rtsp_transport", "udp", "-rtsp_flags", "filter_src"],
+        ),
+    ] {
+        // Served by A itself (a marker signed with the cluster key: no placement).
+        let url = vigil_tests::placed_by_hand(
+            &nodes[0].url(&format!(
+                "playback/demo?start={}&end={}",
+                rfc3339(first),
+                rfc3339(first + 12_000)
+            )),
+            KEY,
+        );
+        let ff = bed.spawn_within(&viewer, move || {
+            let input: Vec<&str> = input.clone();
+            ffmpeg_decode(&url, &input, &[], Duration::from_secs(40))
+        });
+        let id = new_playback_session(&bed, &control, &nodes[0], &mut known);
+        move_around(&bed, &control, &nodes, &id, mode);
+        ff.join().expect("ffmpeg").assert_plays(
+            &format!("ffmpeg through A→B→C→A across hosts ({mode})"),
+            299,
+            301,
+        );
+    }
+    // GStreamer's rtspsrc over UDP (its session drops a new source address or port).
+    let url = vigil_tests::placed_by_hand(
+        &nodes[0].url(&format!(
+            "playback/demo?start={}&end={}",
+            rfc3339(first),
+            rfc3339(first + 12_000)
+        )),
+        KEY,
+    );
+    let gst = bed.spawn_within(&viewer, move || {
+        vigil_tests::gst_decode_h264(&url, "udp", 280, Duration::from_secs(40))
+    });
+    let id = new_playback_session(&bed, &control, &nodes[0], &mut known);
+    move_around(&bed, &control, &nodes, &id, "preserve");
+    let g = gst.join().expect("gst");
+    assert!(g.errors.is_empty(), "GStreamer errors: {:?}", g.errors);
+    assert_eq!(g.frames, 280, "GStreamer frames; output:\n{}", g.output);
+}
+
+/// Moves session `id` (steered by node 1) to node 2, node 3 and back, letting each sender
+/// play at least 100 packets.
+fn move_around(bed: &Bed, control: &Host, nodes: &[HostNode], id: &str, mode: &str) {
+    for to in [1usize, 2, 0] {
+        let before = packets_on(bed, control, &nodes[to], id);
+        migrate(bed, control, &nodes[0], id, &nodes[to].id, mode);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while packets_on(bed, control, &nodes[to], id) < before + 100 {
+            assert!(
+                Instant::now() < deadline,
+                "{mode}: no media from {}",
+                nodes[to].id
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
