@@ -906,3 +906,111 @@ fn move_around(bed: &Bed, control: &Host, nodes: &[HostNode], id: &str, mode: &s
         }
     }
 }
+
+/// Over TCP for `within`: how many keyframes of video arrived (distinct RTP timestamps of
+/// packets that start one) and how many video packets.
+fn tcp_keyframes(bed: &Bed, viewer: &Host, url: &str, within: Duration) -> (usize, u64) {
+    use vigil_testkit::client::{play, ClientTransport, PlayOptions};
+    bed.within(viewer, || {
+        let rt = vigil_tests::multi_thread_runtime();
+        rt.block_on(async {
+            let mut p = play(url, PlayOptions::new(ClientTransport::Tcp))
+                .await
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            let (mut keyframes, mut packets) = (std::collections::BTreeSet::new(), 0u64);
+            let end = tokio::time::Instant::now() + within;
+            while let Ok(Ok(Some(pkt))) = tokio::time::timeout_at(end, p.next_packet()).await {
+                if pkt.track != 0 {
+                    continue;
+                }
+                packets += 1;
+                if vigil_proto::codec::starts_keyframe(
+                    vigil_proto::codec::Codec::H264,
+                    &pkt.payload,
+                ) {
+                    keyframes.insert(pkt.header.timestamp);
+                }
+            }
+            (keyframes.len(), packets)
+        })
+    })
+}
+
+/// A TCP viewer on a link with half the camera's bitrate (the issue's 2 Mb/s viewer of a
+/// 4 Mb/s camera, scaled to the demo camera's 0.6 Mb/s) is skipped ahead to keyframes once
+/// its connection backs up — it keeps getting pictures, late ones dropped whole GOPs at a
+/// time — and neither the camera's recording nor another viewer notices: the other viewer,
+/// on a full-speed link, decodes without an error meanwhile and the recording grows.
+#[test]
+fn a_viewer_on_a_slow_link_is_skipped_to_keyframes_and_stalls_nobody() {
+    let _serial = vigil_tests::serial();
+    let Some((bed, control, viewer, hosts)) = bed_of(&["node1", "slow"]) else {
+        return;
+    };
+    let slow = &hosts[1];
+    bed.downlink_rate(slow, 306_000).expect("a 306 kb/s link");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let node = spawn(
+        &bed,
+        &hosts[0],
+        "node1",
+        "",
+        &format!(
+            "[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n[live]\nring_kb = 128\n{DEMO_CAMERA}\n",
+            tmp.path().display()
+        ),
+    );
+    recorded_for_camera(&bed, &control, &node, "demo", 2_000);
+    let skips = |bed: &Bed| {
+        let text = bed
+            .within(&control, || get(&node.api(), "/metrics"))
+            .unwrap_or_default();
+        text.lines()
+            .find(|l| l.starts_with("vigil_reader_skips_total"))
+            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let skips_before = skips(&bed);
+    let url = node.url("live/demo");
+    let slow_host = slow.clone();
+    let slow_url = url.clone();
+    // The slow viewer reads for 40 s: its connection's buffers (the node's 512 KiB send
+    // buffer, then the path's 128 KiB ring, `[live] ring_kb`) fill in ≈ 17 s.
+    let slow_bed_view = std::thread::scope(|s| {
+        let h = s.spawn(|| tcp_keyframes(&bed, &slow_host, &slow_url, Duration::from_secs(40)));
+        // Meanwhile, once it has backed up, a viewer on a full-speed link is unaffected.
+        let deadline = Instant::now() + Duration::from_secs(35);
+        while skips(&bed) <= skips_before {
+            assert!(
+                Instant::now() < deadline,
+                "the slow viewer was never skipped ahead"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let other = bed.within(&viewer, || {
+            ffmpeg_decode(
+                &url,
+                &["-rtsp_transport", "tcp"],
+                &["-t", "3"],
+                Duration::from_secs(30),
+            )
+        });
+        other.assert_plays("a full-speed viewer beside the slow one", 74, 76);
+        h.join().expect("slow viewer")
+    });
+    let (keyframes, packets) = slow_bed_view;
+    // It kept getting pictures: keyframes well past the ones a backed-up buffer held.
+    assert!(
+        keyframes >= 15,
+        "the slow viewer got {keyframes} keyframes in 40 s ({packets} packets)"
+    );
+    recorded_for_camera(&bed, &control, &node, "demo", 40_000);
+    let ranges = api_json(&bed, &control, &node, "/api/recordings/demo")
+        .and_then(|v| v["ranges"].as_array().map(Vec::len));
+    assert_eq!(ranges, Some(1), "the recording has a gap");
+    eprintln!(
+        "slow TCP viewer (306 kb/s link, 612 kb/s camera): {} skips, {keyframes} keyframes \
+         and {packets} packets in 40 s; the other viewer and the recording unaffected",
+        skips(&bed) - skips_before
+    );
+}

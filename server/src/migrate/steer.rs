@@ -12,7 +12,7 @@ use crate::handoff::{MigrationCall, MigrationReply, PrepareSpec, WireDest, WireR
 use crate::library::Library;
 use crate::node::command::{MoveError, MoveReport, SessionCommand, SourceMode};
 use crate::node::{Node, SessionInfo};
-use crate::playback::sender::{Playback, PlaybackSender, RemoteSender, Resumed};
+use crate::playback::sender::{Playback, RemoteSender, Resumed};
 use crate::playback::task::{to_wire, PlayParams, Sink, TrackOut, UdpVia};
 use crate::playback::SessionCore;
 use crate::steering::{Steered, SteeredMedia};
@@ -348,11 +348,7 @@ impl super::mover::Move for PlaybackMove<'_> {
     }
 
     fn current(&mut self, here: &str) -> Result<String, MoveError> {
-        Ok(self
-            .pb
-            .sender
-            .remote()
-            .map_or(here.to_string(), |r| r.node().to_string()))
+        Ok(self.pb.remote_node().unwrap_or(here).to_string())
     }
 
     fn movable(&mut self, node: &Node) -> Result<(), MoveError> {
@@ -408,9 +404,7 @@ impl super::mover::Move for PlaybackMove<'_> {
             self.core.sender_stopped(hb);
         }
         // A stopped local run leaves no sender; a remote one stays until it is replaced.
-        if let PlaybackSender::Remote(r) = self.pb.sender.take() {
-            self.old = Some(r);
-        }
+        self.old = self.pb.take_remote();
         self.anchor = handoff.anchor;
         Ok(handoff.last_sent_us)
     }
@@ -429,10 +423,7 @@ impl super::mover::Move for PlaybackMove<'_> {
         let watchdog = target
             .as_ref()
             .map(|t| t.peer.watchdog(Last::Playback(t.last.clone())));
-        let place = |t: Option<Remote>| match t {
-            Some(t) => PlaybackSender::Remote(Box::new(t)),
-            None => PlaybackSender::None,
-        };
+        let boxed = |t: Option<Remote>| t.map(|t| Box::new(t) as Box<dyn RemoteSender>);
         let mut first_sent = None;
         if was_running {
             let Some((tracks, cursor, window)) = self.core.restart() else {
@@ -440,9 +431,7 @@ impl super::mover::Move for PlaybackMove<'_> {
                 if let Some(t) = target {
                     t.release();
                 }
-                if let Some(o) = old {
-                    pb.sender = PlaybackSender::Remote(o);
-                }
+                pb.set_remote(old);
                 return Err(MoveError::PlaybackEnded);
             };
             let Some(library) = self.library.clone() else {
@@ -451,17 +440,17 @@ impl super::mover::Move for PlaybackMove<'_> {
             let mut params = pb.params(node, window, cursor, anchor);
             let (tx, rx) = tokio::sync::oneshot::channel();
             params.first_sent = Some(tx);
-            pb.sender = place(target);
+            pb.set_remote(boxed(target));
             let sink = Sink::Udp(pb.udp.clone());
             // `start` falls back to this node if the target fails: the session never stops.
             first_sent = pb
                 .start(node, library, tracks, params, sink, info.clone())
                 .await;
-            if first_sent.is_none() && !pb.sender.is_remote() {
+            if first_sent.is_none() && pb.remote_node().is_none() {
                 // Sent from here: its first frame goes out at its due time.
                 first_sent = super::first_sent(rx).await;
             }
-            if to != here && !pb.sender.is_remote() {
+            if to != here && pb.remote_node().is_none() {
                 if let Some(o) = old {
                     o.release();
                 }
@@ -471,7 +460,7 @@ impl super::mover::Move for PlaybackMove<'_> {
                 });
             }
         } else {
-            pb.sender = place(target);
+            pb.set_remote(boxed(target));
         }
         if let Some(o) = old {
             o.release();
@@ -479,7 +468,7 @@ impl super::mover::Move for PlaybackMove<'_> {
         if to != here {
             info.rate_bps.store(0, Ordering::Relaxed);
         }
-        self.watchdog = watchdog.filter(|_| self.pb.sender.is_remote());
+        self.watchdog = watchdog.filter(|_| self.pb.remote_node().is_some());
         Ok(first_sent)
     }
 
@@ -531,10 +520,10 @@ async fn take_back(
     pb: &mut Playback,
     from: &str,
 ) {
-    if pb.sender.remote().is_none_or(|r| r.node() != from) {
+    if pb.remote_node() != Some(from) {
         return;
     }
-    let PlaybackSender::Remote(remote) = pb.sender.take() else {
+    let Some(remote) = pb.take_remote() else {
         return;
     };
     let was_running = remote.running();

@@ -67,7 +67,9 @@ pub struct Playback {
     pub req: PlaybackRequest,
     /// The recording's SDP: a migrated sender's state is read back against it.
     pub sdp: SessionDescription,
-    pub sender: PlaybackSender,
+    /// Only through the methods below: a move hands the remote part over, the rest is
+    /// started and stopped here.
+    sender: PlaybackSender,
     /// TCP sessions: the task's output, drained by the connection task.
     pub tcp_rx: Option<mpsc::Receiver<TcpOut>>,
     pub udp: Vec<task::UdpOut>,
@@ -86,6 +88,59 @@ pub struct Handoff {
 }
 
 impl Playback {
+    /// A playback of `req` that sends nothing yet; `expected_bps`: the bitrate of the
+    /// segment it starts in.
+    pub fn new(req: PlaybackRequest, sdp: SessionDescription, expected_bps: Option<f64>) -> Self {
+        Playback {
+            req,
+            sdp,
+            sender: PlaybackSender::None,
+            tcp_rx: None,
+            udp: Vec::new(),
+            rtcp_watch: CancellationToken::new(),
+            expected_bps,
+        }
+    }
+
+    /// The node sending the media after a move (None: this node, or nobody while paused
+    /// here).
+    pub fn remote_node(&self) -> Option<&str> {
+        self.sender.remote().map(|r| r.node())
+    }
+
+    /// The handle on the node the session moved to, taken out (a move releases it once the
+    /// next sender runs; a take-back releases it at once).
+    pub fn take_remote(&mut self) -> Option<Box<dyn RemoteSender>> {
+        match self.sender.take() {
+            PlaybackSender::Remote(r) => Some(r),
+            other => {
+                self.sender = other;
+                None
+            }
+        }
+    }
+
+    /// Where the media goes from the next `start`: `Some`, the node a move chose (paused
+    /// there until started); `None`, this node. A run going on here is never dropped: it
+    /// keeps sending, and a handle given meanwhile is released.
+    pub fn set_remote(&mut self, remote: Option<Box<dyn RemoteSender>>) {
+        match (&self.sender, remote) {
+            (PlaybackSender::Local(_), Some(r)) => r.release(),
+            (PlaybackSender::Local(_), None) => {}
+            (_, Some(r)) => {
+                if let PlaybackSender::Remote(old) = self.sender.take() {
+                    old.release();
+                }
+                self.sender = PlaybackSender::Remote(r);
+            }
+            (_, None) => {
+                if let PlaybackSender::Remote(old) = self.sender.take() {
+                    old.release();
+                }
+            }
+        }
+    }
+
     /// Stop everything at once (session end); the task sends nothing more.
     pub fn abort(self) {
         match self.sender {
@@ -223,5 +278,85 @@ impl Playback {
         ));
         self.sender = PlaybackSender::Local(LocalRun { cancel, handle });
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A remote sender that counts its releases.
+    struct Fake(&'static str, Arc<AtomicUsize>);
+
+    impl RemoteSender for Fake {
+        fn node(&self) -> &str {
+            self.0
+        }
+        fn running(&self) -> bool {
+            false
+        }
+        fn stop<'a>(
+            &'a mut self,
+            _: &'a SessionDescription,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Option<Resumed>, MoveError>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn last_state<'a>(
+            &'a self,
+            _: &'a SessionDescription,
+            _: &'a str,
+        ) -> BoxFuture<'a, Option<Resumed>> {
+            Box::pin(async { None })
+        }
+        fn start<'a>(
+            &'a mut self,
+            _: &'a [TrackOut],
+            _: &'a PlayParams,
+        ) -> BoxFuture<'a, Result<Option<i64>, MoveError>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn release(self: Box<Self>) {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn playback() -> Playback {
+        let req = PlaybackRequest {
+            camera: "c".into(),
+            start_ms: 0,
+            end_ms: None,
+        };
+        Playback::new(req, SessionDescription::default(), None)
+    }
+
+    /// A move hands the remote part over and back without ever dropping a handle unreleased.
+    #[test]
+    fn the_remote_sender_is_handed_over_and_released_once() {
+        let released = Arc::new(AtomicUsize::new(0));
+        let mut pb = playback();
+        assert_eq!(pb.remote_node(), None);
+        assert!(pb.take_remote().is_none() && !pb.is_running());
+        pb.set_remote(Some(Box::new(Fake("b", released.clone()))));
+        assert_eq!(pb.remote_node(), Some("b"));
+        // Replacing it releases the one before.
+        pb.set_remote(Some(Box::new(Fake("c", released.clone()))));
+        assert_eq!(
+            (pb.remote_node(), released.load(Ordering::Relaxed)),
+            (Some("c"), 1)
+        );
+        let taken = pb.take_remote().expect("the handle on c");
+        assert_eq!((taken.node(), pb.remote_node()), ("c", None));
+        pb.set_remote(Some(taken));
+        // Coming home releases it; so does the session's end.
+        pb.set_remote(None);
+        assert_eq!(
+            (pb.remote_node(), released.load(Ordering::Relaxed)),
+            (None, 2)
+        );
+        pb.set_remote(Some(Box::new(Fake("d", released.clone()))));
+        pb.abort();
+        assert_eq!(released.load(Ordering::Relaxed), 3);
     }
 }

@@ -16,13 +16,12 @@ use super::session::{Media, Session};
 use crate::library::{Library, LibraryError};
 use crate::node::Node;
 use crate::playback::request::{self, PlaybackRequest};
-use crate::playback::sender::{Handoff, Playback, PlaybackSender};
+use crate::playback::sender::{Handoff, Playback};
 use crate::playback::task::{self, Cursor, Sink, TrackOut};
 use crate::playback::window;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use vigil_proto::rtsp::{Request, Response, StatusCode};
 use vigil_proto::sdp::{self, SessionDescription};
 use vigil_session::{LivePause, PlayFrom, Presentation};
@@ -268,15 +267,7 @@ impl Conn {
             sdp.clone(),
             self.node.config.playback.keyframes_only_above_scale,
         );
-        let playback = Playback {
-            req: preq,
-            sdp,
-            sender: PlaybackSender::None,
-            tcp_rx: None,
-            udp: Vec::new(),
-            rtcp_watch: CancellationToken::new(),
-            expected_bps: first.bitrate_bps(),
-        };
+        let playback = Playback::new(preq, sdp, first.bitrate_bps());
         Ok((playback, presentation))
     }
 
