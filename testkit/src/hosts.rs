@@ -248,10 +248,31 @@ impl Bed {
         Ok(())
     }
 
-    /// Packets [`Bed::loss`] has dropped on `host` so far (proof that the fault was there).
+    /// Drops `percent` % of the packets `host` receives (a lossy access line to a viewer).
+    /// 0 removes it.
+    pub fn loss_in(&self, host: &Host, percent: f64) -> Result<(), BedError> {
+        self.clear_chain(host, "in", "loss")?;
+        if percent > 0.0 {
+            let per_mille = ((percent * 10.0).round() as u32).min(1000).to_string();
+            run_in(
+                &host.ns,
+                &[
+                    "nft", "add", "rule", "inet", "bed", "in", "iif", "eth0", "numgen", "random",
+                    "mod", "1000", "<", &per_mille, "counter", "drop", "comment", "\"loss\"",
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Packets [`Bed::loss`] and [`Bed::loss_in`] have dropped on `host` so far (proof that
+    /// the fault was there).
     pub fn lost(&self, host: &Host) -> Result<u64, BedError> {
-        let out = run_in(&host.ns, &["nft", "list", "chain", "inet", "bed", "out"])?;
-        let text = String::from_utf8_lossy(&out.stdout);
+        let mut text = String::new();
+        for chain in ["in", "out"] {
+            let out = run_in(&host.ns, &["nft", "list", "chain", "inet", "bed", chain])?;
+            text.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
         Ok(text
             .lines()
             .filter(|l| l.contains("comment \"loss\""))
