@@ -196,8 +196,89 @@ pub fn softnet_dropped() -> Option<u64> {
     parse_softnet_dropped(&std::fs::read_to_string("/proc/net/softnet_stat").ok()?)
 }
 
+/// The gateway through which `ip` is reached in the main IPv4 routing table
+/// (`/proc/net/route`): `Some` when its longest-prefix route has one (`RTF_GATEWAY`), `None`
+/// when `ip` is on a link of this host or has no route there (local and loopback addresses
+/// are in the local table, not this one).
+pub fn parse_route_gateway(route: &str, ip: std::net::Ipv4Addr) -> Option<std::net::Ipv4Addr> {
+    const RTF_UP: u32 = 0x1;
+    const RTF_GATEWAY: u32 = 0x2;
+    // The kernel prints addresses as the u32 in host byte order of their network-order
+    // bytes: little-endian hex on the machines vigil runs on.
+    let addr = |hex: &str| {
+        u32::from_str_radix(hex, 16)
+            .ok()
+            .map(|v| u32::from_be_bytes(v.to_le_bytes()))
+    };
+    let target = u32::from(ip);
+    route
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (dest, gw, flags, metric, mask) = (
+                addr(f.get(1)?)?,
+                addr(f.get(2)?)?,
+                u32::from_str_radix(f.get(3)?, 16).ok()?,
+                f.get(6)?.parse::<u32>().ok()?,
+                addr(f.get(7)?)?,
+            );
+            (flags & RTF_UP != 0 && target & mask == dest & mask).then_some((
+                mask.count_ones(),
+                std::cmp::Reverse(metric),
+                flags,
+                gw,
+            ))
+        })
+        .max_by_key(|&(len, metric, ..)| (len, metric))
+        .and_then(|(_, _, flags, gw)| (flags & RTF_GATEWAY != 0).then(|| gw.into()))
+}
+
+/// [`parse_route_gateway`] of this host's `/proc/net/route` (`None` if unreadable).
+pub fn route_gateway(ip: std::net::Ipv4Addr) -> Option<std::net::Ipv4Addr> {
+    parse_route_gateway(&std::fs::read_to_string("/proc/net/route").ok()?, ip)
+}
+
 #[cfg(test)]
 mod tests {
+    /// A host on 198.18.0.0/24 with a default route via .1 and a host route to .12 via .1.
+    const ROUTE: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t010012C6\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+eth0\t000012C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+eth0\t0C0012C6\t010012C6\t0007\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n";
+
+    #[test]
+    fn a_route_through_a_gateway_is_told_from_a_link() {
+        use std::net::Ipv4Addr;
+        let gw = Some(Ipv4Addr::new(198, 18, 0, 1));
+        // On the link (the /24 beats the default route).
+        assert_eq!(
+            parse_route_gateway(ROUTE, Ipv4Addr::new(198, 18, 0, 13)),
+            None
+        );
+        // The /32 host route via .1 beats the /24.
+        assert_eq!(
+            parse_route_gateway(ROUTE, Ipv4Addr::new(198, 18, 0, 12)),
+            gw
+        );
+        // Elsewhere: the default route's gateway.
+        assert_eq!(parse_route_gateway(ROUTE, Ipv4Addr::new(10, 1, 2, 3)), gw);
+        // Loopback is not in the main table; without a default route nothing matches.
+        let no_default: String = ROUTE
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| *i != 1)
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        assert_eq!(parse_route_gateway(&no_default, Ipv4Addr::LOCALHOST), None);
+        assert_eq!(parse_route_gateway("", Ipv4Addr::LOCALHOST), None);
+        assert_eq!(
+            parse_route_gateway("garbage\nx y z\n", Ipv4Addr::LOCALHOST),
+            None
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -748,11 +748,18 @@ fn every_packet_fits_a_1400_byte_viewer_link() {
     );
 }
 
-/// `POST /api/sessions/{id}/migrate` on `via` from the operator's host; panics unless moved.
-fn migrate(bed: &Bed, control: &Host, via: &HostNode, id: &str, to: &str, mode: &str) {
+/// `POST /api/sessions/{id}/migrate` on `via` from the operator's host: status and body.
+fn post_migrate(
+    bed: &Bed,
+    control: &Host,
+    via: &HostNode,
+    id: &str,
+    to: &str,
+    mode: &str,
+) -> (u16, String) {
     let url = format!("{}/api/sessions/{id}/migrate", via.api());
     let body = serde_json::json!({ "to": to, "mode": mode }).to_string();
-    let answer = bed.within(control, || {
+    bed.within(control, || {
         ureq::post(&url)
             .header("Authorization", &format!("Bearer {ADMIN_TOKEN}"))
             .header("Content-Type", "application/json")
@@ -767,11 +774,14 @@ fn migrate(bed: &Bed, control: &Host, via: &HostNode, id: &str, to: &str, mode: 
                     r.body_mut().read_to_string().unwrap_or_default(),
                 )
             })
-    });
-    match answer {
-        Ok((200, _)) => {}
-        other => panic!("migrate {id} to {to} ({mode}): {other:?}"),
-    }
+            .unwrap_or_else(|e| panic!("POST {url}: {e}"))
+    })
+}
+
+/// [`post_migrate`], which must move the session.
+fn migrate(bed: &Bed, control: &Host, via: &HostNode, id: &str, to: &str, mode: &str) {
+    let (status, body) = post_migrate(bed, control, via, id, to, mode);
+    assert_eq!(status, 200, "migrate {id} to {to} ({mode}): {body}");
 }
 
 /// Packets `node` has sent for session `id` (hosted or its own), from its API.
@@ -887,6 +897,65 @@ fn sessions_move_between_hosts_in_own_and_preserve_mode() {
     let g = gst.join().expect("gst");
     assert!(g.errors.is_empty(), "GStreamer errors: {:?}", g.errors);
     assert_eq!(g.frames, 280, "GStreamer frames; output:\n{}", g.output);
+
+    // Where preserve cannot work — node 3 reaches node 1 through a router (the operator's
+    // host, forwarding) — the move is refused with why, the session plays on, and `own`
+    // still moves it.
+    let run = |host: &Host, args: &[&str]| {
+        let out = bed
+            .command(host, args[0])
+            .args(&args[1..])
+            .output()
+            .expect(args[0]);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&control, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    run(
+        &control,
+        &["sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0"],
+    );
+    run(
+        &control,
+        &["sysctl", "-qw", "net.ipv4.conf.eth0.send_redirects=0"],
+    );
+    let (route, router) = (format!("{}/32", hosts[0].ip), control.ip.to_string());
+    run(
+        &hosts[2],
+        &["ip", "route", "add", &route, "via", &router, "dev", "eth0"],
+    );
+    let url = vigil_tests::placed_by_hand(
+        &nodes[0].url(&format!(
+            "playback/demo?start={}&end={}",
+            rfc3339(first),
+            rfc3339(first + 8_000)
+        )),
+        KEY,
+    );
+    let ff = bed.spawn_within(&viewer, move || {
+        ffmpeg_decode(
+            &url,
+            &["-rtsp_transport", "udp"],
+            &[],
+            Duration::from_secs(40),
+        )
+    });
+    let id = new_playback_session(&bed, &control, &nodes[0], &mut known);
+    let (status, body) = post_migrate(&bed, &control, &nodes[0], &id, &nodes[2].id, "preserve");
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains("one L2 segment") && body.contains(&hosts[0].ip.to_string()),
+        "{body}"
+    );
+    migrate(&bed, &control, &nodes[0], &id, &nodes[2].id, "own");
+    ff.join().expect("ffmpeg").assert_plays(
+        "ffmpeg through a refused preserve move and an own one",
+        199,
+        201,
+    );
 }
 
 /// Moves session `id` (steered by node 1) to node 2, node 3 and back, letting each sender

@@ -177,6 +177,12 @@ impl Host {
             SourceMode::Preserve => {
                 let raw = self.raw_sender().map_err(|e| e.to_string())?;
                 for d in &spec.dests {
+                    if let std::net::IpAddr::V4(src) = d.src_rtp.ip() {
+                        if let Some(gateway) = crate::procfs::route_gateway(src) {
+                            let e = crate::net::raw::PreserveError::NotOnLink { src, gateway };
+                            return Err(e.to_string());
+                        }
+                    }
                     outs.push(UdpOut {
                         track: d.track,
                         via: UdpVia::Spoofed {

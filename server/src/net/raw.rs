@@ -27,6 +27,17 @@ pub enum PreserveError {
     NoCapability(std::io::Error),
     #[error("preserve mode supports IPv4 addresses only ({0})")]
     NotIpv4(SocketAddr),
+    /// The original node's address is behind a router from here: a router would carry (or
+    /// drop, by reverse-path filtering) packets whose source is not this node's.
+    #[error(
+        "preserve mode needs the nodes on one L2 segment: {src} is reached through gateway \
+         {gateway} from this node, so packets sent with it as their source would cross a \
+         router; use --mode own"
+    )]
+    NotOnLink {
+        src: std::net::Ipv4Addr,
+        gateway: std::net::Ipv4Addr,
+    },
 }
 
 impl RawSender {
