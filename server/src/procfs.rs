@@ -198,9 +198,12 @@ pub fn softnet_dropped() -> Option<u64> {
 
 /// The gateway through which `ip` is reached in the main IPv4 routing table
 /// (`/proc/net/route`): `Some` when its longest-prefix route has one (`RTF_GATEWAY`), `None`
-/// when `ip` is on a link of this host or has no route there (local and loopback addresses
-/// are in the local table, not this one).
+/// when `ip` is on a link of this host, is a loopback address (the local table has those,
+/// not this one, so the default route would match them), or has no route there.
 pub fn parse_route_gateway(route: &str, ip: std::net::Ipv4Addr) -> Option<std::net::Ipv4Addr> {
+    if ip.is_loopback() {
+        return None;
+    }
     const RTF_UP: u32 = 0x1;
     const RTF_GATEWAY: u32 = 0x2;
     // The kernel prints addresses as the u32 in host byte order of their network-order
@@ -264,7 +267,12 @@ eth0\t0C0012C6\t010012C6\t0007\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n";
         );
         // Elsewhere: the default route's gateway.
         assert_eq!(parse_route_gateway(ROUTE, Ipv4Addr::new(10, 1, 2, 3)), gw);
-        // Loopback is not in the main table; without a default route nothing matches.
+        // Loopback is on this host whatever the main table's default route says.
+        assert_eq!(
+            parse_route_gateway(ROUTE, Ipv4Addr::new(127, 0, 0, 3)),
+            None
+        );
+        // Without a default route nothing matches.
         let no_default: String = ROUTE
             .lines()
             .enumerate()
