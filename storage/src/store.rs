@@ -135,8 +135,19 @@ impl Store {
                 })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // Several nodes may race here; they all write the same text.
-                fs::write(&marker, ROOT_MARKER_TEXT).at(&marker)?;
+                // Several nodes may race here (a cluster starting on a fresh root): each
+                // writes its own temp file and renames it into place, so a reader sees no
+                // marker or a whole one, never the empty file a plain write shows for a
+                // moment. They all write the same text; the last rename wins.
+                let tmp = root.join(format!(
+                    ".{ROOT_MARKER}.{:016x}.tmp",
+                    crate::lease::unique_token()
+                ));
+                fs::write(&tmp, ROOT_MARKER_TEXT).at(&tmp)?;
+                if let Err(e) = fs::rename(&tmp, &marker) {
+                    let _ = fs::remove_file(&tmp);
+                    return Err(StorageError::from_io(&marker, e));
+                }
             }
             Err(e) => return Err(StorageError::from_io(&marker, e)),
         }

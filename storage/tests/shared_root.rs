@@ -135,3 +135,28 @@ fn a_writer_taking_over_starts_after_what_is_stored() {
         "re-stored what was stored"
     );
 }
+
+/// Nodes starting together on a fresh root all open it: none reads the layout marker while
+/// another is still writing it (a two-node lab run once failed on an empty marker).
+#[test]
+fn nodes_opening_a_fresh_root_at_once_all_succeed() {
+    for round in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
+        let opens: Vec<_> = (0..6)
+            .map(|i| {
+                let (root, barrier) = (dir.path().to_path_buf(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&root, &format!("node-{i}"), config()).map(|_| ())
+                })
+            })
+            .collect();
+        for o in opens {
+            let r = o.join().unwrap();
+            assert!(r.is_ok(), "round {round}: {r:?}");
+        }
+        let leftovers = files_ending(dir.path(), ".tmp");
+        assert!(leftovers.is_empty(), "round {round}: {leftovers:?}");
+    }
+}
