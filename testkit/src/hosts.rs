@@ -202,12 +202,9 @@ impl Bed {
     /// Runs `f` on a thread that entered `host`'s network namespace: its sockets are the
     /// host's (an HTTP call to a node, a probe).
     pub fn within<T: Send>(&self, host: &Host, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", host.ns);
         std::thread::scope(|s| {
             s.spawn(|| {
-                let file =
-                    std::fs::File::open(&path).unwrap_or_else(|e| panic!("opening {path}: {e}"));
-                enter_netns(&file).unwrap_or_else(|e| panic!("setns into {}: {e}", host.ns));
+                enter(&host.ns);
                 f()
             })
             .join()
@@ -222,11 +219,9 @@ impl Bed {
         host: &Host,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> std::thread::JoinHandle<T> {
-        let path = format!("/run/netns/{}", host.ns);
         let ns = host.ns.clone();
         std::thread::spawn(move || {
-            let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("opening {path}: {e}"));
-            enter_netns(&file).unwrap_or_else(|e| panic!("setns into {ns}: {e}"));
+            enter(&ns);
             f()
         })
     }
@@ -234,30 +229,29 @@ impl Bed {
     /// Drops `percent` % of the packets `host` sends (each packet between two hosts of
     /// which one is lossy crosses the loss once). 0 removes it.
     pub fn loss(&self, host: &Host, percent: f64) -> Result<(), BedError> {
-        self.clear_chain(host, "out", "loss")?;
-        if percent > 0.0 {
-            let per_mille = ((percent * 10.0).round() as u32).min(1000).to_string();
-            run_in(
-                &host.ns,
-                &[
-                    "nft", "add", "rule", "inet", "bed", "out", "oif", "eth0", "numgen", "random",
-                    "mod", "1000", "<", &per_mille, "counter", "drop", "comment", "\"loss\"",
-                ],
-            )?;
-        }
-        Ok(())
+        self.set_loss(host, ("out", "oif"), percent)
     }
 
     /// Drops `percent` % of the packets `host` receives (a lossy access line to a viewer).
     /// 0 removes it.
     pub fn loss_in(&self, host: &Host, percent: f64) -> Result<(), BedError> {
-        self.clear_chain(host, "in", "loss")?;
+        self.set_loss(host, ("in", "iif"), percent)
+    }
+
+    /// The loss rule of `chain` (matching `eth0` by `dir`, `oif` or `iif`), replaced.
+    fn set_loss(
+        &self,
+        host: &Host,
+        (chain, dir): (&str, &str),
+        percent: f64,
+    ) -> Result<(), BedError> {
+        self.clear_chain(host, chain, "loss")?;
         if percent > 0.0 {
             let per_mille = ((percent * 10.0).round() as u32).min(1000).to_string();
             run_in(
                 &host.ns,
                 &[
-                    "nft", "add", "rule", "inet", "bed", "in", "iif", "eth0", "numgen", "random",
+                    "nft", "add", "rule", "inet", "bed", chain, dir, "eth0", "numgen", "random",
                     "mod", "1000", "<", &per_mille, "counter", "drop", "comment", "\"loss\"",
                 ],
             )?;
@@ -428,6 +422,13 @@ impl Drop for Bed {
         }
         let _ = run(&["ip", "netns", "del", &self.switch]);
     }
+}
+
+/// Moves the calling thread into namespace `ns` of a bed (a thread the bed made for it).
+fn enter(ns: &str) {
+    let path = format!("/run/netns/{ns}");
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("opening {path}: {e}"));
+    enter_netns(&file).unwrap_or_else(|e| panic!("setns into {ns}: {e}"));
 }
 
 /// Moves the calling thread into the network namespace `file` names.

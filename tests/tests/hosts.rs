@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use vigil_testkit::certs::Certs;
 use vigil_testkit::hosts::{Bed, BedError, Host};
 use vigil_testkit::serve::{NodeConfig, ServeProcess};
-use vigil_tests::{ffmpeg_decode, rfc3339, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
+use vigil_tests::{ffmpeg_decode, poll_every, rfc3339, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
 
 const KEY: &str = "hosts-cluster-key-0123456789abcdef";
 const RTSP_PORT: u16 = 8554;
@@ -209,24 +209,10 @@ fn time_to_agree(
     }
 }
 
-/// The first recorded time of the demo camera once `ms` of it are on the shared storage.
+/// The first recorded time of the demo camera once its first recorded range spans `ms`
+/// (a playback from it plays that long without a gap).
 fn recorded_for(bed: &Bed, control: &Host, node: &HostNode, ms: i64) -> i64 {
-    let deadline = Instant::now() + Duration::from_millis(ms as u64 + 20_000);
-    loop {
-        let first = bed
-            .within(control, || get(&node.api(), "/api/recordings/demo"))
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-            .and_then(|v| {
-                let r = &v["ranges"][0];
-                let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
-                (b - a >= ms).then_some(a)
-            });
-        if let Some(a) = first {
-            return a;
-        }
-        assert!(Instant::now() < deadline, "no {ms} ms of demo recording");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    recorded(bed, control, node, "demo", ms, true)
 }
 
 /// The last placement `via` recorded (the node a viewer asked): (chosen node, redirected).
@@ -470,11 +456,12 @@ fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_cam
             .iter()
             .all(|c| live.iter().filter(|l| l.iter().any(|x| x == c)).count() == 1)
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !one_holder_each(&all) {
-        assert!(Instant::now() < deadline, "cameras not bound one node each");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    poll_every(
+        Duration::from_millis(200),
+        Duration::from_secs(30),
+        "cameras bound one node each",
+        || one_holder_each(&all).then_some(()),
+    );
     let first = recorded_for_camera(&bed, &control, &nodes[4], "cam1", 3_000);
 
     // The cut.
@@ -611,50 +598,76 @@ fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_cam
     );
 }
 
-/// The first recorded time of `camera` once `ms` of it are on the shared storage.
+/// The first recorded time of `camera` once its recordings span `ms`, gaps included.
 fn recorded_for_camera(bed: &Bed, control: &Host, node: &HostNode, camera: &str, ms: i64) -> i64 {
-    let deadline = Instant::now() + Duration::from_millis(ms as u64 + 20_000);
-    loop {
-        let first =
-            api_json(bed, control, node, &format!("/api/recordings/{camera}")).and_then(|v| {
-                let ranges = v["ranges"].as_array()?;
-                let a = ranges.first()?["start_ms"].as_i64()?;
-                let b = ranges.last()?["end_ms"].as_i64()?;
-                (b - a >= ms).then_some(a)
-            });
-        if let Some(a) = first {
-            return a;
-        }
-        assert!(Instant::now() < deadline, "no {ms} ms of {camera} recorded");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    recorded(bed, control, node, camera, ms, false)
+}
+
+/// The first recorded time of `camera` once `ms` of it are on the shared storage: in its
+/// first range (`contiguous`) or from its first range's start to its last one's end.
+fn recorded(
+    bed: &Bed,
+    control: &Host,
+    node: &HostNode,
+    camera: &str,
+    ms: i64,
+    contiguous: bool,
+) -> i64 {
+    let what = format!("{ms} ms of {camera} recorded");
+    let timeout = Duration::from_millis(ms as u64 + 20_000);
+    poll_every(Duration::from_millis(200), timeout, &what, || {
+        let v = api_json(bed, control, node, &format!("/api/recordings/{camera}"))?;
+        let ranges = v["ranges"].as_array()?;
+        let a = ranges.first()?["start_ms"].as_i64()?;
+        let last = if contiguous {
+            ranges.first()?
+        } else {
+            ranges.last()?
+        };
+        (last["end_ms"].as_i64()? - a >= ms).then_some(a)
+    })
+}
+
+/// Plays `url` from `viewer` over `transport` for `within`, handing each video packet to
+/// `each` (the project's client: it reports what arrived, packet by packet).
+fn video_packets(
+    bed: &Bed,
+    viewer: &Host,
+    url: &str,
+    transport: vigil_testkit::client::ClientTransport,
+    within: Duration,
+    mut each: impl FnMut(&vigil_testkit::client::ReceivedPacket) + Send,
+) {
+    use vigil_testkit::client::{play, PlayOptions};
+    bed.within(viewer, || {
+        let rt = vigil_tests::multi_thread_runtime();
+        rt.block_on(async {
+            let mut p = play(url, PlayOptions::new(transport))
+                .await
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            let end = tokio::time::Instant::now() + within;
+            while let Ok(Ok(Some(pkt))) = tokio::time::timeout_at(end, p.next_packet()).await {
+                if pkt.track == 0 {
+                    each(&pkt);
+                }
+            }
+        })
+    })
 }
 
 /// Over UDP for `within`: the largest RTP packet that arrived (bytes, header included) and
 /// how many sequence numbers never arrived.
 fn udp_packets(bed: &Bed, viewer: &Host, url: &str, within: Duration) -> (usize, u64) {
-    use vigil_testkit::client::{play, ClientTransport, PlayOptions};
-    bed.within(viewer, || {
-        let rt = vigil_tests::multi_thread_runtime();
-        rt.block_on(async {
-            let mut p = play(url, PlayOptions::new(ClientTransport::Udp))
-                .await
-                .unwrap_or_else(|e| panic!("{url}: {e}"));
-            let (mut largest, mut missing, mut last) = (0usize, 0u64, None::<u16>);
-            let end = tokio::time::Instant::now() + within;
-            while let Ok(Ok(Some(pkt))) = tokio::time::timeout_at(end, p.next_packet()).await {
-                if pkt.track != 0 {
-                    continue;
-                }
-                largest = largest.max(12 + pkt.payload.len());
-                if let Some(l) = last {
-                    missing += u64::from(pkt.header.sequence.wrapping_sub(l).wrapping_sub(1));
-                }
-                last = Some(pkt.header.sequence);
-            }
-            (largest, missing)
-        })
-    })
+    let (mut largest, mut missing, mut last) = (0usize, 0u64, None::<u16>);
+    let udp = vigil_testkit::client::ClientTransport::Udp;
+    video_packets(bed, viewer, url, udp, within, |pkt| {
+        largest = largest.max(12 + pkt.payload.len());
+        if let Some(l) = last {
+            missing += u64::from(pkt.header.sequence.wrapping_sub(l).wrapping_sub(1));
+        }
+        last = Some(pkt.header.sequence);
+    });
+    (largest, missing)
 }
 
 /// A viewer whose link has an MTU of 1400 gets every packet of the demo camera and of a
@@ -803,27 +816,23 @@ fn new_playback_session(
     node: &HostNode,
     known: &mut Vec<String>,
 ) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let id = api_json(bed, control, node, "/api/sessions").and_then(|v| {
-            v.as_array()?
+    let what = format!("a new playback session on {}", node.id);
+    let id = poll_every(
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+        &what,
+        || {
+            api_json(bed, control, node, "/api/sessions")?
+                .as_array()?
                 .iter()
                 .filter(|s| s["kind"] == "playback" && s["steered_by"].is_null())
                 .filter_map(|s| s["id"].as_str())
                 .find(|id| !known.iter().any(|k| k == id))
                 .map(str::to_string)
-        });
-        if let Some(id) = id {
-            known.push(id.clone());
-            return id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no new playback session on {}",
-            node.id
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        },
+    );
+    known.push(id.clone());
+    id
 }
 
 /// A playback's media moves A → B → C → A between three hosts while the viewer, on a host
@@ -964,45 +973,29 @@ fn move_around(bed: &Bed, control: &Host, nodes: &[HostNode], id: &str, mode: &s
     for to in [1usize, 2, 0] {
         let before = packets_on(bed, control, &nodes[to], id);
         migrate(bed, control, &nodes[0], id, &nodes[to].id, mode);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while packets_on(bed, control, &nodes[to], id) < before + 100 {
-            assert!(
-                Instant::now() < deadline,
-                "{mode}: no media from {}",
-                nodes[to].id
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let what = format!("{mode}: media from {}", nodes[to].id);
+        poll_every(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+            &what,
+            || (packets_on(bed, control, &nodes[to], id) >= before + 100).then_some(()),
+        );
     }
 }
 
 /// Over TCP for `within`: how many keyframes of video arrived (distinct RTP timestamps of
 /// packets that start one) and how many video packets.
 fn tcp_keyframes(bed: &Bed, viewer: &Host, url: &str, within: Duration) -> (usize, u64) {
-    use vigil_testkit::client::{play, ClientTransport, PlayOptions};
-    bed.within(viewer, || {
-        let rt = vigil_tests::multi_thread_runtime();
-        rt.block_on(async {
-            let mut p = play(url, PlayOptions::new(ClientTransport::Tcp))
-                .await
-                .unwrap_or_else(|e| panic!("{url}: {e}"));
-            let (mut keyframes, mut packets) = (std::collections::BTreeSet::new(), 0u64);
-            let end = tokio::time::Instant::now() + within;
-            while let Ok(Ok(Some(pkt))) = tokio::time::timeout_at(end, p.next_packet()).await {
-                if pkt.track != 0 {
-                    continue;
-                }
-                packets += 1;
-                if vigil_proto::codec::starts_keyframe(
-                    vigil_proto::codec::Codec::H264,
-                    &pkt.payload,
-                ) {
-                    keyframes.insert(pkt.header.timestamp);
-                }
-            }
-            (keyframes.len(), packets)
-        })
-    })
+    use vigil_proto::codec::{starts_keyframe, Codec};
+    let (mut keyframes, mut packets) = (std::collections::BTreeSet::new(), 0u64);
+    let tcp = vigil_testkit::client::ClientTransport::Tcp;
+    video_packets(bed, viewer, url, tcp, within, |pkt| {
+        packets += 1;
+        if starts_keyframe(Codec::H264, &pkt.payload) {
+            keyframes.insert(pkt.header.timestamp);
+        }
+    });
+    (keyframes.len(), packets)
 }
 
 /// A TCP viewer on a link with half the camera's bitrate (the 2 Mb/s viewer of a
@@ -1048,14 +1041,12 @@ fn a_viewer_on_a_slow_link_is_skipped_to_keyframes_and_stalls_nobody() {
     let slow_bed_view = std::thread::scope(|s| {
         let h = s.spawn(|| tcp_keyframes(&bed, &slow_host, &slow_url, Duration::from_secs(40)));
         // Meanwhile, once it has backed up, a viewer on a full-speed link is unaffected.
-        let deadline = Instant::now() + Duration::from_secs(35);
-        while skips(&bed) <= skips_before {
-            assert!(
-                Instant::now() < deadline,
-                "the slow viewer was never skipped ahead"
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        poll_every(
+            Duration::from_millis(250),
+            Duration::from_secs(35),
+            "the slow viewer skipped ahead",
+            || (skips(&bed) > skips_before).then_some(()),
+        );
         let other = bed.within(&viewer, || {
             ffmpeg_decode(
                 &url,
@@ -1136,17 +1127,17 @@ fn lossy_viewers_vigil_beside_gstreamer() {
     )
     .expect("the relay's first line");
     assert_eq!(line.trim(), "ready", "gst_relay.py: {line}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !live_cameras(&bed, &control, &relay)
-        .iter()
-        .any(|c| c == "cam")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "vigil's relay never pulled the camera"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll_every(
+        Duration::from_millis(100),
+        Duration::from_secs(20),
+        "vigil's relay pulling the camera",
+        || {
+            live_cameras(&bed, &control, &relay)
+                .iter()
+                .any(|c| c == "cam")
+                .then_some(())
+        },
+    );
     let urls = [
         ("vigil", relay.url("live/cam")),
         (
