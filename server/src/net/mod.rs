@@ -1,7 +1,9 @@
 //! Socket helpers: UDP port pairs, batched UDP sends, vectored interleaved TCP writes, UDP
-//! with another node's source address (`raw`, for migration's preserve mode).
+//! with another node's source address (`raw`, for migration's preserve mode), a TCP writer
+//! that notices a peer which stopped reading (`stall`).
 
 pub mod ports;
 pub mod raw;
+pub mod stall;
 pub mod tcp;
 pub mod udp;

@@ -17,7 +17,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, info_span, Instrument};
 use vigil_proto::rtcp;
@@ -59,7 +58,11 @@ pub struct Conn {
     pub cluster: Option<Arc<Cluster>>,
     pub peer: SocketAddr,
     pub local: SocketAddr,
-    pub writer: OwnedWriteHalf,
+    /// Every write to the peer, control and media, fails with `TimedOut` once the socket has
+    /// taken no byte for the slow-reader timeout (`[live] slow_reader_timeout_ms`). The
+    /// bound is on progress, not on a whole write: a viewer on a slow link that drains a
+    /// 100 KiB batch over seconds is reading, and is skipped to keyframes, not dropped.
+    pub writer: Writer,
     pub session: Option<Session>,
     pub announced: Option<super::handler::Announced>,
     /// What this connection has proven (login, rights granted by a redirect marker).
@@ -91,6 +94,9 @@ pub(super) enum Event {
 
 const TCP_SEND_BUFFER: usize = 256 * 1024;
 
+/// The connection's write half behind its progress timeout (see [`Conn::writer`]).
+pub type Writer = crate::net::stall::StallWriter;
+
 async fn connection(
     node: Arc<Node>,
     cluster: Option<Arc<Cluster>>,
@@ -104,6 +110,10 @@ async fn connection(
     let _ = socket2::SockRef::from(&stream).set_send_buffer_size(TCP_SEND_BUFFER);
     let local = stream.local_addr()?;
     let (mut rd, writer) = stream.into_split();
+    let writer = Writer::new(
+        writer,
+        Duration::from_millis(node.config.live.slow_reader_timeout_ms),
+    );
     let mut conn = Conn {
         node: node.clone(),
         cluster,
@@ -328,14 +338,13 @@ impl Conn {
     /// Write an RTSP response; a peer that takes nothing within the slow-reader timeout is
     /// dropped (it may be sending requests without ever reading the answers).
     async fn write_response(&mut self, resp: &Response) -> std::io::Result<()> {
-        let timeout = Duration::from_millis(self.node.config.live.slow_reader_timeout_ms);
-        match tokio::time::timeout(timeout, self.writer.write_all(&resp.to_bytes())).await {
-            Ok(r) => r,
-            Err(_) => {
-                self.stalled = true;
-                Err(std::io::ErrorKind::TimedOut.into())
-            }
+        let r = self.writer.write_all(&resp.to_bytes()).await;
+        if r.as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+        {
+            self.stalled = true;
         }
+        r
     }
 
     /// End of the connection: say goodbye to viewers, release the session.

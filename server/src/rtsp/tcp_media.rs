@@ -2,17 +2,18 @@
 //! packets pumped from the hub, batches a playback task queued, RTCP sender reports and BYE.
 //!
 //! Control and media share one socket writer, so every media write is bounded by the
-//! slow-reader timeout (`[live] slow_reader_timeout_ms`): a viewer that takes nothing that
-//! long is dropped. An unbounded write would block the connection task, and with it the
-//! session's TEARDOWN, its timeout and its release, for as long as the peer kept the
-//! connection open without reading.
+//! slow-reader timeout (`[live] slow_reader_timeout_ms`): a viewer whose socket takes no
+//! byte for that long is dropped. An unbounded write would block the connection task, and
+//! with it the session's TEARDOWN, its timeout and its release, for as long as the peer kept
+//! the connection open without reading. The bound is on progress ([`Conn::writer`]), not on
+//! a whole batch: on a link slower than the camera, one batch (up to the path's ring) can
+//! take longer than the timeout to drain while the viewer reads all along.
 
-use super::conn::{Conn, Event};
+use super::conn::{Conn, Event, Writer};
 use crate::node::Node;
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tracing::{info, warn};
 use vigil_proto::rtcp;
 use vigil_proto::rtsp::SessionState;
@@ -218,32 +219,29 @@ impl Conn {
     }
 }
 
-/// Wait for a media write at most the slow-reader timeout. A viewer that took nothing that
-/// long is dropped (counted in `slow_readers_dropped`); `stalled` then stops any further
-/// write to it, the goodbye included.
+/// A media write, whose writer fails it with `TimedOut` when the viewer's socket took no
+/// byte for the slow-reader timeout. Such a viewer is dropped (counted in
+/// `slow_readers_dropped`); `stalled` then stops any further write to it, the goodbye
+/// included.
 async fn bounded(
     node: &Node,
     stalled: &mut bool,
     write: impl Future<Output = std::io::Result<()>>,
 ) -> std::io::Result<()> {
-    let timeout = Duration::from_millis(node.config.live.slow_reader_timeout_ms);
-    match tokio::time::timeout(timeout, write).await {
-        Ok(r) => r,
-        Err(_) => {
-            Node::bump(&node.counters.slow_readers_dropped);
-            warn!("viewer took no data for {timeout:?}: disconnected");
-            *stalled = true;
-            Err(std::io::ErrorKind::TimedOut.into())
-        }
+    let r = write.await;
+    if r.as_ref()
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+    {
+        let timeout = Duration::from_millis(node.config.live.slow_reader_timeout_ms);
+        Node::bump(&node.counters.slow_readers_dropped);
+        warn!("viewer took no data for {timeout:?}: disconnected");
+        *stalled = true;
     }
+    r
 }
 
 /// One RTCP packet on an interleaved channel (`$`, channel, 16-bit length, data).
-pub async fn write_interleaved(
-    w: &mut OwnedWriteHalf,
-    channel: u8,
-    data: &[u8],
-) -> std::io::Result<()> {
+pub async fn write_interleaved(w: &mut Writer, channel: u8, data: &[u8]) -> std::io::Result<()> {
     let len = u16::try_from(data.len()).unwrap_or(u16::MAX);
     let mut frame = Vec::with_capacity(4 + data.len());
     frame.extend_from_slice(&[b'$', channel]);
