@@ -5,6 +5,7 @@
 //! of this; the clients and the node harness come from `vigil-testkit`.
 
 pub mod bench;
+pub mod chaos;
 pub mod cli;
 pub mod lab;
 pub mod sim;

@@ -5,6 +5,7 @@
 //!
 //! Not part of the node: `vigil-server` does not depend on this crate.
 
+pub mod bed_node;
 pub mod certs;
 pub mod client;
 pub mod cluster;

@@ -8,16 +8,12 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+use vigil_testkit::bed_node::{cluster_tables, BedNode, NodeSpec, RTSP_PORT};
 use vigil_testkit::certs::Certs;
 use vigil_testkit::hosts::{Bed, BedError, Host};
-use vigil_testkit::serve::{NodeConfig, ServeProcess};
 use vigil_tests::{ffmpeg_decode, poll_every, rfc3339, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
 
 const KEY: &str = "hosts-cluster-key-0123456789abcdef";
-const RTSP_PORT: u16 = 8554;
-const API_PORT: u16 = 8080;
-const GOSSIP_PORT: u16 = 7000;
-const RPC_PORT: u16 = 7001;
 
 /// A bed with the operator's host (`ops`, first: the harness reaches every node's API
 /// from it), the viewers' host (`viewer`) and a host per name in `roles`; `None` (skip)
@@ -49,31 +45,7 @@ fn bed_or_skip() -> Option<Bed> {
 }
 
 /// A `vigil serve` on a host of the bed.
-struct HostNode {
-    id: String,
-    host: Host,
-    process: ServeProcess,
-    _dir: tempfile::TempDir,
-}
-
-impl HostNode {
-    fn api(&self) -> String {
-        format!("http://{}:{API_PORT}", self.host.ip)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("rtsp://{}:{RTSP_PORT}/{path}", self.host.ip)
-    }
-}
-
-impl Drop for HostNode {
-    fn drop(&mut self) {
-        self.process.kill();
-        if std::thread::panicking() {
-            eprintln!("---- vigil log ({}) ----\n{}", self.id, self.process.log());
-        }
-    }
-}
+type HostNode = BedNode;
 
 /// Node `i` of a cluster seeded by the first node's host, priority by position (node 0 is
 /// elected), recording to `root` (the shared storage every host mounts).
@@ -86,82 +58,28 @@ fn start_node(
     root: &Path,
     extra: &str,
 ) -> HostNode {
-    let id = format!("node{}", i + 1);
-    certs.add(&id).unwrap_or_else(|e| panic!("{e}"));
-    let ip = host.ip;
-    let cluster = vigil_testkit::cluster::Member {
-        gossip: &format!("{ip}:{GOSSIP_PORT}"),
-        seed: (i > 0)
-            .then(|| format!("{}:{GOSSIP_PORT}", seed.ip))
-            .as_deref(),
-        key: KEY,
-        priority: 10 * (i as u32 + 1),
-        rpc: Some((&format!("{ip}:{RPC_PORT}"), certs, &id)),
-        keys: "",
-    }
-    .table();
-    let tables = format!(
-        "{cluster}\n[storage]\nroot = \"{}\"\nsegment_secs = 1.0\nlease_ttl_secs = 2.0\n{extra}\n",
-        root.display()
-    );
-    spawn(bed, host, &id, "", &tables)
+    let tables =
+        cluster_tables(host, i, seed, certs, KEY, root, extra).unwrap_or_else(|e| panic!("{e}"));
+    spawn(bed, host, &format!("node{}", i + 1), "", &tables)
 }
 
 /// `vigil serve` on `host` as `id`, its RTSP, API and UDP ports the same on every host,
-/// `rtsp` more keys of its `[rtsp]` table, `tables` after the `[node]`, `[rtsp]` and `[http]` tables; returns once its API answers
-/// the operator's host.
+/// `rtsp` more keys of its `[rtsp]` table, `tables` after the `[node]`, `[rtsp]` and
+/// `[http]` tables; returns once its API answers the operator's host.
 fn spawn(bed: &Bed, host: &Host, id: &str, rtsp: &str, tables: &str) -> HostNode {
-    let ip = host.ip;
-    let config = NodeConfig {
+    let spec = NodeSpec {
         id: id.to_string(),
-        ip: ip.to_string(),
-        rtsp_port: RTSP_PORT,
-        api_port: API_PORT,
-        udp: (20_000, 20_999),
-        token: ADMIN_TOKEN.into(),
         rtsp: rtsp.to_string(),
-        http: String::new(),
         tables: tables.to_string(),
+        token: ADMIN_TOKEN.into(),
+        bin: vigil_bin(),
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut process = ServeProcess::spawn_in(
-        Some(&host.ns),
-        &vigil_bin(),
-        dir.path(),
-        id,
-        &config.render(),
-        "info,vigil_server=debug",
-        &[],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let api = format!("http://{ip}:{API_PORT}");
-    let control = bed.hosts()[0].clone();
-    process
-        .wait_for(
-            "its admin API",
-            Duration::from_secs(20),
-            Duration::from_millis(50),
-            || bed.within(&control, || get(&api, "/api/health")),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    HostNode {
-        id: id.to_string(),
-        host: host.clone(),
-        process,
-        _dir: dir,
-    }
+    BedNode::spawn(bed, &bed.hosts()[0], host, spec).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `GET` with the admin token (reads from beyond loopback need it), 3 s bound.
 fn get(base: &str, path: &str) -> Option<String> {
-    let mut r = ureq::get(&format!("{base}{path}"))
-        .header("Authorization", &format!("Bearer {ADMIN_TOKEN}"))
-        .config()
-        .timeout_global(Some(Duration::from_secs(3)))
-        .build()
-        .call()
-        .ok()?;
-    r.body_mut().read_to_string().ok()
+    vigil_testkit::bed_node::get(base, path, ADMIN_TOKEN)
 }
 
 /// `node`'s `/api/cluster/nodes` from the operator's host.
@@ -298,7 +216,7 @@ fn five_hosts_on_lossy_links_converge_place_and_fail_over() {
     );
 
     // kill -9 of the scheduler: node 2 is elected by the four left.
-    nodes[0].process.kill();
+    nodes[0].kill();
     let killed = Instant::now();
     let rest: Vec<&HostNode> = nodes[1..].iter().collect();
     let reelected = time_to_agree(&bed, &control, &rest, 4, "node2", Duration::from_secs(30));
