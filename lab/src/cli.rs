@@ -40,6 +40,10 @@ pub enum Command {
         #[arg(long)]
         no_emulation: bool,
     },
+    /// A seeded fault schedule against five nodes on a bed of hosts (network namespaces,
+    /// needs root): kills, pauses, partitions, loss, a full share, operator actions; the
+    /// checker's table per event, and a failure naming the seed when an invariant broke.
+    Chaos(crate::chaos::ChaosArgs),
     /// Run a vod scenario (seed-vod-lab, or a scenario file) on real processes: starts the
     /// nodes on 127.0.0.x, writes the recordings, runs every policy on the same seeded
     /// clients and writes a report folder with the calibration against `vigil sim`.
@@ -72,6 +76,7 @@ pub fn main() -> ExitCode {
             seed,
             no_emulation,
         } => crate::sim::run(&scenario, out, seed, no_emulation),
+        Command::Chaos(args) => crate::chaos::main(args),
         Command::Lab {
             scenario,
             out,

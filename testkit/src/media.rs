@@ -117,3 +117,33 @@ pub fn link_camera(root: &Path, from: &str, to: &str) -> std::io::Result<usize> 
     }
     Ok(n)
 }
+
+/// A camera's segments on a storage root, (start, end) in ms, sorted, read from the file
+/// names (FORMAT.md: the listing is the index), temp files ignored.
+pub fn segment_spans(root: &Path, camera: &str) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let dir = root.join("cameras").join(camera);
+    for hour in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if !hour.path().is_dir() || hour.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        for seg in std::fs::read_dir(hour.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = seg.file_name().to_string_lossy().to_string();
+            let Some(stem) = name.strip_suffix(".seg") else {
+                continue;
+            };
+            let mut f = stem.split('_');
+            if let (Some(a), Some(b)) = (f.next(), f.next()) {
+                if let (Ok(a), Ok(b)) = (a.parse(), b.parse()) {
+                    out.push((a, b));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}

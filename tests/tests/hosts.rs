@@ -293,34 +293,6 @@ fn recording_cameras(bed: &Bed, control: &Host, node: &HostNode) -> Vec<String> 
 }
 
 /// Every segment of `camera` on the shared root: (start, end) ms, by start.
-fn segments(root: &Path, camera: &str) -> Vec<(i64, i64)> {
-    let mut out = Vec::new();
-    let dir = root.join("cameras").join(camera);
-    for hour in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        if !hour.path().is_dir() || hour.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        for seg in std::fs::read_dir(hour.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = seg.file_name().to_string_lossy().to_string();
-            let Some(stem) = name.strip_suffix(".seg") else {
-                continue;
-            };
-            let mut f = stem.split('_');
-            if let (Some(a), Some(b)) = (f.next(), f.next()) {
-                if let (Ok(a), Ok(b)) = (a.parse(), b.parse()) {
-                    out.push((a, b));
-                }
-            }
-        }
-    }
-    out.sort_unstable();
-    out
-}
-
 const CAMERAS: [&str; 4] = ["cam1", "cam2", "cam3", "cam4"];
 
 /// Two nodes cut off from three for 30 s, then healed. Meanwhile each side elects its own
@@ -473,7 +445,7 @@ fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_cam
     // Let the heal's segments reach storage, then check every camera's files.
     recorded_for_camera(&bed, &control, &nodes[0], "cam1", heal_ms - first + 3_000);
     for c in CAMERAS {
-        let segs = segments(&root, c);
+        let segs = vigil_testkit::media::segment_spans(&root, c);
         assert!(segs.len() > 30, "{c}: {} segments", segs.len());
         for w in segs.windows(2) {
             assert!(

@@ -120,6 +120,11 @@ impl Player {
         })
     }
 
+    /// The URL played, after any redirect: it names the node serving the session.
+    pub fn url(&self) -> &str {
+        &self.play_url
+    }
+
     pub fn tracks(&self) -> &[Track] {
         &self.tracks
     }
