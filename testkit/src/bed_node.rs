@@ -29,7 +29,6 @@ pub struct NodeSpec {
 pub struct BedNode {
     pub id: String,
     pub host: Host,
-    token: String,
     spec: NodeSpec,
     process: ServeProcess,
     dir: tempfile::TempDir,
@@ -48,7 +47,6 @@ impl BedNode {
         Ok(BedNode {
             id: spec.id.clone(),
             host: host.clone(),
-            token: spec.token.clone(),
             spec,
             process,
             dir,
@@ -73,13 +71,13 @@ impl BedNode {
     /// `GET path` on its API with its token, 3 s bound: the body of a 2xx answer. Call it
     /// from a thread inside another host ([`Bed::within`]).
     pub fn get(&self, path: &str) -> Option<String> {
-        get(&self.api(), path, &self.token)
+        get(&self.api(), path, &self.spec.token)
     }
 
     /// `POST path` with a JSON body: the status and the body (0 when unreachable).
     pub fn post(&self, path: &str, body: &str) -> (u16, String) {
         let r = ureq::post(&format!("{}{path}", self.api()))
-            .header("Authorization", &format!("Bearer {}", self.token))
+            .header("Authorization", &format!("Bearer {}", self.spec.token))
             .header("Content-Type", "application/json")
             .config()
             .timeout_global(Some(Duration::from_secs(10)))
@@ -197,4 +195,31 @@ pub fn cluster_tables(
         "{cluster}\n[storage]\nroot = \"{}\"\nsegment_secs = 1.0\nlease_ttl_secs = 2.0\n{extra}\n",
         root.display()
     ))
+}
+
+/// A camera farm's `[[camera]]` tables: each of `cameras` the node's demo source, always on.
+pub fn farm_cameras<S: AsRef<str>>(cameras: &[S]) -> String {
+    cameras
+        .iter()
+        .map(|c| {
+            let c = c.as_ref();
+            format!("[[camera]]\nid = \"{c}\"\nsource = \"demo\"\non_demand = false\n")
+        })
+        .collect()
+}
+
+/// The `[live]` and `[[camera]]` tables of a cluster node pulling each of `cameras` from
+/// the farm on `farm`, always on, reconnecting within 100–400 ms when the pull breaks.
+pub fn pulled_cameras<S: AsRef<str>>(farm: &Host, cameras: &[S]) -> String {
+    let pulls: String = cameras
+        .iter()
+        .map(|c| {
+            let c = c.as_ref();
+            format!(
+                "[[camera]]\nid = \"{c}\"\nsource = \"rtsp://{}:{RTSP_PORT}/live/{c}\"\non_demand = false\n",
+                farm.ip
+            )
+        })
+        .collect();
+    format!("[live]\nreconnect_min_ms = 100\nreconnect_max_ms = 400\n\n{pulls}")
 }

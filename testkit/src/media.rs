@@ -118,32 +118,52 @@ pub fn link_camera(root: &Path, from: &str, to: &str) -> std::io::Result<usize> 
     Ok(n)
 }
 
-/// A camera's segments on a storage root, (start, end) in ms, sorted, read from the file
-/// names (FORMAT.md: the listing is the index), temp files ignored.
-pub fn segment_spans(root: &Path, camera: &str) -> Vec<(i64, i64)> {
+/// A complete segment file of the store, from its name (`<start>_<end>_<frames>_<bytes>_<crc>.seg`,
+/// see storage/FORMAT.md): the directory listing is the index.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SegFile {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub name: String,
+}
+
+/// A camera's complete segment files on a storage root, sorted by start (files being
+/// written, `.tmp/*.seg.tmp`, are not listed).
+pub fn segment_files(root: &Path, camera: &str) -> Vec<SegFile> {
     let mut out = Vec::new();
-    let dir = root.join("cameras").join(camera);
-    for hour in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        if !hour.path().is_dir() || hour.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        for seg in std::fs::read_dir(hour.path())
+    let Ok(hours) = std::fs::read_dir(root.join("cameras").join(camera)) else {
+        return out;
+    };
+    for hour in hours.flatten().filter(|e| e.path().is_dir()) {
+        for f in std::fs::read_dir(hour.path())
             .into_iter()
             .flatten()
             .flatten()
         {
-            let name = seg.file_name().to_string_lossy().to_string();
+            let name = f.file_name().to_string_lossy().into_owned();
             let Some(stem) = name.strip_suffix(".seg") else {
                 continue;
             };
-            let mut f = stem.split('_');
-            if let (Some(a), Some(b)) = (f.next(), f.next()) {
-                if let (Ok(a), Ok(b)) = (a.parse(), b.parse()) {
-                    out.push((a, b));
-                }
+            let mut it = stem.split('_');
+            if let (Some(Ok(start_ms)), Some(Ok(end_ms))) =
+                (it.next().map(str::parse), it.next().map(str::parse))
+            {
+                out.push(SegFile {
+                    start_ms,
+                    end_ms,
+                    name,
+                });
             }
         }
     }
-    out.sort_unstable();
+    out.sort();
     out
+}
+
+/// [`segment_files`] as (start, end) in ms.
+pub fn segment_spans(root: &Path, camera: &str) -> Vec<(i64, i64)> {
+    segment_files(root, camera)
+        .into_iter()
+        .map(|f| (f.start_ms, f.end_ms))
+        .collect()
 }

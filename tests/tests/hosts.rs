@@ -8,7 +8,9 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use vigil_testkit::bed_node::{cluster_tables, BedNode, NodeSpec, RTSP_PORT};
+use vigil_testkit::bed_node::{
+    cluster_tables, farm_cameras, pulled_cameras, BedNode, NodeSpec, RTSP_PORT,
+};
 use vigil_testkit::certs::Certs;
 use vigil_testkit::hosts::{Bed, BedError, Host};
 use vigil_tests::{ffmpeg_decode, poll_every, rfc3339, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
@@ -311,21 +313,8 @@ fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_cam
     };
     let farm_host = hosts.remove(0);
     // The camera farm: four demo cameras behind one RTSP server (cluster off).
-    let farm_cams: String = CAMERAS
-        .iter()
-        .map(|c| format!("[[camera]]\nid = \"{c}\"\nsource = \"demo\"\non_demand = false\n"))
-        .collect();
-    let _farm = spawn(&bed, &farm_host, "farm", "", &farm_cams);
-    let pulls: String = CAMERAS
-        .iter()
-        .map(|c| {
-            format!(
-                "[[camera]]\nid = \"{c}\"\nsource = \"rtsp://{}:{RTSP_PORT}/live/{c}\"\non_demand = false\n",
-                farm_host.ip
-            )
-        })
-        .collect();
-    let extra = format!("[live]\nreconnect_min_ms = 100\nreconnect_max_ms = 400\n\n{pulls}");
+    let _farm = spawn(&bed, &farm_host, "farm", "", &farm_cameras(&CAMERAS));
+    let extra = pulled_cameras(&farm_host, &CAMERAS);
     let tmp = tempfile::tempdir().expect("temp dir");
     let certs = Certs::ca(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
     let root = tmp.path().join("rec");

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use vigil_testkit::bed_node::{cluster_tables, BedNode, NodeSpec, RTSP_PORT};
+use vigil_testkit::bed_node::{
+    cluster_tables, farm_cameras, pulled_cameras, BedNode, NodeSpec, RTSP_PORT,
+};
 use vigil_testkit::certs::Certs;
 use vigil_testkit::hosts::{Bed, BedError, Host};
 
@@ -32,10 +34,9 @@ pub struct Opts {
     pub bin: PathBuf,
 }
 
-/// The run's result: the checker's verdict and the steps as carried out.
+/// The run's result: the checker's verdict, and how many viewers and sessions it saw.
 pub struct Outcome {
     pub verdict: checker::Verdict,
-    pub events: Vec<Event>,
     pub spans: usize,
     pub viewers: usize,
 }
@@ -120,21 +121,8 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
         token: TOKEN.into(),
         bin: o.bin.clone(),
     };
-    let farm_cams: String = cameras
-        .iter()
-        .map(|c| format!("[[camera]]\nid = \"{c}\"\nsource = \"demo\"\non_demand = false\n"))
-        .collect();
-    let _farm = BedNode::spawn(&bed, &ops, &farm_host, spec("farm", farm_cams))?;
-    let pulls: String = cameras
-        .iter()
-        .map(|c| {
-            format!(
-                "[[camera]]\nid = \"{c}\"\nsource = \"rtsp://{}:{RTSP_PORT}/live/{c}\"\non_demand = false\n",
-                farm_host.ip
-            )
-        })
-        .collect();
-    let extra = format!("[live]\nreconnect_min_ms = 100\nreconnect_max_ms = 400\n\n{pulls}");
+    let _farm = BedNode::spawn(&bed, &ops, &farm_host, spec("farm", farm_cameras(&cameras)))?;
+    let extra = pulled_cameras(&farm_host, &cameras);
     let mut nodes = Vec::new();
     for (i, h) in node_hosts.iter().enumerate() {
         let tables = cluster_tables(h, i, &node_hosts[0], &certs, KEY, &root, &extra)?;
@@ -201,9 +189,9 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
 
     // The samplers: every node's scheduler each second, every camera's lease holder.
     let stop = Arc::new(AtomicBool::new(false));
-    let apis: Vec<(String, String)> = nodes.iter().map(|n| (n.id.clone(), n.api())).collect();
     let sampler = {
-        let (stop, apis, shared) = (stop.clone(), apis.clone(), shared.clone());
+        let apis: Vec<(String, String)> = nodes.iter().map(|n| (n.id.clone(), n.api())).collect();
+        let (stop, shared) = (stop.clone(), shared.clone());
         let (root, cameras) = (root.clone(), cameras.clone());
         bed.spawn_within(&ops, move || {
             let mut schedulers = Vec::new();
@@ -255,16 +243,22 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
             d.insert(id.to_string(), down);
         }
     };
-    for step in &steps {
-        let at = epoch + step.at;
+    // Waits until `at`, undraining the nodes whose drain is over meanwhile.
+    let wait_until = |at: Instant, nodes: &[BedNode], undrain: &mut Vec<(Instant, usize)>| {
         while Instant::now() < at {
             if let Some(k) = undrain.iter().position(|(t, _)| *t <= Instant::now()) {
                 let (_, n) = undrain.remove(k);
                 let path = format!("/api/cluster/nodes/{}/undrain", nodes[n].id);
                 let _ = bed.within(&ops, || nodes[n].post(&path, "{}"));
             }
-            std::thread::sleep(Duration::from_millis(50).min(at - Instant::now().min(at)));
+            std::thread::sleep(
+                at.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(50)),
+            );
         }
+    };
+    for step in &steps {
+        wait_until(epoch + step.at, &nodes, &mut undrain);
         match &step.step {
             Step::FaultStart { id, fault } => {
                 sessions.push(sample_sessions(&bed, &ops, &nodes, &shared));
@@ -325,9 +319,7 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
             }
         }
     }
-    while Instant::now() < shared.end {
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(shared.end, &nodes, &mut undrain);
     sessions.push(sample_sessions(&bed, &ops, &nodes, &shared));
     stop.store(true, Ordering::Relaxed);
     let logs = viewers
@@ -343,7 +335,7 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
         .collect();
     let viewers_n = logs.len();
     let mut observed = Observed {
-        events: events.clone(),
+        events,
         run_end_ms,
         segments,
         holders,
@@ -361,7 +353,6 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
     drop(share);
     Ok(Outcome {
         verdict,
-        events,
         spans,
         viewers: viewers_n,
     })
@@ -494,13 +485,10 @@ fn operate(
             // A session sent from its own node, on a node other than the target.
             let target = &nodes[*to].id;
             for n in nodes.iter().filter(|n| n.id != *target) {
-                let listed = bed.within(ops, || n.get("/api/sessions"));
-                let Some(list) =
-                    listed.and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-                else {
+                let Some(list) = sessions_of(bed, ops, n) else {
                     continue;
                 };
-                let pick = list.as_array().into_iter().flatten().find(|s| {
+                let pick = list.iter().find(|s| {
                     s["node"].as_str() == Some(n.id.as_str()) && s["steered_by"].is_null()
                 });
                 if let Some(id) = pick.and_then(|s| s["id"].as_str()) {
@@ -532,20 +520,26 @@ fn operate(
     }
 }
 
+/// `n`'s `/api/sessions`, read from the operator's host; None when it does not answer.
+fn sessions_of(bed: &Bed, ops: &Host, n: &BedNode) -> Option<Vec<serde_json::Value>> {
+    let body = bed.within(ops, || n.get("/api/sessions"))?;
+    match serde_json::from_str(&body).ok()? {
+        serde_json::Value::Array(list) => Some(list),
+        _ => None,
+    }
+}
+
 /// Every answering node's sessions, for the half-moved check.
 fn sample_sessions(bed: &Bed, ops: &Host, nodes: &[BedNode], shared: &Shared) -> SessionSample {
     let at_ms = now_ms();
     let mut rows = Vec::new();
     let mut answered = Vec::new();
     for n in nodes.iter().filter(|n| !shared.is_down(&n.id)) {
-        let Some(list) = bed
-            .within(ops, || n.get("/api/sessions"))
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-        else {
+        let Some(list) = sessions_of(bed, ops, n) else {
             continue;
         };
         answered.push(n.id.clone());
-        for s in list.as_array().into_iter().flatten() {
+        for s in &list {
             rows.push(SessionRow {
                 node: n.id.clone(),
                 path: s["path"].as_str().unwrap_or("").to_string(),

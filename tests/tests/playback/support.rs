@@ -99,45 +99,7 @@ pub fn labelled_metric(node: &Node, name: &str, label: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// A complete segment file of the store, from its name (`<start>_<end>_<frames>_<bytes>_<crc>.seg`,
-/// see storage/FORMAT.md): the directory listing is the index.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct SegFile {
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub name: String,
-}
-
-pub fn segment_files(root: &Path, camera: &str) -> Vec<SegFile> {
-    let mut out = Vec::new();
-    let Ok(hours) = std::fs::read_dir(root.join("cameras").join(camera)) else {
-        return out;
-    };
-    for hour in hours.flatten().filter(|e| e.path().is_dir()) {
-        for f in std::fs::read_dir(hour.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = f.file_name().to_string_lossy().into_owned();
-            let Some(stem) = name.strip_suffix(".seg") else {
-                continue;
-            };
-            let mut it = stem.split('_');
-            if let (Some(Ok(start_ms)), Some(Ok(end_ms))) =
-                (it.next().map(str::parse), it.next().map(str::parse))
-            {
-                out.push(SegFile {
-                    start_ms,
-                    end_ms,
-                    name,
-                });
-            }
-        }
-    }
-    out.sort();
-    out
-}
+pub use vigil_testkit::media::{segment_files, SegFile};
 
 pub fn tmp_files(root: &Path, camera: &str) -> Vec<String> {
     std::fs::read_dir(root.join("cameras").join(camera).join(".tmp"))
