@@ -202,7 +202,7 @@ impl fmt::Display for Fault {
             Fault::Kill { node } => write!(f, "kill -9 {}", n(node)),
             Fault::Partition { minority } => {
                 let names: Vec<String> = minority.iter().map(n).collect();
-                write!(f, "partition {{{}}} | rest", names.join(","))
+                write!(f, "partition {{{}}} from the rest", names.join(","))
             }
             Fault::Loss { node, percent } => write!(f, "{percent} % loss from {}", n(node)),
             Fault::Pause { node } => write!(f, "SIGSTOP {}", n(node)),
