@@ -294,7 +294,6 @@ fn recording_cameras(bed: &Bed, control: &Host, node: &HostNode) -> Vec<String> 
         .collect()
 }
 
-/// Every segment of `camera` on the shared root: (start, end) ms, by start.
 const CAMERAS: [&str; 4] = ["cam1", "cam2", "cam3", "cam4"];
 
 /// Two nodes cut off from three for 30 s, then healed. Meanwhile each side elects its own
@@ -302,7 +301,9 @@ const CAMERAS: [&str; 4] = ["cam1", "cam2", "cam3", "cam4"];
 /// each camera is written by one node only — the storage lease, not the gossip, decides,
 /// so the side that cannot see the writer does not write twice (checked on the segment
 /// files: none overlap). After the heal: one scheduler and each camera pulled by one node
-/// within the time printed, and the recordings play across the cut and the heal.
+/// within the time printed — the node that recorded it through the cut, so no recording
+/// changes hands and none has a gap at the heal —, and the recordings play across the cut
+/// and the heal.
 #[test]
 fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_camera() {
     let _serial = vigil_tests::serial();
@@ -414,6 +415,19 @@ fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_cam
         "a camera had {max_writers} writers at once"
     );
 
+    // Who records each camera as the cut ends: it must keep it.
+    let recorders: Vec<(&str, String)> = CAMERAS
+        .iter()
+        .filter_map(|c| {
+            let by: Vec<&HostNode> = nodes
+                .iter()
+                .filter(|n| recording_cameras(&bed, &control, n).iter().any(|x| x == c))
+                .collect();
+            (by.len() == 1).then(|| (*c, by[0].id.clone()))
+        })
+        .collect();
+    assert_eq!(recorders.len(), CAMERAS.len(), "cameras without one writer");
+
     // The heal: one scheduler, one pull per camera.
     bed.heal().expect("heal");
     let healed = Instant::now();
@@ -431,6 +445,16 @@ fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_cam
         std::thread::sleep(Duration::from_millis(200));
     }
     let one_binding = healed.elapsed();
+    for (c, by) in &recorders {
+        let holder = nodes
+            .iter()
+            .find(|n| live_cameras(&bed, &control, n).iter().any(|x| x == c));
+        assert_eq!(
+            holder.map(|n| n.id.as_str()),
+            Some(by.as_str()),
+            "{c}, recorded by {by} through the cut, changed hands at the heal"
+        );
+    }
     // Let the heal's segments reach storage, then check every camera's files.
     recorded_for_camera(&bed, &control, &nodes[0], "cam1", heal_ms - first + 3_000);
     for c in CAMERAS {
@@ -443,6 +467,15 @@ fn a_partition_of_two_from_three_keeps_both_sides_serving_and_one_writer_per_cam
                 w[0],
                 w[1]
             );
+            // Around the heal the writer stays: segments follow each other.
+            if w[0].1 > heal_ms - 5_000 && w[0].1 < heal_ms + 5_000 {
+                assert!(
+                    w[1].0 - w[0].1 <= 500,
+                    "{c}: no segment from {} to {} at the heal",
+                    w[0].1,
+                    w[1].0
+                );
+            }
         }
     }
     // The recordings play across the cut and across the heal, through either side.

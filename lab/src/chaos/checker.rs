@@ -149,6 +149,9 @@ pub struct Row {
     /// Samples after the heal time in which nodes named different schedulers (0).
     pub split_schedulers: usize,
     pub not_made: Option<String>,
+    /// Which cameras and viewers broke an invariant, and when (ms since the epoch): what
+    /// an investigation lines up with the nodes' logs.
+    pub details: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -217,6 +220,10 @@ pub fn check(o: &Observed, l: &Limits) -> Verdict {
                 rows[k].hit_recording_gap_ms = rows[k].hit_recording_gap_ms.max(gap);
             } else {
                 rows[k].other_recording_gaps += 1;
+                rows[k].details.push(format!(
+                    "{camera}: no segment from {} to {}",
+                    prev.1, next.0
+                ));
             }
         }
     }
@@ -260,6 +267,10 @@ pub fn check(o: &Observed, l: &Limits) -> Verdict {
             } else {
                 r.other_outages += 1;
                 r.other_longest_ms = r.other_longest_ms.max(len);
+                r.details.push(format!(
+                    "viewer {} ({} on {}): silent from {from} to {to}",
+                    span.viewer, span.path, span.node
+                ));
             }
         }
     }

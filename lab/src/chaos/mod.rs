@@ -55,6 +55,22 @@ pub fn main(args: ChaosArgs) -> anyhow::Result<()> {
     });
     std::fs::create_dir_all(&out)?;
     std::fs::write(out.join("report.md"), &report)?;
+    // What an investigation starts from: every node's log and every camera's segments.
+    for (id, log) in &outcome.node_logs {
+        std::fs::write(out.join(format!("{id}.log")), log)?;
+    }
+    let mut segs = String::new();
+    for (camera, spans) in &outcome.segments {
+        for (start, end) in spans {
+            let _ = writeln!(segs, "{camera} {start} {end}");
+        }
+    }
+    std::fs::write(out.join("segments.txt"), segs)?;
+    let mut timeline = String::new();
+    for (label, start, end) in &outcome.timeline {
+        let _ = writeln!(timeline, "{start} {end} {label}");
+    }
+    std::fs::write(out.join("timeline.txt"), timeline)?;
     eprintln!("report written to {}", out.display());
     if !outcome.verdict.violations.is_empty() {
         anyhow::bail!(
@@ -109,6 +125,12 @@ pub fn report(o: &run::Opts, out: &run::Outcome) -> String {
     let _ = writeln!(s, "\n{} invariants broken", out.verdict.violations.len());
     for v in &out.verdict.violations {
         let _ = writeln!(s, "- {v}");
+    }
+    for r in out.verdict.rows.iter().filter(|r| !r.details.is_empty()) {
+        let _ = writeln!(s, "\n{}:", r.label);
+        for d in &r.details {
+            let _ = writeln!(s, "- {d}");
+        }
     }
     s
 }

@@ -34,11 +34,18 @@ pub struct Opts {
     pub bin: PathBuf,
 }
 
-/// The run's result: the checker's verdict, and how many viewers and sessions it saw.
+/// The run's result: the checker's verdict, how many viewers and sessions it saw, and
+/// what an investigation of a broken invariant starts from.
 pub struct Outcome {
     pub verdict: checker::Verdict,
     pub spans: usize,
     pub viewers: usize,
+    /// Each node's log (id, text), the camera farm's included.
+    pub node_logs: Vec<(String, String)>,
+    /// Each camera's stored segments (start, end ms) at the end of the run.
+    pub segments: BTreeMap<String, Vec<(i64, i64)>>,
+    /// Each event's label, start and end (ms since the epoch), to line up with the logs.
+    pub timeline: Vec<(String, i64, i64)>,
 }
 
 /// The shared storage: a tmpfs of a known size, unmounted on drop.
@@ -121,7 +128,7 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
         token: TOKEN.into(),
         bin: o.bin.clone(),
     };
-    let _farm = BedNode::spawn(&bed, &ops, &farm_host, spec("farm", farm_cameras(&cameras)))?;
+    let farm = BedNode::spawn(&bed, &ops, &farm_host, spec("farm", farm_cameras(&cameras)))?;
     let extra = pulled_cameras(&farm_host, &cameras);
     let mut nodes = Vec::new();
     for (i, h) in node_hosts.iter().enumerate() {
@@ -262,6 +269,9 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
         match &step.step {
             Step::FaultStart { id, fault } => {
                 sessions.push(sample_sessions(&bed, &ops, &nodes, &shared));
+                // The row starts as the fault is being made: what it costs while the rules
+                // go in (a partition takes a few hundred ms on five hosts) is its own.
+                let start_ms = now_ms();
                 let not_made =
                     start_fault(&bed, &share, &mut nodes, &node_hosts, fault, &set_down)?;
                 let hits = match fault {
@@ -274,7 +284,7 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
                 };
                 events.push(Event {
                     label: fault.to_string(),
-                    start_ms: now_ms(),
+                    start_ms,
                     end_ms: i64::MAX,
                     hits,
                     hits_cameras: Vec::new(),
@@ -300,10 +310,10 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
                 }
             }
             Step::Operator(action) => {
+                let start = now_ms();
                 let (outcome, hits_cameras) =
                     operate(&bed, &ops, &nodes, &cameras, action, &mut undrain);
                 eprintln!("[{:>5.0} s] {action}: {outcome}", step.at.as_secs_f64());
-                let start = now_ms();
                 events.push(Event {
                     label: format!("{action} ({outcome})"),
                     start_ms: start,
@@ -329,15 +339,19 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
         .join()
         .map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
     let run_end_ms = now_ms();
-    let segments = cameras
+    let segments: BTreeMap<String, Vec<(i64, i64)>> = cameras
         .iter()
         .map(|c| (c.clone(), vigil_testkit::media::segment_spans(&root, c)))
         .collect();
     let viewers_n = logs.len();
+    let timeline = events
+        .iter()
+        .map(|e| (e.label.clone(), e.start_ms, e.end_ms))
+        .collect();
     let mut observed = Observed {
         events,
         run_end_ms,
-        segments,
+        segments: segments.clone(),
         holders,
         schedulers,
         sessions,
@@ -349,12 +363,19 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
     }
     let spans = observed.spans.len();
     let verdict = checker::check(&observed, &o.limits);
+    let node_logs = std::iter::once(&farm)
+        .chain(&nodes)
+        .map(|n| (n.id.clone(), n.log()))
+        .collect();
     drop(nodes);
     drop(share);
     Ok(Outcome {
         verdict,
         spans,
         viewers: viewers_n,
+        node_logs,
+        segments,
+        timeline,
     })
 }
 
@@ -482,14 +503,19 @@ fn operate(
     };
     match action {
         Action::Migrate { to } => {
-            // A session sent from its own node, on a node other than the target.
+            // A UDP session sent from its own node, on a node other than the target: a TCP
+            // viewer's media rides its RTSP connection, so moving it is refused by design.
             let target = &nodes[*to].id;
             for n in nodes.iter().filter(|n| n.id != *target) {
                 let Some(list) = sessions_of(bed, ops, n) else {
                     continue;
                 };
                 let pick = list.iter().find(|s| {
-                    s["node"].as_str() == Some(n.id.as_str()) && s["steered_by"].is_null()
+                    s["node"].as_str() == Some(n.id.as_str())
+                        && s["steered_by"].is_null()
+                        && s["transport"]
+                            .as_str()
+                            .is_some_and(|t| t.contains("client_port="))
                 });
                 if let Some(id) = pick.and_then(|s| s["id"].as_str()) {
                     let body = format!(r#"{{"to":"{target}","mode":"own"}}"#);

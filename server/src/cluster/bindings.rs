@@ -1,7 +1,7 @@
 //! Pull-camera bindings (§B): the scheduler binds each pull camera to one live node and
 //! publishes the bindings; every node follows the bindings of the highest term it sees.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use tracing::info;
@@ -39,17 +39,58 @@ impl CameraBindings {
 /// elected one adopts the highest, and a camera move it then decided at its lower term was
 /// undone by that stale set at every node (the camera went back to where the move took it
 /// from, and the destination let its pull go).
+///
+/// A set from a node this one does not elect (the other side of a healed partition, met
+/// before its scheduler gave way) is [`merge`]d: a camera keeps the binding followed when
+/// that node records it. Without that the side whose scheduler had counted more terms
+/// won at every node, and the cameras the other side recorded through the cut were
+/// handed over at the heal (a recording gap and an outage of its viewers, for no fault
+/// of theirs: the chaos run's partition rows).
 pub(super) fn adopt(st: &mut State, seen: Option<CameraBindings>, self_id: &str) -> Option<u64> {
     let b = seen?;
     let scheduling = st.scheduler.as_deref() == Some(self_id);
     let (take, term) = adoption(&st.bindings, &b, self_id, scheduling, st.term);
     if take {
-        st.bindings = b;
+        st.bindings = if st.scheduler.as_deref() == Some(b.scheduler.as_str()) {
+            b
+        } else {
+            merge(&st.bindings, b, &recording(&st.members))
+        };
     }
     if let Some(t) = term {
         st.term = t;
     }
     term
+}
+
+/// (camera, node) for every camera an alive, not draining node reports recording.
+fn recording(members: &[super::shell::Member]) -> BTreeSet<(String, String)> {
+    members
+        .iter()
+        .filter(|m| m.alive)
+        .filter_map(|m| Some((m, m.report.as_ref()?)))
+        .filter(|(_, r)| !r.draining)
+        .flat_map(|(m, r)| r.recording.iter().map(|c| (c.clone(), m.id.clone())))
+        .collect()
+}
+
+/// `seen`, except that a camera `followed` binds to the node recording it stays there.
+/// Only ever keeps a binding this node already follows, so a camera move (whose
+/// destination does not record until the source let go) or a failover is taken as it
+/// came.
+fn merge(
+    followed: &CameraBindings,
+    mut seen: CameraBindings,
+    recording: &BTreeSet<(String, String)>,
+) -> CameraBindings {
+    for (camera, node) in &followed.cameras {
+        if seen.cameras.get(camera) != Some(node)
+            && recording.contains(&(camera.clone(), node.clone()))
+        {
+            seen.cameras.insert(camera.clone(), node.clone());
+        }
+    }
+    seen
 }
 
 /// [`adopt`]'s rule, pure: whether `seen` replaces `followed`, and the scheduler's new term
@@ -189,6 +230,59 @@ mod tests {
         assert_eq!(
             adoption(&set(2, "n1", "n1"), &stale, "n1", false, 2),
             (false, None)
+        );
+    }
+
+    fn cams(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(c, n)| (c.to_string(), n.to_string()))
+            .collect()
+    }
+
+    /// The heal of the chaos run (seed 1): n4 recorded cam1 and cam2 through a cut of
+    /// {n2, n3}, whose scheduler had re-bound them to n2 and n3 at a higher term; cam3 was
+    /// bound to n5 but recorded by nobody yet. Meeting n2's set, a node keeps cam1 and cam2
+    /// on n4 and takes the rest as n2's set says.
+    #[test]
+    fn a_heal_keeps_each_camera_with_the_node_that_recorded_it_through_the_cut() {
+        let followed = CameraBindings {
+            term: 9,
+            scheduler: "n1".into(),
+            cameras: cams(&[("cam1", "n4"), ("cam2", "n4"), ("cam3", "n5")]),
+            moving: BTreeMap::new(),
+        };
+        let minority = CameraBindings {
+            term: 12,
+            scheduler: "n2".into(),
+            cameras: cams(&[("cam1", "n2"), ("cam2", "n3"), ("cam3", "n2")]),
+            moving: BTreeMap::new(),
+        };
+        let recording: BTreeSet<(String, String)> = [("cam1", "n4"), ("cam2", "n4")]
+            .iter()
+            .map(|(c, n)| (c.to_string(), n.to_string()))
+            .collect();
+        let merged = merge(&followed, minority.clone(), &recording);
+        assert_eq!(
+            merged.cameras,
+            cams(&[("cam1", "n4"), ("cam2", "n4"), ("cam3", "n2")])
+        );
+        // The rank stays the seen set's: the scheduler then outranks it as before.
+        assert_eq!((merged.term, merged.scheduler.as_str()), (12, "n2"));
+        // A camera moving away from its recorder (the destination does not record before
+        // the source let go) is taken as it came when the followed set already moved it.
+        let moved = CameraBindings {
+            cameras: cams(&[("cam1", "n5"), ("cam2", "n4"), ("cam3", "n5")]),
+            ..followed.clone()
+        };
+        let seen = CameraBindings {
+            term: 10,
+            cameras: cams(&[("cam1", "n2"), ("cam2", "n4"), ("cam3", "n5")]),
+            ..minority
+        };
+        assert_eq!(
+            merge(&moved, seen.clone(), &recording).cameras,
+            seen.cameras
         );
     }
 }

@@ -38,7 +38,7 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
     let mut last_publish = Instant::now();
     let mut last_second = Instant::now();
     let mut last_fp = fingerprint(&node);
-    let mut live_count = (0usize, 0usize, 0usize);
+    let mut live_count = (0usize, 0usize, 0usize, Vec::new());
     let mut last_draining = false;
     let mut last_movable: Vec<String> = Vec::new();
     let mut synthetic = super::synthetic::Synthetic::from_env();
@@ -66,6 +66,8 @@ pub async fn run(node: Arc<Node>, cluster: Arc<Cluster>) {
                 .filter(|p| p.asleep.load(Ordering::Relaxed))
                 .count(),
             paths.iter().filter(|p| p.relay_from().is_some()).count(),
+            // A recorder started or stopped: who records a camera decides a heal's merge.
+            node.recordings.recording(),
         );
         let draining = cluster.draining.load(Ordering::Relaxed);
         // §B.5's candidates changed (a camera's last viewer left, or one arrived).

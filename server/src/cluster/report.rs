@@ -57,6 +57,11 @@ pub struct Report {
     /// The node is being drained: no placements (every view treats it as unavailable).
     #[serde(default)]
     pub draining: bool,
+    /// Cameras this node's recorders write now (it holds their leases on the shared
+    /// storage). When two sides' bindings meet after a partition, a camera stays with the
+    /// side that recorded it through the cut (`bindings::merge`).
+    #[serde(default)]
+    pub recording: Vec<String>,
     /// §B.5 candidates: the `recent_m` most recently finished of this node's awake pull
     /// cameras with no viewer (wall-clock ms), for the scheduler's camera moves.
     #[serde(default)]
@@ -288,6 +293,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         period_s,
         at_ms: now_ms(),
         draining: cluster.draining.load(Ordering::Relaxed),
+        recording: node.recordings.recording(),
         movable: cluster
             .movable
             .lock()

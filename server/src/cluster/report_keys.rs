@@ -4,7 +4,7 @@
 //! datagram (64 KiB, compressed), per round; a single value that does not fit is never sent,
 //! and holds back every newer key of that node behind it. One JSON report grew past that at
 //! ~800 playback sessions, and peers kept the node's last small report (issue 13). So the
-//! bulky lists (streams, resident cache ranges, live and relayed cameras) go in chunks of
+//! bulky lists (streams, resident cache ranges, live, relayed and recorded cameras) go in chunks of
 //! [`CHUNK_BYTES`] under their own keys, and the `report` key holds the rest of the report
 //! plus a manifest: every chunk key with the chitchat version it had when the report was
 //! published. The `report` key is set last, so it has the highest version and a peer that
@@ -36,7 +36,7 @@ pub const CHUNK_BYTES: usize = 16 * 1024;
 /// The `report` key's value.
 #[derive(Serialize, Deserialize)]
 struct Head {
-    /// The report with `streams`, `cached`, `live` and `edges` empty.
+    /// The report with `streams`, `cached`, `live`, `edges` and `recording` empty.
     report: Report,
     /// Chunk keys in order, each with the version it was published at.
     chunks: Vec<(String, u64)>,
@@ -84,6 +84,7 @@ pub fn split(mut r: Report) -> Split {
     pack("cached", &cached, &mut chunks);
     pack("live", &std::mem::take(&mut r.live), &mut chunks);
     pack("edges", &std::mem::take(&mut r.edges), &mut chunks);
+    pack("recording", &std::mem::take(&mut r.recording), &mut chunks);
     Split { chunks, head: r }
 }
 
@@ -170,6 +171,9 @@ pub fn assemble(head: &str, chunks: &[String]) -> Option<Report> {
             "edges" => r
                 .edges
                 .extend(serde_json::from_str::<Vec<String>>(text).ok()?),
+            "recording" => r
+                .recording
+                .extend(serde_json::from_str::<Vec<String>>(text).ok()?),
             _ => return None,
         }
     }
@@ -219,6 +223,7 @@ pub(crate) mod tests {
             at_ms: 2,
             draining: false,
             movable: Vec::new(),
+            recording: (0..live).map(|i| format!("cam{i}")).collect(),
         }
     }
 

@@ -89,6 +89,18 @@ impl Recordings {
         v
     }
 
+    /// The cameras being written now, sorted.
+    pub fn recording(&self) -> Vec<String> {
+        let map = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<String> = map
+            .values()
+            .filter(|s| s.state == "recording")
+            .map(|s| s.camera.clone())
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Marks the camera in error for a failed storage write.
     pub(crate) fn fail(&self, camera: &str, e: &StorageError) {
         let message = match e {
