@@ -63,6 +63,11 @@ pub enum Command {
         /// Worker threads of the clients' runtime.
         #[arg(long, default_value_t = 2)]
         threads: usize,
+        /// Where the nodes run: on 127.0.0.x of this machine's loopback, or each in a
+        /// network namespace of its own with the clients on another (`netns`, needs root;
+        /// vod scenarios).
+        #[arg(long, value_enum, default_value_t = crate::lab::Hosts::Loopback)]
+        hosts: crate::lab::Hosts,
     },
 }
 
@@ -83,7 +88,8 @@ pub fn main() -> ExitCode {
             seed,
             no_emulation,
             threads,
-        } => crate::lab::run(&scenario, out, seed, no_emulation, threads),
+            hosts,
+        } => crate::lab::run(&scenario, out, seed, no_emulation, threads, hosts),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@ pub mod browser;
 mod clients;
 pub mod export;
 pub mod fuzz;
+pub mod handoff;
 mod process;
 pub mod report;
 mod rtsp_conn;

@@ -164,6 +164,74 @@ fn an_operator_move_keeps_the_viewers_decoding_and_the_recording_continuous() {
     assert!(worst <= 1000, "a recording gap of {worst} ms: {gaps:?}");
 }
 
+/// A drain re-binds a camera to the one node left — an edge relaying it for a viewer. The
+/// edge must become the camera's holder: pull it itself, record it, and keep its viewer
+/// decoding. (It kept relaying from the drained holder, which, no longer bound, relayed
+/// from the edge in turn: a loop with no source, the camera unrecorded and the viewer
+/// starved until something re-bound it — the chaos run's drain, 38 s.)
+#[test]
+fn a_camera_re_bound_to_its_edge_is_pulled_and_recorded_there() {
+    let src = source();
+    let url = src.url("live/demo");
+    let c = secure_cluster::start(2, KEYS, |_| pull_cameras(&url, &["gate"]));
+    let holder = poll_until(Duration::from_secs(20), "gate live", || {
+        live_on(c.node(0), "gate")
+    });
+    let h = index_of(&c, &holder);
+    let e = 1 - h;
+    poll_until(Duration::from_secs(15), "gate recorded", || {
+        (segments(&c, "gate").len() >= 3).then_some(())
+    });
+    // A viewer served by the other node, which relays the camera from the holder.
+    let viewer = spawn_ffmpeg_decode(
+        &secure_cluster::placed(&c.node(e).url("live/gate")),
+        &["-rtsp_transport", "tcp"],
+        &["-frames:v", "300"],
+        Duration::from_secs(40),
+    );
+    poll_until(Duration::from_secs(10), "the edge relays gate", || {
+        edges_of(&c, e).contains(&"gate".to_string()).then_some(())
+    });
+    let drained_at = vigil_server::cluster::now_ms();
+    let out = ctl(c.node(0), &["drain", &holder]);
+    assert!(!out.contains("error"), "{out}");
+    let edge_id = c.members[e].id.clone();
+    for i in 0..2 {
+        poll_until(
+            Duration::from_secs(10),
+            "every node sees gate on the edge",
+            || (live_on(c.node(i), "gate")? == edge_id).then_some(()),
+        );
+    }
+    // The edge pulls it now (no longer an edge of it) and records it.
+    poll_until(
+        Duration::from_secs(10),
+        "the edge holds gate itself",
+        || (!edges_of(&c, e).contains(&"gate".to_string())).then_some(()),
+    );
+    poll_until(Duration::from_secs(15), "segments after the drain", || {
+        (segments(&c, "gate")
+            .iter()
+            .filter(|s| s.0 > drained_at + 1000)
+            .count()
+            >= 3)
+            .then_some(())
+    });
+    viewer
+        .join()
+        .expect("viewer")
+        .assert_plays("the edge's viewer through the drain", 300, 300);
+    let segs = segments(&c, "gate");
+    let worst = segs
+        .windows(2)
+        .filter(|w| w[1].0 > drained_at - 3000)
+        .map(|w| w[1].0 - w[0].1)
+        .max()
+        .unwrap_or(0);
+    // One segment is 1 s (cut on a keyframe, one GOP = 1 s here).
+    assert!(worst <= 1000, "a recording gap of {worst} ms at the drain");
+}
+
 /// Node `n` (made the holder of three cameras by operator moves) gets a viewer on one of
 /// them; with GL driven by memory bandwidth alone (1 kB/s of it), any viewer puts the node
 /// in the overload zone. The scheduler then moves its idle cameras off one per period by

@@ -14,49 +14,17 @@
 //! * REM: decision → move committed;
 //! * drain of 200 UDP playbacks: time, and the drained node's CPU while it runs.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vigil_tests::secure_cluster::{
-    self, migrate, playback_session, spawn_viewer, Seen, FRAME_TICKS,
-};
+use vigil_tests::handoff::{ctl_gap, moves, report};
+use vigil_tests::secure_cluster::{self, migrate, playback_session, spawn_viewer, FRAME_TICKS};
 use vigil_tests::{ctl, poll_until, rfc3339, Node};
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}
-
-fn row(name: &str, v: &mut [f64]) {
-    println!(
-        "| {name} | {} | {:.1} | {:.1} | {:.1} |",
-        v.len(),
-        pct(v, 0.5),
-        pct(v, 0.99),
-        pct(v, 1.0)
-    );
-}
 
 /// CPU seconds (user + system) of a process.
 fn cpu_secs(pid: u32) -> f64 {
     vigil_server::procfs::process(pid).map_or(0.0, |s| s.cpu_seconds)
-}
-
-/// Lost (never seen) and duplicated sequence numbers of one stream.
-fn lost_and_dup(seen: &[Seen]) -> (usize, usize) {
-    let lo = seen[0].seq;
-    let mut count: BTreeMap<u16, usize> = BTreeMap::new();
-    for s in seen {
-        *count.entry(s.seq.wrapping_sub(lo)).or_default() += 1;
-    }
-    let span = count.keys().next_back().copied().unwrap_or(0) as usize + 1;
-    let dup = count.values().filter(|&&c| c > 1).map(|c| c - 1).sum();
-    (span - count.len(), dup)
 }
 
 fn gaps(mode: &str) {
@@ -75,7 +43,7 @@ fn gaps(mode: &str) {
         (seen.lock().unwrap().len() > 50).then_some(())
     });
     let (server, moved_at) = moves(&seen, 100, |k| {
-        migrate(a, &id, &c.members[(k + 1) % 3].id, mode)
+        ctl_gap(&migrate(a, &id, &c.members[(k + 1) % 3].id, mode))
     });
     drop(viewer);
     report(
@@ -86,76 +54,6 @@ fn gaps(mode: &str) {
         server,
         &moved_at,
         &seen.lock().unwrap().clone(),
-    );
-}
-
-/// `n` moves made by `mv(k)` (its `vigil ctl migrate` output), each after ~0.5 s of media
-/// from the previous sender: the server's gaps and when each move answered.
-fn moves(
-    seen: &Mutex<Vec<Seen>>,
-    n: usize,
-    mut mv: impl FnMut(usize) -> String,
-) -> (Vec<f64>, Vec<Instant>) {
-    let mut server = Vec::new();
-    let mut moved_at = Vec::new();
-    for k in 0..n {
-        let out = mv(k);
-        moved_at.push(Instant::now());
-        if let Some(g) = out
-            .split("gap ")
-            .nth(1)
-            .and_then(|r| r.split(" ms").next())
-            .and_then(|g| g.parse::<f64>().ok())
-        {
-            server.push(g);
-        }
-        // Let the new sender run ~0.5 s (a dozen frames) before the next move.
-        let n = seen.lock().unwrap().len();
-        poll_until(Duration::from_secs(5), "media after the move", || {
-            (seen.lock().unwrap().len() > n + 35).then_some(())
-        });
-    }
-    (server, moved_at)
-}
-
-/// Prints the table of one run: the server's gaps, and the client's around each move.
-fn report(title: &str, mut server: Vec<f64>, moved_at: &[Instant], seen: &[Seen]) {
-    // Client side: the largest inter-arrival among the packets just before each move's
-    // answer (the new sender's first frame goes out before the answer), and its excess
-    // over the media spacing of the two packets.
-    let (mut arrival, mut excess) = (Vec::new(), Vec::new());
-    for &t in moved_at {
-        let Some(i) = seen.iter().rposition(|s| s.at <= t) else {
-            continue;
-        };
-        let window = seen[i.saturating_sub(12)..=i].windows(2);
-        if let Some((gap, media)) = window
-            .map(|w| {
-                let gap = w[1].at.duration_since(w[0].at).as_secs_f64() * 1000.0;
-                let media = w[1].ts.wrapping_sub(w[0].ts) as f64 / 90.0;
-                (gap, media)
-            })
-            .max_by(|x, y| x.0.total_cmp(&y.0))
-        {
-            arrival.push(gap);
-            excess.push(gap - media);
-        }
-    }
-    let (lost, dup) = lost_and_dup(seen);
-    println!("\n### {title}");
-    println!("| figure (ms) | n | p50 | p99 | max |\n|---|---|---|---|---|");
-    row(
-        "server: last packet sent by old → first by new",
-        &mut server,
-    );
-    row("client: inter-arrival around the move", &mut arrival);
-    row(
-        "client: that gap − media spacing of the two packets",
-        &mut excess,
-    );
-    println!(
-        "packets: {} received, {lost} lost, {dup} duplicated",
-        seen.len()
     );
 }
 
@@ -176,7 +74,7 @@ fn live_gaps(mode: &str) {
         (seen.lock().unwrap().len() > 50).then_some(())
     });
     let (server, moved_at) = moves(&seen, 100, |k| {
-        migrate(a, &id, &c.members[(k + 1) % 2].id, mode)
+        ctl_gap(&migrate(a, &id, &c.members[(k + 1) % 2].id, mode))
     });
     stop.store(true, Ordering::Relaxed);
     viewer.join().expect("viewer");

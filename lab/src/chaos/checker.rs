@@ -110,6 +110,14 @@ pub struct Limits {
     pub heal_ms: i64,
     /// A hit camera's recording gap beyond this (the takeover) breaks an invariant too.
     pub takeover_ms: i64,
+    /// How long after a full share is freed its recordings may take to resume (the
+    /// writers' retry, then a keyframe): beyond the fault's length plus this, a loss.
+    pub resume_ms: i64,
+    /// How long before a fault the loss it causes can begin, so that it is charged to the
+    /// fault: a recording's gap starts where its last stored segment ended (the one being
+    /// written when the fault struck is lost), a viewer's where its last packet came.
+    pub segment_lead_ms: i64,
+    pub viewer_lead_ms: i64,
 }
 
 impl Default for Limits {
@@ -119,6 +127,11 @@ impl Default for Limits {
             recording_gap_ms: 500,
             heal_ms: 10_000,
             takeover_ms: 12_000,
+            // The writers retry every 2 s; a segment is 1 s on the bed.
+            resume_ms: 4_000,
+            segment_lead_ms: 1_500,
+            // A frame interval (40 ms) and the time to make a fault's rules.
+            viewer_lead_ms: 250,
         }
     }
 }
@@ -174,6 +187,14 @@ pub fn check(o: &Observed, l: &Limits) -> Verdict {
         })
         .collect();
     let row_of = |t: i64| bounds.iter().position(|&(a, b)| t >= a && t < b);
+    // The row of a loss that began at `from` and ended at `to`: the first event that
+    // started within `lead` after `from` (and before `to`), else the one `from` is in.
+    let charged = |from: i64, to: i64, lead: i64| {
+        events
+            .iter()
+            .position(|e| e.start_ms > from && e.start_ms <= (from + lead).min(to))
+            .or_else(|| row_of(from))
+    };
     let mut rows: Vec<Row> = events
         .iter()
         .map(|e| Row {
@@ -214,7 +235,9 @@ pub fn check(o: &Observed, l: &Limits) -> Verdict {
             if gap <= l.recording_gap_ms {
                 continue;
             }
-            let Some(k) = row_of(prev.1) else { continue };
+            let Some(k) = charged(prev.1, next.0, l.segment_lead_ms) else {
+                continue;
+            };
             if camera_hit(k, camera) {
                 rows[k].hit_cameras += 1;
                 rows[k].hit_recording_gap_ms = rows[k].hit_recording_gap_ms.max(gap);
@@ -251,7 +274,9 @@ pub fn check(o: &Observed, l: &Limits) -> Verdict {
             if len <= l.viewer_gap_ms {
                 continue;
             }
-            let Some(k) = row_of(from) else { continue };
+            let Some(k) = charged(from, to, l.viewer_lead_ms) else {
+                continue;
+            };
             let e = &events[k];
             let camera = span.path.rsplit('/').next().unwrap_or("");
             let live = span.path.starts_with("live/");
@@ -314,10 +339,11 @@ pub fn check(o: &Observed, l: &Limits) -> Verdict {
                 ),
             ),
             (
-                r.hit_recording_gap_ms > l.takeover_ms,
+                r.hit_recording_gap_ms > gap_limit(e, l),
                 format!(
-                    "a hit camera was not recorded for {} ms (takeover limit {} ms)",
-                    r.hit_recording_gap_ms, l.takeover_ms
+                    "a hit camera was not recorded for {} ms (limit {} ms)",
+                    r.hit_recording_gap_ms,
+                    gap_limit(e, l)
                 ),
             ),
             (
@@ -351,6 +377,16 @@ pub fn check(o: &Observed, l: &Limits) -> Verdict {
         );
     }
     Verdict { rows, violations }
+}
+
+/// How long a camera the event hits may go unrecorded: a writer's takeover, or for a full
+/// share its whole length and the writers' resumption.
+fn gap_limit(e: &Event, l: &Limits) -> i64 {
+    if e.stops_recording {
+        (e.end_ms - e.start_ms).max(0) + l.resume_ms
+    } else {
+        l.takeover_ms
+    }
 }
 
 /// Halves of moves without their other half: a session sent from another node that the

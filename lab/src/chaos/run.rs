@@ -330,11 +330,15 @@ pub fn run(o: &Opts) -> anyhow::Result<Outcome> {
         }
     }
     wait_until(shared.end, &nodes, &mut undrain);
-    sessions.push(sample_sessions(&bed, &ops, &nodes, &shared));
-    stop.store(true, Ordering::Relaxed);
     let logs = viewers
         .join()
         .map_err(|_| anyhow::anyhow!("the viewers' thread panicked"))?;
+    // Every viewer has torn down: once the moved sessions' leases (500 ms) have passed, a
+    // half of a move still listed anywhere is one left behind. (Sampled at the end itself,
+    // the teardowns racing the sample read as half-moved sessions.)
+    std::thread::sleep(Duration::from_secs(2));
+    sessions.push(sample_sessions(&bed, &ops, &nodes, &shared));
+    stop.store(true, Ordering::Relaxed);
     let (schedulers, holders) = sampler
         .join()
         .map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
@@ -459,10 +463,12 @@ fn end_fault(
         Fault::Loss { node, .. } => bed.loss(&hosts[*node], 0.0)?,
         Fault::DiskFull => share.free(),
         Fault::Delay { node, .. } => {
+            // Nothing to undo where netem was not there to make it (tc's complaint is
+            // captured, not printed).
             let _ = bed
                 .command(&hosts[*node], "tc")
                 .args(["qdisc", "del", "dev", "eth0", "root"])
-                .status();
+                .output();
         }
     }
     Ok(())

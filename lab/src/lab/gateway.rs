@@ -94,6 +94,7 @@ impl Farm {
                 ),
                 ..Default::default()
             },
+            None,
         )?;
         let api = node.api.clone();
         node.process.wait_for(

@@ -36,19 +36,35 @@ use clients::{camera_name, recording_start_ms, Plan, Shared};
 use nodes::{Cluster, Site};
 use vigil_testkit::media;
 
+/// Where a lab run's nodes and clients run.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hosts {
+    /// Every node on 127.0.0.x, the clients in this process, all on one loopback.
+    Loopback,
+    /// A bed of hosts (`vigil_testkit::hosts`): each node in a network namespace of its
+    /// own with its own address on one bridge, the clients and the lab's probes in
+    /// another; real sockets between them, no loopback shortcut.
+    Netns,
+}
+
 pub fn run(
     scenario: &str,
     out: Option<PathBuf>,
     seed: Option<u64>,
     no_emulation: bool,
     threads: usize,
+    hosts: Hosts,
 ) -> anyhow::Result<()> {
     let (sc, out, command) = crate::sim::prepare("lab", scenario, out, seed, no_emulation)?;
-    match sc.kind {
-        Kind::Vod => {}
-        Kind::Gateway => return gateway::run(sc, out, command, threads),
-        Kind::Feedback => return feedback::run(sc, &out, &command, threads),
-        Kind::Planner => return planner::run(sc, &out, &command, threads),
+    match (sc.kind, hosts) {
+        (Kind::Vod, _) => {}
+        (kind, Hosts::Netns) => bail!(
+            "scenario {}: --hosts netns runs vod scenarios; a {kind:?} scenario runs on loopback",
+            sc.name
+        ),
+        (Kind::Gateway, _) => return gateway::run(sc, out, command, threads),
+        (Kind::Feedback, _) => return feedback::run(sc, &out, &command, threads),
+        (Kind::Planner, _) => return planner::run(sc, &out, &command, threads),
     }
     for arm in sc.arms() {
         if !matches!(arm, Arm::Place { .. }) {
@@ -58,19 +74,40 @@ pub fn run(
     // The simulation of the same scenario and seed, for the calibration table.
     let simulated = vigil_sim::vod::run_vod(&sc);
 
-    let (_tmp, site) = prepare_site(&sc)?;
-    let runtime = crate::bench::runtime(threads)?;
+    let (_tmp, mut site) = prepare_site(&sc)?;
     let sc = Arc::new(sc);
-    let mut results = Vec::new();
-    let mut runs = Vec::new();
-    for (k, arm) in sc.arms().into_iter().enumerate() {
-        let mut cluster = Cluster::start(&site, &sc, arm, k)?;
-        let (res, note) = runtime.block_on(run_arm(sc.clone(), arm, &cluster));
-        cluster.stop();
-        runs.push(note);
-        results.push(res);
+    let arms = |site: &Site| -> anyhow::Result<_> {
+        let runtime = crate::bench::runtime(threads)?;
+        let mut results = Vec::new();
+        let mut runs = Vec::new();
+        for (k, arm) in sc.arms().into_iter().enumerate() {
+            let mut cluster = Cluster::start(site, &sc, arm, k)?;
+            let (res, note) = runtime.block_on(run_arm(sc.clone(), arm, &cluster));
+            cluster.stop();
+            runs.push(note);
+            results.push(res);
+        }
+        Ok((results, runs))
+    };
+    let (results, mut runs) = match hosts {
+        Hosts::Loopback => arms(&site)?,
+        Hosts::Netns => {
+            let (bed, clients) = nodes::on_hosts(&mut site, sc.nodes.count)?;
+            // Everything that talks to the nodes — the start-up waits, the clients, the
+            // probes, the runtime's threads — runs inside the clients' host.
+            let r = bed.within(&clients, || arms(&site))?;
+            drop(bed);
+            r
+        }
+    };
+    if hosts == Hosts::Netns {
+        for r in &mut runs {
+            r.note = format!(
+                "{} Nodes on a bed of hosts (`--hosts netns`): each in its own network namespace, the clients in another, on one bridge (198.18.0.0/24).",
+                r.note
+            );
+        }
     }
-    drop(runtime);
     let report = calibrate::lab_report(&sc, results, simulated, runs, &command);
     write_report(&report, &out, "Calibration")
 }

@@ -1,5 +1,6 @@
 //! The lab's cluster: N `vigil serve` processes (`vigil_testkit::serve`, the binary beside
-//! this one) on 127.0.0.1…N, one shared storage root, cluster certificates (placement over
+//! this one) on 127.0.0.1…N or each on a host of a bed (`--hosts netns`), one shared
+//! storage root, cluster certificates (placement over
 //! QUIC, REM's session moves), and each arm's placement policy in their `[cluster]` table.
 //! Started per arm and killed after it, so every arm starts from cold caches and an empty
 //! scheduler view.
@@ -10,7 +11,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use vigil_sim::scenario::{Arm, Scenario};
+use vigil_testkit::bed_node::{API_PORT, GOSSIP_PORT, RPC_PORT, RTSP_PORT};
 use vigil_testkit::certs::Certs;
+use vigil_testkit::hosts::{Bed, BedError, Host};
 use vigil_testkit::ports::{try_free_port, try_free_udp};
 use vigil_testkit::serve::{self, ServeProcess};
 
@@ -19,11 +22,30 @@ const KEY: &str = "vigil-lab-cluster-key-not-a-secret";
 /// Admin token of the lab's nodes, for the lab's own writes (loopback only, never shipped).
 pub const TOKEN: &str = "vigil-lab-admin-token-not-a-secret";
 
-/// What every arm's cluster shares: the storage root and the certificates.
+/// What every arm's cluster shares: the storage root and the certificates, and the hosts
+/// the nodes run on when not on loopback.
 pub struct Site {
     pub dir: PathBuf,
     pub root: PathBuf,
     certs: Certs,
+    /// Node i's host (`--hosts netns`): its namespace and address; fixed ports there.
+    hosts: Option<Vec<Host>>,
+}
+
+/// Puts the site's nodes on a bed of hosts (`vigil lab --hosts netns`): one host per node
+/// and one for the clients, returned with the bed (which removes them all when dropped).
+pub fn on_hosts(site: &mut Site, count: usize) -> anyhow::Result<(Bed, Host)> {
+    let mut bed = match Bed::new() {
+        Ok(b) => b,
+        Err(e @ BedError::Unavailable(_)) => bail!("{e} (--hosts netns needs root)"),
+        Err(e) => return Err(e.into()),
+    };
+    let clients = bed.add_host("clients")?;
+    let hosts = (0..count)
+        .map(|i| bed.add_host(&format!("n{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    site.hosts = Some(hosts);
+    Ok((bed, clients))
 }
 
 /// One running node; a lab run that fails half-way (a bail on the way out) leaves no
@@ -57,6 +79,7 @@ impl Site {
             dir: dir.to_path_buf(),
             root,
             certs: Certs::make(dir, &ids)?,
+            hosts: None,
         })
     }
 }
@@ -112,9 +135,14 @@ max_connections_per_address = 100000
 impl LabNode {
     /// Starts `vigil serve` (`VIGIL_BIN`, else the `vigil` beside this binary) with
     /// `config` in `dir`, its log there too. Does not wait for it.
-    pub fn start(dir: &Path, config: serve::NodeConfig) -> anyhow::Result<LabNode> {
+    pub fn start(
+        dir: &Path,
+        config: serve::NodeConfig,
+        netns: Option<&str>,
+    ) -> anyhow::Result<LabNode> {
         let bin = serve::sibling_vigil()?;
-        let process = ServeProcess::spawn(&bin, dir, &config.id, &config.render(), "warn", &[])?;
+        let process =
+            ServeProcess::spawn_in(netns, &bin, dir, &config.id, &config.render(), "warn", &[])?;
         Ok(LabNode {
             process,
             rtsp: serve::rtsp_socket(&config)?,
@@ -243,10 +271,27 @@ rem = {rem}
         let mut nodes: Vec<LabNode> = Vec::with_capacity(n);
         let mut seed: Option<String> = None;
         for i in 0..n {
-            let ip = format!("127.0.0.{}", i + 1);
+            let host = site.hosts.as_ref().and_then(|h| h.get(i));
+            // A host of its own has every port free; on loopback they are searched.
+            let (ip, [gossip_port, rpc_port, rtsp_port, api_port]) = match host {
+                Some(h) => (
+                    h.ip.to_string(),
+                    [GOSSIP_PORT, RPC_PORT, RTSP_PORT, API_PORT],
+                ),
+                None => {
+                    let ip = format!("127.0.0.{}", i + 1);
+                    let ports = [
+                        try_free_udp(&ip)?,
+                        try_free_udp(&ip)?,
+                        try_free_port(&ip)?,
+                        try_free_port(&ip)?,
+                    ];
+                    (ip, ports)
+                }
+            };
             let id = node_id(i);
-            let gossip = format!("{ip}:{}", try_free_udp(&ip)?);
-            let rpc = format!("{ip}:{}", try_free_udp(&ip)?);
+            let gossip = format!("{ip}:{gossip_port}");
+            let rpc = format!("{ip}:{rpc_port}");
             let udp_min = 61_000 + 800 * (i as u16 % 5);
             let NodeConfig {
                 limits,
@@ -266,14 +311,15 @@ rem = {rem}
                 &site.dir.join(format!("run{run}-{id}")),
                 serve::NodeConfig {
                     id: id.clone(),
-                    rtsp_port: try_free_port(&ip)?,
-                    api_port: try_free_port(&ip)?,
+                    rtsp_port,
+                    api_port,
                     udp: (udp_min, udp_min + 799),
                     token: TOKEN.into(),
                     tables: format!("{LIMITS}{limits}\n{cluster}{tables}"),
                     ip,
                     ..Default::default()
                 },
+                host.map(|h| h.ns.as_str()),
             )?;
             seed.get_or_insert(gossip);
             nodes.push(node);

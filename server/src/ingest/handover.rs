@@ -86,7 +86,10 @@ fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
         };
         if bindings.cameras.get(camera) == Some(&cluster.self_id) {
             cluster.arrived(camera);
-            if !path.on_demand {
+            if path.relay_from().is_some() {
+                // Bound to an edge of its: the camera's own stream replaces the relay.
+                super::pull::take_over(node, &path);
+            } else if !path.on_demand {
                 super::pull::ensure_running(node, Some(cluster), &path);
             }
         } else if cluster.is_incoming(camera) {

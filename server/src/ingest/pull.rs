@@ -44,6 +44,16 @@ pub fn ensure_running(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &A
     }
     let cancel = node.shutdown.child_token();
     *puller = Some(cancel.clone());
+    spawn(node, path, url, cancel, None);
+}
+
+fn spawn(
+    node: &Arc<Node>,
+    path: &Arc<PathEntry>,
+    url: &str,
+    cancel: CancellationToken,
+    handover: Option<CancellationToken>,
+) {
     let transport = node
         .config
         .cameras
@@ -51,8 +61,41 @@ pub fn ensure_running(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &A
         .find(|c| format!("live/{}", c.id) == path.name)
         .map_or(PullTransport::Tcp, |c| c.pull_transport);
     let span = info_span!("pull", path = %path.name);
-    node.tasks
-        .spawn(run(node.clone(), path.clone(), url.clone(), transport, cancel).instrument(span));
+    node.tasks.spawn(
+        run(
+            node.clone(),
+            path.clone(),
+            url.to_string(),
+            transport,
+            cancel,
+            handover,
+        )
+        .instrument(span),
+    );
+}
+
+/// The camera got bound to this node while this node relays it as an edge (a drain or a
+/// death re-bound it to one of the nodes its viewers were on): the pull starts beside the
+/// relay, which stops once the pull's producer has attached, so the viewers splice onto
+/// the camera's own stream and the recorder, which never records a relay, starts. Without
+/// it the bound node kept relaying from the old holder, which — no longer bound — relayed
+/// from it in turn: a loop with no source, the camera unrecorded until it was re-bound
+/// (38 s in the chaos run's drain). The mirror of `relay::let_go`.
+pub fn take_over(node: &Arc<Node>, path: &Arc<PathEntry>) {
+    let Source::Pull { url } = &path.source else {
+        return;
+    };
+    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+    if path.relay_from().is_none() {
+        return;
+    }
+    let relay = puller.take();
+    path.set_relay_from(None);
+    let cancel = node.shutdown.child_token();
+    *puller = Some(cancel.clone());
+    drop(puller);
+    info!(path = %path.name, "bound here while relaying it: pulling it, the relay ends once the pull plays");
+    spawn(node, path, url, cancel, relay);
 }
 
 /// A viewer asks for `path`: wake it if it sleeps (§B.1), then make sure it pulls.
@@ -108,6 +151,7 @@ async fn run(
     url: String,
     transport: PullTransport,
     cancel: CancellationToken,
+    mut handover: Option<CancellationToken>,
 ) {
     let mut backoff = Backoff::new(&node.config.live);
     let idle_after = path
@@ -115,7 +159,6 @@ async fn run(
         .then(|| Duration::from_millis(node.config.live.on_demand_grace_ms));
     loop {
         let mut connected = false;
-        let mut no_handover = None;
         let attempt = pull_once(
             &path,
             &url,
@@ -123,7 +166,7 @@ async fn run(
             idle_after,
             &cancel,
             &mut connected,
-            &mut no_handover,
+            &mut handover,
         );
         match attempt.await {
             Ok(Ended::Cancelled) => return,
@@ -135,11 +178,20 @@ async fn run(
                 warn!(url = %crate::auth::redact_url(&url), "upstream failed: {e:#}; retry in {:?}", backoff.next)
             }
         }
+        // Between attempts the stream is still live to its readers (they wait for the
+        // reconnect); stopped here (the slot emptied by `stop`), it ends, as a stop during
+        // a session ends it. A relay that took the slot over (`relay::let_go`) owns the
+        // stream now and is left alone.
         if !backoff.wait(connected, &cancel).await {
+            let puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+            if puller.is_none() {
+                path.stream.finish(path.stream.current_epoch());
+            }
             return;
         }
         if idle_after.is_some_and(|grace| idle_for(&path, grace)) {
             *path.puller.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            path.stream.finish(path.stream.current_epoch());
             return;
         }
     }

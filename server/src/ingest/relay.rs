@@ -165,8 +165,19 @@ async fn run(
         // A new relay took the path over since: it is not this task's to clean up.
         return;
     }
+    if cancel.is_cancelled() && puller.as_ref().is_some_and(|t| !t.is_cancelled()) {
+        // This node's own pull took the path over (`pull::take_over`): slot and stream
+        // are the pull's.
+        return;
+    }
     *puller = None;
     path.set_relay_from(None);
+    // The relay's last producer lost its upstream and nothing reconnects it now: end the
+    // stream, or the path (kept when configured here) would pass for a camera held live
+    // here — its last keyframe still in the ring — and a moved viewer or the gossip report
+    // would be served from a hub nothing feeds (the chaos run: a live viewer moved to a
+    // node just back from SIGSTOP got nothing for 3 s).
+    path.stream.finish(path.stream.current_epoch());
     drop(puller);
     node.release_path(&path.name);
     node.notify_change();

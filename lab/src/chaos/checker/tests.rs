@@ -237,3 +237,58 @@ fn a_full_disk_hits_every_camera_but_no_viewer_and_a_fault_not_made_is_not_check
     assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
     assert!(v.violations[0].starts_with("shared storage full: 1 outages"));
 }
+
+/// A loss that began just before its fault — the writer's open segment, a viewer's last
+/// packet a frame before the partition's rules went in — is the fault's, not the row's
+/// before it; one that began well before (beyond the lead) stays where it began.
+#[test]
+fn a_loss_that_began_just_before_its_fault_is_charged_to_the_fault() {
+    let mut o = base();
+    // cam1 (node1, the killed writer): last segment ended at 9.4 s, 0.6 s before the
+    // kill at 10 s; back at 16 s. cam2: a gap from 8.0 s, 2 s before it: untouched.
+    let mut cam1 = seconds(0, 9_000);
+    cam1.push((9_000, 9_400));
+    cam1.extend(seconds(16_000, 40_000));
+    o.segments.insert("cam1".into(), cam1);
+    let mut cam2 = seconds(0, 8_000);
+    cam2.extend(seconds(9_000, 40_000));
+    o.segments.insert("cam2".into(), cam2);
+    // A viewer of node1's, silent from 9.9 s (a frame before the kill) to 13 s.
+    o.spans.push(span(1, "live/cam1", "node1", 0, 9_900));
+    o.spans.push(span(1, "live/cam1", "node2", 13_000, 40_000));
+    // Rows need an event before the kill for the early losses to land in: a move at 5 s.
+    let mut early = event("move cam3 to node2", 5_000, 5_000, &[]);
+    early.hits_cameras = vec!["cam3".into()];
+    o.events.insert(0, early);
+    let v = check(&o, &Limits::default());
+    let (before, kill) = (&v.rows[0], &v.rows[1]);
+    assert_eq!((kill.hit_cameras, kill.hit_recording_gap_ms), (1, 6_600));
+    assert_eq!((kill.hit_outages, kill.hit_longest_ms), (1, 3_100));
+    assert_eq!((before.other_recording_gaps, before.other_outages), (1, 0));
+    assert_eq!(before.details, vec!["cam2: no segment from 8000 to 9000"]);
+    assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
+}
+
+/// A full share stops every recording for as long as it lasts: the limit is its length
+/// and the writers' resumption, not a takeover's.
+#[test]
+fn a_full_shares_gap_is_bounded_by_its_length_and_the_resumption() {
+    let mut o = base();
+    let mut full = event("shared storage full", 10_000, 24_000, &[]);
+    full.stops_recording = true;
+    o.events = vec![full];
+    // cam1 resumes 3 s after the share is freed (within 4 s), cam2 5 s after (beyond).
+    let mut cam1 = seconds(0, 10_000);
+    cam1.extend(seconds(27_000, 40_000));
+    let mut cam2 = seconds(0, 10_000);
+    cam2.extend(seconds(29_000, 40_000));
+    o.segments.insert("cam1".into(), cam1);
+    o.segments.insert("cam2".into(), cam2);
+    let v = check(&o, &Limits::default());
+    assert_eq!(v.rows[0].hit_cameras, 2);
+    assert_eq!(v.rows[0].hit_recording_gap_ms, 19_000);
+    assert_eq!(
+        v.violations,
+        vec!["shared storage full: a hit camera was not recorded for 19000 ms (limit 18000 ms)"]
+    );
+}
