@@ -65,8 +65,9 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// A scenario on real node processes on 127.0.0.x: `vigil-lab lab`, run by the
-    /// `vigil-lab` binary next to this one.
+    /// A scenario on real node processes (127.0.0.x, or a bed of hosts with `--hosts
+    /// netns`): `vigil-lab lab`; `vigil lab chaos …` is `vigil-lab chaos …`, the seeded
+    /// fault schedule. Run by the `vigil-lab` binary next to this one.
     #[command(disable_help_flag = true)]
     Lab {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -178,7 +179,11 @@ pub fn main() -> ExitCode {
         Command::Cluster { what } => cluster(what),
         Command::User { what } => crate::user::run(what),
         Command::Sim { args } => crate::devtools::exec("sim", args),
-        Command::Lab { args } => crate::devtools::exec("lab", args),
+        // `vigil lab chaos …` is the lab's fault schedule (`vigil-lab chaos`), not a scenario.
+        Command::Lab { args } => match args.first().and_then(|a| a.to_str()) {
+            Some("chaos") => crate::devtools::exec("chaos", args[1..].to_vec()),
+            _ => crate::devtools::exec("lab", args),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,7 +2,9 @@
 //! viewer or camera farm, each with its own address on a shared Ethernet segment, so the
 //! cluster runs as it is deployed — separate network stacks, real sockets between them,
 //! faults made by the kernel (packet loss, partitions, a link down, a rate limit, a small
-//! MTU) and set by the harness, never by the node.
+//! MTU) and set by the harness, never by the node; delay by `tc netem`, or where the kernel
+//! has no qdisc that delays, by the bed's delay line on the host's link
+//! ([`crate::delay_line`]).
 //!
 //! Layout: a "switch" namespace holds a Linux bridge; each host is a namespace whose
 //! `eth0` is one end of a veth pair, the other end a port of the bridge. Addresses come
@@ -18,10 +20,15 @@
 //! (`rtnetlink`, `netns-rs`) would bring an async runtime and still no nftables, and these
 //! commands are what an operator reproducing a failure types.
 
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::delay_line::DelayLine;
 
 /// Why the bed could not be built or a fault not set.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +60,17 @@ pub struct Bed {
     prefix: String,
     switch: String,
     hosts: Vec<Host>,
+    /// Delay lines in force, by the port they stand in for.
+    lines: Mutex<HashMap<String, DelayLine>>,
+}
+
+/// How [`Bed::delay`] delayed a host's packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayBy {
+    /// `tc netem` on the host's link.
+    Netem,
+    /// The bed's delay line ([`crate::delay_line`]): this kernel has no qdisc that delays.
+    DelayLine,
 }
 
 /// Beds made by this process (each gets its own prefix).
@@ -128,6 +146,7 @@ impl Bed {
             prefix,
             switch,
             hosts: Vec::new(),
+            lines: Mutex::new(HashMap::new()),
         };
         run_in(&bed.switch, &["ip", "link", "add", "br0", "type", "bridge"])?;
         run_in(&bed.switch, &["ip", "link", "set", "br0", "up"])?;
@@ -162,7 +181,9 @@ impl Bed {
         run_in(&ns, &["ip", "link", "set", "eth0", "up"])?;
         // A veth pair would carry a 64 KB GSO buffer past any MTU on the way (segmented only
         // in the receiver's stack): segment at the sender instead, as a NIC does, so the
-        // bridge sees the frames a real link would and drops those over a port's MTU.
+        // bridge sees the frames a real link would and drops those over a port's MTU. And
+        // checksum at the sender: a frame a delay line copies out of the link must carry
+        // its checksums, not the "to be filled in" of a checksum offload.
         run_in(
             &ns,
             &[
@@ -174,6 +195,8 @@ impl Bed {
                 "tso",
                 "off",
                 "tx-udp-segmentation",
+                "off",
+                "tx",
                 "off",
             ],
         )?;
@@ -370,26 +393,78 @@ impl Bed {
         run_in(&host.ns, &["ip", "link", "set", "eth0", "mtu", &mtu]).map(|_| ())
     }
 
-    /// Adds `delay_ms` ± `jitter_ms` to what `host` sends (`tc netem`). Many test kernels
-    /// are built without netem: then [`BedError::Unsupported`], and the caller says so.
-    pub fn delay(&self, host: &Host, delay_ms: u32, jitter_ms: u32) -> Result<(), BedError> {
-        let (d, j) = (format!("{delay_ms}ms"), format!("{jitter_ms}ms"));
-        run_in(
+    /// Adds `delay` ± `jitter` to what `host` sends: by `tc netem` where the kernel has
+    /// it, else by the bed's delay line on the host's link (this machine's kernel has no
+    /// qdisc that delays; [`crate::delay_line`]). Either way every packet the host sends
+    /// waits that long before it reaches the segment; [`Bed::undelay`] removes it.
+    pub fn delay(
+        &self,
+        host: &Host,
+        delay: Duration,
+        jitter: Duration,
+    ) -> Result<DelayBy, BedError> {
+        self.undelay(host)?;
+        let (d, j) = (
+            format!("{}us", delay.as_micros()),
+            format!("{}us", jitter.as_micros()),
+        );
+        let netem = run_in(
             &host.ns,
             &[
                 "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", &d, &j,
             ],
-        )
-        .map(|_| ())
-        .map_err(|e| match e {
-            BedError::Command { stderr, .. } if stderr.contains("unknown") => {
-                BedError::Unsupported {
-                    what: "tc netem (delay, jitter)",
-                    reason: stderr,
-                }
-            }
-            e => e,
+        );
+        match netem {
+            Ok(_) => return Ok(DelayBy::Netem),
+            Err(BedError::Command { stderr, .. }) if stderr.contains("unknown") => {}
+            Err(e) => return Err(e),
+        }
+        let tap = format!("d{}", host.port);
+        let line = std::thread::scope(|s| {
+            s.spawn(|| {
+                enter(&self.switch);
+                DelayLine::start(&host.port, &tap, delay, jitter)
+            })
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
         })
+        .map_err(|e| BedError::Command {
+            command: format!("a delay line on {} ({})", host.port, host.role),
+            stderr: e.to_string(),
+        })?;
+        // The TAP takes the port's place on the bridge; the port stays the host's link.
+        run_in(&self.switch, &["ip", "link", "set", &tap, "master", "br0"])?;
+        run_in(&self.switch, &["ip", "link", "set", &tap, "up"])?;
+        run_in(&self.switch, &["ip", "link", "set", &host.port, "nomaster"])?;
+        self.lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(host.port.clone(), line);
+        Ok(DelayBy::DelayLine)
+    }
+
+    /// Removes what [`Bed::delay`] added to `host` (nothing when there is none).
+    pub fn undelay(&self, host: &Host) -> Result<(), BedError> {
+        let line = self
+            .lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&host.port);
+        match line {
+            Some(line) => {
+                // Its TAP goes with it; the port goes back on the bridge.
+                drop(line);
+                run_in(
+                    &self.switch,
+                    &["ip", "link", "set", &host.port, "master", "br0"],
+                )?;
+            }
+            None => {
+                // No netem there is not an error (nothing to remove).
+                let _ = run_in(&host.ns, &["tc", "qdisc", "del", "dev", "eth0", "root"]);
+            }
+        }
+        Ok(())
     }
 
     /// Deletes the rules of `chain` commented `tag` in `host`'s table.
@@ -417,6 +492,8 @@ impl Bed {
 
 impl Drop for Bed {
     fn drop(&mut self) {
+        // The lines' threads stop before their links go.
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clear();
         for h in &self.hosts {
             let _ = run(&["ip", "netns", "del", &h.ns]);
         }

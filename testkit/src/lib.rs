@@ -9,6 +9,7 @@ pub mod bed_node;
 pub mod certs;
 pub mod client;
 pub mod cluster;
+pub mod delay_line;
 pub mod fixtures;
 pub mod hosts;
 pub mod media;

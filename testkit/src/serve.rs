@@ -256,12 +256,22 @@ impl Drop for ServeProcess {
 
 /// `GET base+path` with a 5 s bound (`base`: `http://ip:port`): the body of a 2xx answer.
 pub fn api_get(base: &str, path: &str) -> Result<String, HarnessError> {
+    api_get_as(base, path, None)
+}
+
+/// [`api_get`] with the admin token, when given: a node answers reads from beyond loopback
+/// only with it.
+pub fn api_get_as(base: &str, path: &str, token: Option<&str>) -> Result<String, HarnessError> {
     let url = format!("{}{path}", base.trim_end_matches('/'));
     let fail = |reason: String| HarnessError::Api {
         url: url.clone(),
         reason,
     };
-    let mut resp = ureq::get(&url)
+    let mut req = ureq::get(&url);
+    if let Some(t) = token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut resp = req
         .config()
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
@@ -275,7 +285,12 @@ pub fn api_get(base: &str, path: &str) -> Result<String, HarnessError> {
 /// `GET base+path` parsed as JSON; `None` when the node does not answer or the answer is
 /// not JSON.
 pub fn api_json(base: &str, path: &str) -> Option<serde_json::Value> {
-    serde_json::from_str(&api_get(base, path).ok()?).ok()
+    api_json_as(base, path, None)
+}
+
+/// [`api_json`] with the admin token, when given.
+pub fn api_json_as(base: &str, path: &str, token: Option<&str>) -> Option<serde_json::Value> {
+    serde_json::from_str(&api_get_as(base, path, token).ok()?).ok()
 }
 
 /// The `vigil` binary a harness outside cargo's test runner starts: `VIGIL_BIN` if set, else

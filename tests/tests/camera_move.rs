@@ -164,6 +164,24 @@ fn an_operator_move_keeps_the_viewers_decoding_and_the_recording_continuous() {
     assert!(worst <= 1000, "a recording gap of {worst} ms: {gaps:?}");
 }
 
+/// ffmpeg decoding `frames` of `gate` through node `e`, once `e` relays it as an edge.
+fn edge_viewer(
+    c: &SecureCluster,
+    e: usize,
+    frames: usize,
+) -> std::thread::JoinHandle<vigil_tests::Decoded> {
+    let viewer = spawn_ffmpeg_decode(
+        &secure_cluster::placed(&c.node(e).url("live/gate")),
+        &["-rtsp_transport", "tcp"],
+        &["-frames:v", &frames.to_string()],
+        Duration::from_secs(40),
+    );
+    poll_until(Duration::from_secs(10), "the edge relays gate", || {
+        edges_of(c, e).contains(&"gate".to_string()).then_some(())
+    });
+    viewer
+}
+
 /// A drain re-binds a camera to the one node left — an edge relaying it for a viewer. The
 /// edge must become the camera's holder: pull it itself, record it, and keep its viewer
 /// decoding. (It kept relaying from the drained holder, which, no longer bound, relayed
@@ -183,15 +201,7 @@ fn a_camera_re_bound_to_its_edge_is_pulled_and_recorded_there() {
         (segments(&c, "gate").len() >= 3).then_some(())
     });
     // A viewer served by the other node, which relays the camera from the holder.
-    let viewer = spawn_ffmpeg_decode(
-        &secure_cluster::placed(&c.node(e).url("live/gate")),
-        &["-rtsp_transport", "tcp"],
-        &["-frames:v", "300"],
-        Duration::from_secs(40),
-    );
-    poll_until(Duration::from_secs(10), "the edge relays gate", || {
-        edges_of(&c, e).contains(&"gate".to_string()).then_some(())
-    });
+    let viewer = edge_viewer(&c, e, 300);
     let drained_at = vigil_server::cluster::now_ms();
     let out = ctl(c.node(0), &["drain", &holder]);
     assert!(!out.contains("error"), "{out}");
@@ -230,6 +240,45 @@ fn a_camera_re_bound_to_its_edge_is_pulled_and_recorded_there() {
         .unwrap_or(0);
     // One segment is 1 s (cut on a keyframe, one GOP = 1 s here).
     assert!(worst <= 1000, "a recording gap of {worst} ms at the drain");
+}
+
+/// A camera watched through an edge moves to a third node: the edge follows it — relays
+/// from the new holder — and the old holder can then die without the edge's viewer
+/// noticing. (The edge kept reading the old holder, which relayed from the new one, until
+/// its viewers left; a fault of a node that no longer held the camera cut them: the chaos
+/// run's partition, 5 s.)
+#[test]
+fn an_edge_follows_its_camera_to_the_new_holder() {
+    let src = source();
+    let url = src.url("live/demo");
+    let mut c = secure_cluster::start(3, KEYS, |_| pull_cameras(&url, &["gate"]));
+    let holder = poll_until(Duration::from_secs(20), "gate live", || {
+        live_on(c.node(0), "gate")
+    });
+    let h = index_of(&c, &holder);
+    let (e, t) = ((h + 1) % 3, (h + 2) % 3);
+    let viewer = edge_viewer(&c, e, 300);
+    let to = c.members[t].id.clone();
+    let out = ctl(c.node(e), &["move-camera", "gate", &to]);
+    assert!(
+        out.contains(&format!("moved from {holder} to {to}")),
+        "{out}"
+    );
+    poll_until(
+        Duration::from_secs(5),
+        "the edge relays from the new holder",
+        || {
+            let p = c.node(e).path_info("live/gate")?;
+            (p["source"] == format!("relay from {to}").as_str()).then_some(())
+        },
+    );
+    // The old holder dies; the edge's viewer goes on.
+    c.members[h].node.kill();
+    viewer.join().expect("viewer").assert_plays(
+        "the edge's viewer through the move and the old holder's death",
+        300,
+        300,
+    );
 }
 
 /// Node `n` (made the holder of three cameras by operator moves) gets a viewer on one of

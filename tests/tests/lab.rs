@@ -166,7 +166,8 @@ fn a_tiny_lab_run_without_the_storage_emulation_says_so() {
 }
 
 /// `vigil bench|sim|lab` are the `vigil-lab` binary's: `vigil` runs the one beside it with
-/// the same arguments (here `--help`, which `vigil` itself must not swallow).
+/// the same arguments (here `--help`, which `vigil` itself must not swallow); `vigil lab
+/// chaos` runs `vigil-lab chaos`.
 #[test]
 fn vigil_hands_the_dev_tools_to_the_vigil_lab_binary_beside_it() {
     if std::env::var_os("VIGIL_BIN").is_some() || std::env::var_os("VIGIL_LAB_BIN").is_some() {
@@ -191,6 +192,17 @@ fn vigil_hands_the_dev_tools_to_the_vigil_lab_binary_beside_it() {
             "vigil {tool} --help is not vigil-lab's: {stdout}"
         );
     }
+    // `vigil lab chaos` is the chaos run, not a scenario named "chaos".
+    let out = vigil_tests::run_with_timeout(
+        std::process::Command::new(&vigil).args(["lab", "chaos", "--help"]),
+        std::time::Duration::from_secs(10),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "vigil lab chaos --help: {out:?}");
+    assert!(
+        stdout.contains("vigil-lab chaos") && stdout.contains("--minutes"),
+        "vigil lab chaos --help is not vigil-lab chaos's: {stdout}"
+    );
 }
 
 /// A `vigil` without `vigil-lab` beside it says how to build it instead of failing vaguely.

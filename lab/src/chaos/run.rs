@@ -432,11 +432,10 @@ fn start_fault(
         }
         Fault::Loss { node, percent } => bed.loss(&hosts[*node], *percent)?,
         Fault::DiskFull => share.fill()?,
-        Fault::Delay { node, ms } => match bed.delay(&hosts[*node], *ms, ms / 4) {
-            Ok(()) => {}
-            Err(e @ BedError::Unsupported { .. }) => return Ok(Some(e.to_string())),
-            Err(e) => return Err(e.into()),
-        },
+        Fault::Delay { node, ms } => {
+            let d = Duration::from_millis(u64::from(*ms));
+            bed.delay(&hosts[*node], d, d / 4)?;
+        }
     }
     Ok(None)
 }
@@ -462,14 +461,7 @@ fn end_fault(
         Fault::Partition { .. } => bed.heal()?,
         Fault::Loss { node, .. } => bed.loss(&hosts[*node], 0.0)?,
         Fault::DiskFull => share.free(),
-        Fault::Delay { node, .. } => {
-            // Nothing to undo where netem was not there to make it (tc's complaint is
-            // captured, not printed).
-            let _ = bed
-                .command(&hosts[*node], "tc")
-                .args(["qdisc", "del", "dev", "eth0", "root"])
-                .output();
-        }
+        Fault::Delay { node, .. } => bed.undelay(&hosts[*node])?,
     }
     Ok(())
 }

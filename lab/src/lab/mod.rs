@@ -103,7 +103,7 @@ pub fn run(
     if hosts == Hosts::Netns {
         for r in &mut runs {
             r.note = format!(
-                "{} Nodes on a bed of hosts (`--hosts netns`): each in its own network namespace, the clients in another, on one bridge (198.18.0.0/24).",
+                "{}, the nodes on a bed of hosts (`--hosts netns`: each in its own network namespace, the clients in another, on one bridge, 198.18.0.0/24)",
                 r.note
             );
         }

@@ -153,8 +153,11 @@ impl LabNode {
     }
 }
 
-/// `GET api+path` as JSON; `None` when the node does not answer (yet).
-pub(crate) use vigil_testkit::serve::api_json as get_json;
+/// `GET api+path` as JSON, with the lab's token (its nodes may be on hosts, beyond
+/// loopback); `None` when the node does not answer (yet).
+pub(crate) fn get_json(api: &str, path: &str) -> Option<serde_json::Value> {
+    serve::api_json_as(api, path, Some(TOKEN))
+}
 
 /// What a node's config holds beyond what every lab node has (addresses, limits, the
 /// cluster's membership and certificates): set per scenario kind.
@@ -341,7 +344,7 @@ rem = {rem}
                 deadline.saturating_duration_since(std::time::Instant::now()),
                 Duration::from_millis(100),
                 || {
-                    serve::api_json(&api, "/api/cluster/nodes")
+                    get_json(&api, "/api/cluster/nodes")
                         .filter(|v| vigil_testkit::cluster::formed(v, n, &first))
                 },
             )?;

@@ -51,10 +51,12 @@ pub fn progress(total: f64) -> ProgressBar {
 }
 
 pub(crate) async fn get_json(api: String, path: &'static str) -> Option<serde_json::Value> {
-    let body = tokio::task::spawn_blocking(move || crate::bench::get(&api, path))
-        .await
-        .ok()?
-        .ok()?;
+    let body = tokio::task::spawn_blocking(move || {
+        vigil_testkit::serve::api_get_as(&api, path, Some(super::nodes::TOKEN))
+    })
+    .await
+    .ok()?
+    .ok()?;
     serde_json::from_str(&body).ok()
 }
 
@@ -198,11 +200,13 @@ pub async fn node_counters(apis: &[String], ids: &[String]) -> Vec<NodeCounters>
     let mut out = Vec::new();
     for (api, id) in apis.iter().zip(ids) {
         let a = api.clone();
-        let text = tokio::task::spawn_blocking(move || crate::bench::get(&a, "/metrics"))
-            .await
-            .ok()
-            .and_then(|r| r.ok())
-            .unwrap_or_default();
+        let text = tokio::task::spawn_blocking(move || {
+            vigil_testkit::serve::api_get_as(&a, "/metrics", Some(super::nodes::TOKEN))
+        })
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or_default();
         let gossip = gossip_sent(api).await.unwrap_or_default();
         out.push(NodeCounters {
             id: id.clone(),

@@ -73,17 +73,23 @@ impl CameraHost for Host {
 }
 
 /// Every node follows the bindings it sees: the bound node runs the pull of an always-on
-/// camera (an on-demand one starts on DESCRIBE), the others stop theirs. A camera with no
-/// binding yet is pulled by nobody.
+/// camera (an on-demand one starts on DESCRIBE), the others stop theirs, and an edge
+/// relays from whichever node holds the camera now. A camera with no binding yet is pulled
+/// by nobody.
 fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
     let bindings = cluster.bindings();
     for path in node.paths() {
-        if !path.configured || !matches!(path.source, vigil_conf::Source::Pull { .. }) {
-            continue;
-        }
         let Some(camera) = path.name.strip_prefix("live/") else {
             continue;
         };
+        // An edge's relay follows the camera to its holder (not to this node: that is
+        // `take_over`'s, below).
+        if path.relay_from().is_some() && bindings.cameras.get(camera) != Some(&cluster.self_id) {
+            super::relay::follow_holder(node, cluster, &path, camera);
+        }
+        if !path.configured || !matches!(path.source, vigil_conf::Source::Pull { .. }) {
+            continue;
+        }
         if bindings.cameras.get(camera) == Some(&cluster.self_id) {
             cluster.arrived(camera);
             if path.relay_from().is_some() {

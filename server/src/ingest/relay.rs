@@ -109,6 +109,39 @@ pub fn let_go(node: &Arc<Node>, cluster: &Arc<Cluster>, path: &Arc<PathEntry>, c
     spawn(node, cluster, path, camera, cancel, Some(previous));
 }
 
+/// An edge follows its camera to a new holder (a move, a drain, a re-binding): a relay
+/// from the new holder starts beside the one from the old, which ends once the new one's
+/// producer has attached (the viewers splice onto it, their RTP identity unchanged).
+/// Without it the edge kept reading the old holder — relaying from the new one, two hops —
+/// until its viewers left, and a fault of a node that no longer held the camera cut them
+/// (the chaos run: a partition of the old holder silenced an edge's viewers for 5 s).
+pub fn follow_holder(
+    node: &Arc<Node>,
+    cluster: &Arc<Cluster>,
+    path: &Arc<PathEntry>,
+    camera: &str,
+) {
+    let Some(from) = path.relay_from() else {
+        return;
+    };
+    let Some((holder, _)) = cluster.relay_source(camera) else {
+        return;
+    };
+    if holder == from {
+        return;
+    }
+    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(previous) = puller.take() else {
+        return;
+    };
+    info!(path = %path.name, %from, %holder, "the camera's holder changed: relaying from the new one");
+    path.set_relay_from(Some(holder));
+    let cancel = node.shutdown.child_token();
+    *puller = Some(cancel.clone());
+    drop(puller);
+    spawn(node, cluster, path, camera, cancel, Some(previous));
+}
+
 async fn run(
     node: Arc<Node>,
     cluster: Arc<Cluster>,

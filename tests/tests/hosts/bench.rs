@@ -21,8 +21,10 @@ impl Drop for Killed {
 /// Benchmark: live viewers behind a lossy access line (0 %, 1 %, 3 % of the packets they
 /// receive dropped), over UDP and TCP, watching one camera through vigil's relay and
 /// through GStreamer's rtsp-server relaying the same camera (`tests/tools/gst_relay.py`),
-/// side by side in one run: what ffmpeg decodes in 10 s and how many errors it reports.
-/// No added delay (no netem on this kernel). Prints the table for docs/BENCHMARKS.md.
+/// side by side in one run, and a playback of vigil's recording of it on the same line:
+/// what ffmpeg decodes in 10 s and how many errors it reports.
+/// The viewer's line has a 100 ms RTT (what the viewer sends waits 100 ms: `tc netem`, or
+/// the bed's delay line). Prints the table for docs/BENCHMARKS.md.
 #[test]
 #[ignore = "benchmark: run with --ignored --nocapture (needs GStreamer's rtsp-server typelib)"]
 fn lossy_viewers_vigil_beside_gstreamer() {
@@ -33,13 +35,17 @@ fn lossy_viewers_vigil_beside_gstreamer() {
     let (farm_host, vigil_host, gst_host) = (&hosts[0], &hosts[1], &hosts[2]);
     let _farm = spawn(&bed, farm_host, "farm", "", DEMO_CAMERA);
     let camera = format!("rtsp://{}:{RTSP_PORT}/live/demo", farm_host.ip);
+    // vigil relays the camera and records it, for the playback rows.
+    let tmp = tempfile::tempdir().expect("temp dir");
     let relay = spawn(
         &bed,
         vigil_host,
         "vigil",
         "",
         &format!(
-            "[[camera]]\nid = \"cam\"\nsource = \"{camera}\"\non_demand = false\nrecord = false\n"
+            "[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n\
+             [[camera]]\nid = \"cam\"\nsource = \"{camera}\"\non_demand = false\n",
+            tmp.path().display()
         ),
     );
     let script = vigil_testkit::workspace().join("tests/tools/gst_relay.py");
@@ -71,13 +77,25 @@ fn lossy_viewers_vigil_beside_gstreamer() {
                 .then_some(())
         },
     );
+    // 12 s recorded: a playback of 10 s from the first recorded moment.
+    let first = recorded_for_camera(&bed, &control, &relay, "cam", 12_000);
     let urls = [
         ("vigil", relay.url("live/cam")),
         (
             "GStreamer rtsp-server",
             format!("rtsp://{}:{RTSP_PORT}/relay", gst_host.ip),
         ),
+        (
+            "vigil playback",
+            relay.url(&format!("playback/cam?start={}", rfc3339(first))),
+        ),
     ];
+    let by = bed
+        .delay(&viewer, Duration::from_millis(100), Duration::ZERO)
+        .expect("100 ms on the viewer's line");
+    let rtt = bed.within(&viewer, || {
+        handshake_ms(&format!("http://{}:{}", vigil_host.ip, RTSP_PORT), 10)
+    });
     let mut rows = Vec::new();
     for loss in [0.0, 1.0, 3.0] {
         bed.loss_in(&viewer, loss).expect("viewer loss");
@@ -104,7 +122,7 @@ fn lossy_viewers_vigil_beside_gstreamer() {
     }
     let dropped = bed.lost(&viewer).unwrap_or(0);
     eprintln!(
-        "lossy viewer link (loss of received packets; {dropped} dropped in all), 10 s of live:\n\
+        "lossy viewer link (loss of received packets; {dropped} dropped in all; RTT {rtt:.0} ms by {by:?}), 10 s of live:\n\
          | loss | transport | relay | frames decoded | ffmpeg error lines |\n|---|---|---|---|---|\n{}",
         rows.join("\n")
     );

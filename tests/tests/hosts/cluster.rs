@@ -8,7 +8,9 @@ use vigil_tests::{ffmpeg_decode, poll_every, rfc3339, DEMO_CAMERA};
 
 use crate::support::*;
 
-/// Five node hosts, 1 % loss on every packet a node sends: the gossip converges and elects
+/// Five node hosts at 20 ms ± 5 ms RTT from each other (10 ms ± 2.5 ms on what each node
+/// sends: `tc netem`, or the bed's delay line where the kernel has no netem) and 1 % loss
+/// on every packet a node sends: the gossip converges and elects
 /// one scheduler; a viewer on its own host asking any node is redirected (302) to where the
 /// scheduler places it and decodes with zero errors; `kill -9` of the scheduler and then the
 /// link of its successor going down each elect the next, and viewers placed meanwhile are
@@ -20,8 +22,13 @@ fn five_hosts_on_lossy_links_converge_place_and_fail_over() {
     let Some((bed, control, viewer, hosts)) = bed_of(&FIVE) else {
         return;
     };
+    let mut delayed_by = Vec::new();
     for h in &hosts {
         bed.loss(h, 1.0).expect("1 % loss");
+        let by = bed
+            .delay(h, Duration::from_millis(10), Duration::from_micros(2_500))
+            .expect("10 ms ± 2.5 ms on what the node sends");
+        delayed_by.push(by);
     }
     let site = Site::new();
     let started = Instant::now();
@@ -32,6 +39,12 @@ fn five_hosts_on_lossy_links_converge_place_and_fail_over() {
     let all: Vec<&HostNode> = nodes.iter().collect();
     let converged = time_to_agree(&bed, &control, &all, 5, "node1", Duration::from_secs(30));
     let converged_from_start = started.elapsed();
+    // The delay is in force: a TCP handshake from node 1 to node 2 takes one RTT.
+    let rtt_ms = bed.within(&hosts[0], || handshake_ms(&nodes[1].api(), 20));
+    assert!(
+        (15.0..=30.0).contains(&rtt_ms),
+        "node1 → node2 handshake {rtt_ms:.1} ms (median of 20), not ≈ 20 ms"
+    );
 
     // A live viewer asks node 4: placed (302) on the holder or an edge, decoded cleanly.
     let holder = &nodes[1];
@@ -95,13 +108,14 @@ fn five_hosts_on_lossy_links_converge_place_and_fail_over() {
         assert!(lost > 0, "{}: the 1 % loss dropped nothing", h.role);
     }
     eprintln!(
-        "hosts (5 nodes, 1 % loss per sending host, no added delay):\n\
+        "hosts (5 nodes, 1 % loss per sending host, RTT between nodes {rtt_ms:.1} ms by {:?}):\n\
          | converged (all 5 agree, from the first start) | {:.1} s (from the last start: {:.1} s) |\n\
          | re-elected after kill -9 of the scheduler | {:.1} s |\n\
          | first viewer served after the kill (placement + decode of 3 s) | {:.1} s |\n\
          | re-elected after the scheduler's link went down | {:.1} s |\n\
          | first viewer served after the cut (placement + decode of 3 s) | {:.1} s |\n\
          | one scheduler again after the link came back | {:.1} s |",
+        delayed_by[0],
         converged_from_start.as_secs_f64(),
         converged.as_secs_f64(),
         reelected.as_secs_f64(),

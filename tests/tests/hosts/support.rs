@@ -409,3 +409,22 @@ pub(crate) fn demo_trio(bed: &Bed, control: &Host, site: &Site, hosts: &[Host]) 
     time_to_agree(bed, control, &all, 3, "node1", Duration::from_secs(30));
     nodes
 }
+
+/// The median time (ms) of `n` TCP handshakes with the host:port of `base`
+/// (`http://host:port`), from the calling thread's host: one round trip each.
+pub(crate) fn handshake_ms(base: &str, n: usize) -> f64 {
+    let addr: std::net::SocketAddr = base
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap_or_else(|e| panic!("{base}: {e}"));
+    let mut v: Vec<f64> = (0..n)
+        .filter_map(|_| {
+            let t = Instant::now();
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+            Some(t.elapsed().as_secs_f64() * 1000.0)
+        })
+        .collect();
+    assert!(v.len() * 2 > n, "{} of {n} handshakes with {addr}", v.len());
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
