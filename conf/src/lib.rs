@@ -9,6 +9,7 @@ mod auth;
 mod camera;
 mod cluster;
 mod recording;
+mod tls;
 
 pub use auth::{AuthConfig, DigestAlgorithm, Rights, UserConfig};
 pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTransport, Source};
@@ -17,6 +18,7 @@ pub use recording::{
     check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,
     StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
 };
+pub use tls::TlsConfig;
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -54,6 +56,8 @@ pub struct Config {
     pub export: ExportConfig,
     /// HLS (fMP4) of live cameras and recordings at `/hls/…` on the HTTP server.
     pub hls: HlsConfig,
+    /// The certificate of the TLS listeners (`[rtsp] tls_listen`, `[http] tls_listen`).
+    pub tls: TlsConfig,
     /// Clustering (gossip membership, scheduler election, placement by redirect). Off unless
     /// `[cluster] enabled = true`.
     pub cluster: ClusterConf,
@@ -103,7 +107,13 @@ fn node_id_from_host(host: &str) -> String {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RtspConfig {
+    /// Plain RTSP (TCP). Beyond loopback only with `allow_plaintext = true`.
     pub listen: SocketAddr,
+    /// RTSPS (RTSP over TLS, RTP interleaved inside it; `[tls]` gives the certificate).
+    pub tls_listen: Option<SocketAddr>,
+    /// Accept clear-text RTSP on a `listen` beyond loopback (video and passwords readable
+    /// on the wire).
+    pub allow_plaintext: bool,
     /// Inclusive range of UDP ports for RTP/RTCP pairs (RTP even, RTCP the next odd port).
     pub udp_port_min: u16,
     pub udp_port_max: u16,
@@ -130,7 +140,9 @@ impl RtspConfig {
 impl Default for RtspConfig {
     fn default() -> Self {
         Self {
-            listen: SocketAddr::from(([0, 0, 0, 0], 8554)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8554)),
+            tls_listen: None,
+            allow_plaintext: false,
             udp_port_min: 20000,
             udp_port_max: 29999,
             publisher_conflict: PublisherConflict::Refuse,
@@ -151,8 +163,16 @@ pub enum PublisherConflict {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
-    /// Admin API and `/metrics`.
+    /// Admin API, console, HLS, export and `/metrics` over plain HTTP. Beyond loopback only
+    /// with `allow_plaintext = true`.
     pub listen: SocketAddr,
+    /// The same over HTTPS (`[tls]` gives the certificate); its answers carry HSTS.
+    pub tls_listen: Option<SocketAddr>,
+    /// Accept clear-text HTTP on a `listen` beyond loopback (the admin token readable on
+    /// the wire).
+    pub allow_plaintext: bool,
+    /// `Strict-Transport-Security: max-age` on HTTPS answers (seconds; 0: no header).
+    pub hsts_max_age_secs: u64,
     /// Bearer token of the admin API: required by every write route, and by every route but
     /// `/api/health` when `listen` is beyond loopback. Empty: read from `token_file`.
     pub token: String,
@@ -179,6 +199,9 @@ impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            tls_listen: None,
+            allow_plaintext: false,
+            hsts_max_age_secs: 31_536_000,
             token: String::new(),
             token_file: None,
             console_refresh_ms: 2000,
@@ -318,11 +341,7 @@ impl Config {
     /// newcomer's first `ffplay rtsp://127.0.0.1:8554/live/demo` plays at once.
     pub fn embedded_default() -> Config {
         Config {
-            // Open (no [auth]), so loopback only.
-            rtsp: RtspConfig {
-                listen: SocketAddr::from(([127, 0, 0, 1], 8554)),
-                ..RtspConfig::default()
-            },
+            // Open (no [auth]): loopback only, as every listener is by default.
             cameras: vec![CameraConfig {
                 id: "demo".into(),
                 source: Source::Demo,
@@ -405,6 +424,12 @@ impl Config {
             ));
         }
         self.cluster.validate()?;
+        tls::check_plaintext("rtsp", self.rtsp.listen, self.rtsp.allow_plaintext)?;
+        tls::check_plaintext("http", self.http.listen, self.http.allow_plaintext)?;
+        self.tls.validate(&[
+            ("rtsp", self.rtsp.tls_listen),
+            ("http", self.http.tls_listen),
+        ])?;
         if let Some(auth) = &self.auth {
             auth.validate()?;
         }

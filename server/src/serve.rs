@@ -2,11 +2,14 @@
 
 use crate::cluster::Cluster;
 use crate::library::Library;
+use crate::net::tls::{Acceptor, CertStore};
 use crate::node::Node;
 use anyhow::Context;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 use vigil_conf::{Config, Source};
@@ -65,12 +68,15 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
     let http = tokio::net::TcpListener::bind(config.http.listen)
         .await
         .with_context(|| format!("cannot listen for the admin API on {}", config.http.listen))?;
+    let tls = TlsListeners::bind(&config).await?;
     let library = open_library(&config)?;
     let node = Node::new(config, library);
     info!(
         node = %node.config.node.id,
         rtsp = %rtsp.local_addr()?,
         api = %http.local_addr()?,
+        rtsps = ?tls.rtsp.as_ref().and_then(|(l, _)| l.local_addr().ok()),
+        https = ?tls.http.as_ref().and_then(|(l, _)| l.local_addr().ok()),
         "vigil node up"
     );
     // Before the RTSP listener starts: a session's moves and take-backs reach migration
@@ -90,20 +96,40 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
     node.tasks
         .spawn(crate::ingest::sleep::run(node.clone(), cluster.clone()));
     start_recorders(&node, cluster.as_ref());
-    tokio::spawn(reload_on_sighup(node.clone(), config_path));
+    if let Some(certs) = &tls.certs {
+        let every = Duration::from_millis(node.config.tls.reload_check_ms);
+        tokio::spawn(certs.clone().watch(every, node.shutdown.clone()));
+    }
+    tokio::spawn(reload_on_sighup(
+        node.clone(),
+        config_path,
+        tls.certs.clone(),
+    ));
     let prometheus = crate::admin::metrics::install();
     let api = tokio::spawn(crate::admin::api::serve(
         node.clone(),
         cluster.clone(),
         http,
+        tls.http,
         prometheus,
     ));
-    let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), cluster, rtsp));
+    let rtsps = tls.rtsp.map(|(listener, acceptor)| {
+        tokio::spawn(crate::rtsp::conn::serve(
+            node.clone(),
+            cluster.clone(),
+            listener,
+            Some(acceptor),
+        ))
+    });
+    let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), cluster, rtsp, None));
     wait_for_signal().await;
     info!("shutting down: closing sessions");
     node.shutdown.cancel();
     // Connections and media tasks send RTCP BYE and close; give them a moment, not forever.
     let _ = server.await;
+    if let Some(rtsps) = rtsps {
+        let _ = rtsps.await;
+    }
     node.tasks.close();
     if tokio::time::timeout(Duration::from_secs(3), node.tasks.wait())
         .await
@@ -201,6 +227,45 @@ fn start_sources(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
     }
 }
 
+/// The TLS listeners (`[rtsp] tls_listen`, `[http] tls_listen`) bound, with the acceptor
+/// each uses; both share one certificate store, reloaded on SIGHUP and on file change.
+struct TlsListeners {
+    certs: Option<Arc<CertStore>>,
+    rtsp: Option<(TcpListener, Acceptor)>,
+    http: Option<(TcpListener, Acceptor)>,
+}
+
+impl TlsListeners {
+    async fn bind(config: &Config) -> anyhow::Result<Self> {
+        let mut out = TlsListeners {
+            certs: None,
+            rtsp: None,
+            http: None,
+        };
+        let Some((cert, key)) = config.tls.files() else {
+            return Ok(out);
+        };
+        if config.rtsp.tls_listen.is_none() && config.http.tls_listen.is_none() {
+            return Ok(out);
+        }
+        let certs = Arc::new(CertStore::load(cert, key).context("the [tls] certificate")?);
+        if let Some(addr) = config.rtsp.tls_listen {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for RTSPS on {addr}"))?;
+            out.rtsp = Some((l, Acceptor::new(certs.clone(), &config.tls, &[])));
+        }
+        if let Some(addr) = config.http.tls_listen {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for HTTPS on {addr}"))?;
+            out.http = Some((l, Acceptor::new(certs.clone(), &config.tls, &[b"http/1.1"])));
+        }
+        out.certs = Some(certs);
+        Ok(out)
+    }
+}
+
 /// Anything listening beyond loopback without authentication is said loudly at start.
 fn warn_if_open(config: &Config, api_token: bool) {
     for w in open_warnings(config, api_token) {
@@ -211,28 +276,41 @@ fn warn_if_open(config: &Config, api_token: bool) {
 /// The warnings `warn_if_open` logs (pure, for the tests).
 pub fn open_warnings(config: &Config, api_token: bool) -> Vec<String> {
     let mut out = Vec::new();
-    if config.auth.is_none() && !config.rtsp.listen.ip().is_loopback() {
+    let beyond = |listen: SocketAddr, tls: Option<SocketAddr>| {
+        std::iter::once(listen)
+            .chain(tls)
+            .find(|a| !a.ip().is_loopback())
+    };
+    if let (None, Some(at)) = (
+        &config.auth,
+        beyond(config.rtsp.listen, config.rtsp.tls_listen),
+    ) {
         out.push(format!(
-            "RTSP IS OPEN TO THE NETWORK WITHOUT [auth]: anyone who can reach {} may watch and \
+            "RTSP IS OPEN TO THE NETWORK WITHOUT [auth]: anyone who can reach {at} may watch and \
              play back every camera and publish to any live/<id>. Add users with \
-             `vigil user add`, or listen on 127.0.0.1.",
-            config.rtsp.listen
+             `vigil user add`, or listen on 127.0.0.1."
         ));
     }
-    if !api_token && !config.http.listen.ip().is_loopback() {
+    if let (false, Some(at)) = (
+        api_token,
+        beyond(config.http.listen, config.http.tls_listen),
+    ) {
         out.push(format!(
-            "the admin API listens on {} beyond loopback without [http] token: it serves only \
-             /api/health until a token is configured",
-            config.http.listen
+            "the admin API listens on {at} beyond loopback without [http] token: it serves only \
+             /api/health until a token is configured"
         ));
     }
     out
 }
 
-/// SIGHUP: re-read the config file and apply its `[auth]` (users, rights, back-off) without
-/// touching running sessions. Other keys need a restart. A file that no longer parses is
-/// reported and the policy in force is kept.
-async fn reload_on_sighup(node: Arc<Node>, config_path: Option<PathBuf>) {
+/// SIGHUP: re-read the config file and apply its `[auth]` (users, rights, back-off), and the
+/// TLS certificate files, without touching running sessions. Other keys need a restart. A
+/// file that no longer parses is reported and the policy in force is kept.
+async fn reload_on_sighup(
+    node: Arc<Node>,
+    config_path: Option<PathBuf>,
+    certs: Option<Arc<CertStore>>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         return;
@@ -241,6 +319,9 @@ async fn reload_on_sighup(node: Arc<Node>, config_path: Option<PathBuf>) {
         tokio::select! {
             _ = node.shutdown.cancelled() => return,
             r = hup.recv() => if r.is_none() { return },
+        }
+        if let Some(certs) = &certs {
+            certs.reload_logged("SIGHUP");
         }
         let Some(path) = &config_path else {
             info!("SIGHUP: no --config file to reload");
@@ -280,7 +361,8 @@ mod tests {
             "the demo is loopback only"
         );
         let open = Config::from_toml(
-            "[rtsp]\nlisten = \"0.0.0.0:8554\"\n[http]\nlisten = \"0.0.0.0:8080\"",
+            "[rtsp]\nlisten = \"0.0.0.0:8554\"\nallow_plaintext = true\n\
+             [http]\nlisten = \"0.0.0.0:8080\"\nallow_plaintext = true",
         )
         .unwrap();
         let w = open_warnings(&open, false);
@@ -288,7 +370,21 @@ mod tests {
             w.len() == 2 && w[0].contains("WITHOUT [auth]") && w[1].contains("token"),
             "{w:?}"
         );
-        let closed = Config::from_toml("[rtsp]\nlisten = \"0.0.0.0:8554\"\n[auth]\n").unwrap();
+        let closed = Config::from_toml(
+            "[rtsp]\nlisten = \"0.0.0.0:8554\"\nallow_plaintext = true\n[auth]\n",
+        )
+        .unwrap();
         assert!(open_warnings(&closed, true).is_empty());
+        // A TLS listener beyond loopback is open to the network too.
+        let tls = Config::from_toml(
+            "[rtsp]\ntls_listen = \"0.0.0.0:322\"\n[http]\ntls_listen = \"0.0.0.0:8443\"\n\
+             [tls]\ncert = \"c.pem\"\nkey = \"k.pem\"",
+        )
+        .unwrap();
+        let w = open_warnings(&tls, false);
+        assert!(
+            w.len() == 2 && w[0].contains("0.0.0.0:322") && w[1].contains("0.0.0.0:8443"),
+            "{w:?}"
+        );
     }
 }

@@ -52,7 +52,11 @@
   const isoSecs = (ms) => iso(ms).replace(/\.\d+Z$/, 'Z');
 
   // ---- authentication ---------------------------------------------------------------
-  const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
+  // The token never crosses plain HTTP beyond loopback: on such a page the console stays
+  // read-only and says to open the node's HTTPS address ([http] tls_listen) to sign in.
+  const loopbackHost = /^(localhost|127(\.\d+){3}|\[::1\])$/.test(location.hostname);
+  const tokenAllowed = location.protocol === 'https:' || loopbackHost;
+  const token = () => (tokenAllowed ? sessionStorage.getItem(TOKEN_KEY) || '' : '');
   const authHeaders = () => (token() ? { Authorization: `Bearer ${token()}` } : {});
 
   function showAuth() {
@@ -68,6 +72,10 @@
     e.preventDefault();
     const t = $('#token-input').value.trim();
     $('#token-input').value = '';
+    if (!tokenAllowed) {
+      $('#auth-state').textContent = 'plain HTTP beyond loopback: open the console over HTTPS to sign in';
+      return;
+    }
     if (t) sessionStorage.setItem(TOKEN_KEY, t);
     showAuth();
     refresh();

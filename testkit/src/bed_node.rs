@@ -130,8 +130,10 @@ fn start(
         api_port: API_PORT,
         udp: (20_000, 20_999),
         token: spec.token.clone(),
-        rtsp: spec.rtsp.clone(),
-        http: String::new(),
+        // The bed's links are the test's own, and what its tests measure is the plain
+        // protocol across them; a node beyond loopback says so explicitly.
+        rtsp: format!("allow_plaintext = true\n{}", spec.rtsp),
+        http: "allow_plaintext = true\n".into(),
         tables: spec.tables.clone(),
     };
     let mut process = ServeProcess::spawn_in(

@@ -306,6 +306,17 @@ pub struct GstDecoded {
 
 /// Decode `frames` H.264 frames from `url` with `rtspsrc protocols=…`, then stop (EOS).
 pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duration) -> GstDecoded {
+    gst_decode_h264_with(url, protocols, &[], frames, timeout)
+}
+
+/// [`gst_decode_h264`] with more `rtspsrc` properties (`tls-validation-flags=…`).
+pub fn gst_decode_h264_with(
+    url: &str,
+    protocols: &str,
+    props: &[&str],
+    frames: u64,
+    timeout: Duration,
+) -> GstDecoded {
     let start = Instant::now();
     // One stream for messages (stdout, flushed per line) and logs (stderr): their order
     // tells errors while playing from errors while shutting down.
@@ -317,6 +328,7 @@ pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duratio
             .args(["-e", "-v", "rtspsrc"])
             .arg(format!("location={url}"))
             .arg(format!("protocols={protocols}"))
+            .args(props)
             .args([
                 "latency=200",
                 "tcp-timeout=5000000",
@@ -367,6 +379,16 @@ pub fn gst_decode_h264(url: &str, protocols: &str, frames: u64, timeout: Duratio
 /// `gst-launch-1.0 filesrc ! qtdemux ! h264parse ! rtspclientsink protocols=…` in the
 /// background (it publishes in real time: the sink synchronises on the clock).
 pub fn gst_publish_h264(file: &Path, url: &str, protocols: &str) -> Background {
+    gst_publish_h264_with(file, url, protocols, &[])
+}
+
+/// [`gst_publish_h264`] with more `rtspclientsink` properties.
+pub fn gst_publish_h264_with(
+    file: &Path,
+    url: &str,
+    protocols: &str,
+    props: &[&str],
+) -> Background {
     spawn_background(
         Command::new("gst-launch-1.0")
             .env("GST_DEBUG", "*:1")
@@ -375,6 +397,7 @@ pub fn gst_publish_h264(file: &Path, url: &str, protocols: &str) -> Background {
             .arg(format!("location={}", file.display()))
             .args(["!", "qtdemux", "!", "h264parse", "!", "rtspclientsink"])
             .arg(format!("location={url}"))
-            .arg(format!("protocols={protocols}")),
+            .arg(format!("protocols={protocols}"))
+            .args(props),
     )
 }

@@ -14,6 +14,7 @@ mod process;
 pub mod report;
 mod rtsp_conn;
 pub mod secure_cluster;
+pub mod tls;
 
 pub use clients::*;
 pub use process::*;

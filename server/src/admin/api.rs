@@ -88,11 +88,23 @@ pub async fn serve(
     node: Arc<Node>,
     cluster: Option<Arc<Cluster>>,
     listener: tokio::net::TcpListener,
+    tls: Option<(tokio::net::TcpListener, crate::net::tls::Acceptor)>,
     prometheus: Option<PrometheusHandle>,
 ) {
     tokio::spawn(sample_bitrates(node.clone()));
     let app = router(node.clone(), cluster, prometheus);
-    super::listener::serve(node, listener, app).await;
+    let https = tls.map(|(listener, acceptor)| {
+        tokio::spawn(super::listener::serve(
+            node.clone(),
+            listener,
+            app.clone(),
+            Some(acceptor),
+        ))
+    });
+    super::listener::serve(node, listener, app, None).await;
+    if let Some(https) = https {
+        let _ = https.await;
+    }
 }
 
 /// Ingest bitrate per path, sampled every second.

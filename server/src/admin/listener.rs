@@ -1,4 +1,5 @@
-//! The admin API's accept loop: hyper with a timer and the `[http]` connection limits.
+//! The admin API's accept loop: hyper with a timer and the `[http]` connection limits, over
+//! plain TCP (`[http] listen`) or TLS (`[http] tls_listen`).
 //!
 //! Written out because `axum::serve` gives hyper no timer, so hyper's header read timeout
 //! never applies, and caps no connections: anyone who reached the port could open sockets
@@ -11,7 +12,9 @@
 //! own), and with it the work behind the response: an export stops reading segments. The
 //! token check stays in the router (`token::layer`), after a whole request head.
 
+use crate::net::tls::Acceptor;
 use crate::node::Node;
+use axum::http::HeaderValue;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -24,14 +27,20 @@ use tracing::{debug, warn};
 /// How long a connection being closed at shutdown may finish the response it is writing.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
-/// Serve `app` on `listener` until the node shuts down.
-pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
+/// Serve `app` on `listener` until the node shuts down; over TLS when `tls` is given
+/// (`[http] tls_listen`: the handshake in the connection's task, after the address's
+/// handshake budget admitted it; every answer carries HSTS).
+pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router, tls: Option<Acceptor>) {
     let conf = &node.config.http;
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(conf.header_read_timeout_ms));
     let http = Arc::new(http);
     let write_timeout = Duration::from_millis(conf.write_timeout_ms);
+    let app = match (&tls, conf.hsts_max_age_secs) {
+        (Some(_), age) if age > 0 => with_hsts(app, age),
+        _ => app,
+    };
     while let Some((stream, peer)) = crate::net::tcp::accept(&listener, &node.shutdown).await {
         let s = &node.limit_stats;
         let Some(slot) = node.http_connections.admit(
@@ -42,22 +51,22 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
         ) else {
             continue;
         };
-        let (http, app, node) = (http.clone(), app.clone(), node.clone());
+        if let Some(Err(e)) = tls.as_ref().map(|t| t.admit(peer, &node.limit_stats)) {
+            debug!(%peer, "HTTPS connection refused: {e}");
+            continue;
+        }
+        let (http, app, node, tls) = (http.clone(), app.clone(), node.clone(), tls.clone());
         tokio::spawn(async move {
             let _slot = slot;
-            let service = TowerToHyperService::new(app);
-            let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-            stream.set_write_timeout(Some(write_timeout));
-            let conn = http.serve_connection(TokioIo::new(Box::pin(stream)), service);
-            let mut conn = std::pin::pin!(conn);
-            let ended = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = node.shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut())
-                        .await
-                        .unwrap_or(Ok(()))
-                }
+            let ended = match tls {
+                None => connection(&node, &http, app, stream, write_timeout).await,
+                Some(tls) => match tls.handshake(stream).await {
+                    Ok(stream) => connection(&node, &http, app, stream, write_timeout).await,
+                    Err(e) => {
+                        debug!(%peer, "HTTPS: {e}");
+                        return;
+                    }
+                },
             };
             if let Err(e) = ended {
                 if write_stalled(&e) {
@@ -69,6 +78,50 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router) {
             }
         });
     }
+}
+
+/// One connection's requests, plain or TLS, until it closes or the node shuts down.
+async fn connection<S>(
+    node: &Node,
+    http: &hyper::server::conn::http1::Builder,
+    app: Router,
+    stream: S,
+    write_timeout: Duration,
+) -> Result<(), hyper::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let service = TowerToHyperService::new(app);
+    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+    stream.set_write_timeout(Some(write_timeout));
+    let conn = http.serve_connection(TokioIo::new(Box::pin(stream)), service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        _ = node.shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut())
+                .await
+                .unwrap_or(Ok(()))
+        }
+    }
+}
+
+/// Every answer of the HTTPS listener tells the browser to use HTTPS for this host from now
+/// on (`Strict-Transport-Security`), so a console bookmarked once is never opened in clear.
+fn with_hsts(app: Router, max_age_secs: u64) -> Router {
+    let value = HeaderValue::from_str(&format!("max-age={max_age_secs}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("max-age=31536000"));
+    app.layer(axum::middleware::map_response(
+        move |mut r: axum::response::Response| {
+            let value = value.clone();
+            async move {
+                r.headers_mut()
+                    .insert(axum::http::header::STRICT_TRANSPORT_SECURITY, value);
+                r
+            }
+        },
+    ))
 }
 
 /// Whether a connection ended because the client took nothing for the write timeout (the

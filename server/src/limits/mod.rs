@@ -23,10 +23,12 @@ pub struct LimitStats {
     /// The admin API's connection limits (`[http]`).
     pub http_connections: AtomicU64,
     pub http_connections_per_address: AtomicU64,
+    /// TLS handshakes past `[tls] handshakes_per_sec` from one address (RTSPS and HTTPS).
+    pub tls_handshakes: AtomicU64,
 }
 
 impl LimitStats {
-    pub fn all(&self) -> [(&'static str, &AtomicU64); 8] {
+    pub fn all(&self) -> [(&'static str, &AtomicU64); 9] {
         [
             ("connections", &self.connections),
             ("connections_per_address", &self.connections_per_address),
@@ -39,6 +41,7 @@ impl LimitStats {
                 "http_connections_per_address",
                 &self.http_connections_per_address,
             ),
+            ("tls_handshakes", &self.tls_handshakes),
         ]
     }
 

@@ -1,9 +1,11 @@
 //! Socket helpers: UDP port pairs, batched UDP sends, vectored interleaved TCP writes, UDP
 //! with another node's source address (`raw`, for migration's preserve mode), a TCP writer
-//! that notices a peer which stopped reading (`stall`).
+//! that notices a peer which stopped reading (`stall`), the TLS listeners' certificate and
+//! handshake (`tls`).
 
 pub mod ports;
 pub mod raw;
 pub mod stall;
 pub mod tcp;
+pub mod tls;
 pub mod udp;

@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -20,20 +20,33 @@ use tokio::io::AsyncWrite;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::time::{Instant, Sleep};
 
-/// See the module doc.
-pub struct StallWriter {
-    inner: OwnedWriteHalf,
+/// See the module doc. `W`: the connection's write half, plain TCP or TLS over it (the
+/// send queue measured is the TCP socket's either way: TLS records are bytes on it).
+pub struct StallWriter<W = OwnedWriteHalf> {
+    inner: W,
+    /// The TCP socket under `inner`, open for as long as `inner` is.
+    fd: RawFd,
     timeout: Duration,
     deadline: Pin<Box<Sleep>>,
     /// While a write waits: the send queue when the wait (re)started.
     waiting: Option<usize>,
 }
 
-impl StallWriter {
+impl StallWriter<OwnedWriteHalf> {
     /// `timeout`: how long the peer may take no byte before a write fails.
     pub fn new(inner: OwnedWriteHalf, timeout: Duration) -> Self {
+        let fd = inner.as_ref().as_raw_fd();
+        StallWriter::over(inner, fd, timeout)
+    }
+}
+
+impl<W: AsyncWrite + Unpin> StallWriter<W> {
+    /// A writer over any write half of the TCP socket `fd` (TLS: the stream's write half,
+    /// `fd` the socket under it, which must stay open as long as `inner` does).
+    pub fn over(inner: W, fd: RawFd, timeout: Duration) -> Self {
         StallWriter {
             inner,
+            fd,
             timeout,
             deadline: Box::pin(tokio::time::sleep(timeout)),
             waiting: None,
@@ -43,10 +56,10 @@ impl StallWriter {
     /// Bytes in the socket's send queue (unsent plus unacknowledged); None if the kernel
     /// will not say, which counts as no progress.
     fn send_queue(&self) -> Option<usize> {
-        let fd = self.inner.as_ref().as_raw_fd();
+        let fd = self.fd;
         let mut queued: libc::c_int = 0;
         // SAFETY: TIOCOUTQ writes one int through the pointer, which outlives the call; the
-        // descriptor belongs to `inner`, open for as long as `self` is.
+        // descriptor is the socket under `inner`, open for as long as `self` is.
         let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
         (r == 0).then(|| usize::try_from(queued).unwrap_or(0))
     }
@@ -82,7 +95,7 @@ impl StallWriter {
     }
 }
 
-impl AsyncWrite for StallWriter {
+impl<W: AsyncWrite + Unpin> AsyncWrite for StallWriter<W> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

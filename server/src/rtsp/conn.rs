@@ -10,21 +10,30 @@ use super::tcp_media::PUMP_BATCH;
 use crate::cluster::Cluster;
 use crate::live::reader::OutPacket;
 use crate::net::tcp::InterleavedWriter;
+use crate::net::tls::Acceptor;
 use crate::node::Node;
 use crate::steering::CommandHandler;
 use bytes::{Buf, BytesMut};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, info_span, Instrument};
 use vigil_proto::rtcp;
 use vigil_proto::rtsp::{parse_frame, Frame, Limits, Response};
 
 /// Accept RTSP connections until shutdown. `cluster`: the node's cluster shell when
-/// `[cluster] enabled` (placement, migration, relays), handed to every connection.
-pub async fn serve(node: Arc<Node>, cluster: Option<Arc<Cluster>>, listener: TcpListener) {
+/// `[cluster] enabled` (placement, migration, relays), handed to every connection. `tls`:
+/// RTSPS on this listener (`[rtsp] tls_listen`): each connection's handshake comes first,
+/// in its own task, after the address's handshake budget admitted it.
+pub async fn serve(
+    node: Arc<Node>,
+    cluster: Option<Arc<Cluster>>,
+    listener: TcpListener,
+    tls: Option<Acceptor>,
+) {
     while let Some((stream, peer)) = crate::net::tcp::accept(&listener, &node.shutdown).await {
         Node::bump(&node.counters.rtsp_connections);
         let (l, s) = (&node.config.limits, &node.limit_stats);
@@ -36,11 +45,25 @@ pub async fn serve(node: Arc<Node>, cluster: Option<Arc<Cluster>>, listener: Tcp
         ) else {
             continue;
         };
-        let (node, cluster) = (node.clone(), cluster.clone());
+        if let Some(Err(e)) = tls.as_ref().map(|t| t.admit(peer, &node.limit_stats)) {
+            debug!(%peer, "RTSPS connection refused: {e}");
+            continue;
+        }
+        let (node, cluster, tls) = (node.clone(), cluster.clone(), tls.clone());
         let span = info_span!("rtsp", %peer);
         node.tasks.clone().spawn(
             async move {
                 let _slot = slot;
+                let stream = match tls {
+                    None => Accepted::Plain(stream),
+                    Some(tls) => match tls.handshake(stream).await {
+                        Ok(s) => Accepted::Tls(Box::new(s)),
+                        Err(e) => {
+                            debug!("RTSPS: {e}");
+                            return;
+                        }
+                    },
+                };
                 if let Err(e) = connection(node, cluster, stream, peer).await {
                     debug!("connection ended: {e}");
                 }
@@ -49,6 +72,38 @@ pub async fn serve(node: Arc<Node>, cluster: Option<Arc<Cluster>>, listener: Tcp
         );
     }
 }
+
+/// An accepted connection's byte stream: plain TCP, or TLS over it (RTSPS).
+pub enum Accepted {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl Accepted {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Accepted::Plain(s) => s,
+            Accepted::Tls(s) => s.get_ref().0,
+        }
+    }
+
+    /// The read and write halves, each boxed so one connection type serves both.
+    fn split(self) -> (ConnRead, ConnWrite) {
+        match self {
+            Accepted::Plain(s) => {
+                let (r, w) = s.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            Accepted::Tls(s) => {
+                let (r, w) = tokio::io::split(*s);
+                (Box::new(r), Box::new(w))
+            }
+        }
+    }
+}
+
+type ConnRead = Box<dyn AsyncRead + Send + Sync + Unpin>;
+pub type ConnWrite = Box<dyn AsyncWrite + Send + Sync + Unpin>;
 
 /// Per-connection state shared with the method handlers.
 pub struct Conn {
@@ -95,23 +150,26 @@ pub(super) enum Event {
 const TCP_SEND_BUFFER: usize = 256 * 1024;
 
 /// The connection's write half behind its progress timeout (see [`Conn::writer`]).
-pub type Writer = crate::net::stall::StallWriter;
+pub type Writer = crate::net::stall::StallWriter<ConnWrite>;
 
 async fn connection(
     node: Arc<Node>,
     cluster: Option<Arc<Cluster>>,
-    stream: TcpStream,
+    stream: Accepted,
     peer: SocketAddr,
 ) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
+    let tcp = stream.tcp();
+    tcp.set_nodelay(true)?;
     // Without a cap Linux lets a viewer's send buffer grow to tcp_wmem's maximum (4 MB), so
     // a stalled viewer would be noticed only after seconds of buffered video and would pin
     // that much kernel memory. 256 KiB (the kernel doubles it) holds a GOP of a 2 Mb/s stream.
-    let _ = socket2::SockRef::from(&stream).set_send_buffer_size(TCP_SEND_BUFFER);
-    let local = stream.local_addr()?;
-    let (mut rd, writer) = stream.into_split();
-    let writer = Writer::new(
+    let _ = socket2::SockRef::from(tcp).set_send_buffer_size(TCP_SEND_BUFFER);
+    let local = tcp.local_addr()?;
+    let fd = tcp.as_raw_fd();
+    let (mut rd, writer) = stream.split();
+    let writer = Writer::over(
         writer,
+        fd,
         Duration::from_millis(node.config.live.slow_reader_timeout_ms),
     );
     let mut conn = Conn {

@@ -1,0 +1,175 @@
+//! TLS for the tests of the node's RTSPS and HTTPS listeners: a CA and listener certificates
+//! made with rcgen (good, for another host name, expired), the `[tls]` config of a node that
+//! serves them, and a verifying rustls client that reports the certificate it was shown.
+
+use rcgen::{BasicConstraints, Certificate, CertificateParams, IsCa, KeyPair, SanType};
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A test CA: its certificate on disk (what a client trusts) and what signs listener
+/// certificates.
+pub struct TestCa {
+    cert: Certificate,
+    key: KeyPair,
+    pub pem: PathBuf,
+}
+
+/// What a listener certificate is made for.
+pub enum Leaf<'a> {
+    /// Valid now for 127.0.0.1 and `localhost`.
+    Good,
+    /// Valid now, for another name only.
+    OtherHost(&'a str),
+    /// For 127.0.0.1, but expired in 2021.
+    Expired,
+}
+
+impl TestCa {
+    /// A CA written to `dir/ca.pem`.
+    pub fn new(dir: &Path) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "vigil test CA");
+        let key = KeyPair::generate().expect("CA key");
+        let cert = params.self_signed(&key).expect("CA certificate");
+        let pem = dir.join("ca.pem");
+        std::fs::write(&pem, cert.pem()).expect("write ca.pem");
+        TestCa { cert, key, pem }
+    }
+
+    /// A listener certificate and key signed by this CA, written to `dir/{name}.pem` and
+    /// `dir/{name}.key`; returns their paths.
+    pub fn issue(&self, dir: &Path, name: &str, leaf: Leaf<'_>) -> (PathBuf, PathBuf) {
+        let host = match leaf {
+            Leaf::OtherHost(h) => h.to_string(),
+            _ => "localhost".into(),
+        };
+        let mut params = CertificateParams::new(vec![host]).expect("leaf params");
+        if !matches!(leaf, Leaf::OtherHost(_)) {
+            params
+                .subject_alt_names
+                .push(SanType::IpAddress(IpAddr::from([127, 0, 0, 1])));
+        }
+        if matches!(leaf, Leaf::Expired) {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("sign the leaf");
+        let (c, k) = (
+            dir.join(format!("{name}.pem")),
+            dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&c, cert.pem()).expect("write the certificate");
+        std::fs::write(&k, key.serialize_pem()).expect("write the key");
+        (c, k)
+    }
+}
+
+/// The `[tls]` table for a certificate and key, with `extra` keys.
+pub fn tls_table(cert: &Path, key: &Path, extra: &str) -> String {
+    format!(
+        "[tls]\ncert = \"{}\"\nkey = \"{}\"\n{extra}\n",
+        cert.display(),
+        key.display()
+    )
+}
+
+/// What a verifying TLS client saw of the server.
+pub struct Shown {
+    /// The server's leaf certificate (DER).
+    pub leaf: Vec<u8>,
+    /// The bytes answered to `request`, up to the end of its head.
+    pub answer: String,
+}
+
+/// Connect to `addr` as a client trusting only `ca` and verifying `name`, send `request`,
+/// and read the answer's head. Err: the handshake failed (the reason), or nothing came back.
+pub fn tls_request(
+    ca: &Path,
+    addr: SocketAddr,
+    name: &str,
+    request: &str,
+) -> Result<Shown, String> {
+    tls_request_from(None, ca, addr, name, request)
+}
+
+/// [`tls_request`] from source address `from` (another loopback address), when given.
+pub fn tls_request_from(
+    from: Option<IpAddr>,
+    ca: &Path,
+    addr: SocketAddr,
+    name: &str,
+    request: &str,
+) -> Result<Shown, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(ca).map_err(|e| e.to_string())?;
+    for der in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
+        let der: CertificateDer<'static> = der.map_err(|e| e.to_string())?;
+        roots.add(der).map_err(|e| e.to_string())?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), server).map_err(|e| e.to_string())?;
+    let tcp = connect_from(from, addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tls.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let leaf = tls
+        .conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .ok_or("no server certificate")?;
+    Ok(Shown {
+        leaf,
+        answer: String::from_utf8_lossy(&answer).into_owned(),
+    })
+}
+
+/// The DER of the first certificate in a PEM file.
+pub fn leaf_der(pem_file: &Path) -> Vec<u8> {
+    let pem = std::fs::read(pem_file).expect("read the certificate");
+    let der: CertificateDer<'static> =
+        rustls::pki_types::pem::PemObject::from_pem_slice(&pem).expect("a PEM certificate");
+    der.to_vec()
+}
+
+/// A TCP connection to `addr`, from source address `from` when given.
+pub fn connect_from(from: Option<IpAddr>, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let Some(from) = from else {
+        return TcpStream::connect_timeout(&addr, Duration::from_secs(5));
+    };
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    s.bind(&SocketAddr::new(from, 0).into())?;
+    s.connect_timeout(&addr.into(), Duration::from_secs(5))?;
+    Ok(s.into())
+}
