@@ -77,7 +77,7 @@ pub fn check_camera_id(id: &str) -> Result<(), String> {
     ))
 }
 
-/// Camera ids are well-formed and unique; pull sources are rtsp:// URLs.
+/// Camera ids are well-formed and unique; pull sources are rtsp:// or rtsps:// URLs.
 pub(crate) fn validate(cameras: &[CameraConfig]) -> Result<(), ConfigError> {
     let mut seen = std::collections::HashSet::new();
     for cam in cameras {
@@ -89,9 +89,10 @@ pub(crate) fn validate(cameras: &[CameraConfig]) -> Result<(), ConfigError> {
             )));
         }
         if let Source::Pull { url } = &cam.source {
-            if !url.starts_with("rtsp://") {
+            if !url.starts_with("rtsp://") && !url.starts_with("rtsps://") {
                 return Err(ConfigError::Invalid(format!(
-                    "camera {:?}: source must be \"push\", \"demo\" or an rtsp:// URL, got {url:?}",
+                    "camera {:?}: source must be \"push\", \"demo\" or an rtsp:// or \
+                     rtsps:// URL, got {url:?}",
                     cam.id
                 )));
             }

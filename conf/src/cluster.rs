@@ -23,8 +23,9 @@ pub struct ClusterConf {
     /// Placement policy: similarity, cache-aware, least-load, least-connections,
     /// round-robin, knn-class or affinity (the policy layer's own names).
     pub policy: vigil_cluster::Policy,
-    /// RTSP URL other nodes redirect viewers to (`rtsp://host:port`); default from
-    /// `rtsp.listen` (which must then not be a wildcard address to be reachable).
+    /// RTSP URL other nodes redirect viewers to and relay from (`rtsp://host:port`, or
+    /// `rtsps://host:port` for the node's `[rtsp] tls_listen`); default from `rtsp.listen`
+    /// (which must then not be a wildcard address to be reachable).
     pub rtsp_url: Option<String>,
     /// Bord: this node's network bandwidth in bits/s (ALGORITHMS.md §A.1).
     pub bandwidth_bps: f64,
@@ -311,9 +312,9 @@ impl ClusterConf {
             ));
         }
         if let Some(u) = &c.rtsp_url {
-            if !u.starts_with("rtsp://") {
+            if !u.starts_with("rtsp://") && !u.starts_with("rtsps://") {
                 return Err(ConfigError::Invalid(format!(
-                    "cluster.rtsp_url {u:?} must be an rtsp:// URL"
+                    "cluster.rtsp_url {u:?} must be an rtsp:// or rtsps:// URL"
                 )));
             }
         }

@@ -25,6 +25,10 @@ pub struct TlsConfig {
     pub cert: Option<PathBuf>,
     /// The leaf's private key, PEM (PKCS#8, PKCS#1 or SEC1).
     pub key: Option<PathBuf>,
+    /// The CAs (PEM bundle) that `rtsps://` sources' certificates are verified against:
+    /// cameras pulled over TLS, and other nodes relayed from when their `[cluster]
+    /// rtsp_url` is RTSPS. Default: the system's bundle (/etc/ssl/certs/ca-certificates.crt).
+    pub client_ca: Option<PathBuf>,
     /// How often the files' modification times are compared with the loaded ones (ms).
     pub reload_check_ms: u64,
     /// A TLS handshake must complete within this (ms), else the connection is closed.
@@ -42,6 +46,7 @@ impl Default for TlsConfig {
         Self {
             cert: None,
             key: None,
+            client_ca: None,
             reload_check_ms: 2000,
             handshake_timeout_ms: 5000,
             handshakes_per_sec: 20.0,

@@ -419,6 +419,64 @@ fn a_new_certificate_is_taken_on_file_change_and_sighup_without_dropping_viewers
         .assert_plays("the RTSPS viewer across two reloads", 195, 205);
 }
 
+/// A node pulling `live/demo` of `source` over RTSPS as camera `cam`, verifying against
+/// `client_ca`.
+fn rtsps_puller(source: &TlsNode, client_ca: &std::path::Path) -> Node {
+    NodeBuilder::new()
+        .extra(&format!(
+            "[tls]\nclient_ca = \"{}\"\n[[camera]]\nid = \"cam\"\n\
+             source = \"rtsps://localhost:{}/live/demo\"\non_demand = false",
+            client_ca.display(),
+            source.rtsps.port(),
+        ))
+        .start()
+}
+
+#[test]
+fn a_camera_is_pulled_over_rtsps_and_its_certificate_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let (cert, key) = ca.issue(dir.path(), "camera", Leaf::Good);
+    // The "camera": a node serving its demo over RTSPS only to the network.
+    let camera = TlsNode::start(&cert, &key, "", DEMO_CAMERA);
+    let puller = rtsps_puller(&camera, &ca.pem);
+    puller.wait_live("live/cam");
+    ffmpeg_decode(
+        &puller.url("live/cam"),
+        &["-rtsp_transport", "tcp"],
+        &["-frames:v", "50"],
+        Duration::from_secs(30),
+    )
+    .assert_plays("a camera pulled over RTSPS", 50, 50);
+    // The upstream session reached the camera over its TLS port: the camera lists it.
+    let sessions = camera.node.api_json("/api/sessions");
+    assert!(
+        sessions
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["path"] == "live/demo" && s["kind"] == "play"),
+        "{sessions}"
+    );
+    // A node trusting another CA refuses the camera's certificate, says why, and never
+    // goes live.
+    let other = tempfile::tempdir().unwrap();
+    let other_ca = TestCa::new(other.path());
+    let doubting = rtsps_puller(&camera, &other_ca.pem);
+    poll_until(
+        Duration::from_secs(15),
+        "the verification failure in the log",
+        || {
+            let log = doubting.log();
+            (log.contains("upstream failed") && log.contains("invalid peer certificate"))
+                .then_some(())
+        },
+    );
+    assert!(doubting
+        .path_info("live/cam")
+        .is_none_or(|p| p["live"] != true));
+}
+
 /// Copy `from` over `to` and give `to` back its modification time.
 fn replace_keeping_mtime(from: &std::path::Path, to: &std::path::Path) {
     let before = std::fs::metadata(to).unwrap().modified().unwrap();

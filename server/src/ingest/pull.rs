@@ -160,10 +160,13 @@ async fn run(
     loop {
         let mut connected = false;
         let attempt = pull_once(
+            &node,
             &path,
-            &url,
-            transport,
-            idle_after,
+            Upstream {
+                url: &url,
+                transport,
+                idle_after,
+            },
             &cancel,
             &mut connected,
             &mut handover,
@@ -257,25 +260,52 @@ fn split_credentials(url: &str) -> anyhow::Result<(url::Url, Option<Credentials>
     Ok((url, creds))
 }
 
+/// What one upstream session connects to: the source's URL (credentials in it), RTP over
+/// TCP or UDP, and how long it may go unread before it is released (on-demand sources).
+pub(super) struct Upstream<'a> {
+    pub url: &'a str,
+    pub transport: PullTransport,
+    pub idle_after: Option<Duration>,
+}
+
 /// One upstream session: connect, then feed the path's hub until the upstream fails, the
 /// task is cancelled, or (with `idle_after`) nobody reads the path for that long.
 /// `handover`, the previous source of the path, is cancelled once this one's producer has
 /// attached (its readers then splice onto this one, and its end finishes nothing).
 pub(super) async fn pull_once(
+    node: &Node,
     path: &Arc<PathEntry>,
-    url: &str,
-    transport: PullTransport,
-    idle_after: Option<Duration>,
+    upstream: Upstream<'_>,
     cancel: &CancellationToken,
     connected: &mut bool,
     handover: &mut Option<CancellationToken>,
 ) -> anyhow::Result<Ended> {
+    let Upstream {
+        url,
+        transport,
+        idle_after,
+    } = upstream;
     let (url, creds) = split_credentials(url)?;
+    // rtsps://: retina talks to a loopback end of a TLS connection this node made (and
+    // verified); media stays inside it, so over TCP whatever the camera's setting.
+    let (bridge, transport) = if url.scheme() == "rtsps" {
+        let tls = node.tls_client()?;
+        let bridge = tokio::select! {
+            _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+            b = crate::net::tls_client::Bridge::open(tls, &url, Duration::from_secs(10)) => b?,
+        };
+        (Some(bridge), PullTransport::Tcp)
+    } else {
+        (None, transport)
+    };
+    let retina_url = bridge
+        .as_ref()
+        .map_or_else(|| url.clone(), |b| b.url.clone());
     let options = SessionOptions::default()
         .creds(creds)
         .user_agent(format!("vigil/{}", env!("CARGO_PKG_VERSION")));
     let connect = async {
-        let mut session = retina::client::Session::describe(url.clone(), options).await?;
+        let mut session = retina::client::Session::describe(retina_url, options).await?;
         let text = String::from_utf8_lossy(session.sdp()).into_owned();
         let sdp = vigil_proto::sdp::parse(&text)?;
         let n = session.streams().len();

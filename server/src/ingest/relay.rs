@@ -11,7 +11,7 @@
 //! for `[cluster.edge] idle_ms`, when the camera has no holder any more, or when this node
 //! becomes the holder (a re-binding).
 
-use super::pull::{pull_once, Ended};
+use super::pull::{pull_once, Ended, Upstream};
 use crate::cluster::Cluster;
 use crate::node::{Node, PathEntry};
 use std::sync::atomic::Ordering;
@@ -165,10 +165,13 @@ async fn run(
         info!(%holder, "relaying from the holder");
         let mut connected = false;
         let attempt = pull_once(
+            &node,
             &path,
-            &url,
-            PullTransport::Tcp,
-            Some(idle),
+            Upstream {
+                url: &url,
+                transport: PullTransport::Tcp,
+                idle_after: Some(idle),
+            },
             &cancel,
             &mut connected,
             &mut handover,

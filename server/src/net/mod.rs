@@ -1,11 +1,12 @@
 //! Socket helpers: UDP port pairs, batched UDP sends, vectored interleaved TCP writes, UDP
 //! with another node's source address (`raw`, for migration's preserve mode), a TCP writer
 //! that notices a peer which stopped reading (`stall`), the TLS listeners' certificate and
-//! handshake (`tls`).
+//! handshake (`tls`), and the TLS connection under an `rtsps://` pull (`tls_client`).
 
 pub mod ports;
 pub mod raw;
 pub mod stall;
 pub mod tcp;
 pub mod tls;
+pub mod tls_client;
 pub mod udp;

@@ -222,9 +222,24 @@ pub struct Node {
     /// change. The node owns it so that it needs to know nothing of its listeners: the
     /// modules above it learn of changes from here rather than being called by name.
     changed: tokio::sync::Notify,
+    /// The TLS client config of `rtsps://` pulls, made on the first one (see `tls_client`).
+    tls_client: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
 }
 
 impl Node {
+    /// The TLS client config for `rtsps://` pulls (`[tls] client_ca`, else the system's
+    /// CAs), read on the first pull that needs it; a failure is not kept, so a CA file
+    /// fixed on disk is taken on the next attempt.
+    pub fn tls_client(
+        &self,
+    ) -> Result<Arc<rustls::ClientConfig>, crate::net::tls_client::TlsClientError> {
+        if let Some(c) = self.tls_client.get() {
+            return Ok(c.clone());
+        }
+        let made = crate::net::tls_client::client_config(self.config.tls.client_ca.as_deref())?;
+        Ok(self.tls_client.get_or_init(|| made).clone())
+    }
+
     pub fn new(config: Config, library: Option<crate::library::Library>) -> Arc<Node> {
         let ports = PortAllocator::new(config.rtsp.udp_port_min, config.rtsp.udp_port_max);
         let node = Node {
@@ -247,6 +262,7 @@ impl Node {
             http_connections: Default::default(),
             limit_stats: Default::default(),
             changed: tokio::sync::Notify::new(),
+            tls_client: std::sync::OnceLock::new(),
             config,
         };
         for cam in &node.config.cameras {
