@@ -376,6 +376,18 @@ fn the_package_installs_and_its_node_serves_from_the_installed_files() {
         verify.status
     );
 
+    // Its hardening, as systemd rates it (0 = locked down, 10 = exposed; "OK" below 4.5):
+    // kept where the unit's comment says, so a dropped directive fails here.
+    let security = run(Command::new("systemd-analyze").args(["security", "--offline=yes", UNIT]));
+    let said = String::from_utf8_lossy(&security.stdout).into_owned()
+        + &String::from_utf8_lossy(&security.stderr);
+    let exposure = said
+        .lines()
+        .find_map(|l| l.split("Overall exposure level for vigil.service:").nth(1))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no exposure level in:\n{said}"));
+    assert!(exposure < 3.0, "exposure {exposure}:\n{said}");
+
     // The node, from the installed files, as the vigil user (setpriv execs: the child's pid
     // is the node's).
     let log_path = work.path().join("node.log");
