@@ -73,6 +73,20 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// A shell's completion script for this command line, on stdout. Hidden: packaging
+    /// generates them (scripts/package-deb), so they always match this binary's options.
+    #[command(hide = true)]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Man pages for this command line into DIR: vigil.1 and one per subcommand
+    /// (vigil-serve.1, vigil-ctl-nodes.1, …). Hidden, like `completions`.
+    #[command(hide = true)]
+    Man {
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -164,6 +178,36 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
     }
 }
 
+/// The completion script for `shell`, written to `out`.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut cmd, "vigil", out);
+}
+
+/// The man pages (section 1) into `out`, a directory made if missing: vigil.1 and one per
+/// subcommand but the development tools', whose binary (`vigil-lab`) is not installed with
+/// the node and whose page `vigil-lab.1` would pass for that binary's.
+pub fn man_pages(out: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    fn write(cmd: clap::Command, out: &std::path::Path) -> std::io::Result<()> {
+        let subs = cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && !DEV_TOOLS.contains(&s.get_name()))
+            .cloned()
+            .collect::<Vec<_>>();
+        for sub in subs {
+            write(sub, out)?;
+        }
+        clap_mangen::Man::new(cmd).generate_to(out).map(|_| ())
+    }
+    const DEV_TOOLS: [&str; 3] = ["bench", "sim", "lab"];
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    // As clap_mangen::generate_to: built, so each subcommand's name reads `vigil-serve`.
+    let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    cmd.build();
+    write(cmd, out).with_context(|| format!("writing man pages into {}", out.display()))
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -180,6 +224,11 @@ pub fn main() -> ExitCode {
         Command::User { what } => crate::user::run(what),
         Command::Sim { args } => crate::devtools::exec("sim", args),
         // `vigil lab chaos …` is the lab's fault schedule (`vigil-lab chaos`), not a scenario.
+        Command::Completions { shell } => {
+            completions(shell, &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { out } => man_pages(&out),
         Command::Lab { args } => match args.first().and_then(|a| a.to_str()) {
             Some("chaos") => crate::devtools::exec("chaos", args[1..].to_vec()),
             _ => crate::devtools::exec("lab", args),
@@ -191,5 +240,38 @@ pub fn main() -> ExitCode {
             eprintln!("vigil: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_and_man_pages_cover_the_public_subcommands() {
+        let mut bash = Vec::new();
+        completions(clap_complete::Shell::Bash, &mut bash);
+        let bash = String::from_utf8(bash).expect("a UTF-8 script");
+        for sub in ["serve", "ctl", "cluster", "user"] {
+            assert!(
+                bash.contains(&format!("vigil__subcmd__{sub})")),
+                "{sub}: {bash}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("vigil-man-{}", std::process::id()));
+        man_pages(&dir).expect("man pages");
+        for page in ["vigil.1", "vigil-serve.1", "vigil-ctl.1", "vigil-user.1"] {
+            let text = std::fs::read_to_string(dir.join(page)).unwrap_or_default();
+            assert!(text.contains(".TH"), "{page}: {text}");
+        }
+        assert!(
+            !dir.join("vigil-man.1").exists(),
+            "hidden subcommands get no page"
+        );
+        assert!(
+            !dir.join("vigil-lab.1").exists(),
+            "the dev tools' binary is not installed"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -30,4 +30,5 @@ pub mod rtsp;
 pub mod sender;
 pub mod serve;
 pub mod steering;
+pub mod systemd;
 pub mod user;

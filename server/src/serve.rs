@@ -48,14 +48,53 @@ pub fn raise_fd_limit() {
     }
 }
 
+/// Logs go to the journal, with each event's fields as journal fields (`journalctl -u vigil
+/// -o verbose` shows VIGIL_NODE, VIGIL_CAMERA…), when systemd connected stderr to it; to
+/// stderr as text otherwise (a terminal, a container, a test's log file).
 fn init_tracing() {
+    use tracing_subscriber::prelude::*;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("VIGIL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
+    let journal = stderr_is_journal()
+        .then(|| tracing_journald::layer().ok())
+        .flatten()
+        .map(|l| {
+            l.with_syslog_identifier("vigil".into())
+                .with_field_prefix(Some("VIGIL".into()))
+        });
+    let text = journal.is_none().then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(journal)
+        .with(text)
         .try_init();
+}
+
+/// Whether stderr is the journal stream systemd made for this service: `JOURNAL_STREAM`
+/// names its device and inode (systemd.exec(5)). The variable alone is not enough: a
+/// process started from a service's shell inherits it with another stderr.
+fn stderr_is_journal() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Some(value) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.dev() == dev && m.ino() == ino)
 }
 
 /// Run a node until SIGTERM/SIGINT. `config_path`: re-read on SIGHUP (users and rights).
@@ -71,10 +110,11 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
     let tls = TlsListeners::bind(&config).await?;
     let library = open_library(&config)?;
     let node = Node::new(config, library);
+    let (rtsp_addr, api_addr) = (rtsp.local_addr()?, http.local_addr()?);
     info!(
         node = %node.config.node.id,
-        rtsp = %rtsp.local_addr()?,
-        api = %http.local_addr()?,
+        rtsp = %rtsp_addr,
+        api = %api_addr,
         rtsps = ?tls.rtsp.as_ref().and_then(|(l, _)| l.local_addr().ok()),
         https = ?tls.http.as_ref().and_then(|(l, _)| l.local_addr().ok()),
         "vigil node up"
@@ -122,7 +162,15 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         ))
     });
     let server = tokio::spawn(crate::rtsp::conn::serve(node.clone(), cluster, rtsp, None));
+    // Every listener is bound (the cluster's by Cluster::start) and their loops spawned: a
+    // connection made from now on is accepted.
+    crate::systemd::ready(&format!(
+        "serving RTSP on {rtsp_addr}, the admin API on {api_addr}"
+    ));
+    let rtsp_loop = server.abort_handle();
+    crate::systemd::spawn_watchdog(node.shutdown.clone(), move || !rtsp_loop.is_finished());
     wait_for_signal().await;
+    crate::systemd::stopping();
     info!("shutting down: closing sessions");
     node.shutdown.cancel();
     // Connections and media tasks send RTCP BYE and close; give them a moment, not forever.
@@ -320,17 +368,18 @@ async fn reload_on_sighup(
             _ = node.shutdown.cancelled() => return,
             r = hup.recv() => if r.is_none() { return },
         }
+        crate::systemd::reloading();
         if let Some(certs) = &certs {
             certs.reload_logged("SIGHUP");
         }
-        let Some(path) = &config_path else {
-            info!("SIGHUP: no --config file to reload");
-            continue;
-        };
-        match Config::load(path) {
-            Ok(c) => node.auth.reload(c.auth.as_ref()),
-            Err(e) => tracing::error!("SIGHUP: {e}; keeping the users and rights in force"),
+        match &config_path {
+            None => info!("SIGHUP: no --config file to reload"),
+            Some(path) => match Config::load(path) {
+                Ok(c) => node.auth.reload(c.auth.as_ref()),
+                Err(e) => tracing::error!("SIGHUP: {e}; keeping the users and rights in force"),
+            },
         }
+        crate::systemd::ready("serving (config reloaded)");
     }
 }
 
