@@ -96,8 +96,9 @@ pub enum ClusterCmd {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Issue a node certificate signed by the CA in --ca (SAN = the node id as a DNS name):
-    /// writes OUT/NODE.pem (certificate and CA) and OUT/NODE.key.
+    /// Issue a node certificate signed by the CA in --ca (SAN = the node id as a DNS name,
+    /// and every --host): writes OUT/NODE.pem (certificate and CA) and OUT/NODE.key. With
+    /// --host it also serves the node's RTSPS/HTTPS listeners (`[tls] cert`/`key`) in a lab.
     Cert {
         #[arg(long)]
         ca: PathBuf,
@@ -105,6 +106,9 @@ pub enum ClusterCmd {
         node: String,
         #[arg(long)]
         out: PathBuf,
+        /// Another name viewers reach the node by: a DNS name or an IP address (repeat).
+        #[arg(long)]
+        host: Vec<String>,
     },
     /// Ask a node to place a playback request over QUIC (a check of the certificates):
     /// prints the decision as JSON.
@@ -137,7 +141,12 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
     use crate::cluster::rpc;
     match what {
         ClusterCmd::Ca { out } => rpc::make_ca(&out),
-        ClusterCmd::Cert { ca, node, out } => rpc::make_node_cert(&ca, &node, &out),
+        ClusterCmd::Cert {
+            ca,
+            node,
+            out,
+            host,
+        } => rpc::make_node_cert(&ca, &node, &out, &host),
         ClusterCmd::Place {
             addr,
             node,

@@ -36,7 +36,7 @@ impl Certs {
 
     /// Issues a certificate for node `id`, signed by this CA.
     pub fn add(&self, id: &str) -> Result<(), HarnessError> {
-        vigil_server::cluster::rpc::make_node_cert(&self.ca, id, &self.certs)
+        vigil_server::cluster::rpc::make_node_cert(&self.ca, id, &self.certs, &[])
             .map_err(|e| HarnessError::Certs(format!("node {id}: {e:#}")))
     }
 

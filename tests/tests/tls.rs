@@ -477,6 +477,120 @@ fn a_camera_is_pulled_over_rtsps_and_its_certificate_verified() {
         .is_none_or(|p| p["live"] != true));
 }
 
+/// The project's own client (the load generator's) over RTSPS: it verifies the node with
+/// the CA, starts on a keyframe and receives the stream's packets in order.
+#[test]
+fn the_projects_client_plays_over_rtsps() {
+    use vigil_testkit::client::{play, tls_client_config, ClientTransport, PlayOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let (cert, key) = ca.issue(dir.path(), "node", Leaf::Good);
+    let n = TlsNode::start(&cert, &key, "", DEMO_CAMERA);
+    let url = n.rtsps_url("live/demo");
+    vigil_tests::multi_thread_runtime().block_on(async {
+        let mut opts = PlayOptions::new(ClientTransport::Tcp);
+        // Without a CA the client refuses to guess.
+        let e = play(&url, opts.clone())
+            .await
+            .err()
+            .expect("no CA: refused");
+        assert!(e.to_string().contains("needs a CA"), "{e}");
+        opts.tls = Some(tls_client_config(&ca.pem).unwrap());
+        let mut player = play(&url, opts).await.unwrap();
+        let (_, first) = player
+            .next_keyframe(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("a keyframe");
+        assert!(first, "the first packet over RTSPS starts a keyframe");
+        let mut last = None;
+        for _ in 0..200 {
+            let p = tokio::time::timeout(Duration::from_secs(5), player.next_packet())
+                .await
+                .expect("a packet within 5 s")
+                .unwrap()
+                .expect("the stream goes on");
+            if let Some(prev) = last {
+                assert_eq!(
+                    p.header.sequence,
+                    u16::wrapping_add(prev, 1),
+                    "in order, none lost"
+                );
+            }
+            last = Some(p.header.sequence);
+        }
+    });
+}
+
+/// A lab's listener certificate from `vigil cluster ca` / `vigil cluster cert --host`:
+/// a verifying client accepts it for each name given, and not for another.
+#[test]
+fn vigil_cluster_cert_issues_listener_certificates_for_a_lab() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_dir = dir.path().join("ca");
+    let certs = dir.path().join("certs");
+    let vigil = |args: &[&str]| {
+        let out = run_with_timeout(
+            Command::new(vigil_bin()).args(args),
+            Duration::from_secs(20),
+        );
+        assert!(
+            out.status.success(),
+            "vigil {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (ca_s, certs_s) = (ca_dir.display().to_string(), certs.display().to_string());
+    vigil(&["cluster", "ca", "--out", &ca_s]);
+    vigil(&[
+        "cluster",
+        "cert",
+        "--ca",
+        &ca_s,
+        "--node",
+        "node1",
+        "--out",
+        &certs_s,
+        "--host",
+        "127.0.0.1",
+        "--host",
+        "cams.example.test",
+    ]);
+    let (cert, key) = (certs.join("node1.pem"), certs.join("node1.key"));
+    let n = TlsNode::start(&cert, &key, "", "");
+    let options = "OPTIONS rtsp://127.0.0.1/ RTSP/1.0\r\nCSeq: 1\r\n\r\n";
+    let ca = ca_dir.join("ca.pem");
+    for name in ["127.0.0.1", "cams.example.test", "node1"] {
+        let shown =
+            tls_request(&ca, n.rtsps, name, options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            shown.answer.starts_with("RTSP/1.0 200"),
+            "{name}: {}",
+            shown.answer
+        );
+    }
+    let e = tls_request(&ca, n.rtsps, "other.example.test", options).err();
+    assert!(e.is_some_and(|e| e.contains("not valid for name")));
+    // A --host that is neither an address nor a name is refused.
+    let out = run_with_timeout(
+        Command::new(vigil_bin()).args([
+            "cluster",
+            "cert",
+            "--ca",
+            &ca_s,
+            "--node",
+            "node2",
+            "--out",
+            &certs_s,
+            "--host",
+            "no spaces allowed",
+        ]),
+        Duration::from_secs(20),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neither an IP address nor a DNS name"));
+}
+
 /// Copy `from` over `to` and give `to` back its modification time.
 fn replace_keeping_mtime(from: &std::path::Path, to: &std::path::Path) {
     let before = std::fs::metadata(to).unwrap().modified().unwrap();

@@ -70,6 +70,9 @@ pub struct LiveArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The CA (PEM) that an `rtsps://` URL's certificate is verified against.
+    #[arg(long)]
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 pub fn run(bench: Bench) -> anyhow::Result<()> {
@@ -193,11 +196,16 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
         args.duration
     );
 
+    let tls = match &args.tls_ca {
+        Some(ca) => Some(vigil_testkit::client::tls_client_config(ca)?),
+        None => None,
+    };
     let mut readers = Vec::with_capacity(n);
     for i in 0..n {
         let at = start + ramp.mul_f64(i as f64 / n as f64);
         let url = args.url.clone();
-        let opts = PlayOptions::new(args.transport);
+        let mut opts = PlayOptions::new(args.transport);
+        opts.tls = tls.clone();
         readers.push(tokio::spawn(async move {
             tokio::time::sleep_until(at.into()).await;
             match play(&url, opts).await {

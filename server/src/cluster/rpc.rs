@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -150,9 +150,29 @@ pub fn make_ca(out: &Path) -> anyhow::Result<()> {
 
 /// `vigil cluster cert --ca DIR --node ID --out DIR`: writes OUT/ID.pem (the node certificate
 /// followed by the CA's) and OUT/ID.key.
-pub fn make_node_cert(ca_dir: &Path, node: &str, out: &Path) -> anyhow::Result<()> {
+/// `hosts`: more names the certificate is valid for (DNS names or IP addresses), so that
+/// it also serves the node's RTSPS and HTTPS listeners to viewers who reach the node by
+/// those names (a lab's certificates; production listener certificates come from the
+/// operator's PKI).
+pub fn make_node_cert(
+    ca_dir: &Path,
+    node: &str,
+    out: &Path,
+    hosts: &[String],
+) -> anyhow::Result<()> {
     rustls::pki_types::ServerName::try_from(node)
         .map_err(|_| anyhow!("node id {node:?} is not a valid DNS name"))?;
+    let mut sans = Vec::with_capacity(hosts.len());
+    for h in hosts {
+        sans.push(match h.parse::<std::net::IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => {
+                rustls::pki_types::ServerName::try_from(h.as_str())
+                    .map_err(|_| anyhow!("--host {h:?} is neither an IP address nor a DNS name"))?;
+                SanType::DnsName(h.as_str().try_into()?)
+            }
+        });
+    }
     let ca_key_pem = std::fs::read_to_string(ca_dir.join("ca.key"))
         .with_context(|| format!("reading {}", ca_dir.join("ca.key").display()))?;
     let ca_pem = std::fs::read_to_string(ca_dir.join("ca.pem"))
@@ -160,6 +180,7 @@ pub fn make_node_cert(ca_dir: &Path, node: &str, out: &Path) -> anyhow::Result<(
     let ca_key = KeyPair::from_pem(&ca_key_pem)?;
     let issuer = ca_params().self_signed(&ca_key)?;
     let mut p = CertificateParams::new(vec![node.to_string()])?;
+    p.subject_alt_names.extend(sans);
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, node);
     p.distinguished_name = dn;

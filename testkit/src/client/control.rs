@@ -73,6 +73,101 @@ pub(crate) struct Target {
     pub port: u16,
     /// User and password from the URL, for a server that answers 401.
     pub creds: Option<(String, String)>,
+    /// `rtsps://`: the connection is TLS (verified with `PlayOptions::tls_ca`).
+    pub tls: bool,
+}
+
+/// The control connection's bytes: plain TCP, or TLS over it (`rtsps://`).
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref().0,
+        }
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp().local_addr()
+    }
+
+    pub fn peer_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp().peer_addr()
+    }
+}
+
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A TLS client config trusting only the CAs in `ca` (PEM), for `rtsps://` targets.
+pub fn tls_client_config(
+    ca: &std::path::Path,
+) -> Result<std::sync::Arc<rustls::ClientConfig>, ClientError> {
+    let bad = |reason: String| ClientError::Tls {
+        addr: ca.display().to_string(),
+        reason,
+    };
+    let pem = std::fs::read(ca).map_err(|e| bad(e.to_string()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for der in <rustls::pki_types::CertificateDer<'static> as rustls::pki_types::pem::PemObject>::pem_slice_iter(&pem) {
+        roots
+            .add(der.map_err(|e| bad(e.to_string()))?)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(std::sync::Arc::new(config))
 }
 
 impl Target {
@@ -82,11 +177,13 @@ impl Target {
             reason: reason.to_string(),
         };
         let mut url = url::Url::parse(text).map_err(|e| bad(&e.to_string()))?;
-        if url.scheme() != "rtsp" {
-            return Err(bad("only rtsp:// URLs are supported"));
-        }
+        let tls = match url.scheme() {
+            "rtsp" => false,
+            "rtsps" => true,
+            _ => return Err(bad("only rtsp:// and rtsps:// URLs are supported")),
+        };
         let host = url.host_str().ok_or_else(|| bad("no host"))?.to_string();
-        let port = url.port().unwrap_or(554);
+        let port = url.port().unwrap_or(if tls { 322 } else { 554 });
         let decode = |s: &str| {
             percent_encoding::percent_decode_str(s)
                 .decode_utf8_lossy()
@@ -97,6 +194,7 @@ impl Target {
         let _ = url.set_username("");
         let _ = url.set_password(None);
         Ok(Target {
+            tls,
             url: url.to_string(),
             host,
             port,
@@ -117,7 +215,7 @@ impl Target {
 
 /// The RTSP connection: the socket, its receive buffer, CSeq and the session id.
 pub(crate) struct Control {
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub rx: BytesMut,
     cseq: u32,
     pub session: Option<String>,
@@ -127,10 +225,12 @@ pub(crate) struct Control {
 }
 
 impl Control {
+    /// Connect to `target`; over TLS (verified with `tls`) when it is `rtsps://`.
     pub async fn connect(
         target: &Target,
         timeout: Duration,
         recv_buffer: Option<u32>,
+        tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
     ) -> Result<Control, ClientError> {
         let addr = format!("{}:{}", target.host, target.port);
         let connect = async {
@@ -164,6 +264,37 @@ impl Control {
             }
         };
         stream.set_nodelay(true)?;
+        let stream = if target.tls {
+            let config = tls.ok_or_else(|| ClientError::Tls {
+                addr: addr.clone(),
+                reason: "an rtsps:// URL needs a CA to verify the server (tls_ca)".into(),
+            })?;
+            let name =
+                rustls::pki_types::ServerName::try_from(target.host.clone()).map_err(|e| {
+                    ClientError::Tls {
+                        addr: addr.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+            let connector = tokio_rustls::TlsConnector::from(config.clone());
+            match tokio::time::timeout(timeout, connector.connect(name, stream)).await {
+                Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+                Ok(Err(e)) => {
+                    return Err(ClientError::Tls {
+                        addr,
+                        reason: e.to_string(),
+                    })
+                }
+                Err(_) => {
+                    return Err(ClientError::Timeout {
+                        what: format!("the TLS handshake with {addr}"),
+                        after: timeout,
+                    })
+                }
+            }
+        } else {
+            Stream::Plain(stream)
+        };
         Ok(Control {
             stream,
             rx: BytesMut::with_capacity(READ_CHUNK),
@@ -329,6 +460,8 @@ mod tests {
         assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8554));
         assert_eq!(Target::parse("rtsp://h/x").unwrap().port, 554);
         assert!(Target::parse("http://h/x").is_err());
+        let t = Target::parse("rtsps://h/x").unwrap();
+        assert!(t.tls && t.port == 322);
         assert_eq!(
             Target::join("rtsp://h/a/", Some("trackID=0")),
             "rtsp://h/a/trackID=0"

@@ -55,6 +55,7 @@ pub use player::{PlayAnswer, PlayRequest, Player, ReceivedPacket, Track};
 pub use publish::{Clip, Publisher};
 pub use stats::{SeqCounter, Snapshot, Stats, TrackStats};
 
+pub use control::tls_client_config;
 use control::{Control, Target};
 use std::time::{Duration, Instant};
 use vigil_proto::rtsp::{parse_transports, Method, SessionHeader};
@@ -88,6 +89,9 @@ pub struct PlayOptions {
     /// Headers of the first PLAY. Default: `Range: npt=now-` (the live edge of a live path;
     /// the URL's `start` of a recording).
     pub play: PlayRequest,
+    /// For `rtsps://` URLs: the TLS client config (the CAs the server is verified against;
+    /// [`tls_client_config`]).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl PlayOptions {
@@ -99,6 +103,7 @@ impl PlayOptions {
             send_keepalive: true,
             recv_buffer: None,
             play: PlayRequest::new().range("npt=now-"),
+            tls: None,
         }
     }
 }
@@ -129,6 +134,8 @@ pub enum ClientError {
     TooManyRedirects(usize),
     #[error("no free local UDP port pair: {0}")]
     NoUdpPorts(std::io::Error),
+    #[error("TLS with {addr}: {reason}")]
+    Tls { addr: String, reason: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -144,7 +151,7 @@ pub async fn play(url: &str, opts: PlayOptions) -> Result<Player, ClientError> {
     let mut target = Target::parse(url)?;
     let mut redirects = 0;
     let (mut ctl, describe) = loop {
-        let mut ctl = Control::connect(&target, timeout, tcp_rcvbuf).await?;
+        let mut ctl = Control::connect(&target, timeout, tcp_rcvbuf, opts.tls.as_ref()).await?;
         let req = ctl.request(Method::Options, &target.url);
         ctl.call_ok(req, timeout).await?;
         let req = ctl

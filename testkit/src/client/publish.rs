@@ -97,7 +97,7 @@ impl Publisher {
         timeout: Duration,
     ) -> Result<Publisher, ClientError> {
         let target = Target::parse(url)?;
-        let mut ctl = Control::connect(&target, timeout, None).await?;
+        let mut ctl = Control::connect(&target, timeout, None, None).await?;
         let body = clip.sdp.render("127.0.0.1", 0, "npt=now-");
         let req = ctl
             .request(Method::Announce, &target.url)
