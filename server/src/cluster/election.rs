@@ -35,6 +35,10 @@ pub(super) fn update_term(
     if elected != st.scheduler {
         let term = vigil_cluster::next_term(st.term, members.iter().map(|m| m.term));
         info!(scheduler = ?elected, term, "scheduler changed");
+        // A known scheduler replaced (failover, partition, heal), not the first election.
+        if st.scheduler.is_some() {
+            metrics::counter!("vigil_cluster_scheduler_changes_total").increment(1);
+        }
         st.scheduler = elected;
         st.term = term;
         new_term = Some(term);
