@@ -9,14 +9,27 @@
 
 use crate::cluster::Cluster;
 use crate::node::Node;
-use metrics::{counter, describe_counter, describe_gauge, gauge};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::atomic::Ordering;
+
+/// Buckets of `vigil_storage_read_seconds`: a local disk's millisecond to a hung volume's
+/// seconds (the `VigilStorageSlow` alert's 0.5 s falls between two).
+const STORAGE_READ_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 /// Install the recorder once per process; None if one is already installed (tests that
 /// start several nodes in one process).
 pub fn install() -> Option<PrometheusHandle> {
-    let handle = PrometheusBuilder::new().install_recorder().ok()?;
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(crate::library::STORAGE_READ_SECONDS.into()),
+            &STORAGE_READ_BUCKETS,
+        )
+        .ok()?
+        .install_recorder()
+        .ok()?;
     describe_counter!("vigil_rtsp_connections_total", "RTSP connections accepted");
     describe_counter!(
         "vigil_rtsp_bad_requests_total",
@@ -159,6 +172,13 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_migrations_total",
         "Session moves this node started, by result (moved, failed)"
     );
+    describe_histogram!(
+        crate::library::STORAGE_READ_SECONDS,
+        metrics::Unit::Seconds,
+        "Segment reads from storage for playback (cache misses and read-ahead), whole read"
+    );
+    // Registered empty so its buckets are rendered (at zero) before the first read.
+    let _ = histogram!(crate::library::STORAGE_READ_SECONDS);
     gauge!("vigil_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     for kind in crate::cluster::PLACEMENT_KINDS {
         for result in crate::cluster::PLACEMENT_RESULTS {
