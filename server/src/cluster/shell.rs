@@ -88,6 +88,10 @@ pub(super) struct State {
     pub(super) gateway: super::camera_move::GatewayState,
     /// Node ids several live nodes gossip under (`membership::shared_ids`).
     pub(super) id_conflicts: Vec<super::membership::IdConflict>,
+    /// This node has seen another alive member with a report: from then on a change of
+    /// scheduler is a failover, partition or heal, not its own election while it was alone
+    /// at start (`vigil_cluster_scheduler_changes_total`).
+    pub(super) had_peers: bool,
 }
 
 impl State {
@@ -325,6 +329,7 @@ impl Cluster {
                 reservations: Vec::new(),
                 gateway: Default::default(),
                 id_conflicts: Vec::new(),
+                had_peers: false,
             }),
             migration: std::sync::OnceLock::new(),
             camera_host: std::sync::OnceLock::new(),
