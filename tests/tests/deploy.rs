@@ -250,6 +250,51 @@ fn promtool_loads_the_rules_and_their_unit_tests_pass() {
     assert_eq!(rules.matches("for:").count(), alerts);
 }
 
+/// Every query of the dashboard is PromQL Prometheus accepts: promtool checks them as the
+/// expressions of recording rules, the Grafana variables replaced by a match-all regex.
+#[test]
+fn promtool_accepts_every_dashboard_query() {
+    let Some(bin) = promtool() else {
+        return;
+    };
+    let d: serde_json::Value =
+        serde_json::from_str(&read("grafana/vigil-dashboard.json")).expect("dashboard JSON");
+    let mut exprs = Vec::new();
+    for p in d["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            exprs.push(t["expr"].as_str().expect("an expr").to_string());
+        }
+    }
+    assert!(exprs.len() > 20, "{} queries", exprs.len());
+    let mut yaml = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, e) in exprs.iter().enumerate() {
+        let e = ["$node", "$camera", "$job"]
+            .iter()
+            .fold(e.clone(), |e, var| e.replace(var, ".+"));
+        yaml.push_str(&format!(
+            "      - record: dashboard:query_{i}\n        expr: '{}'\n",
+            e.replace('\'', "''")
+        ));
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("dashboard-queries.yml");
+    std::fs::write(&file, yaml).expect("write");
+    let out = run_with_timeout(
+        Command::new(&bin).args(["check", "rules"]).arg(&file),
+        Duration::from_secs(60),
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("SUCCESS: {} rules found", exprs.len())),
+        "{text}"
+    );
+}
+
 /// The dashboard is an importable export: a Prometheus data source input every panel uses,
 /// `node` and `camera` variables from label values, the cluster, node and camera rows, ids
 /// unique.
