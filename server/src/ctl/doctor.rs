@@ -689,8 +689,22 @@ fn gather(api: &str, path: &Path) -> Vec<Finding> {
         }
     };
 
+    // The other members' root ids and clocks, asked once at their own APIs.
+    let (peer_roots, clocks) = if config.cluster.enabled && node.is_some() {
+        peer_facts(&base, token.as_deref())
+    } else {
+        (Vec::new(), Vec::new())
+    };
     if config.storage.enabled {
-        storage_checks(&config, node.as_ref(), &base, token.as_deref(), &mut out);
+        let node = node.as_ref();
+        storage_checks(
+            &config,
+            node,
+            &base,
+            token.as_deref(),
+            &peer_roots,
+            &mut out,
+        );
     } else {
         out.push(Finding::ok(
             "storage root",
@@ -701,7 +715,7 @@ fn gather(api: &str, path: &Path) -> Vec<Finding> {
     out.push(if !config.cluster.enabled {
         Finding::ok("clock skew", "not in a cluster: no members to compare with")
     } else if node.is_some() {
-        check_clock(&peer_facts(&base, token.as_deref()).1)
+        check_clock(&clocks)
     } else {
         Finding::warn(
             "clock skew",
@@ -741,6 +755,7 @@ fn storage_checks(
     node: Option<&serde_json::Value>,
     base: &str,
     token: Option<&str>,
+    peers: &[PeerRoot],
     out: &mut Vec<Finding>,
 ) {
     let root = &config.storage.root;
@@ -783,12 +798,7 @@ fn storage_checks(
     }
     let local = vigil_storage::read_root_id(root).ok().flatten();
     let running = node.and_then(|v| v["storage_root_id"].as_str());
-    let peers = if config.cluster.enabled && node.is_some() {
-        peer_facts(base, token).0
-    } else {
-        Vec::new()
-    };
-    out.push(check_same_root(local.as_deref(), running, &peers));
+    out.push(check_same_root(local.as_deref(), running, peers));
 }
 
 /// Writes, fsyncs and renames three 64 KiB temp files in `root` (then removes them): the
