@@ -1,7 +1,8 @@
 //! `vigil ctl doctor` (issue 28 §3) against real nodes: a healthy two-node cluster on one
 //! shared root passes every check that does not depend on this machine's limits; a config
 //! naming a missing root and an expired CA certificate fails with lines that say what to
-//! fix, and a config with a typo fails on the config itself, each with a non-zero exit.
+//! fix, and a config with a typo fails on the config itself, each with a non-zero exit; a
+//! member recording to another directory fails the same-root check by the root ids.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -124,4 +125,52 @@ fn doctor_passes_a_healthy_cluster_and_names_the_fix_for_a_broken_setup() {
         f.contains("unknown field `rot`") && f.contains("fix:"),
         "{f}"
     );
+}
+
+/// Two members recording to two directories (one node's share not mounted): doctor on
+/// either fails "same root" and names the other member, as read from that member's API.
+#[test]
+fn doctor_fails_when_a_member_records_to_another_root() {
+    let _serial = vigil_tests::serial();
+    let roots = [
+        tempfile::tempdir().expect("root 1"),
+        tempfile::tempdir().expect("root 2"),
+    ];
+    let key = "doctor-test-cluster-key-0123";
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut seed: Option<String> = None;
+    for (i, root) in roots.iter().enumerate() {
+        let ip = format!("127.0.0.{}", i + 1);
+        let gossip = format!("{ip}:{}", vigil_tests::free_udp(&ip));
+        let table = vigil_testkit::cluster::Member {
+            gossip: &gossip,
+            seed: seed.as_deref(),
+            key,
+            priority: 10 * (i as u32 + 1),
+            rpc: None,
+            keys: "",
+        }
+        .table();
+        let node = vigil_tests::NodeBuilder::new()
+            .ip(&ip)
+            .extra(&format!(
+                "{table}\n[storage]\nroot = \"{}\"\n",
+                root.path().display()
+            ))
+            .start();
+        seed.get_or_insert(gossip);
+        nodes.push(node);
+    }
+    let refs: Vec<&Node> = nodes.iter().collect();
+    vigil_tests::wait_converged(&refs, Duration::from_secs(20));
+    let other = vigil_tests::node_id(&nodes[1]);
+    let (out, text) = doctor(&nodes[0], &nodes[0].dir.path().join("vigil.toml"));
+    assert!(!out.status.success(), "{text}");
+    let f = finding(&text, "FAIL", "same root").unwrap_or_else(|| panic!("{text}"));
+    let id2 = std::fs::read_to_string(roots[1].path().join("VIGIL-STORAGE-ID")).expect("id");
+    assert!(
+        f.contains(&format!("{other} (id {})", id2.trim())) && f.contains("fix: mount the one"),
+        "{f}"
+    );
+    assert!(text.contains("1 FAIL"), "{text}");
 }
