@@ -209,7 +209,18 @@ pub async fn sample_storage(node: std::sync::Arc<Node>) {
         }
         let r = root.clone();
         let started = std::time::Instant::now();
-        let space = tokio::task::spawn_blocking(move || crate::hostinfo::fs_space(&r)).await;
+        let mut task = tokio::task::spawn_blocking(move || crate::hostinfo::fs_space(&r));
+        let space = loop {
+            tokio::select! {
+                r = &mut task => break r,
+                // A statvfs that does not return (a hung share) shows as it lasts, so the
+                // hung-volume alert fires while it hangs, not after.
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+                    gauge!("vigil_storage_stat_seconds").set(started.elapsed().as_secs_f64());
+                }
+                _ = node.shutdown.cancelled() => return,
+            }
+        };
         gauge!("vigil_storage_stat_seconds").set(started.elapsed().as_secs_f64());
         match space {
             Ok(Ok(s)) => {
