@@ -29,7 +29,7 @@ pub enum Command {
     /// Show a running node's state through its admin API.
     Ctl {
         /// Admin API base URL.
-        #[arg(long, default_value = "http://127.0.0.1:8080", global = true)]
+        #[arg(long, default_value = crate::ctl::doctor::DEFAULT_API, global = true)]
         api: String,
         /// Print JSON instead of a table.
         #[arg(long, global = true)]
@@ -221,6 +221,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { config } => crate::serve::run(config),
+        // Doctor reports a broken config as a finding: it must not fail on reading the token.
+        Command::Ctl {
+            api,
+            json,
+            config,
+            what: crate::ctl::What::Doctor,
+        } => crate::ctl::doctor::run(&api, config.as_deref(), json),
         Command::Ctl {
             api,
             json,

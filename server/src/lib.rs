@@ -13,6 +13,7 @@ pub mod devtools;
 pub mod export;
 pub mod handoff;
 pub mod hls;
+pub mod hostinfo;
 pub mod ingest;
 #[cfg(test)]
 mod layering;

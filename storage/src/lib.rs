@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! <root>/VIGIL-STORAGE                         "vigil-storage 1\n": layout version marker
+//! <root>/VIGIL-STORAGE-ID                      the root's identity, 32 hex digits (made once)
 //! <root>/cameras/<camera>/lease.<gen>          write lease, highest generation wins (lease.rs)
 //! <root>/cameras/<camera>/.tmp/*.seg.tmp       segments being written (never listed)
 //! <root>/cameras/<camera>/YYYY-MM-DDTHH/<start>_<end>_<frames>_<bytes>_<crc32>.seg
@@ -50,7 +51,7 @@ pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use lease::now_ms;
 pub use recorder::Recorder;
-pub use store::{RetentionReport, Store, StoreConfig, WriteHook};
+pub use store::{read_root_id, RetentionReport, Store, StoreConfig, WriteHook, ROOT_ID_FILE};
 
 /// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -160,3 +160,43 @@ fn nodes_opening_a_fresh_root_at_once_all_succeed() {
         assert!(leftovers.is_empty(), "round {round}: {leftovers:?}");
     }
 }
+
+/// Every node that opens a root reads one id, also when they race on a fresh root; another
+/// root has another id; a restart keeps it (`vigil ctl doctor` compares members by it).
+#[test]
+fn nodes_opening_one_root_share_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(vigil_storage::read_root_id(dir.path()).unwrap(), None);
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let root = dir.path();
+                s.spawn(move || {
+                    Store::open(root, &format!("node-{i}"), config())
+                        .unwrap()
+                        .root_id()
+                        .to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(ids[0].len(), 32, "{}", ids[0]);
+    assert!(ids[0].bytes().all(|b| b.is_ascii_hexdigit()), "{}", ids[0]);
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    let again = Store::open(dir.path(), "node-a", config()).unwrap();
+    assert_eq!(again.root_id(), ids[0]);
+    assert_eq!(
+        vigil_storage::read_root_id(dir.path()).unwrap().as_deref(),
+        Some(ids[0].as_str())
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let other = tempfile::tempdir().unwrap();
+    let b = Store::open(other.path(), "node-a", config()).unwrap();
+    assert_ne!(b.root_id(), ids[0]);
+}

@@ -254,6 +254,28 @@ fn clients_refuse_a_certificate_for_another_host_or_expired() {
             gst.frames,
             gst.output
         );
+        if matches!(label, "expired") {
+            // `vigil ctl doctor` names the listener certificate and how to replace it.
+            let out = run_with_timeout(
+                Command::new(vigil_bin())
+                    .args([
+                        "ctl",
+                        "--api",
+                        &format!("http://{}", n.node.api),
+                        "--config",
+                    ])
+                    .arg(n.node.dir.path().join("vigil.toml"))
+                    .arg("doctor"),
+                Duration::from_secs(30),
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
+            let line = text
+                .lines()
+                .find(|l| l.contains("[tls] cert"))
+                .unwrap_or("");
+            assert!(!out.status.success() && line.starts_with("FAIL"), "{text}");
+            assert!(text.contains("write it over [tls] cert and key"), "{text}");
+        }
         // The node itself is fine: its plain loopback listener still plays.
         ffmpeg_decode(
             &n.node.url("live/demo"),

@@ -92,6 +92,7 @@ pub async fn serve(
     prometheus: Option<PrometheusHandle>,
 ) {
     tokio::spawn(sample_bitrates(node.clone()));
+    tokio::spawn(super::metrics::sample_storage(node.clone()));
     let app = router(node.clone(), cluster, prometheus);
     let https = tls.map(|(listener, acceptor)| {
         tokio::spawn(super::listener::serve(
@@ -284,6 +285,15 @@ struct NodeInfo {
     /// The web console's `[http] console_refresh_ms` and `console_history`.
     console: ConsoleSettings,
     process: Option<crate::procfs::ProcessStats>,
+    /// This node's clock when it answered (Unix ms): `vigil ctl doctor` measures the skew
+    /// between members with it.
+    now_ms: i64,
+    /// The storage root as configured and its id (`VIGIL-STORAGE-ID`), when recording is
+    /// on: members that share a root report one id.
+    storage_root: Option<String>,
+    storage_root_id: Option<String>,
+    /// The process's soft open-file limit (RLIMIT_NOFILE).
+    open_files_limit: Option<u64>,
 }
 
 #[derive(serde::Serialize)]
@@ -306,6 +316,15 @@ async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
             history: n.config.http.console_history,
         },
         process: crate::procfs::current(),
+        now_ms: crate::cluster::now_ms(),
+        storage_root: n
+            .library
+            .as_ref()
+            .map(|_| n.config.storage.root.display().to_string()),
+        storage_root_id: n.library.as_ref().map(|l| l.store.root_id().to_string()),
+        open_files_limit: crate::hostinfo::open_file_limit()
+            .ok()
+            .map(|(soft, _)| soft),
     })
 }
 
@@ -314,7 +333,7 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         Some(h) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-            super::metrics::render(&st.node, h),
+            super::metrics::render(&st.node, st.cluster.as_deref(), h),
         ),
         None => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -1,15 +1,35 @@
 //! Prometheus exposition. The node keeps its own atomics (cheap on the hot path); this
 //! module publishes them through the `metrics` facade at scrape time.
+//!
+//! The `metrics` crate renders only series that were written, so every series the shipped
+//! dashboard and alert rules (`deploy/`) name is written at install or on the first scrape:
+//! an alert on `rate()` or `absent()` of a series that appears only after its first event
+//! would misfire, and the test that checks `deploy/` names only real series
+//! (`tests/tests/deploy.rs`) would prove nothing.
 
+use crate::cluster::Cluster;
 use crate::node::Node;
-use metrics::{counter, describe_counter, describe_gauge, gauge};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::atomic::Ordering;
+
+/// Buckets of `vigil_storage_read_seconds`: a local disk's millisecond to a hung volume's
+/// seconds (the `VigilStorageSlow` alert's 0.5 s falls between two).
+const STORAGE_READ_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 /// Install the recorder once per process; None if one is already installed (tests that
 /// start several nodes in one process).
 pub fn install() -> Option<PrometheusHandle> {
-    let handle = PrometheusBuilder::new().install_recorder().ok()?;
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(crate::library::STORAGE_READ_SECONDS.into()),
+            &STORAGE_READ_BUCKETS,
+        )
+        .ok()?
+        .install_recorder()
+        .ok()?;
     describe_counter!("vigil_rtsp_connections_total", "RTSP connections accepted");
     describe_counter!(
         "vigil_rtsp_bad_requests_total",
@@ -110,11 +130,113 @@ pub fn install() -> Option<PrometheusHandle> {
     );
     describe_gauge!("vigil_path_readers", "Viewers per path");
     describe_gauge!("vigil_path_bitrate_kbps", "Ingest bitrate per path");
+    describe_gauge!(
+        "vigil_build_info",
+        "Always 1; the version label is the node's build"
+    );
+    describe_gauge!(
+        "vigil_storage_free_bytes",
+        "Bytes free for the node on the storage root's file system (statvfs, every 10 s)"
+    );
+    describe_gauge!(
+        "vigil_storage_size_bytes",
+        "Size of the storage root's file system (statvfs, every 10 s)"
+    );
+    describe_gauge!(
+        "vigil_storage_stat_seconds",
+        "How long the last statvfs of the storage root took (a hung shared volume shows here)"
+    );
+    describe_counter!(
+        "vigil_placement_decisions_total",
+        "Placement decisions for requests that arrived here (kind: live, playback, bind; result: local, redirected, rejected)"
+    );
+    describe_counter!(
+        "vigil_cluster_scheduler_changes_total",
+        "Times the elected scheduler changed away from a known one (failover, partition, heal)"
+    );
+    describe_gauge!("vigil_cluster_enabled", "1 when [cluster] enabled");
+    describe_gauge!(
+        "vigil_cluster_members",
+        "Cluster members this node sees, by state (alive, dead); itself included"
+    );
+    describe_gauge!(
+        "vigil_cluster_is_scheduler",
+        "1 while this node is the elected scheduler"
+    );
+    describe_gauge!(
+        "vigil_cluster_has_scheduler",
+        "1 while this node knows an elected scheduler"
+    );
+    describe_gauge!("vigil_cluster_term", "The scheduler term this node follows");
+    describe_counter!(
+        "vigil_migrations_total",
+        "Session moves this node started, by result (moved, failed)"
+    );
+    describe_histogram!(
+        crate::library::STORAGE_READ_SECONDS,
+        metrics::Unit::Seconds,
+        "Segment reads from storage for playback (cache misses and read-ahead), whole read"
+    );
+    // Registered empty so its buckets are rendered (at zero) before the first read.
+    let _ = histogram!(crate::library::STORAGE_READ_SECONDS);
+    gauge!("vigil_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    for kind in crate::cluster::PLACEMENT_KINDS {
+        for result in crate::cluster::PLACEMENT_RESULTS {
+            counter!("vigil_placement_decisions_total", "kind" => kind, "result" => result)
+                .increment(0);
+        }
+    }
+    counter!("vigil_cluster_scheduler_changes_total").increment(0);
+    for result in ["moved", "failed"] {
+        counter!("vigil_migrations_total", "result" => result).increment(0);
+    }
     Some(handle)
 }
 
+/// Samples the storage root's free space every 10 s on a blocking thread (a hung shared
+/// volume blocks that thread, never a scrape or the runtime), until shutdown. Nothing is
+/// written before the first answer: a made-up zero would fire the disk-full alert.
+pub async fn sample_storage(node: std::sync::Arc<Node>) {
+    if node.library.is_none() {
+        return;
+    }
+    let root = node.config.storage.root.clone();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+    loop {
+        tokio::select! {
+            _ = node.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let r = root.clone();
+        let started = std::time::Instant::now();
+        let mut task = tokio::task::spawn_blocking(move || crate::hostinfo::fs_space(&r));
+        let space = loop {
+            tokio::select! {
+                r = &mut task => break r,
+                // A statvfs that does not return (a hung share) shows as it lasts, so the
+                // hung-volume alert fires while it hangs, not after.
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+                    gauge!("vigil_storage_stat_seconds").set(started.elapsed().as_secs_f64());
+                }
+                _ = node.shutdown.cancelled() => return,
+            }
+        };
+        gauge!("vigil_storage_stat_seconds").set(started.elapsed().as_secs_f64());
+        match space {
+            Ok(Ok(s)) => {
+                gauge!("vigil_storage_free_bytes").set(s.available as f64);
+                gauge!("vigil_storage_size_bytes").set(s.size as f64);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(root = %root.display(), "statvfs of the storage root: {e}")
+            }
+            Err(_) => return,
+        }
+    }
+}
+
 /// Refresh every series from the node's state and render the exposition text.
-pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
+pub fn render(node: &Node, cluster: Option<&Cluster>, handle: &PrometheusHandle) -> String {
     let c = &node.counters;
     for (name, v) in [
         ("vigil_rtsp_connections_total", &c.rtsp_connections),
@@ -185,5 +307,33 @@ pub fn render(node: &Node, handle: &PrometheusHandle) -> String {
         gauge!("vigil_recording_writer_busy").set(p.busy as f64);
         gauge!("vigil_recording_queued_bytes").set(p.queued_bytes as f64);
     }
+    render_cluster(cluster);
     handle.render()
+}
+
+/// The cluster as this node sees it; zeros with the cluster off, so one dashboard and one
+/// rule file serve both.
+fn render_cluster(cluster: Option<&Cluster>) {
+    let (enabled, alive, dead, is_sched, has_sched, term) = match cluster {
+        Some(c) => {
+            let members = c.members();
+            let alive = members.iter().filter(|m| m.alive).count();
+            let (sched, term) = c.scheduler();
+            (
+                1.0,
+                alive as f64,
+                (members.len() - alive) as f64,
+                f64::from(u8::from(sched.as_deref() == Some(c.self_id.as_str()))),
+                f64::from(u8::from(sched.is_some())),
+                term as f64,
+            )
+        }
+        None => (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    };
+    gauge!("vigil_cluster_enabled").set(enabled);
+    gauge!("vigil_cluster_members", "state" => "alive").set(alive);
+    gauge!("vigil_cluster_members", "state" => "dead").set(dead);
+    gauge!("vigil_cluster_is_scheduler").set(is_sched);
+    gauge!("vigil_cluster_has_scheduler").set(has_sched);
+    gauge!("vigil_cluster_term").set(term);
 }

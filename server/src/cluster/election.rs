@@ -25,6 +25,19 @@ pub(super) fn elect(members: &[Member], grace_ms: i64) -> Option<String> {
     vigil_cluster::elect(&candidates, now_ms(), grace_ms).map(|c| c.id.clone())
 }
 
+/// Counts a known scheduler replaced (failover, partition, heal) in
+/// `vigil_cluster_scheduler_changes_total`, once the node `had_peers`: a joining node elects
+/// itself until it hears the others, which is no failover to alert on.
+pub(super) fn count_change(before: Option<&str>, after: Option<&str>, had_peers: bool) {
+    if is_counted_change(before, after, had_peers) {
+        metrics::counter!("vigil_cluster_scheduler_changes_total").increment(1);
+    }
+}
+
+fn is_counted_change(before: Option<&str>, after: Option<&str>, had_peers: bool) -> bool {
+    had_peers && before.is_some() && before != after
+}
+
 /// Follows the elected scheduler into `st`. Returns the term to publish when it changed.
 pub(super) fn update_term(
     st: &mut State,
@@ -46,4 +59,19 @@ pub(super) fn update_term(
         }
     }
     new_term
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_known_scheduler_replaced_after_peers_were_seen_is_a_counted_change() {
+        assert!(is_counted_change(Some("a"), Some("b"), true));
+        assert!(is_counted_change(Some("a"), None, true));
+        // The first election, no change, and a joining node's own election while alone.
+        assert!(!is_counted_change(None, Some("a"), true));
+        assert!(!is_counted_change(Some("a"), Some("a"), true));
+        assert!(!is_counted_change(Some("b"), Some("a"), false));
+    }
 }

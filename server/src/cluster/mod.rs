@@ -41,7 +41,7 @@ pub use membership::IdConflict;
 pub use placement::{IngestTarget, Placement};
 pub use planner::{PlanRecord, PlanView, PlannedMove};
 pub use rpc::CameraMoveRecord;
-pub use shell::{Cluster, DecisionRecord, Member};
+pub use shell::{Cluster, DecisionRecord, Member, PLACEMENT_KINDS, PLACEMENT_RESULTS};
 
 pub use vigil_storage::now_ms;
 

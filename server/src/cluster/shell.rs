@@ -88,6 +88,10 @@ pub(super) struct State {
     pub(super) gateway: super::camera_move::GatewayState,
     /// Node ids several live nodes gossip under (`membership::shared_ids`).
     pub(super) id_conflicts: Vec<super::membership::IdConflict>,
+    /// This node has seen another alive member with a report: from then on a change of
+    /// scheduler is a failover, partition or heal, not its own election while it was alone
+    /// at start (`vigil_cluster_scheduler_changes_total`).
+    pub(super) had_peers: bool,
 }
 
 impl State {
@@ -325,6 +329,7 @@ impl Cluster {
                 reservations: Vec::new(),
                 gateway: Default::default(),
                 id_conflicts: Vec::new(),
+                had_peers: false,
             }),
             migration: std::sync::OnceLock::new(),
             camera_host: std::sync::OnceLock::new(),
@@ -421,7 +426,26 @@ impl Cluster {
     }
 }
 
+/// Kinds and outcomes of `vigil_placement_decisions_total` (the exporter writes each at zero
+/// at start, so a rate over them exists before the first DESCRIBE).
+pub const PLACEMENT_KINDS: [&str; 3] = ["live", "playback", "bind"];
+pub const PLACEMENT_RESULTS: [&str; 3] = ["local", "redirected", "rejected"];
+
+/// Keeps a decision for the API and counts it in `vigil_placement_decisions_total`.
 pub(super) fn record(st: &mut State, d: DecisionRecord) {
+    // Where the request arrived: the scheduler's record of a decision asked by another node
+    // is that node's to count.
+    if d.asked_by.is_none() {
+        let result = match (&d.node, d.redirected) {
+            (None, _) => "rejected",
+            (Some(_), true) => "redirected",
+            (Some(_), false) => "local",
+        };
+        metrics::counter!(
+            "vigil_placement_decisions_total", "kind" => d.kind, "result" => result
+        )
+        .increment(1);
+    }
     if st.decisions.len() >= DECISIONS_KEPT {
         st.decisions.pop_front();
     }

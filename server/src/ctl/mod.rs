@@ -66,9 +66,15 @@ pub enum What {
     /// Cameras: the node holding each, live or asleep, viewers, bitrate, recording, and
     /// where it is bound and why.
     Cameras,
+    /// Check a node's setup and print what to fix: the config (--config), the storage root
+    /// (writable, fsync time, free space, the same root as the other members), clock skew
+    /// against the members, certificates' expiry, the open-file limit. Asks the running node
+    /// at --api (default: the config's [http] listen). Exits non-zero on any FAIL.
+    Doctor,
 }
 
 mod cameras;
+pub mod doctor;
 mod export;
 mod plan;
 pub(crate) mod steer;
@@ -137,6 +143,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
             return export::export(api, token, &r);
         }
         What::Plan => return plan::show(api, token, json),
+        What::Doctor => anyhow::bail!("vigil ctl doctor reads its config itself (cli.rs)"),
         What::Cameras => return cameras::show(api, token, json),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
@@ -418,6 +425,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         | What::Undrain { .. }
         | What::Export { .. }
         | What::Plan
+        | What::Doctor
         | What::Cameras => {}
     }
     println!("{table}");

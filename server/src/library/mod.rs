@@ -39,6 +39,10 @@ pub enum LibraryError {
     Join(String),
 }
 
+/// The histogram of segment read times (one sample per storage read, never per packet),
+/// which the exporter gives buckets and the alert rules take a quantile of.
+pub const STORAGE_READ_SECONDS: &str = "vigil_storage_read_seconds";
+
 #[derive(Clone)]
 pub struct Library {
     pub store: Store,
@@ -135,7 +139,9 @@ impl Library {
                         path: Default::default(),
                         source: std::io::Error::other(e.to_string()),
                     })??;
-                tracing::debug!(ms = started.elapsed().as_millis() as u64, "segment loaded");
+                let took = started.elapsed();
+                metrics::histogram!(STORAGE_READ_SECONDS).record(took.as_secs_f64());
+                tracing::debug!(ms = took.as_millis() as u64, "segment loaded");
                 Ok(CachedSegment(seg))
             })
         }

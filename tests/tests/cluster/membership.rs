@@ -90,6 +90,14 @@ fn membership_election_and_redirects() {
     let sched = n1.api_json("/api/cluster/scheduler");
     let d = &sched["decisions"][0];
     assert_eq!(d["node"], id3.as_str(), "{sched}");
+    // Counted where the requests arrived: node 2's live DESCRIBE and node 1's playback.
+    let placed = |n: &Node, kind: &str| {
+        vigil_tests::metric_value(
+            n,
+            &format!("vigil_placement_decisions_total{{kind=\"{kind}\",result=\"redirected\"}}"),
+        )
+    };
+    assert!(placed(n2, "live") >= 1.0 && placed(n1, "playback") >= 1.0);
     assert!(
         d["reason"].as_str().unwrap().contains("similarity FD="),
         "{sched}"
@@ -142,6 +150,19 @@ fn scheduler_failover_and_wrong_key() {
         .expect("the dead node stays listed");
     assert_eq!(old["alive"], false);
     assert!(v["term"].as_u64().unwrap() >= 2, "{v}");
+    // Counted for the dashboard and the VigilSchedulerChanged alert by both survivors.
+    for m in &members[1..] {
+        let changes = vigil_tests::metric_value(&m.node, "vigil_cluster_scheduler_changes_total");
+        assert!(changes >= 1.0, "{changes} scheduler changes counted");
+        assert_eq!(
+            vigil_tests::metric_value(&m.node, "vigil_cluster_is_scheduler"),
+            f64::from(u8::from(node_id(&m.node) == id2))
+        );
+        assert_eq!(
+            vigil_tests::metric_value(&m.node, "vigil_cluster_has_scheduler"),
+            1.0
+        );
+    }
 
     // An intruder with the wrong key, seeded with node 2.
     let ip = "127.0.0.4";

@@ -146,7 +146,14 @@ impl Cluster {
         let elected = election::elect(&members, self.grace_ms);
         let new_term = {
             let mut st = self.state();
+            let before = st.scheduler.clone();
             let new_term = election::update_term(&mut st, elected, &members);
+            election::count_change(before.as_deref(), st.scheduler.as_deref(), st.had_peers);
+            st.had_peers |= members
+                .iter()
+                .filter(|m| m.alive && m.report.is_some())
+                .count()
+                > 1;
             st.set_members(members, self.policy_cfg.sched.weights);
             let new_term = bindings::adopt(&mut st, seen_bindings, &self.self_id).or(new_term);
             let publish = self.bind_cameras(&mut st);
