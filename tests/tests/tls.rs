@@ -613,6 +613,67 @@ fn vigil_cluster_cert_issues_listener_certificates_for_a_lab() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("neither an IP address nor a DNS name"));
 }
 
+/// A cluster that advertises only RTSPS (`[cluster] rtsp_url = "rtsps://…"`): each node's
+/// plain listener is on an address of its own that nothing advertises, so whatever reaches
+/// a node from the other or from a redirected viewer came over TLS. A viewer asking node 2
+/// for node 1's camera is redirected to node 1's RTSPS URL, or node 2 relays it from there
+/// (verified with `[tls] client_ca`); ffmpeg decodes it either way.
+#[test]
+fn a_cluster_redirects_and_relays_over_rtsps() {
+    let _serial = vigil_tests::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(dir.path());
+    let (cert, key) = ca.issue(dir.path(), "nodes", Leaf::Good);
+    const KEY: &str = "tls-cluster-key-0123456789";
+    let start = |i: u8, seed: Option<SocketAddr>, camera: &str| {
+        let plain_ip = format!("127.0.0.{}", 20 + i);
+        let rtsps = free_port("127.0.0.1");
+        let gossip = vigil_tests::free_udp(&plain_ip);
+        let seeds = seed.map(|s| format!("\"{s}\"")).unwrap_or_default();
+        let node = NodeBuilder::new()
+            .ip(&plain_ip)
+            .rtsp(&format!("tls_listen = \"127.0.0.1:{rtsps}\""))
+            .extra(&tls_table(&cert, &key, &format!("client_ca = \"{}\"", ca.pem.display())))
+            .extra(&format!(
+                "[cluster]\nenabled = true\ngossip_listen = \"{plain_ip}:{gossip}\"\n\
+                 seeds = [{seeds}]\nkey = \"{KEY}\"\npriority = {}\n\
+                 rtsp_url = \"rtsps://127.0.0.1:{rtsps}\"",
+                10 * i
+            ))
+            .extra(camera)
+            .start();
+        let gossip: SocketAddr = format!("{plain_ip}:{gossip}").parse().unwrap();
+        (node, gossip, rtsps)
+    };
+    let (n1, seed, _) = start(1, None, DEMO_CAMERA);
+    let (n2, _, rtsps2) = start(2, Some(seed), "");
+    vigil_tests::wait_converged(&[&n1, &n2], Duration::from_secs(20));
+    n1.wait_live("live/demo");
+    vigil_tests::wait_sees_streaming(&n2, &vigil_tests::node_id(&n1), Duration::from_secs(20));
+    let view = vigil_tests::nodes_view(&n2).unwrap();
+    let urls: Vec<&str> = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x["rtsp"].as_str())
+        .collect();
+    assert!(
+        urls.len() == 2 && urls.iter().all(|u| u.starts_with("rtsps://127.0.0.1:")),
+        "{view}"
+    );
+    ffmpeg_decode(
+        &format!("rtsps://127.0.0.1:{rtsps2}/live/demo"),
+        &["-rtsp_transport", "tcp"],
+        &["-frames:v", "50"],
+        Duration::from_secs(30),
+    )
+    .assert_plays("ffmpeg asking node 2 for node 1's camera over RTSPS", 50, 50);
+    // Node 1 served it (to the redirected viewer or to node 2's relay): over its TLS port,
+    // the only one anyone was told of.
+    let served = n1.log();
+    assert!(served.contains("playing session="), "{served}");
+}
+
 /// Copy `from` over `to` and give `to` back its modification time.
 fn replace_keeping_mtime(from: &std::path::Path, to: &std::path::Path) {
     let before = std::fs::metadata(to).unwrap().modified().unwrap();
