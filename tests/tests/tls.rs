@@ -633,7 +633,11 @@ fn a_cluster_redirects_and_relays_over_rtsps() {
         let node = NodeBuilder::new()
             .ip(&plain_ip)
             .rtsp(&format!("tls_listen = \"127.0.0.1:{rtsps}\""))
-            .extra(&tls_table(&cert, &key, &format!("client_ca = \"{}\"", ca.pem.display())))
+            .extra(&tls_table(
+                &cert,
+                &key,
+                &format!("client_ca = \"{}\"", ca.pem.display()),
+            ))
             .extra(&format!(
                 "[cluster]\nenabled = true\ngossip_listen = \"{plain_ip}:{gossip}\"\n\
                  seeds = [{seeds}]\nkey = \"{KEY}\"\npriority = {}\n\
@@ -649,7 +653,23 @@ fn a_cluster_redirects_and_relays_over_rtsps() {
     let (n2, _, rtsps2) = start(2, Some(seed), "");
     vigil_tests::wait_converged(&[&n1, &n2], Duration::from_secs(20));
     n1.wait_live("live/demo");
-    vigil_tests::wait_sees_streaming(&n2, &vigil_tests::node_id(&n1), Duration::from_secs(20));
+    // Node 2 knows where the camera is once a DESCRIBE of it is answered (302 or 200).
+    let describe =
+        format!("DESCRIBE rtsps://127.0.0.1:{rtsps2}/live/demo RTSP/1.0\r\nCSeq: 1\r\n\r\n");
+    let answer = poll_until(Duration::from_secs(20), "node 2 to place live/demo", || {
+        let a = tls_request(
+            &ca.pem,
+            SocketAddr::from(([127, 0, 0, 1], rtsps2)),
+            "localhost",
+            &describe,
+        )
+        .ok()?
+        .answer;
+        (a.starts_with("RTSP/1.0 302") || a.starts_with("RTSP/1.0 200")).then_some(a)
+    });
+    if answer.starts_with("RTSP/1.0 302") {
+        assert!(answer.contains("Location: rtsps://127.0.0.1:"), "{answer}");
+    }
     let view = vigil_tests::nodes_view(&n2).unwrap();
     let urls: Vec<&str> = view["nodes"]
         .as_array()
@@ -667,7 +687,11 @@ fn a_cluster_redirects_and_relays_over_rtsps() {
         &["-frames:v", "50"],
         Duration::from_secs(30),
     )
-    .assert_plays("ffmpeg asking node 2 for node 1's camera over RTSPS", 50, 50);
+    .assert_plays(
+        "ffmpeg asking node 2 for node 1's camera over RTSPS",
+        50,
+        50,
+    );
     // Node 1 served it (to the redirected viewer or to node 2's relay): over its TLS port,
     // the only one anyone was told of.
     let served = n1.log();
