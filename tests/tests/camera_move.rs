@@ -242,6 +242,52 @@ fn a_camera_re_bound_to_its_edge_is_pulled_and_recorded_there() {
     assert!(worst <= 1000, "a recording gap of {worst} ms at the drain");
 }
 
+/// A node never relays a camera to the node it relays it from. During a re-binding to the
+/// edge (the test above) the old holder asks the edge for the camera while the edge still
+/// relays it from the old holder: served, the two replayed each other's GOP caches back and
+/// forth (megabytes in a fraction of a second) and the edge's viewer was thrown thousands of
+/// packets ahead ("bad cseq" — the test above, on a loaded machine). Here that request is
+/// made on purpose, signed as the holder's relay would be: refused with 503, while a relay
+/// of another node and the edge's viewer are served.
+#[test]
+fn a_relay_to_the_node_it_relays_from_is_refused() {
+    let src = source();
+    let url = src.url("live/demo");
+    let c = secure_cluster::start(2, KEYS, |_| pull_cameras(&url, &["gate"]));
+    let holder = poll_until(Duration::from_secs(20), "gate live", || {
+        live_on(c.node(0), "gate")
+    });
+    let e = 1 - index_of(&c, &holder);
+    let viewer = edge_viewer(&c, e, 100);
+    let edge = c.node(e);
+    let base = format!("rtsp://{}", edge.rtsp);
+    let describe_as = |user: &str| {
+        let signed = vigil_server::cluster::signed_redirect_url(
+            secure_cluster::CLUSTER_KEY.as_bytes(),
+            &base,
+            &edge.url("live/gate"),
+            user,
+            vigil_server::cluster::now_ms(),
+        );
+        let mut conn = vigil_tests::RtspConn::connect(edge.rtsp);
+        conn.request("DESCRIBE", &signed, &[("Accept", "application/sdp")], None)
+    };
+    let r = describe_as(&format!("edge:{holder}"));
+    assert_eq!(r.status.0, 503, "{}", r.reason);
+    assert!(
+        r.reason.contains("relays the camera from you"),
+        "{}",
+        r.reason
+    );
+    assert_eq!(r.headers.get("Retry-After"), Some("1"));
+    let r = describe_as("edge:another-node");
+    assert_eq!(r.status.0, 200, "another node's relay: {}", r.reason);
+    viewer
+        .join()
+        .expect("viewer")
+        .assert_plays("the edge's viewer", 100, 100);
+}
+
 /// A camera watched through an edge moves to a third node: the edge follows it — relays
 /// from the new holder — and the old holder can then die without the edge's viewer
 /// noticing. (The edge kept reading the old holder, which relayed from the new one, until

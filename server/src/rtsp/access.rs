@@ -40,6 +40,9 @@ impl Conn {
             }
             if let Some(cluster) = &self.cluster {
                 if let Some(marker) = cluster.accept_marker(&req.uri, self.auth.id) {
+                    if let Some(refusal) = self.relay_loop(&path, &marker.user) {
+                        return Some(refusal);
+                    }
                     // The node that redirected here placed the request and, with [auth],
                     // checked this right for marker.user: no second login, no second placement.
                     self.placed = true;
@@ -52,6 +55,28 @@ impl Conn {
         }
         let peer = self.peer.ip();
         self.node.auth.check(&mut self.auth, req, need, peer).err()
+    }
+}
+
+impl Conn {
+    /// A relay request (`user`: `edge:<node>`, signed into the marker) from the very node
+    /// this one relays `path` from is refused: serving it would close a loop with no source
+    /// in it. A drain or move that re-binds a camera to its edge opens one for a moment —
+    /// the old holder starts relaying from the new one before the new one has taken the
+    /// camera over (`ingest::pull::take_over`) — and in that moment the two nodes replayed
+    /// each other's GOP caches back and forth, megabytes in a fraction of a second, which
+    /// threw the edge's viewers thousands of packets ahead. The refused relay retries
+    /// (backoff), by when the new holder pulls the camera itself.
+    fn relay_loop(&self, path: &str, user: &str) -> Option<Response> {
+        let from = user.strip_prefix("edge:")?;
+        let entry = self.node.path(path)?;
+        if entry.relay_from().as_deref() != Some(from) {
+            return None;
+        }
+        tracing::info!(%path, node = %from, "refused a relay to the node this one relays from");
+        let mut r = Response::new(StatusCode::SERVICE_UNAVAILABLE);
+        r.reason = "Service Unavailable (this node relays the camera from you)".into();
+        Some(r.header("Retry-After", "1"))
     }
 }
 
