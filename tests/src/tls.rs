@@ -7,7 +7,6 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A test CA: its certificate on disk (what a client trusts) and what signs listener
@@ -110,21 +109,9 @@ pub fn tls_request_from(
     name: &str,
     request: &str,
 ) -> Result<Shown, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(ca).map_err(|e| e.to_string())?;
-    for der in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
-        let der: CertificateDer<'static> = der.map_err(|e| e.to_string())?;
-        roots.add(der).map_err(|e| e.to_string())?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = vigil_testkit::client::tls_client_config(ca).map_err(|e| e.to_string())?;
     let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
-    let conn =
-        rustls::ClientConnection::new(Arc::new(config), server).map_err(|e| e.to_string())?;
+    let conn = rustls::ClientConnection::new(config, server).map_err(|e| e.to_string())?;
     let tcp = connect_from(from, addr).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let mut tls = rustls::StreamOwned::new(conn, tcp);

@@ -551,17 +551,7 @@ fn vigil_cluster_cert_issues_listener_certificates_for_a_lab() {
     let dir = tempfile::tempdir().unwrap();
     let ca_dir = dir.path().join("ca");
     let certs = dir.path().join("certs");
-    let vigil = |args: &[&str]| {
-        let out = run_with_timeout(
-            Command::new(vigil_bin()).args(args),
-            Duration::from_secs(20),
-        );
-        assert!(
-            out.status.success(),
-            "vigil {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let vigil = vigil_tests::secure_cluster::vigil_ok;
     let (ca_s, certs_s) = (ca_dir.display().to_string(), certs.display().to_string());
     vigil(&["cluster", "ca", "--out", &ca_s]);
     vigil(&[
