@@ -71,6 +71,16 @@ fn assert_gst_decoded(what: &str, run: &vigil_tests::GstDecoded, frames: u64) {
     );
 }
 
+/// An ffmpeg reader over TCP of a whole publish, started now.
+fn tcp_reader(url: &str) -> std::thread::JoinHandle<vigil_tests::Decoded> {
+    spawn_ffmpeg_decode(
+        url,
+        &["-rtsp_transport", "tcp"],
+        &[],
+        Duration::from_secs(40),
+    )
+}
+
 #[test]
 fn ffmpeg_and_gstreamer_publish_and_play_over_rtsps() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,18 +94,8 @@ fn ffmpeg_and_gstreamer_publish_and_play_over_rtsps() {
     let started = Instant::now();
     let mut publisher = ffmpeg_publish(&fixture("h264.mp4"), &n.rtsps_url(path), true);
     n.node.wait_live(path);
-    let tls_reader = spawn_ffmpeg_decode(
-        &n.rtsps_url(path),
-        &["-rtsp_transport", "tcp"],
-        &[],
-        Duration::from_secs(40),
-    );
-    let plain_reader = spawn_ffmpeg_decode(
-        &n.node.url(path),
-        &["-rtsp_transport", "tcp"],
-        &[],
-        Duration::from_secs(40),
-    );
+    let tls_reader = tcp_reader(&n.rtsps_url(path));
+    let plain_reader = tcp_reader(&n.node.url(path));
     poll_until(Duration::from_secs(10), "the readers to join", || {
         let s = n.node.api_json("/api/sessions");
         let plays = s.as_array()?.iter().filter(|s| s["kind"] == "play").count();
@@ -134,12 +134,7 @@ fn ffmpeg_and_gstreamer_publish_and_play_over_rtsps() {
         &[GST_VALIDATE_BUT_CA],
     );
     n.node.wait_live(path);
-    let reader = spawn_ffmpeg_decode(
-        &n.rtsps_url(path),
-        &["-rtsp_transport", "tcp"],
-        &[],
-        Duration::from_secs(40),
-    );
+    let reader = tcp_reader(&n.rtsps_url(path));
     poll_until(Duration::from_secs(10), "the reader to join", || {
         let s = n.node.api_json("/api/sessions");
         s.as_array()?

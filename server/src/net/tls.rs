@@ -199,17 +199,9 @@ pub enum AcceptError {
 }
 
 impl Acceptor {
-    /// The acceptor for `[tls]`, or None when no certificate is configured. `alpn`: the
-    /// protocols to offer (HTTPS offers `http/1.1`; RTSP has no registered ALPN id).
-    pub fn from_config(conf: &TlsConfig, alpn: &[&[u8]]) -> Result<Option<Self>, CertError> {
-        let Some((cert, key)) = conf.files() else {
-            return Ok(None);
-        };
-        let certs = Arc::new(CertStore::load(cert, key)?);
-        Ok(Some(Self::new(certs, conf, alpn)))
-    }
-
-    /// An acceptor over an already loaded store (the RTSPS and HTTPS listeners share one).
+    /// An acceptor over the node's certificate store (the RTSPS and HTTPS listeners share
+    /// one). `alpn`: the protocols to offer (HTTPS offers `http/1.1`; RTSP has no registered
+    /// ALPN id).
     pub fn new(certs: Arc<CertStore>, conf: &TlsConfig, alpn: &[&[u8]]) -> Self {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -316,13 +308,12 @@ mod tests {
         let dir = tempdir("budget");
         let (cert, key) = write_cert(&dir, "x.test");
         let conf = TlsConfig {
-            cert: Some(cert),
-            key: Some(key),
             handshakes_per_sec: 1.0,
             handshake_burst: 3,
             ..TlsConfig::default()
         };
-        let acceptor = Acceptor::from_config(&conf, &[]).unwrap().unwrap();
+        let certs = Arc::new(CertStore::load(&cert, &key).unwrap());
+        let acceptor = Acceptor::new(certs, &conf, &[]);
         let stats = LimitStats::default();
         let a: SocketAddr = "127.0.0.9:5000".parse().unwrap();
         let b: SocketAddr = "127.0.0.10:5000".parse().unwrap();

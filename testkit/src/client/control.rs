@@ -146,28 +146,15 @@ impl tokio::io::AsyncWrite for Stream {
     }
 }
 
-/// A TLS client config trusting only the CAs in `ca` (PEM), for `rtsps://` targets.
+/// A TLS client config trusting only the CAs in `ca` (PEM), for `rtsps://` targets: the
+/// node's own (`net::tls_client`, what its rtsps:// pulls verify with).
 pub fn tls_client_config(
     ca: &std::path::Path,
 ) -> Result<std::sync::Arc<rustls::ClientConfig>, ClientError> {
-    let bad = |reason: String| ClientError::Tls {
+    vigil_server::net::tls_client::client_config(Some(ca)).map_err(|e| ClientError::Tls {
         addr: ca.display().to_string(),
-        reason,
-    };
-    let pem = std::fs::read(ca).map_err(|e| bad(e.to_string()))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for der in <rustls::pki_types::CertificateDer<'static> as rustls::pki_types::pem::PemObject>::pem_slice_iter(&pem) {
-        roots
-            .add(der.map_err(|e| bad(e.to_string()))?)
-            .map_err(|e| bad(e.to_string()))?;
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(std::sync::Arc::new(config))
+        reason: e.to_string(),
+    })
 }
 
 impl Target {
