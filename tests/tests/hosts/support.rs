@@ -323,7 +323,7 @@ pub(crate) fn packets_on(bed: &Bed, control: &Host, node: &HostNode, id: &str) -
         .unwrap_or(0)
 }
 
-/// A playback session `node` owns that is not in `known`, once there is one.
+/// A playback session `node` owns that is not in `known`, once there is one and it plays.
 pub(crate) fn new_playback_session(
     bed: &Bed,
     control: &Host,
@@ -346,10 +346,18 @@ pub(crate) fn new_playback_session(
         },
     );
     known.push(id.clone());
+    // Listed from its SETUP; a move before its PLAY is refused (409, "has not started
+    // playing yet"): wait for its first media.
+    poll_every(
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+        &format!("session {id} on {} to play", node.id),
+        || (packets_on(bed, control, node, &id) > 0).then_some(()),
+    );
     id
 }
 
-/// Moves session `id` (steered by node 1) to node 2, node 3 and back, letting each sender
+/// Moves session `id` (steered by node 1, playing) to node 2, node 3 and back, letting each sender
 /// play at least 100 packets.
 pub(crate) fn move_around(bed: &Bed, control: &Host, nodes: &[HostNode], id: &str, mode: &str) {
     for to in [1usize, 2, 0] {
