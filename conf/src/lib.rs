@@ -18,7 +18,7 @@ pub use recording::{
     check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,
     StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
 };
-pub use tls::TlsConfig;
+pub use tls::{SrtpMode, TlsConfig};
 
 use serde::Deserialize;
 use std::net::SocketAddr;

@@ -39,6 +39,29 @@ pub struct TlsConfig {
     /// the node's CPU from its viewers).
     pub handshakes_per_sec: f64,
     pub handshake_burst: u32,
+    /// SRTP (RFC 3711) for RTSPS viewers' media, keyed by MIKEY inside the TLS connection.
+    pub srtp: SrtpMode,
+}
+
+/// `[tls] srtp`: what an RTSPS connection's description offers, and whether a viewer on
+/// it may take its video over plain UDP.
+///
+/// The DESCRIBE answer on RTSPS lists every track as `RTP/SAVP` with its key
+/// (`a=key-mgmt:mikey`, as live555 and GStreamer's rtsp-server do over TLS): a client that
+/// speaks SRTP (GStreamer's rtspsrc, live555/VLC) sets up `RTP/SAVP` and gets encrypted,
+/// authenticated RTP and RTCP over UDP or interleaved; one that does not (ffmpeg, retina)
+/// sets up `RTP/AVP` as before. Plain RTSP never carries a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SrtpMode {
+    /// Never offered: RTSPS descriptions say `RTP/AVP`.
+    Off,
+    /// Offered; a viewer may still set up plain RTP over UDP on RTSPS (its video then
+    /// crosses the network in clear text beside an encrypted control connection).
+    Offer,
+    /// Offered, and plain RTP over UDP on an RTSPS connection is refused (461): such a
+    /// viewer takes `RTP/SAVP`, or RTP interleaved inside the TLS connection.
+    Require,
 }
 
 impl Default for TlsConfig {
@@ -51,6 +74,7 @@ impl Default for TlsConfig {
             handshake_timeout_ms: 5000,
             handshakes_per_sec: 20.0,
             handshake_burst: 200,
+            srtp: SrtpMode::Require,
         }
     }
 }
@@ -163,5 +187,17 @@ mod tests {
         assert_eq!(c.rtsp.tls_listen.map(|a| a.port()), Some(322));
         let e = err("[tls]\nhandshakes_per_sec = 0.0\n");
         assert!(e.contains("tls.handshakes_per_sec"), "{e}");
+    }
+
+    #[test]
+    fn srtp_is_required_on_rtsps_unless_said_otherwise() {
+        use crate::SrtpMode;
+        assert_eq!(Config::from_toml("").unwrap().tls.srtp, SrtpMode::Require);
+        for (text, mode) in [("off", SrtpMode::Off), ("offer", SrtpMode::Offer)] {
+            let c = Config::from_toml(&format!("[tls]\nsrtp = \"{text}\"\n")).unwrap();
+            assert_eq!(c.tls.srtp, mode);
+        }
+        let e = err("[tls]\nsrtp = \"always\"\n");
+        assert!(e.contains("srtp") || e.contains("always"), "{e}");
     }
 }

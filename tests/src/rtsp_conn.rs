@@ -15,10 +15,16 @@ pub enum Incoming {
     Closed,
 }
 
-/// A hand-driven RTSP connection over `std::net::TcpStream`, for exact requests, malformed
-/// input and reading interleaved media. Every read is bounded by a 5 s socket timeout.
+/// A connection's byte stream: the socket itself, or TLS over it.
+pub trait Io: std::io::Read + std::io::Write + Send {}
+impl<T: std::io::Read + std::io::Write + Send> Io for T {}
+
+/// A hand-driven RTSP connection over `std::net::TcpStream` (or TLS on it), for exact
+/// requests, malformed input and reading interleaved media. Every read is bounded by a 5 s
+/// socket timeout.
 pub struct RtspConn {
     pub stream: std::net::TcpStream,
+    io: Box<dyn Io>,
     buf: bytes::BytesMut,
     cseq: u32,
     /// Session id from the last response that carried one.
@@ -29,6 +35,12 @@ impl RtspConn {
     pub fn connect(addr: SocketAddr) -> RtspConn {
         let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
             .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+        let io = stream.try_clone().expect("clone the socket");
+        RtspConn::over(stream, Box::new(io))
+    }
+
+    /// A connection whose bytes go through `io` (TLS over `stream`, or `stream` itself).
+    pub fn over(stream: std::net::TcpStream, io: Box<dyn Io>) -> RtspConn {
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
             .expect("read timeout");
@@ -38,6 +50,7 @@ impl RtspConn {
         stream.set_nodelay(true).expect("nodelay");
         RtspConn {
             stream,
+            io,
             buf: bytes::BytesMut::with_capacity(64 * 1024),
             cseq: 0,
             session: None,
@@ -45,7 +58,8 @@ impl RtspConn {
     }
 
     pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        std::io::Write::write_all(&mut self.stream, bytes)
+        std::io::Write::write_all(&mut self.io, bytes)?;
+        std::io::Write::flush(&mut self.io)
     }
 
     /// The next response or interleaved frame. A read timeout is an error (the server
@@ -76,7 +90,7 @@ impl RtspConn {
                 Err(e) => return Err(std::io::Error::other(format!("unparsable answer: {e}"))),
             }
             let mut chunk = [0u8; 16 * 1024];
-            match std::io::Read::read(&mut self.stream, &mut chunk) {
+            match std::io::Read::read(&mut self.io, &mut chunk) {
                 Ok(0) => return Ok(Incoming::Closed),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {

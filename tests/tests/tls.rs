@@ -12,64 +12,15 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use vigil_tests::tls::{leaf_der, tls_request, tls_request_from, tls_table, Leaf, TestCa};
+use vigil_tests::tls::{
+    assert_gst_decoded, leaf_der, tls_request, tls_request_from, tls_table, Leaf, TestCa, TlsNode,
+    GST_VALIDATE_BUT_CA,
+};
 use vigil_tests::{
     expected_window, ffmpeg_decode, ffmpeg_publish, fixture, free_port, gst_decode_h264_with,
     gst_publish_h264_with, metric_value, poll_until, run_with_timeout, spawn_ffmpeg_decode,
     vigil_bin, wait_background, Node, NodeBuilder, DEMO_CAMERA,
 };
-
-/// A node serving RTSPS and HTTPS on loopback with `cert`/`key`, plain RTSP and HTTP beside.
-struct TlsNode {
-    node: Node,
-    rtsps: SocketAddr,
-    https: SocketAddr,
-}
-
-impl TlsNode {
-    fn start(
-        cert: &std::path::Path,
-        key: &std::path::Path,
-        tls_extra: &str,
-        extra: &str,
-    ) -> TlsNode {
-        let (rtsps, https) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
-        let node = NodeBuilder::new()
-            .rtsp(&format!("tls_listen = \"127.0.0.1:{rtsps}\""))
-            .http(&format!("tls_listen = \"127.0.0.1:{https}\""))
-            .extra(&tls_table(cert, key, tls_extra))
-            .extra(extra)
-            .start();
-        let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
-        TlsNode {
-            node,
-            rtsps: at(rtsps),
-            https: at(https),
-        }
-    }
-
-    fn rtsps_url(&self, path: &str) -> String {
-        format!("rtsps://{}/{path}", self.rtsps)
-    }
-}
-
-/// GStreamer validates everything but the CA, which the test's own CA is not known to
-/// GIO as (rtspsrc takes a CA only as a GTlsDatabase object, which gst-launch cannot make):
-/// a certificate for another host or an expired one still fails.
-const GST_VALIDATE_BUT_CA: &str =
-    "tls-validation-flags=bad-identity+not-activated+expired+revoked+insecure+generic-error";
-
-fn assert_gst_decoded(what: &str, run: &vigil_tests::GstDecoded, frames: u64) {
-    // At least: identity's EOS after `frames` buffers is where the count stops, and a
-    // decoder draining at EOS may add a frame or two behind it.
-    assert!(
-        run.errors.is_empty() && run.frames >= frames,
-        "{what}: {} frames of {frames}, errors {:?}\n{}",
-        run.frames,
-        run.errors,
-        run.output
-    );
-}
 
 /// An ffmpeg reader over TCP of a whole publish, started now.
 fn tcp_reader(url: &str) -> std::thread::JoinHandle<vigil_tests::Decoded> {

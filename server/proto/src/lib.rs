@@ -13,3 +13,4 @@ pub mod rtcp;
 pub mod rtp;
 pub mod rtsp;
 pub mod sdp;
+pub mod srtp;

@@ -283,6 +283,30 @@ impl SessionDescription {
     /// Control URLs are always rewritten to `trackID=<index>` because the publisher's own
     /// (often absolute, camera-internal) URLs mean nothing to our viewers.
     pub fn render(&self, origin_ip: &str, session_id: u64, range: &str) -> String {
+        self.render_with(origin_ip, session_id, range, None)
+    }
+
+    /// [`render`](Self::render) for SRTP (RFC 3711 over RFC 4567's key management): every
+    /// media is `RTP/SAVP` with `a=key-mgmt:<key_mgmt[i]>` (a MIKEY message of
+    /// `srtp::keymgmt::sdp_attribute`). Only for a description sent inside TLS: the keys
+    /// are in clear text in it.
+    pub fn render_srtp(
+        &self,
+        origin_ip: &str,
+        session_id: u64,
+        range: &str,
+        key_mgmt: &[String],
+    ) -> String {
+        self.render_with(origin_ip, session_id, range, Some(key_mgmt))
+    }
+
+    fn render_with(
+        &self,
+        origin_ip: &str,
+        session_id: u64,
+        range: &str,
+        key_mgmt: Option<&[String]>,
+    ) -> String {
         let mut s = String::with_capacity(512);
         let name = self
             .session_name
@@ -300,9 +324,17 @@ impl SessionDescription {
         );
         for (i, m) in self.media.iter().enumerate() {
             let pt = m.payload_type;
-            let _ = write!(s, "m={} 0 RTP/AVP {pt}\r\n", one_line(&m.media));
+            let profile = if key_mgmt.is_some() {
+                "RTP/SAVP"
+            } else {
+                "RTP/AVP"
+            };
+            let _ = write!(s, "m={} 0 {profile} {pt}\r\n", one_line(&m.media));
             if let Some(bw) = m.bandwidth_kbps {
                 let _ = write!(s, "b=AS:{bw}\r\n");
+            }
+            if let Some(k) = key_mgmt.and_then(|k| k.get(i)) {
+                let _ = write!(s, "a=key-mgmt:{}\r\n", one_line(k));
             }
             if !m.encoding_name.is_empty() {
                 let _ = write!(

@@ -624,26 +624,66 @@ pub enum Chosen {
     Udp { client_rtp: u16, client_rtcp: u16 },
 }
 
-/// The first acceptable offer (unicast RTP/AVP; UDP with client ports) of a Transport
-/// header `value`. 461 when none is, 455 for `mode=record` on a viewer's session, and 461
-/// for a UDP destination other than the client (sending media to a third party on request
-/// is an amplification vector).
+/// The RTP profiles a SETUP may take on its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profiles {
+    /// `RTP/SAVP`: the connection is RTSPS and its DESCRIBE gave this track a key.
+    pub savp: bool,
+    /// `RTP/AVP` over UDP: false on an RTSPS connection with `[tls] srtp = "require"`
+    /// (plain video beside an encrypted control connection). Interleaved RTP stays
+    /// allowed: it travels inside the connection's TLS.
+    pub plain_udp: bool,
+}
+
+impl Profiles {
+    /// A plain RTSP connection: RTP/AVP only.
+    pub const PLAIN: Profiles = Profiles {
+        savp: false,
+        plain_udp: true,
+    };
+}
+
+/// The first acceptable offer (unicast, UDP with client ports or TCP; RTP/AVP, or
+/// RTP/SAVP where `profiles` allows) of a Transport header `value`, and whether it is
+/// SRTP. 461 when none is, 455 for `mode=record` on a viewer's session, and 461 for a UDP
+/// destination other than the client (sending media to a third party on request is an
+/// amplification vector).
 pub fn choose_transport(
     offers: &[Offer],
     value: &str,
     track: usize,
     kind: SessionKind,
     peer: IpAddr,
-) -> Result<(Chosen, Option<TransportMode>), Refusal> {
-    let Some(offer) = offers.iter().find(|t| {
-        !t.multicast
-            && t.profile.eq_ignore_ascii_case("RTP/AVP")
-            && (t.lower == LowerTransport::Tcp || t.client_port.is_some())
-    }) else {
-        return Err(Refusal::new(
-            StatusCode::UNSUPPORTED_TRANSPORT,
-            format!("none of {value}"),
-        ));
+    profiles: Profiles,
+) -> Result<(Chosen, Option<TransportMode>, bool), Refusal> {
+    let mut plain_udp_refused = false;
+    let found = offers.iter().find_map(|t| {
+        if t.multicast || !(t.lower == LowerTransport::Tcp || t.client_port.is_some()) {
+            return None;
+        }
+        let savp = t.profile.eq_ignore_ascii_case("RTP/SAVP");
+        if savp {
+            return (profiles.savp && kind == SessionKind::Play).then_some((t, true));
+        }
+        if !t.profile.eq_ignore_ascii_case("RTP/AVP") {
+            return None;
+        }
+        if t.lower == LowerTransport::Udp && !profiles.plain_udp {
+            plain_udp_refused = true;
+            return None;
+        }
+        Some((t, false))
+    });
+    let Some((offer, savp)) = found else {
+        let why = if plain_udp_refused {
+            format!(
+                "none of {value}: plain RTP over UDP is refused on RTSPS (tls.srtp = \"require\"); \
+                 set up RTP/SAVP, or RTP/AVP/TCP inside the TLS connection"
+            )
+        } else {
+            format!("none of {value}")
+        };
+        return Err(Refusal::new(StatusCode::UNSUPPORTED_TRANSPORT, why));
     };
     if offer.mode == Some(TransportMode::Record) && kind == SessionKind::Play {
         return Err(Refusal::new(
@@ -676,7 +716,7 @@ pub fn choose_transport(
             }
         }
     };
-    Ok((chosen, offer.mode))
+    Ok((chosen, offer.mode, savp))
 }
 
 /// Which track a SETUP URL's last segment (`control`) names. Readers use our own

@@ -171,6 +171,8 @@ impl Host {
                         },
                         dest_rtp: d.rtp,
                         dest_rtcp: d.rtcp,
+                        // A session with SRTP does not move (`Session::steered`).
+                        srtp: None,
                     });
                 }
             }
@@ -192,6 +194,7 @@ impl Host {
                         },
                         dest_rtp: d.rtp,
                         dest_rtcp: d.rtcp,
+                        srtp: None,
                     });
                 }
             }

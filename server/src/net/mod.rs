@@ -1,10 +1,12 @@
 //! Socket helpers: UDP port pairs, batched UDP sends, vectored interleaved TCP writes, UDP
 //! with another node's source address (`raw`, for migration's preserve mode), a TCP writer
 //! that notices a peer which stopped reading (`stall`), the TLS listeners' certificate and
-//! handshake (`tls`), and the TLS connection under an `rtsps://` pull (`tls_client`).
+//! handshake (`tls`), the TLS connection under an `rtsps://` pull (`tls_client`), and SRTP
+//! keys and protection of RTSPS viewers' media (`srtp`).
 
 pub mod ports;
 pub mod raw;
+pub mod srtp;
 pub mod stall;
 pub mod tcp;
 pub mod tls;

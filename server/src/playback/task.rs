@@ -70,12 +70,16 @@ pub struct UdpOut {
     pub via: UdpVia,
     pub dest_rtp: SocketAddr,
     pub dest_rtcp: SocketAddr,
+    /// The track's SRTP (an RTSPS viewer that set up `RTP/SAVP`): everything sent is
+    /// protected with it.
+    pub srtp: Option<Arc<crate::net::srtp::Track>>,
 }
 
 impl UdpOut {
     /// Sends RTP packets of this track to the client (errors such as ICMP port unreachable
     /// are logged: the session's timeout collects a viewer that went away).
     pub async fn send_rtp(&self, packets: &[OutPacket]) {
+        let packets = &*crate::net::srtp::maybe_protect(self.srtp.as_deref(), packets);
         let r = match &self.via {
             UdpVia::Socket { rtp, .. } => send_batch(rtp, self.dest_rtp, packets).await,
             UdpVia::Spoofed { raw, src_rtp, .. } => {
@@ -89,6 +93,17 @@ impl UdpOut {
 
     /// Sends one RTCP compound packet of this track to the client.
     pub async fn send_rtcp(&self, pkt: &[u8]) {
+        let protected;
+        let pkt = match &self.srtp {
+            Some(t) => match t.protect_rtcp(pkt) {
+                Some(p) => {
+                    protected = p;
+                    &protected[..]
+                }
+                None => return,
+            },
+            None => pkt,
+        };
         let _ = match &self.via {
             UdpVia::Socket { rtcp, .. } => rtcp.send_to(pkt, self.dest_rtcp).await,
             UdpVia::Spoofed { raw, src_rtcp, .. } => raw.send(*src_rtcp, self.dest_rtcp, pkt),

@@ -124,6 +124,10 @@ pub struct Conn {
     pub auth: crate::auth::ConnAuth,
     /// The current request carries a valid placement marker: serve it here, do not place.
     pub placed: bool,
+    /// RTSPS: the connection is TLS, so a description may carry SRTP keys.
+    pub tls: bool,
+    /// The SRTP keys the last DESCRIBE on this connection gave its tracks (RTSPS only).
+    pub srtp_offer: Option<crate::net::srtp::Offer>,
     pub(super) tcp: InterleavedWriter,
     pub(super) out: Vec<OutPacket>,
     pub(super) last_sr: Instant,
@@ -166,6 +170,7 @@ async fn connection(
     let _ = socket2::SockRef::from(tcp).set_send_buffer_size(TCP_SEND_BUFFER);
     let local = tcp.local_addr()?;
     let fd = tcp.as_raw_fd();
+    let tls = matches!(stream, Accepted::Tls(_));
     let (mut rd, writer) = stream.split();
     let writer = Writer::over(
         writer,
@@ -182,6 +187,8 @@ async fn connection(
         announced: None,
         auth: node.auth.connection(peer),
         placed: false,
+        tls,
+        srtp_offer: None,
         tcp: InterleavedWriter::default(),
         out: Vec::with_capacity(PUMP_BATCH),
         last_sr: Instant::now(),
@@ -373,7 +380,8 @@ impl Conn {
             return;
         };
         if !is_rtp {
-            if rtcp::parse_compound(&payload).is_err() {
+            let plain = session.unprotect_rtcp(track, &payload);
+            if plain.is_none_or(|p| rtcp::parse_compound(&p).is_err()) {
                 Node::bump(&self.node.counters.rtp_garbage);
             }
             return;
@@ -434,6 +442,24 @@ impl Conn {
             drop(publisher);
             self.node.release_path(&a.path.name);
         }
+    }
+
+    /// A DESCRIBE answer's SDP: on RTSPS with `[tls] srtp` on, every track `RTP/SAVP` with
+    /// a fresh key (kept for the SETUPs that follow), else the plain description.
+    pub fn describe_sdp(
+        &mut self,
+        sdp: &vigil_proto::sdp::SessionDescription,
+        base: &str,
+        session_id: u64,
+        range: &str,
+    ) -> String {
+        let origin = self.local_ip().to_string();
+        if !self.tls || self.node.config.tls.srtp == vigil_conf::SrtpMode::Off {
+            return sdp.render(&origin, session_id, range);
+        }
+        let (offer, key_mgmt) = crate::net::srtp::Offer::new(base.to_string(), sdp.media.len());
+        self.srtp_offer = Some(offer);
+        sdp.render_srtp(&origin, session_id, range, &key_mgmt)
     }
 
     pub fn local_ip(&self) -> std::net::IpAddr {

@@ -237,11 +237,9 @@ impl Conn {
                 format!("{} is not live", target.path.name),
             );
         };
-        let body = info
-            .sdp
-            .render(&self.local_ip().to_string(), session_number(), "npt=now-");
         let uri = crate::cluster::strip_marker(&req.uri);
         let base = format!("{}/", uri.trim_end_matches('/'));
+        let body = self.describe_sdp(&info.sdp, &base, session_number(), "npt=now-");
         Response::new(StatusCode::OK)
             .header("Content-Base", base)
             .body("application/sdp", body)

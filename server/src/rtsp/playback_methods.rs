@@ -187,12 +187,8 @@ impl Conn {
         };
         let end = window::end_of(preq.end_ms, None, index.last_ms().unwrap_or(origin));
         let duration = vigil_session::window::npt_of(end, origin);
-        let mut body = sdp.render(
-            &self.local_ip().to_string(),
-            1,
-            &format!("npt=0-{duration}"),
-        );
         let base = base_url(&req.uri);
+        let mut body = self.describe_sdp(&sdp, &base, 1, &format!("npt=0-{duration}"));
         for i in 0..sdp.media.len() {
             body = body.replace(
                 &format!("a=control:trackID={i}\r\n"),
@@ -498,6 +494,7 @@ fn sink_of(session: &mut Session, node: &Arc<Node>) -> Sink {
         node.tasks.spawn(super::udp_session::watch_rtcp(
             rtcp.clone(),
             t.client_rtcp.ip(),
+            t.srtp.clone(),
             activity.clone(),
             node.clone(),
             p.rtcp_watch.clone(),
@@ -510,6 +507,7 @@ fn sink_of(session: &mut Session, node: &Arc<Node>) -> Sink {
             },
             dest_rtp: t.client_rtp,
             dest_rtcp: t.client_rtcp,
+            srtp: t.srtp,
         });
     }
     Sink::Udp(p.udp.clone())

@@ -5,11 +5,13 @@
 
 use super::udp_session::{UdpPlay, UdpRecord};
 use crate::ingest::Producer;
+use crate::live::reader::OutPacket;
 use crate::live::reader::Reader;
 use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo};
 use crate::playback::sender::Playback;
 use crate::steering::{LiveViewer, Steered, SteeredMedia};
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,6 +70,8 @@ pub struct Session {
     /// By track: the UDP server port pair bound at SETUP, taken by the media task on
     /// PLAY/RECORD.
     pub pairs: Vec<Option<UdpPair>>,
+    /// By track: its SRTP, when the viewer set up `RTP/SAVP` on RTSPS.
+    pub srtp: Vec<Option<Arc<crate::net::srtp::Track>>>,
     /// Shared with media tasks that see the client's RTCP; folded into the core's
     /// keepalive on each check.
     pub activity: Arc<Activity>,
@@ -111,6 +115,43 @@ impl Session {
         }
     }
 
+    /// The packets as this session's viewer takes them: SRTP-protected on the tracks it
+    /// set up as `RTP/SAVP`, as they are on the others.
+    pub fn protect<'a>(&self, packets: &'a [OutPacket]) -> Cow<'a, [OutPacket]> {
+        if self.srtp.iter().all(Option::is_none) {
+            return Cow::Borrowed(packets);
+        }
+        Cow::Owned(
+            packets
+                .iter()
+                .flat_map(|p| match self.srtp_of(p.track) {
+                    Some(t) => t.protect(std::slice::from_ref(p)),
+                    None => vec![p.clone()],
+                })
+                .collect(),
+        )
+    }
+
+    /// One RTCP packet of ours for `track`, as SRTCP where the track is SRTP.
+    pub fn protect_rtcp(&self, track: usize, packet: Vec<u8>) -> Option<Vec<u8>> {
+        match self.srtp_of(track) {
+            Some(t) => t.protect_rtcp(&packet),
+            None => Some(packet),
+        }
+    }
+
+    /// The client's RTCP on `track`, checked and decrypted where the track is SRTP.
+    pub fn unprotect_rtcp(&self, track: usize, packet: &[u8]) -> Option<Vec<u8>> {
+        match self.srtp_of(track) {
+            Some(t) => t.unprotect_rtcp(packet),
+            None => Some(packet.to_vec()),
+        }
+    }
+
+    fn srtp_of(&self, track: usize) -> Option<&crate::net::srtp::Track> {
+        self.srtp.get(track).and_then(|t| t.as_deref())
+    }
+
     /// The track and whether it is the RTP (true) or RTCP channel.
     pub fn track_of_channel(&self, channel: u8) -> Option<(usize, bool)> {
         self.core.track_of_channel(channel)
@@ -145,6 +186,7 @@ impl Session {
                     pair,
                     client_rtp,
                     client_rtcp,
+                    srtp: self.srtp.get(i).cloned().flatten(),
                 }),
                 _ => None,
             })
@@ -167,7 +209,11 @@ impl Session {
     /// The session as the code that moves its media sees it (`steering`).
     pub fn steered(&mut self) -> Steered<'_> {
         let kind = self.kind();
-        let media = if self.is_tcp() {
+        let media = if self.srtp.iter().any(Option::is_some) {
+            // Its keys were handed out on this node's RTSPS connection; a sender elsewhere
+            // would need them moved, which no handoff carries (a node's keys stay its own).
+            SteeredMedia::Unmovable("an SRTP session's keys stay on the node that made them")
+        } else if self.is_tcp() {
             SteeredMedia::Interleaved
         } else if let Some(playback) = self.playback.as_mut() {
             SteeredMedia::Playback {

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use vigil_proto::rtsp::{parse_transports, Request, Response, SessionKind, StatusCode, Transport};
-use vigil_session::session::{choose_transport, track_index, Chosen};
+use vigil_proto::srtp::keymgmt;
+use vigil_session::session::{choose_transport, track_index, Chosen, Profiles};
 use vigil_session::Presentation;
 
 /// What a SETUP resolves to before the session is joined or created.
@@ -37,6 +38,7 @@ struct Negotiated {
     pair: Option<UdpPair>,
     answer: Transport,
     setup: TrackSetup,
+    srtp: Option<Arc<crate::net::srtp::Track>>,
 }
 
 impl Conn {
@@ -58,7 +60,7 @@ impl Conn {
             Err(r) => return r,
         };
         // The transport first: a SETUP refused for its transport must not leave a session.
-        let negotiated = match self.negotiate(&offers, value, plan.track, plan.kind).await {
+        let negotiated = match self.negotiate(req, &offers, plan.track, plan.kind).await {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -110,6 +112,7 @@ impl Conn {
             pair,
             answer,
             setup,
+            srtp,
         } = negotiated;
         *session
             .info
@@ -120,6 +123,10 @@ impl Conn {
             session.pairs.resize_with(plan.track + 1, || None);
         }
         session.pairs[plan.track] = pair;
+        if session.srtp.len() <= plan.track {
+            session.srtp.resize_with(plan.track + 1, || None);
+        }
+        session.srtp[plan.track] = srtp;
         session.activity.touch();
         session
             .core
@@ -209,15 +216,51 @@ impl Conn {
     }
 
     /// Pick the first acceptable transport of the client's offers (the core's rule) and
-    /// bind what it needs.
+    /// bind what it needs. On RTSPS, `RTP/SAVP` is taken for a track the connection's
+    /// DESCRIBE gave a key; plain UDP is refused there under `[tls] srtp = "require"`.
     async fn negotiate(
         &self,
+        req: &Request,
         offers: &[Transport],
-        value: &str,
         track: usize,
         kind: SessionKind,
     ) -> Result<Negotiated, Response> {
-        let (chosen, mode) = choose_transport(offers, value, track, kind, self.peer.ip())?;
+        let value = req.headers.get("Transport").unwrap_or_default();
+        let key = self
+            .srtp_offer
+            .as_ref()
+            .filter(|_| self.tls)
+            .and_then(|o| o.key_for(&req.uri, track));
+        let profiles = if self.tls {
+            Profiles {
+                savp: key.is_some(),
+                plain_udp: self.node.config.tls.srtp != vigil_conf::SrtpMode::Require,
+            }
+        } else {
+            Profiles::PLAIN
+        };
+        let (chosen, mode, savp) =
+            choose_transport(offers, value, track, kind, self.peer.ip(), profiles)?;
+        let srtp = match key.filter(|_| savp) {
+            None => None,
+            Some(key) => {
+                // The client's own key protects the RTCP it sends (RFC 4567); without a
+                // KeyMgmt its RTCP cannot be checked and is not counted.
+                let client = match req.headers.get("KeyMgmt") {
+                    None => None,
+                    Some(v) => match keymgmt::parse_header(v) {
+                        Ok(o) => Some((o.key, o.profile)),
+                        Err(e) => return Err(fail(StatusCode::KEY_MANAGEMENT_FAILURE, e)),
+                    },
+                };
+                Some(Arc::new(crate::net::srtp::Track::new(key, client)))
+            }
+        };
+        let profile = if srtp.is_some() {
+            "RTP/SAVP"
+        } else {
+            "RTP/AVP"
+        };
         let setup = {
             let mut rng = rand::thread_rng();
             TrackSetup {
@@ -230,6 +273,7 @@ impl Conn {
         match chosen {
             Chosen::Tcp { channels } => {
                 let mut answer = Transport::tcp_interleaved(channels);
+                answer.profile = profile.to_string();
                 answer.mode = mode;
                 answer.ssrc = ssrc;
                 Ok(Negotiated {
@@ -240,6 +284,7 @@ impl Conn {
                     pair: None,
                     answer,
                     setup,
+                    srtp,
                 })
             }
             Chosen::Udp {
@@ -250,6 +295,7 @@ impl Conn {
                     return Err(fail(StatusCode::SERVICE_UNAVAILABLE, "no free UDP ports"));
                 };
                 let mut answer = Transport::udp_unicast();
+                answer.profile = profile.to_string();
                 answer.client_port = Some((client_rtp, client_rtcp));
                 answer.server_port = Some((pair.rtp_port, pair.rtp_port + 1));
                 answer.mode = mode;
@@ -265,6 +311,7 @@ impl Conn {
                     pair: Some(pair),
                     answer,
                     setup,
+                    srtp,
                 })
             }
         }
@@ -324,6 +371,7 @@ impl Conn {
             path: plan.path.clone(),
             playback,
             pairs: (0..plan.tracks).map(|_| None).collect(),
+            srtp: (0..plan.tracks).map(|_| None).collect(),
             activity,
             media: Media::None,
             producer: None,

@@ -53,6 +53,7 @@ impl Conn {
         match out {
             TcpOut::Packets(packets) => {
                 let channels = session.rtp_channels();
+                let packets = session.protect(&packets);
                 let write = self.tcp.write(&mut self.writer, &packets, |t| {
                     channels.get(t).copied().flatten().unwrap_or(0)
                 });
@@ -61,7 +62,10 @@ impl Conn {
             TcpOut::Rtcp(reports) => {
                 let chans: Vec<(u8, Vec<u8>)> = reports
                     .into_iter()
-                    .filter_map(|(t, pkt)| session.rtcp_channel(t).map(|c| (c, pkt)))
+                    .filter_map(|(t, pkt)| {
+                        let ch = session.rtcp_channel(t)?;
+                        Some((ch, session.protect_rtcp(t, pkt)?))
+                    })
                     .collect();
                 for (ch, pkt) in chans {
                     let write = write_interleaved(&mut self.writer, ch, &pkt);
@@ -127,7 +131,8 @@ impl Conn {
                 .bytes
                 .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
             let channels = session.rtp_channels();
-            let write = self.tcp.write(&mut self.writer, &self.out, |t| {
+            let out = session.protect(&self.out);
+            let write = self.tcp.write(&mut self.writer, &out, |t| {
                 channels.get(t).copied().flatten().unwrap_or(0)
             });
             bounded(&self.node, &mut self.stalled, write).await?;
@@ -166,9 +171,11 @@ impl Conn {
             .sender_reports(Instant::now(), wall)
             .into_iter()
             .filter_map(|(track, sr)| {
-                session
-                    .rtcp_channel(track)
-                    .map(|ch| (ch, rtcp::sender_report(&sr, &cname)))
+                let ch = session.rtcp_channel(track)?;
+                Some((
+                    ch,
+                    session.protect_rtcp(track, rtcp::sender_report(&sr, &cname))?,
+                ))
             })
             .collect();
         for (ch, pkt) in reports {
@@ -211,8 +218,9 @@ impl Conn {
                     packet_count: 0,
                     octet_count: 0,
                 });
-            if let Some(ch) = session.rtcp_channel(track) {
-                let pkt = rtcp::goodbye(&sr, &cname);
+            let ch = session.rtcp_channel(track);
+            if let Some((ch, pkt)) = ch.zip(session.protect_rtcp(track, rtcp::goodbye(&sr, &cname)))
+            {
                 let _ = write_interleaved(&mut self.writer, ch, &pkt).await;
             }
         }

@@ -6,6 +6,7 @@ use crate::ingest::Producer;
 use crate::live::reader::Reader;
 use crate::live_sender::{LivePump, LiveSender};
 use crate::net::ports::UdpPair;
+use crate::net::srtp::Track as Srtp;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{UdpOut, UdpVia};
 use bytes::BytesMut;
@@ -24,6 +25,8 @@ pub struct UdpTrack {
     pub pair: UdpPair,
     pub client_rtp: SocketAddr,
     pub client_rtcp: SocketAddr,
+    /// SRTP of an RTSPS viewer that set up `RTP/SAVP`.
+    pub srtp: Option<Arc<Srtp>>,
 }
 
 /// A live UDP viewer's media: its server ports (announced at SETUP; the client's RTCP
@@ -56,6 +59,7 @@ impl UdpPlay {
                 },
                 dest_rtp: t.client_rtp,
                 dest_rtcp: t.client_rtcp,
+                srtp: t.srtp,
             })
             .collect();
         // The viewer's RTCP (receiver reports) keeps the session alive.
@@ -64,6 +68,7 @@ impl UdpPlay {
                 node.tasks.spawn(watch_rtcp(
                     rtcp.clone(),
                     o.dest_rtcp.ip(),
+                    o.srtp.clone(),
                     activity.clone(),
                     node.clone(),
                     rtcp_watch.clone(),
@@ -102,10 +107,13 @@ impl UdpPlay {
 
 /// Count the client's RTCP as activity; count garbage. Only RTCP from the client's own
 /// address counts (as only a publisher's address may inject its media): anyone else who
-/// learnt the port could otherwise keep the session, and its slot, alive forever.
+/// learnt the port could otherwise keep the session, and its slot, alive forever. With
+/// SRTP, only SRTCP that passes the client's key counts (a forger on the client's
+/// address fails the tag).
 pub async fn watch_rtcp(
     sock: Arc<UdpSocket>,
     client_ip: std::net::IpAddr,
+    srtp: Option<Arc<Srtp>>,
     activity: Arc<Activity>,
     node: Arc<Node>,
     cancel: CancellationToken,
@@ -116,7 +124,12 @@ pub async fn watch_rtcp(
             _ = cancel.cancelled() => return,
             r = sock.recv_from(&mut buf) => match r {
                 Ok((n, from)) => {
-                    if from.ip() == client_ip && rtcp::parse_compound(&buf[..n]).is_ok() {
+                    let plain = match &srtp {
+                        Some(t) => t.unprotect_rtcp(&buf[..n]),
+                        None => Some(buf[..n].to_vec()),
+                    };
+                    let valid = plain.is_some_and(|p| rtcp::parse_compound(&p).is_ok());
+                    if from.ip() == client_ip && valid {
                         activity.touch();
                     } else {
                         Node::bump(&node.counters.rtp_garbage);
@@ -150,6 +163,7 @@ impl UdpRecord {
             node.tasks.spawn(watch_rtcp(
                 rtcp,
                 t.client_rtcp.ip(),
+                None,
                 activity.clone(),
                 node.clone(),
                 cancel.clone(),

@@ -32,4 +32,5 @@ pub use session::{
     format_rtp_info, next_state, parse_rtp_info, RtpInfo, SessionHeader, SessionKind, SessionState,
 };
 pub use status::StatusCode;
+pub(crate) use transport::split_unquoted;
 pub use transport::{parse_transports, LowerTransport, Transport, TransportMode};

@@ -47,6 +47,8 @@ impl StatusCode {
     pub const ONLY_AGGREGATE_OPERATION_ALLOWED: StatusCode = StatusCode(460);
     pub const UNSUPPORTED_TRANSPORT: StatusCode = StatusCode(461);
     pub const DESTINATION_UNREACHABLE: StatusCode = StatusCode(462);
+    /// RFC 4567 §3.2: the client's `KeyMgmt` could not be used.
+    pub const KEY_MANAGEMENT_FAILURE: StatusCode = StatusCode(463);
     pub const INTERNAL_SERVER_ERROR: StatusCode = StatusCode(500);
     pub const NOT_IMPLEMENTED: StatusCode = StatusCode(501);
     pub const BAD_GATEWAY: StatusCode = StatusCode(502);
@@ -109,6 +111,7 @@ impl StatusCode {
             460 => "Only aggregate operation allowed",
             461 => "Unsupported transport",
             462 => "Destination unreachable",
+            463 => "Key Management Failure",
             500 => "Internal Server Error",
             501 => "Not Implemented",
             502 => "Bad Gateway",

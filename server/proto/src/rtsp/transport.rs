@@ -108,7 +108,7 @@ impl fmt::Display for Transport {
 
 /// Splits on `sep` outside double quotes, since quoted values (`mode="PLAY"`, an IPv6
 /// destination) may legally contain separators.
-fn split_unquoted(s: &str, sep: char) -> Vec<&str> {
+pub(crate) fn split_unquoted(s: &str, sep: char) -> Vec<&str> {
     let mut out = Vec::new();
     let mut in_quotes = false;
     let mut start = 0;

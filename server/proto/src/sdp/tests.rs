@@ -247,6 +247,21 @@ a=control:trackID=1\r\n";
 }
 
 #[test]
+fn render_for_srtp_names_savp_and_each_tracks_key() {
+    let sdp = parse(FFMPEG).unwrap();
+    let keys = ["mikey AAAA".to_string(), "mikey BBBB\r\na=x".to_string()];
+    let text = sdp.render_srtp("10.0.0.5", 42, "npt=now-", &keys);
+    assert!(text.contains("m=video 0 RTP/SAVP 96\r\nb=AS:2000\r\na=key-mgmt:mikey AAAA\r\n"));
+    // A value cannot add a line of its own.
+    assert!(text.contains("m=audio 0 RTP/SAVP 97\r\nb=AS:128\r\na=key-mgmt:mikey BBBB  a=x\r\n"));
+    assert!(!text.contains("RTP/AVP "));
+    // The plain render carries no key.
+    assert!(!sdp.render("10.0.0.5", 42, "npt=now-").contains("key-mgmt"));
+    // A tolerant parser still reads the media.
+    assert_eq!(parse(&text).unwrap().media.len(), 2);
+}
+
+#[test]
 fn render_hikvision_with_recording_range_and_no_injection() {
     let mut sdp = parse(HIKVISION).unwrap();
     sdp.session_name = Some("evil\r\na=control:x".into());

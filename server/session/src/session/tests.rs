@@ -489,7 +489,15 @@ fn the_play_answer_says_the_range_in_the_unit_asked_and_echoes_the_rate() {
 fn transports_are_chosen_from_the_offers() {
     let peer: IpAddr = "127.0.0.5".parse().unwrap();
     let choose = |v: &str, kind| {
-        choose_transport(&parse_transports(v).unwrap(), v, 1, kind, peer).map(|(c, _)| c)
+        choose_transport(
+            &parse_transports(v).unwrap(),
+            v,
+            1,
+            kind,
+            peer,
+            Profiles::PLAIN,
+        )
+        .map(|(c, _, _)| c)
     };
     assert_eq!(
         choose("RTP/AVP/TCP;unicast", SessionKind::Play),
@@ -536,6 +544,72 @@ fn transports_are_chosen_from_the_offers() {
         StatusCode::METHOD_NOT_VALID_IN_THIS_STATE
     );
     assert!(choose("RTP/AVP/TCP;unicast;mode=record", SessionKind::Record).is_ok());
+}
+
+#[test]
+fn srtp_is_taken_only_where_the_connection_allows_it() {
+    let peer: IpAddr = "127.0.0.5".parse().unwrap();
+    let rtsps = |plain_udp| Profiles {
+        savp: true,
+        plain_udp,
+    };
+    let choose = |v: &str, kind, p| {
+        choose_transport(&parse_transports(v).unwrap(), v, 0, kind, peer, p)
+            .map(|(c, _, savp)| (c, savp))
+    };
+    let udp = Chosen::Udp {
+        client_rtp: 5000,
+        client_rtcp: 5001,
+    };
+    let savp_udp = "RTP/SAVP;unicast;client_port=5000-5001";
+    assert_eq!(
+        choose(savp_udp, SessionKind::Play, rtsps(false)),
+        Ok((udp, true))
+    );
+    assert_eq!(
+        choose(
+            "RTP/SAVP/TCP;unicast;interleaved=0-1",
+            SessionKind::Play,
+            rtsps(false)
+        ),
+        Ok((Chosen::Tcp { channels: (0, 1) }, true))
+    );
+    // Plain RTSP, or a track its DESCRIBE gave no key: 461.
+    assert!(choose(savp_udp, SessionKind::Play, Profiles::PLAIN).is_err());
+    // A publisher's SRTP is not served.
+    assert!(choose(
+        "RTP/SAVP/TCP;unicast;mode=record",
+        SessionKind::Record,
+        rtsps(true)
+    )
+    .is_err());
+    // "require": plain UDP refused with the reason, plain TCP (inside TLS) taken, and a
+    // client listing both gets the first it may have.
+    let avp_udp = "RTP/AVP;unicast;client_port=5000-5001";
+    let e = choose(avp_udp, SessionKind::Play, rtsps(false)).unwrap_err();
+    assert_eq!(e.status, StatusCode::UNSUPPORTED_TRANSPORT);
+    assert!(e.reason.contains("tls.srtp"), "{}", e.reason);
+    assert_eq!(
+        choose(
+            &format!("{avp_udp},RTP/AVP/TCP;unicast"),
+            SessionKind::Play,
+            rtsps(false)
+        ),
+        Ok((Chosen::Tcp { channels: (0, 1) }, false))
+    );
+    assert_eq!(
+        choose(
+            &format!("{avp_udp},{savp_udp}"),
+            SessionKind::Play,
+            rtsps(false)
+        ),
+        Ok((udp, true))
+    );
+    // "offer": plain UDP still taken.
+    assert_eq!(
+        choose(avp_udp, SessionKind::Play, rtsps(true)),
+        Ok((udp, false))
+    );
 }
 
 #[test]
