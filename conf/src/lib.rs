@@ -10,6 +10,7 @@ mod camera;
 mod cluster;
 mod recording;
 mod tls;
+mod webrtc;
 
 pub use auth::{AuthConfig, DigestAlgorithm, Rights, UserConfig};
 pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTransport, Source};
@@ -19,6 +20,7 @@ pub use recording::{
     StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
 };
 pub use tls::{SrtpMode, TlsConfig};
+pub use webrtc::WebRtcConfig;
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -58,6 +60,8 @@ pub struct Config {
     pub hls: HlsConfig,
     /// The certificate of the TLS listeners (`[rtsp] tls_listen`, `[http] tls_listen`).
     pub tls: TlsConfig,
+    /// WHEP: live video to browsers over WebRTC (`POST /whep/live/<camera>`).
+    pub webrtc: WebRtcConfig,
     /// Clustering (gossip membership, scheduler election, placement by redirect). Off unless
     /// `[cluster] enabled = true`.
     pub cluster: ClusterConf,
@@ -360,6 +364,7 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.cache.validate()?;
+        self.webrtc.validate()?;
         let r = &self.rtsp;
         if r.udp_port_min > r.udp_port_max || r.udp_port_max - r.udp_port_min < 1 {
             return Err(ConfigError::Invalid(format!(

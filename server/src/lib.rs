@@ -33,3 +33,4 @@ pub mod serve;
 pub mod steering;
 pub mod systemd;
 pub mod user;
+pub mod webrtc;

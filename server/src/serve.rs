@@ -146,12 +146,16 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         tls.certs.clone(),
     ));
     let prometheus = crate::admin::metrics::install();
+    let webrtc = crate::webrtc::Service::start(node.clone())
+        .await
+        .with_context(|| format!("binding [webrtc] listen = {}", node.config.webrtc.listen))?;
     let api = tokio::spawn(crate::admin::api::serve(
         node.clone(),
         cluster.clone(),
         http,
         tls.http,
         prometheus,
+        webrtc,
     ));
     let rtsps = tls.rtsp.map(|(listener, acceptor)| {
         tokio::spawn(crate::rtsp::conn::serve(

@@ -27,6 +27,14 @@ pub(super) struct AppState {
     /// The cameras watched over live HLS (the HTTP server's, not the node's: the node is
     /// below HLS).
     hls: Arc<crate::hls::Registry>,
+    /// WHEP's WebRTC service, when `[webrtc] enabled`.
+    webrtc: super::whep_api::WebRtc,
+}
+
+impl FromRef<AppState> for super::whep_api::WebRtc {
+    fn from_ref(st: &AppState) -> super::whep_api::WebRtc {
+        st.webrtc.clone()
+    }
 }
 
 impl FromRef<AppState> for Arc<Node> {
@@ -46,6 +54,7 @@ pub fn router(
     node: Arc<Node>,
     cluster: Option<Arc<Cluster>>,
     prometheus: Option<PrometheusHandle>,
+    webrtc: super::whep_api::WebRtc,
 ) -> Router {
     let gate = super::token::Gate {
         // Checked at start-up (`serve`); an unreadable file here leaves the API read-only.
@@ -72,11 +81,13 @@ pub fn router(
         .merge(super::plan_api::router())
         .merge(super::cameras_api::router())
         .merge(super::console::router())
+        .merge(super::whep_api::router())
         .with_state(AppState {
             node,
             cluster,
             prometheus,
             hls: Default::default(),
+            webrtc,
         })
         .layer(axum::middleware::from_fn_with_state(
             gate,
@@ -90,10 +101,11 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<(tokio::net::TcpListener, crate::net::tls::Acceptor)>,
     prometheus: Option<PrometheusHandle>,
+    webrtc: super::whep_api::WebRtc,
 ) {
     tokio::spawn(sample_bitrates(node.clone()));
     tokio::spawn(super::metrics::sample_storage(node.clone()));
-    let app = router(node.clone(), cluster, prometheus);
+    let app = router(node.clone(), cluster, prometheus, webrtc);
     let https = tls.map(|(listener, acceptor)| {
         tokio::spawn(super::listener::serve(
             node.clone(),

@@ -59,9 +59,9 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router, tls: Opt
         tokio::spawn(async move {
             let _slot = slot;
             let ended = match tls {
-                None => connection(&node, &http, app, stream, write_timeout).await,
+                None => connection(&node, &http, app, stream, peer, write_timeout).await,
                 Some(tls) => match tls.handshake(stream).await {
-                    Ok(stream) => connection(&node, &http, app, stream, write_timeout).await,
+                    Ok(stream) => connection(&node, &http, app, stream, peer, write_timeout).await,
                     Err(e) => {
                         debug!(%peer, "HTTPS: {e}");
                         return;
@@ -86,11 +86,14 @@ async fn connection<S>(
     http: &hyper::server::conn::http1::Builder,
     app: Router,
     stream: S,
+    peer: std::net::SocketAddr,
     write_timeout: Duration,
 ) -> Result<(), hyper::Error>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
+    // The client's address for the routes that limit per address (WHEP offers).
+    let app = app.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
     let service = TowerToHyperService::new(app);
     let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
     stream.set_write_timeout(Some(write_timeout));

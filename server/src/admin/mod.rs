@@ -9,3 +9,4 @@ pub mod migrate_api;
 pub mod plan_api;
 pub mod token;
 pub mod views;
+pub mod whep_api;

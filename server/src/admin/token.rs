@@ -34,7 +34,10 @@ pub fn judge(
     if path == "/api/health" {
         return None;
     }
-    let write = !(method == Method::GET || method == Method::HEAD);
+    // A WHEP offer (and its resource's DELETE and PATCH) is a viewer's request, gated like
+    // HLS: open on loopback, the token beyond it.
+    let viewing = method == Method::GET || method == Method::HEAD || path.starts_with("/whep/");
+    let write = !viewing;
     if !write && (gate.loopback || super::console::is_static(path)) {
         return None;
     }
@@ -142,6 +145,34 @@ mod tests {
         );
         assert_eq!(
             judge(&with(false), &get, "/api/cameras", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+    }
+
+    #[test]
+    fn a_whep_offer_is_gated_as_a_viewer_not_as_a_write() {
+        let gate = |loopback| Gate {
+            token: Some("s3cret".into()),
+            loopback,
+        };
+        let post = Method::POST;
+        // On loopback a viewer needs no token, as for HLS; beyond it, it does.
+        assert_eq!(judge(&gate(true), &post, "/whep/live/cam", None), None);
+        assert_eq!(
+            judge(&gate(false), &post, "/whep/live/cam", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            judge(&gate(false), &post, "/whep/live/cam", Some("Bearer s3cret")),
+            None
+        );
+        assert_eq!(
+            judge(&gate(false), &Method::DELETE, "/whep/resource/x", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        // Only the WHEP prefix: another write on loopback still needs the token.
+        assert_eq!(
+            judge(&gate(true), &post, "/api/whep/live/cam", None).map(|r| r.0),
             Some(StatusCode::UNAUTHORIZED)
         );
     }

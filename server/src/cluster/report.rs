@@ -195,7 +195,7 @@ pub fn streams(node: &Node, t_max_ms: i64) -> Vec<Stream> {
                     StreamSource::Storage,
                 )
             }
-            SessionKindView::Play => {
+            SessionKindView::Play | SessionKindView::WebRtc => {
                 let Some(cam) = s.path.strip_prefix("live/") else {
                     continue;
                 };

@@ -89,6 +89,11 @@ async fn run(drain: Arc<Drain>, node: Arc<Node>, cluster: Arc<Cluster>, cancel: 
                     return (s.id.clone(), Err("drain cancelled".to_string()));
                 }
                 let r = match s.kind {
+                    SessionKindView::WebRtc => Err(
+                        "a WebRTC viewer cannot move: its DTLS and ICE state are this node's; \
+                         it ends with the node and reconnects through the scheduler"
+                            .to_string(),
+                    ),
                     SessionKindView::Record => Err(
                         "a publisher cannot be redirected (RTSP clients do not follow a 3xx \
                          to ANNOUNCE): it stays until it reconnects"

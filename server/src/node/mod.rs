@@ -170,6 +170,8 @@ pub enum SessionKindView {
     Play,
     Playback,
     Record,
+    /// A live viewer over WebRTC (WHEP).
+    WebRtc,
 }
 
 /// Node-wide counters that are not per session (also exported to `/metrics`).

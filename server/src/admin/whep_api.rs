@@ -1,0 +1,104 @@
+//! WHEP (WebRTC-HTTP egress, RFC 9725) on the admin listener: `POST /whep/live/<camera>`
+//! takes an SDP offer and answers 201 with the SDP answer and the resource's URL;
+//! `DELETE` on that URL ends the peer. Gated like HLS by the token layer (`token`): open
+//! on loopback, the token beyond it.
+
+use crate::webrtc::{Service, WhepError};
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{patch, post};
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The WebRTC service when `[webrtc] enabled`.
+pub type WebRtc = Option<Arc<Service>>;
+
+pub(super) fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    WebRtc: axum::extract::FromRef<S>,
+{
+    Router::new()
+        .route("/whep/live/{camera}", post(offer_live))
+        .route("/whep/resource/{id}", patch(trickle).delete(end))
+}
+
+/// The HTTP status of a refusal, from its kind.
+pub fn status_of(e: &WhepError) -> StatusCode {
+    match e {
+        WhepError::Off | WhepError::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+        WhepError::NotLive(_) | WhepError::NoResource => StatusCode::NOT_FOUND,
+        WhepError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+        WhepError::BadOffer(_) | WhepError::NoVideo => StatusCode::BAD_REQUEST,
+        WhepError::Codec { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        WhepError::Rtc(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn refuse(e: WhepError) -> Response {
+    let mut r = (status_of(&e), format!("{e}\n")).into_response();
+    if let WhepError::RateLimited(wait) = e {
+        let secs = wait.as_secs().max(1).to_string();
+        if let Ok(v) = header::HeaderValue::from_str(&secs) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    r
+}
+
+async fn offer_live(
+    State(webrtc): State<WebRtc>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(camera): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let Some(svc) = webrtc else {
+        return refuse(WhepError::Off);
+    };
+    let sdp = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/sdp"));
+    if !sdp {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a WHEP offer is Content-Type: application/sdp\n",
+        )
+            .into_response();
+    }
+    match svc.offer_live(&camera, &body, client) {
+        Ok((id, answer)) => (
+            StatusCode::CREATED,
+            [
+                (header::CONTENT_TYPE, "application/sdp".to_string()),
+                (header::LOCATION, format!("/whep/resource/{id}")),
+            ],
+            answer,
+        )
+            .into_response(),
+        Err(e) => refuse(e),
+    }
+}
+
+/// Trickled candidates are taken and not needed: the node is ICE-lite, so it learns each
+/// address a viewer checks from (its peer-reflexive candidates) from the checks themselves.
+async fn trickle(State(webrtc): State<WebRtc>, Path(id): Path<String>) -> Response {
+    match webrtc.map(|s| s.exists(&id)) {
+        Some(true) => StatusCode::NO_CONTENT.into_response(),
+        Some(false) => refuse(WhepError::NoResource),
+        None => refuse(WhepError::Off),
+    }
+}
+
+async fn end(State(webrtc): State<WebRtc>, Path(id): Path<String>) -> Response {
+    let Some(svc) = webrtc else {
+        return refuse(WhepError::Off);
+    };
+    match svc.delete(&id) {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => refuse(e),
+    }
+}

@@ -1,0 +1,431 @@
+//! WebRTC egress (issue 27): live video to browsers over WHEP, sub-second behind the
+//! camera. `str0m` is the WebRTC stack (sans-IO: it never reads the clock or touches a
+//! socket, so this module is its shell, as `rtsp` is `vigil-proto`'s): ICE-lite with host
+//! candidates on the node's configured addresses, DTLS-SRTP, RTCP; the node's part is one
+//! UDP socket shared by every peer (`stun` routes a datagram to its peer), a peer task per
+//! viewer (`peer`: one more reader of the camera's hub, its packets forwarded as RTP), and
+//! the HTTP resource (`admin::whep_api`).
+//!
+//! Carried: H.264 video (packetization-mode 1, the hub's own packets, no repacketizing)
+//! and G.711 audio. H.265 and AAC are refused by name (415): browsers do not all decode
+//! the one and WebRTC has no payload format for the other, and this node does not
+//! transcode.
+
+pub mod peer;
+mod stun;
+
+use crate::live::stream::Stream;
+use crate::node::{Node, SessionInfo, SessionKindView};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use str0m::change::SdpOffer;
+use str0m::format::Codec;
+use str0m::media::MediaKind;
+use str0m::{Candidate, Output, Rtc};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn, Instrument};
+use vigil_proto::codec::Codec as HubCodec;
+
+/// Datagrams queued for one peer before the socket task drops them (a peer task that
+/// stalls must not hold up the others).
+const PEER_QUEUE: usize = 256;
+/// Source addresses one peer may be reached from (its ICE candidates that checked in).
+const PEER_ADDRS_MAX: usize = 8;
+
+/// Why a WHEP request was refused, typed so the HTTP answer picks its status from the kind.
+#[derive(Debug, thiserror::Error)]
+pub enum WhepError {
+    #[error("WebRTC is off on this node ([webrtc] enabled = false)")]
+    Off,
+    #[error("camera {0} is not live on this node")]
+    NotLive(String),
+    #[error("too many offers from this address: retry in {0:?}")]
+    RateLimited(Duration),
+    #[error("this node serves its limit of {0} WebRTC peers ([webrtc] max_peers)")]
+    Full(usize),
+    #[error("the offer is not SDP this node can answer: {0}")]
+    BadOffer(String),
+    #[error(
+        "the offer has no H.264 (packetization-mode 1) video to receive: this node sends the \
+         camera's H.264 as it is"
+    )]
+    NoVideo,
+    #[error(
+        "camera {camera} is {codec}: WebRTC here carries H.264 video and G.711 audio (H.265 and \
+         AAC are not carried; no transcoding) — use RTSP or HLS for it"
+    )]
+    Codec { camera: String, codec: String },
+    #[error("no such WHEP resource (the session ended, or never was)")]
+    NoResource,
+    #[error("WebRTC: {0}")]
+    Rtc(String),
+}
+
+/// One peer as the socket task and the API see it.
+struct PeerHandle {
+    tx: mpsc::Sender<peer::Datagram>,
+    cancel: CancellationToken,
+    ufrag: String,
+    addrs: Vec<SocketAddr>,
+}
+
+#[derive(Default)]
+struct Peers {
+    by_id: HashMap<String, PeerHandle>,
+    by_ufrag: HashMap<String, String>,
+    by_addr: HashMap<SocketAddr, String>,
+}
+
+impl Peers {
+    fn remove(&mut self, id: &str) -> Option<PeerHandle> {
+        let h = self.by_id.remove(id)?;
+        self.by_ufrag.remove(&h.ufrag);
+        for a in &h.addrs {
+            self.by_addr.remove(a);
+        }
+        Some(h)
+    }
+}
+
+/// The node's WebRTC egress: its socket, its peers, its offer budget.
+pub struct Service {
+    node: Arc<Node>,
+    socket: Arc<UdpSocket>,
+    local: SocketAddr,
+    candidates: Vec<SocketAddr>,
+    peers: Mutex<Peers>,
+    offers: Mutex<crate::limits::RateLimiter>,
+}
+
+/// str0m takes its crypto (DTLS, SRTP) from a process-wide provider: RustCrypto's.
+fn install_crypto() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| str0m::crypto::from_feature_flags().install_process_default());
+}
+
+impl Service {
+    /// Binds `[webrtc] listen` and starts routing its datagrams. None when WebRTC is off.
+    pub async fn start(node: Arc<Node>) -> std::io::Result<Option<Arc<Service>>> {
+        let conf = &node.config.webrtc;
+        if !conf.enabled {
+            return Ok(None);
+        }
+        install_crypto();
+        let socket = UdpSocket::bind(conf.listen).await?;
+        let local = socket.local_addr()?;
+        let svc = Arc::new(Service {
+            candidates: conf.candidate_addrs(local.port()),
+            socket: Arc::new(socket),
+            local,
+            peers: Mutex::default(),
+            offers: Mutex::new(crate::limits::RateLimiter::new(
+                conf.offers_per_sec,
+                conf.offer_burst,
+            )),
+            node: node.clone(),
+        });
+        info!(udp = %local, candidates = ?svc.candidates, "WebRTC (WHEP) up");
+        tokio::spawn(svc.clone().route());
+        Ok(Some(svc))
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The socket task: each datagram to its peer, by the ufrag of an ICE check or by the
+    /// address a check came from. Datagrams of no peer are dropped and counted.
+    async fn route(self: Arc<Service>) {
+        let mut buf = vec![0u8; 2048];
+        loop {
+            let (n, from) = tokio::select! {
+                _ = self.node.shutdown.cancelled() => return,
+                r = self.socket.recv_from(&mut buf) => match r {
+                    Ok(x) => x,
+                    // ICMP errors of earlier sends surface here: keep going.
+                    Err(_) => continue,
+                },
+            };
+            let data = buf[..n].to_vec();
+            let tx = {
+                let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+                let by_ufrag =
+                    stun::local_ufrag(&data).and_then(|u| peers.by_ufrag.get(u).cloned());
+                let id = by_ufrag
+                    .clone()
+                    .or_else(|| peers.by_addr.get(&from).cloned());
+                if let Some(id) = &by_ufrag {
+                    // str0m checks the message's integrity; an address is learnt for
+                    // later packets only while the peer has room for one more.
+                    if !peers.by_addr.contains_key(&from) {
+                        let room = peers
+                            .by_id
+                            .get(id)
+                            .is_some_and(|h| h.addrs.len() < PEER_ADDRS_MAX);
+                        if room {
+                            peers.by_addr.insert(from, id.clone());
+                            if let Some(h) = peers.by_id.get_mut(id) {
+                                h.addrs.push(from);
+                            }
+                        }
+                    }
+                }
+                id.and_then(|id| peers.by_id.get(&id).map(|h| h.tx.clone()))
+            };
+            match tx {
+                Some(tx) => {
+                    let _ = tx.try_send(peer::Datagram { from, data });
+                }
+                None => Node::bump(&self.node.counters.rtp_garbage),
+            }
+        }
+    }
+
+    /// Answers a WHEP offer for live `camera` from `client`: the answer's SDP and the
+    /// resource id the peer is known by.
+    pub fn offer_live(
+        self: &Arc<Service>,
+        camera: &str,
+        offer: &str,
+        client: SocketAddr,
+    ) -> Result<(String, String), WhepError> {
+        let conf = &self.node.config.webrtc;
+        self.take_offer(client.ip())?;
+        if self
+            .peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_id
+            .len()
+            >= conf.max_peers
+        {
+            return Err(WhepError::Full(conf.max_peers));
+        }
+        let path = self
+            .node
+            .path(&format!("live/{camera}"))
+            .filter(|p| p.stream.is_live())
+            .ok_or_else(|| WhepError::NotLive(camera.to_string()))?;
+        let tracks = carried_tracks(camera, &path.stream)?;
+        let offer =
+            SdpOffer::from_sdp_string(offer).map_err(|e| WhepError::BadOffer(e.to_string()))?;
+        let mut rtc = Rtc::builder()
+            .set_ice_lite(true)
+            .set_rtp_mode(true)
+            .clear_codecs()
+            .enable_h264(true)
+            .enable_pcmu(true, false)
+            .enable_pcma(true, false)
+            .build(Instant::now());
+        for addr in &self.candidates {
+            let c = Candidate::host(*addr, "udp").map_err(|e| WhepError::Rtc(e.to_string()))?;
+            rtc.add_local_candidate(c);
+        }
+        let answer = rtc
+            .sdp_api()
+            .accept_offer(offer)
+            .map_err(|e| WhepError::BadOffer(e.to_string()))?;
+        let answer = answer.to_sdp_string();
+        let media = negotiated(&mut rtc, &answer, &tracks)?;
+        let ufrag = answer
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("a=ice-ufrag:"))
+            .map(str::to_string)
+            .ok_or_else(|| WhepError::Rtc("the answer has no ice-ufrag".into()))?;
+        let id = resource_id();
+        let cancel = self.node.shutdown.child_token();
+        let info = Arc::new(SessionInfo::new(
+            id.clone(),
+            path.name.clone(),
+            SessionKindView::WebRtc,
+            client,
+            cancel.clone(),
+        ));
+        *info.transport.lock().unwrap_or_else(|p| p.into_inner()) =
+            format!("WebRTC/UDP;server={}", self.local);
+        let (tx, rx) = mpsc::channel(PEER_QUEUE);
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+            peers.by_ufrag.insert(ufrag.clone(), id.clone());
+            peers.by_id.insert(
+                id.clone(),
+                PeerHandle {
+                    tx,
+                    cancel: cancel.clone(),
+                    ufrag,
+                    addrs: Vec::new(),
+                },
+            );
+        }
+        self.node.register_session(info.clone());
+        let span = tracing::info_span!("webrtc", session = %id, camera);
+        let peer = peer::Peer {
+            rtc,
+            media,
+            stream: path.stream.clone(),
+            socket: self.socket.clone(),
+            local: self.local,
+            rx,
+            info,
+            cancel,
+            connect_timeout: Duration::from_millis(conf.connect_timeout_ms),
+        };
+        let svc = self.clone();
+        let ended = id.clone();
+        tokio::spawn(
+            async move {
+                peer.run().await;
+                svc.ended(&ended);
+            }
+            .instrument(span),
+        );
+        info!(session = %id, camera, %client, "WHEP peer set up");
+        Ok((id, answer))
+    }
+
+    /// Whether resource `id` is a peer of this node.
+    pub fn exists(&self, id: &str) -> bool {
+        self.peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_id
+            .contains_key(id)
+    }
+
+    /// Ends a peer (the WHEP resource's DELETE).
+    pub fn delete(&self, id: &str) -> Result<(), WhepError> {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let h = peers.by_id.get(id).ok_or(WhepError::NoResource)?;
+        h.cancel.cancel();
+        Ok(())
+    }
+
+    fn ended(&self, id: &str) {
+        self.peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        self.node.unregister_session(id);
+        debug!(session = %id, "WHEP peer gone");
+    }
+
+    fn take_offer(&self, ip: IpAddr) -> Result<(), WhepError> {
+        let mut offers = self.offers.lock().unwrap_or_else(|p| p.into_inner());
+        offers.take(ip, Instant::now()).map_err(|wait| {
+            crate::limits::LimitStats::bump(&self.node.limit_stats.describe_rate);
+            WhepError::RateLimited(wait)
+        })
+    }
+}
+
+/// The hub tracks a WebRTC viewer gets: the H.264 video (required) and a G.711 audio.
+pub(crate) struct Carried {
+    pub video: usize,
+    pub audio: Option<(usize, HubCodec)>,
+}
+
+fn carried_tracks(camera: &str, stream: &Stream) -> Result<Carried, WhepError> {
+    let info = stream
+        .info()
+        .ok_or_else(|| WhepError::NotLive(camera.to_string()))?;
+    let codecs: Vec<HubCodec> = info.tracks.iter().map(|t| t.codec).collect();
+    let video = codecs
+        .iter()
+        .position(|c| *c == HubCodec::H264)
+        .ok_or_else(|| WhepError::Codec {
+            camera: camera.to_string(),
+            codec: codecs
+                .iter()
+                .find(|c| c.is_video())
+                .map_or("without video".to_string(), |c| format!("{c:?}")),
+        })?;
+    let audio = codecs
+        .iter()
+        .enumerate()
+        .find(|(_, c)| matches!(c, HubCodec::Pcmu | HubCodec::Pcma))
+        .map(|(i, c)| (i, *c));
+    Ok(Carried { video, audio })
+}
+
+/// What the answer settled, per carried hub track: the mid, the payload type and the
+/// sending SSRC str0m declared.
+fn negotiated(
+    rtc: &mut Rtc,
+    answer: &str,
+    tracks: &Carried,
+) -> Result<Vec<peer::TrackOut>, WhepError> {
+    // str0m declares a send stream per media as time first moves.
+    rtc.handle_input(str0m::Input::Timeout(Instant::now()))
+        .map_err(|e| WhepError::Rtc(e.to_string()))?;
+    loop {
+        match rtc.poll_output() {
+            Ok(Output::Timeout(_)) => break,
+            Ok(_) => {}
+            Err(e) => return Err(WhepError::Rtc(e.to_string())),
+        }
+    }
+    let mids = answer_mids(answer);
+    let pick =
+        |rtc: &mut Rtc, kind: MediaKind, want: &dyn Fn(&str0m::format::PayloadParams) -> bool| {
+            mids.iter()
+                .filter(|(_, k)| *k == kind)
+                .find_map(|(mid, _)| {
+                    let pts = rtc.media(*mid)?.remote_pts().to_vec();
+                    let pt = rtc
+                        .codec_config()
+                        .params()
+                        .iter()
+                        .find(|p| pts.contains(&p.pt()) && want(p))?
+                        .pt();
+                    let ssrc = rtc.direct_api().stream_tx_by_mid(*mid, None)?.ssrc();
+                    Some((*mid, pt, ssrc))
+                })
+        };
+    let (mid, pt, ssrc) = pick(rtc, MediaKind::Video, &|p| {
+        p.spec().codec == Codec::H264 && p.spec().format.packetization_mode == Some(1)
+    })
+    .ok_or(WhepError::NoVideo)?;
+    let mut out = vec![peer::TrackOut::new(tracks.video, mid, pt, ssrc)];
+    if let Some((track, codec)) = tracks.audio {
+        let want = if codec == HubCodec::Pcmu {
+            Codec::PCMU
+        } else {
+            Codec::PCMA
+        };
+        match pick(rtc, MediaKind::Audio, &|p| p.spec().codec == want) {
+            Some((mid, pt, ssrc)) => out.push(peer::TrackOut::new(track, mid, pt, ssrc)),
+            None => warn!("the offer takes no {want:?} audio: video only"),
+        }
+    }
+    Ok(out)
+}
+
+/// The media sections of an answer: (mid, kind), in order.
+fn answer_mids(sdp: &str) -> Vec<(str0m::media::Mid, MediaKind)> {
+    let mut out = Vec::new();
+    let mut kind = None;
+    for line in sdp.lines().map(str::trim) {
+        if let Some(m) = line.strip_prefix("m=") {
+            kind = match m.split_whitespace().next() {
+                Some("video") => Some(MediaKind::Video),
+                Some("audio") => Some(MediaKind::Audio),
+                _ => None,
+            };
+        } else if let (Some(mid), Some(k)) = (line.strip_prefix("a=mid:"), kind) {
+            out.push((str0m::media::Mid::from(mid), k));
+        }
+    }
+    out
+}
+
+/// 128 random bits, hex: the WHEP resource's name (unguessable: it is what DELETE takes).
+fn resource_id() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,174 @@
+//! WebRTC egress (issue 27 §1): a third-party WHEP client (aiortc from PyPI, decoding with
+//! its own H.264 decoder) plays a live camera with zero decode errors, listed as a `webrtc`
+//! session while it plays and released by its DELETE; and the bad input: a body that is not
+//! SDP, an offer that is not SDP, an offer without H.264, an unknown camera, a flood of
+//! offers from one address, a peer that never completes ICE and DTLS.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+use vigil_tests::{poll_until, run_with_timeout, Node, NodeBuilder, DEMO_CAMERA};
+
+/// The third-party client: `tests/clients/whep_play.py` (aiortc).
+fn whep_play(url: &str, frames: u32, timeout_s: u32) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/whep_play.py");
+    let out = run_with_timeout(
+        Command::new("python3")
+            .arg(script)
+            .arg(url)
+            .arg(frames.to_string())
+            .arg(timeout_s.to_string()),
+        Duration::from_secs(u64::from(timeout_s) + 30),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "whep_play.py printed no result ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// POST an offer: the status and the body.
+fn post_offer(node: &Node, path: &str, content_type: &str, body: &str) -> (u16, String) {
+    let mut resp = ureq::post(&format!("http://{}{path}", node.api))
+        .config()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .http_status_as_error(false)
+        .build()
+        .header("Content-Type", content_type)
+        .send(body)
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().unwrap_or_default())
+}
+
+fn webrtc_sessions(node: &Node) -> Vec<serde_json::Value> {
+    node.api_json("/api/sessions")
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|s| s["kind"] == "webrtc")
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An offer as aiortc 1.16 makes it (receive-only H.264 and VP8 video), its candidates on
+/// loopback: what a viewer sends before it ever answers an ICE check.
+const OFFER: &str = "v=0\r\no=- 4005404618 4005404618 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n\
+a=group:BUNDLE 0\r\na=msid-semantic:WMS *\r\n\
+m=video 42776 UDP/TLS/RTP/SAVPF 97 98 99 100\r\nc=IN IP4 127.0.0.1\r\na=recvonly\r\n\
+a=extmap:1 urn:ietf:params:rtp-hdrext:sdes:mid\r\na=mid:0\r\na=rtcp:9 IN IP4 0.0.0.0\r\n\
+a=rtcp-mux\r\na=rtpmap:97 VP8/90000\r\na=rtcp-fb:97 nack\r\na=rtcp-fb:97 nack pli\r\n\
+a=rtpmap:98 rtx/90000\r\na=fmtp:98 apt=97\r\na=rtpmap:99 H264/90000\r\na=rtcp-fb:99 nack\r\n\
+a=rtcp-fb:99 nack pli\r\n\
+a=fmtp:99 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42001f\r\n\
+a=rtpmap:100 rtx/90000\r\na=fmtp:100 apt=99\r\n\
+a=candidate:1 1 udp 2130706431 127.0.0.1 42776 typ host\r\na=end-of-candidates\r\n\
+a=ice-ufrag:4tLe\r\na=ice-pwd:3sCjg59lxlBDyc2eD67zXJ\r\n\
+a=fingerprint:sha-256 2F:30:4E:1C:15:44:DA:73:09:E9:C3:2A:01:FB:1A:CC:CB:59:0F:B0:FC:7E:D7:C5:AD:AA:0F:77:95:1B:D1:2B\r\n\
+a=setup:actpass\r\n";
+
+#[test]
+fn a_third_party_whep_client_plays_live_with_zero_decode_errors() {
+    let node = NodeBuilder::new().extra(DEMO_CAMERA).start();
+    let url = format!("http://{}/whep/live/demo", node.api);
+    let api = format!("http://{}", node.api);
+    // While it plays, the viewer is a `webrtc` session of the camera's path.
+    let watcher = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let body = vigil_testkit::serve::api_get(&api, "/api/sessions").unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let seen = v.as_array().and_then(|a| {
+                a.iter()
+                    .find(|s| s["kind"] == "webrtc")
+                    .map(|s| (s["path"].clone(), s["transport"].clone()))
+            });
+            if seen.is_some() {
+                return seen;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    });
+    let run = whep_play(&url, 100, 30);
+    assert_eq!(run["status"], 201, "{run}");
+    assert_eq!(run["frames"], 100, "aiortc decoded too few frames: {run}");
+    assert_eq!(
+        run["errors"].as_array().map(Vec::len),
+        Some(0),
+        "decode errors: {run}"
+    );
+    assert_eq!(run["size"], serde_json::json!([640, 360]), "{run}");
+    assert_eq!(run["delete"], 200, "DELETE of the resource: {run}");
+    let (path, transport) = watcher.join().unwrap().expect("a webrtc session listed");
+    assert_eq!(path, "live/demo");
+    assert!(
+        transport
+            .as_str()
+            .is_some_and(|t| t.starts_with("WebRTC/UDP")),
+        "{transport}"
+    );
+    // The DELETE ended it: the session and its state are gone.
+    poll_until(Duration::from_secs(5), "the webrtc session to end", || {
+        webrtc_sessions(&node).is_empty().then_some(())
+    });
+    let resource = run["resource"].as_str().unwrap_or_default().to_string();
+    let gone = ureq::delete(&resource)
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+        .map(|r| r.status().as_u16());
+    assert_eq!(gone.ok(), Some(404), "a second DELETE of {resource}");
+}
+
+#[test]
+fn bad_offers_are_refused_with_reasons_and_a_silent_peer_is_released() {
+    let node = NodeBuilder::new()
+        .extra(DEMO_CAMERA)
+        .extra("[webrtc]\nconnect_timeout_ms = 1000\noffers_per_sec = 1.0\noffer_burst = 6\n")
+        .start();
+    let live = "/whep/live/demo";
+    let (s, body) = post_offer(&node, live, "text/plain", OFFER);
+    assert_eq!(s, 415, "not application/sdp: {body}");
+    let (s, body) = post_offer(&node, live, "application/sdp", "hello\r\n");
+    assert_eq!(s, 400, "not SDP: {body}");
+    let vp8_only = OFFER
+        .replace(" 97 98 99 100\r\n", " 97 98\r\n")
+        .replace("a=rtpmap:99 H264/90000\r\n", "");
+    let (s, body) = post_offer(&node, live, "application/sdp", &vp8_only);
+    assert_eq!(s, 400, "no H.264: {body}");
+    assert!(body.contains("H.264"), "{body}");
+    let (s, body) = post_offer(&node, "/whep/live/nosuch", "application/sdp", OFFER);
+    assert_eq!(s, 404, "unknown camera: {body}");
+
+    // A valid offer whose peer never answers a check: listed, then released within the
+    // connect timeout.
+    let (s, body) = post_offer(&node, live, "application/sdp", OFFER);
+    assert_eq!(s, 201, "a valid offer: {body}");
+    assert!(body.contains("a=ice-lite"), "ICE-lite answer:\n{body}");
+    assert!(body.contains("a=candidate:"), "{body}");
+    assert_eq!(webrtc_sessions(&node).len(), 1);
+    poll_until(
+        Duration::from_secs(5),
+        "the silent peer to be released",
+        || webrtc_sessions(&node).is_empty().then_some(()),
+    );
+
+    // A flood from one address: the burst (6, four taken above), then 429 with Retry-After.
+    let codes: Vec<u16> = (0..10)
+        .map(|_| post_offer(&node, "/whep/live/nosuch", "application/sdp", OFFER).0)
+        .collect();
+    assert!(
+        codes.contains(&429),
+        "no offer refused in a flood: {codes:?}"
+    );
+    assert!(codes.iter().all(|c| *c == 404 || *c == 429), "{codes:?}");
+    let refused =
+        vigil_tests::metric_value(&node, "vigil_limit_refusals_total{limit=\"describe_rate\"}");
+    assert!(refused >= 1.0, "refusals counted: {refused}");
+}
