@@ -251,17 +251,103 @@
   video.addEventListener('waiting', () => { if (seen.player.state === 'playing') setPlayer('buffering'); });
   video.addEventListener('error', () => setPlayer('error', video.error ? video.error.message : 'media error'));
 
+  // Live video goes over WebRTC (WHEP: a fraction of a second behind the camera), HLS when
+  // the browser, the camera's codec or the node cannot; recordings over HLS.
+  let pc = null;
+  let whepResource = null;
+
   function stopPlayer() {
     if (hls) { hls.destroy(); hls = null; }
+    // The resource is deleted before the connection closes: a closed connection ends the
+    // node's peer by itself, and a DELETE arriving after that would find nothing (404).
+    const conn = pc;
+    const resource = whepResource;
+    pc = null;
+    whepResource = null;
+    if (resource) {
+      fetch(resource, { method: 'DELETE', headers: authHeaders(), keepalive: true })
+        .catch(() => {})
+        .finally(() => { if (conn) conn.close(); });
+    } else if (conn) {
+      conn.close();
+    }
+    video.srcObject = null;
     video.removeAttribute('src');
     video.load();
   }
 
-  function play(src, title) {
+  /** The decoder's counters of the WebRTC video (getStats' inbound-rtp), for tests and the eye. */
+  async function webrtcStats() {
+    if (!pc) return null;
+    const report = await pc.getStats();
+    let v = null;
+    report.forEach((r) => {
+      if (r.type === 'inbound-rtp' && r.kind === 'video') {
+        v = { framesDecoded: r.framesDecoded || 0, freezeCount: r.freezeCount || 0,
+              freezeSecs: r.totalFreezesDuration || 0, framesDropped: r.framesDropped || 0,
+              packetsLost: r.packetsLost || 0, width: r.frameWidth || 0,
+              jitterBufferMs: r.jitterBufferEmittedCount
+                ? Math.round((r.jitterBufferDelay / r.jitterBufferEmittedCount) * 1000) : 0 };
+      }
+    });
+    return v;
+  }
+  window.vigilWebrtcStats = webrtcStats;
+
+  async function playWebrtc(whep, title, fallback) {
     stopPlayer();
-    seen.player = { state: 'loading', src, error: null };
+    seen.player = { state: 'loading', src: whep, via: 'webrtc', error: null };
     setPlayer('loading');
-    $('#player-title').textContent = title;
+    $('#player-title').textContent = `${title} (WebRTC)`;
+    $('#player-box').hidden = false;
+    try {
+      if (!window.RTCPeerConnection) throw new Error('this browser has no WebRTC');
+      const conn = new RTCPeerConnection();
+      pc = conn;
+      const stream = new MediaStream();
+      conn.addTransceiver('video', { direction: 'recvonly' });
+      conn.addTransceiver('audio', { direction: 'recvonly' });
+      conn.ontrack = (e) => {
+        stream.addTrack(e.track);
+        if (e.track.kind === 'video') {
+          video.muted = true;
+          video.srcObject = stream;
+          video.play().catch((err) => setPlayer('error', String(err.message || err)));
+        }
+      };
+      conn.onconnectionstatechange = () => {
+        if (pc === conn && conn.connectionState === 'failed') setPlayer('error', 'WebRTC connection failed');
+      };
+      await conn.setLocalDescription(await conn.createOffer());
+      // The offer goes whole (no trickle): wait for the host candidates, at most 2 s.
+      await new Promise((done) => {
+        if (conn.iceGatheringState === 'complete') return done();
+        conn.addEventListener('icegatheringstatechange', () => { if (conn.iceGatheringState === 'complete') done(); });
+        setTimeout(done, 2000);
+      });
+      const r = await fetch(whep, {
+        method: 'POST',
+        headers: { ...authHeaders(), 'Content-Type': 'application/sdp' },
+        body: conn.localDescription.sdp,
+      });
+      if (r.status !== 201) throw new ApiError(r.status, (await r.text()).trim());
+      if (pc !== conn) return;
+      whepResource = new URL(r.headers.get('Location') || '', location.href).toString();
+      await conn.setRemoteDescription({ type: 'answer', sdp: await r.text() });
+    } catch (err) {
+      // 415: the camera's codec is not carried over WebRTC; anything else: say why, and play
+      // over HLS all the same.
+      const why = String(err.message || err);
+      seen.errorsWebrtc = (seen.errorsWebrtc || []).concat([why]);
+      fallback(`WebRTC unavailable (${why}): HLS`);
+    }
+  }
+
+  function play(src, title, note) {
+    stopPlayer();
+    seen.player = { state: 'loading', src, via: 'hls', error: null };
+    setPlayer('loading');
+    $('#player-title').textContent = note ? `${title} — ${note}` : title;
     $('#player-box').hidden = false;
     if (window.Hls && window.Hls.isSupported()) {
       hls = new window.Hls({
@@ -286,7 +372,8 @@
     $('#player-box').hidden = true;
   });
 
-  const playLive = (cam) => play(`/hls/live/${encodeURIComponent(cam)}/index.m3u8`, `live/${cam}`);
+  const playLiveHls = (cam, note) => play(`/hls/live/${encodeURIComponent(cam)}/index.m3u8`, `live/${cam}`, note);
+  const playLive = (cam) => playWebrtc(`/whep/live/${encodeURIComponent(cam)}`, `live/${cam}`, (note) => playLiveHls(cam, note));
   const playRecording = (cam, ms) => play(
     `/hls/playback/${encodeURIComponent(cam)}/index.m3u8?start=${encodeURIComponent(iso(ms))}`,
     `playback/${cam} from ${iso(ms)}`,

@@ -136,8 +136,36 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
     );
     assert_eq!(state, "live");
     browser.click("#cameras tr[data-key=demo] .act-play");
-    let live = wait_playing(&browser, "/hls/live/demo/index.m3u8");
+    // Live plays over WebRTC (WHEP): Chromium decodes it, with no freeze.
+    let live = wait_playing(&browser, "/whep/live/demo");
     assert!(live["w"].as_u64().unwrap_or(0) > 0, "no picture: {live}");
+    let stats = browser.wait(
+        "50 WebRTC frames decoded",
+        WAIT,
+        "return window.vigilWebrtcStats().then(s => s && s.framesDecoded >= 50 ? s : null);",
+        vec![],
+    );
+    // Then 50 frames more with no freeze (a freeze: a frame shown later than 3 frame times
+    // or 150 ms after the one before).
+    let more = browser.wait(
+        "50 more WebRTC frames decoded",
+        WAIT,
+        "return window.vigilWebrtcStats().then(s => s && s.framesDecoded >= arguments[0] ? s : null);",
+        vec![json!(stats["framesDecoded"].as_u64().unwrap_or(0) + 50)],
+    );
+    eprintln!("WebRTC in Chromium: {stats} then {more}");
+    assert_eq!(
+        more["freezeCount"], stats["freezeCount"],
+        "the live video froze: {stats} then {more}"
+    );
+    assert_eq!(more["packetsLost"], 0, "{more}");
+    assert_eq!(
+        n1.api_json("/api/sessions")
+            .as_array()
+            .map(|a| a.iter().filter(|s| s["kind"] == "webrtc").count()),
+        Some(1),
+        "the console's viewer is a webrtc session"
+    );
     browser.assert_no_errors("playing live video");
 
     // Sessions: an RTSP viewer is listed where it plays, with its moves.
