@@ -211,8 +211,25 @@
 
   async function refreshCluster() {
     if (!seen.node.cluster) {
-      $('#cluster-summary').textContent = 'Clustering is off on this node ([cluster] enabled = false).';
-      fill($('#nodes'), [], () => '', () => []);
+      // One node: the node itself, its CPU as the load line.
+      const me = await api('/api/node');
+      const cams = await api('/api/cameras');
+      const cpu = me.process && seen.lastCpu
+        ? (100 * (me.process.cpu_seconds - seen.lastCpu[1])) / Math.max(0.001, (me.now_ms - seen.lastCpu[0]) / 1000)
+        : null;
+      if (me.process) seen.lastCpu = [me.now_ms, me.process.cpu_seconds];
+      const node = {
+        id: me.id, alive: true, scheduler: false, load: cpu, load_cpu: cpu, sessions: me.sessions,
+        live: cams.filter((c) => c.state === 'live').map((c) => c.camera), edges: [],
+      };
+      recordLoads({ nodes: [node] });
+      $('#cluster-summary').textContent = `Clustering is off on this node ([cluster] enabled = false): ${me.id} alone, `
+        + `its load line the node's CPU (% of a core).`;
+      fill($('#nodes'), [node], (nd) => nd.id, (nd) => [
+        nd.id, 'yes', '', '', n(nd.load, 1), n(nd.load_cpu, 1), '', '', n(nd.sessions), '',
+        nd.live.join(' '), '', '', '', { cls: 'admin-only', v: '' },
+      ]);
+      drawChart();
       return;
     }
     const view = await api('/api/cluster/nodes');
@@ -258,19 +275,10 @@
 
   function stopPlayer() {
     if (hls) { hls.destroy(); hls = null; }
-    // The resource is deleted before the connection closes: a closed connection ends the
-    // node's peer by itself, and a DELETE arriving after that would find nothing (404).
-    const conn = pc;
-    const resource = whepResource;
+    const conn = pc && pc.close ? pc : null;
+    whepClose(conn, whepResource);
     pc = null;
     whepResource = null;
-    if (resource) {
-      fetch(resource, { method: 'DELETE', headers: authHeaders(), keepalive: true })
-        .catch(() => {})
-        .finally(() => { if (conn) conn.close(); });
-    } else if (conn) {
-      conn.close();
-    }
     video.srcObject = null;
     video.removeAttribute('src');
     video.load();
@@ -278,8 +286,11 @@
 
   /** The decoder's counters of the WebRTC video (getStats' inbound-rtp), for tests and the eye. */
   async function webrtcStats() {
-    if (!pc) return null;
-    const report = await pc.getStats();
+    return statsOf(pc);
+  }
+  async function statsOf(conn) {
+    if (!conn || !conn.getStats) return null;
+    const report = await conn.getStats();
     let v = null;
     report.forEach((r) => {
       if (r.type === 'inbound-rtp' && r.kind === 'video') {
@@ -294,30 +305,21 @@
   }
   window.vigilWebrtcStats = webrtcStats;
 
-  async function playWebrtc(whep, title, fallback) {
-    stopPlayer();
-    seen.player = { state: 'loading', src: whep, via: 'webrtc', error: null };
-    setPlayer('loading');
-    $('#player-title').textContent = `${title} (WebRTC)`;
-    $('#player-box').hidden = false;
+  /**
+   * A WHEP viewer: offers to receive video and audio, POSTs the offer to `whep`, applies the
+   * answer. `onStream(stream)` once the video track arrives. Returns {conn, resource}.
+   */
+  async function whepConnect(whep, onStream) {
+    if (!window.RTCPeerConnection) throw new Error('this browser has no WebRTC');
+    const conn = new RTCPeerConnection();
+    const stream = new MediaStream();
+    conn.addTransceiver('video', { direction: 'recvonly' });
+    conn.addTransceiver('audio', { direction: 'recvonly' });
+    conn.ontrack = (e) => {
+      stream.addTrack(e.track);
+      if (e.track.kind === 'video') onStream(stream);
+    };
     try {
-      if (!window.RTCPeerConnection) throw new Error('this browser has no WebRTC');
-      const conn = new RTCPeerConnection();
-      pc = conn;
-      const stream = new MediaStream();
-      conn.addTransceiver('video', { direction: 'recvonly' });
-      conn.addTransceiver('audio', { direction: 'recvonly' });
-      conn.ontrack = (e) => {
-        stream.addTrack(e.track);
-        if (e.track.kind === 'video') {
-          video.muted = true;
-          video.srcObject = stream;
-          video.play().catch((err) => setPlayer('error', String(err.message || err)));
-        }
-      };
-      conn.onconnectionstatechange = () => {
-        if (pc === conn && conn.connectionState === 'failed') setPlayer('error', 'WebRTC connection failed');
-      };
       await conn.setLocalDescription(await conn.createOffer());
       // The offer goes whole (no trickle): wait for the host candidates, at most 2 s.
       await new Promise((done) => {
@@ -331,9 +333,46 @@
         body: conn.localDescription.sdp,
       });
       if (r.status !== 201) throw new ApiError(r.status, (await r.text()).trim());
-      if (pc !== conn) return;
-      whepResource = new URL(r.headers.get('Location') || '', location.href).toString();
+      const resource = new URL(r.headers.get('Location') || '', location.href).toString();
       await conn.setRemoteDescription({ type: 'answer', sdp: await r.text() });
+      return { conn, resource };
+    } catch (err) {
+      conn.close();
+      throw err;
+    }
+  }
+
+  /** Ends a WHEP viewer: the resource deleted first (a closed connection ends the node's peer by itself). */
+  function whepClose(conn, resource) {
+    if (resource) {
+      fetch(resource, { method: 'DELETE', headers: authHeaders(), keepalive: true })
+        .catch(() => {})
+        .finally(() => { if (conn) conn.close(); });
+    } else if (conn) {
+      conn.close();
+    }
+  }
+
+  async function playWebrtc(whep, title, fallback) {
+    stopPlayer();
+    seen.player = { state: 'loading', src: whep, via: 'webrtc', error: null };
+    setPlayer('loading');
+    $('#player-title').textContent = `${title} (WebRTC)`;
+    $('#player-box').hidden = false;
+    try {
+      const attempt = {};
+      pc = attempt;
+      const { conn, resource } = await whepConnect(whep, (stream) => {
+        video.muted = true;
+        video.srcObject = stream;
+        video.play().catch((err) => setPlayer('error', String(err.message || err)));
+      });
+      if (pc !== attempt) { whepClose(conn, resource); return; }
+      pc = conn;
+      whepResource = resource;
+      conn.onconnectionstatechange = () => {
+        if (pc === conn && conn.connectionState === 'failed') setPlayer('error', 'WebRTC connection failed');
+      };
     } catch (err) {
       // 415: the camera's codec is not carried over WebRTC; anything else: say why, and play
       // over HLS all the same.
@@ -378,6 +417,70 @@
     `/hls/playback/${encodeURIComponent(cam)}/index.m3u8?start=${encodeURIComponent(iso(ms))}`,
     `playback/${cam} from ${iso(ms)}`,
   );
+
+  // ---- wall -------------------------------------------------------------------------
+  // The first page: this node's live cameras playing, each tile its own WHEP viewer, kept
+  // across refreshes and closed when the page leaves the wall.
+  const wall = { tiles: new Map(), size: 2 };
+  window.vigilWall = wall;
+
+  function openTile(cam) {
+    const v = el('video', { muted: true, autoplay: true, playsinline: true });
+    v.muted = true;
+    const label = el('span', { class: 'tile-label' }, cam, ' ', el('span', { class: 'muted tile-state' }, 'loading'));
+    const box = el('div', { class: 'tile', data: { camera: cam, state: 'loading' } }, v, label);
+    const tile = { box, video: v, conn: null, resource: null, closed: false };
+    const state = (s) => { box.dataset.state = s; box.querySelector('.tile-state').textContent = s; };
+    v.addEventListener('playing', () => state('playing'));
+    whepConnect(`/whep/live/${encodeURIComponent(cam)}`, (stream) => {
+      v.srcObject = stream;
+      v.play().catch((err) => state(`error: ${err.message || err}`));
+    }).then(({ conn, resource }) => {
+      if (tile.closed) { whepClose(conn, resource); return; }
+      tile.conn = conn;
+      tile.resource = resource;
+    }).catch((err) => state(`error: ${err.message || err}`));
+    tile.stats = () => statsOf(tile.conn);
+    return tile;
+  }
+
+  function closeTile(t) {
+    t.closed = true;
+    whepClose(t.conn, t.resource);
+    t.box.remove();
+  }
+
+  function closeWall() {
+    wall.tiles.forEach(closeTile);
+    wall.tiles.clear();
+  }
+
+  async function refreshWall() {
+    const cams = await api('/api/cameras');
+    const self = seen.node.id;
+    const live = cams
+      .filter((c) => c.state === 'live' && (!c.node || c.node === self))
+      .slice(0, wall.size * wall.size)
+      .map((c) => c.camera);
+    for (const [cam, t] of wall.tiles) {
+      if (!live.includes(cam)) { closeTile(t); wall.tiles.delete(cam); }
+    }
+    const grid = $('#wall');
+    grid.style.gridTemplateColumns = `repeat(${wall.size}, 1fr)`;
+    for (const cam of live) {
+      if (!wall.tiles.has(cam)) {
+        const t = openTile(cam);
+        wall.tiles.set(cam, t);
+        grid.append(t.box);
+      }
+    }
+    $('#wall-empty').hidden = live.length > 0;
+  }
+  $('#wall-size').addEventListener('change', (e) => {
+    wall.size = Number(e.target.value) || 2;
+    closeWall();
+    refresh();
+  });
 
   // ---- cameras ----------------------------------------------------------------------
   async function refreshCameras() {
@@ -535,6 +638,7 @@
 
   // ---- tabs and refresh -------------------------------------------------------------
   const TABS = {
+    wall: refreshWall,
     cluster: refreshCluster,
     cameras: refreshCameras,
     recordings: refreshRecordings,
@@ -543,7 +647,7 @@
   };
   const tab = () => {
     const t = location.hash.replace(/^#/, '');
-    return Object.hasOwn(TABS, t) ? t : 'cluster';
+    return Object.hasOwn(TABS, t) ? t : 'wall';
   };
 
   let running = false;
@@ -575,6 +679,7 @@
 
   function showTab() {
     const current = tab();
+    if (current !== 'wall') closeWall();
     document.querySelectorAll('.tab').forEach((s) => { s.hidden = s.id !== `tab-${current}`; });
     document.querySelectorAll('#tabs a').forEach((a) => a.classList.toggle('active', a.dataset.tab === current));
     refresh();

@@ -354,7 +354,44 @@ fn console_without_a_cluster_loads_every_page_cleanly() {
         .extra(DEMO_CAMERA)
         .start();
     let base = format!("http://{}/", node.api);
+    // The first page is the wall: the live camera plays over WebRTC.
+    browser.goto(&base);
+    let tile = browser.wait(
+        "the wall's demo tile to decode 25 frames",
+        WAIT,
+        "const t = window.vigilWall.tiles.get('demo'); if (!t) return null; \
+         return t.stats().then(s => s && s.framesDecoded >= 25 && t.box.dataset.state === 'playing' \
+           ? {frames: s.framesDecoded, w: t.video.videoWidth} : null);",
+        vec![],
+    );
+    assert!(
+        tile["w"].as_u64().unwrap_or(0) > 0,
+        "no picture on the wall: {tile}"
+    );
+    assert_eq!(
+        node.api_json("/api/sessions")
+            .as_array()
+            .map(|a| a.iter().filter(|s| s["kind"] == "webrtc").count()),
+        Some(1)
+    );
+    // Leaving the wall ends its viewers.
     browser.goto(&format!("{base}#cluster"));
+    poll_until(WAIT, "the wall's viewer to end", || {
+        let s = node.api_json("/api/sessions");
+        s.as_array()?
+            .iter()
+            .all(|s| s["kind"] != "webrtc")
+            .then_some(())
+    });
+    // The cluster page shows the node itself, its CPU as the load line.
+    let row = browser.wait(
+        "the node's own row",
+        WAIT,
+        "const r = document.querySelector('#nodes tbody tr'); \
+         return r && window.vigilConsole.loadHistory[r.dataset.key] ? r.dataset.key : null;",
+        vec![],
+    );
+    assert_eq!(row, json!(node_id(&node)));
     for (tab, what) in [
         ("cluster", "#cluster-summary"),
         ("sessions", "#cluster-sessions-note"),
