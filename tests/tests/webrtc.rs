@@ -172,3 +172,48 @@ fn bad_offers_are_refused_with_reasons_and_a_silent_peer_is_released() {
         vigil_tests::metric_value(&node, "vigil_limit_refusals_total{limit=\"describe_rate\"}");
     assert!(refused >= 1.0, "refusals counted: {refused}");
 }
+
+/// The load generator's headless WebRTC viewers (`vigil-lab bench webrtc`, str0m as the
+/// client: full ICE, DTLS and SRTP) all connect and lose nothing on loopback.
+#[test]
+fn the_webrtc_load_generator_connects_every_viewer_without_loss() {
+    let node = NodeBuilder::new().extra(DEMO_CAMERA).start();
+    let out = run_with_timeout(
+        Command::new(vigil_tests::vigil_lab_bin())
+            .args([
+                "bench",
+                "webrtc",
+                "--peers",
+                "4",
+                "--duration",
+                "2",
+                "--warmup",
+                "1",
+            ])
+            .arg("--url")
+            .arg(format!("http://{}/whep/live/demo", node.api))
+            .arg("--api")
+            .arg(format!("http://{}", node.api)),
+        Duration::from_secs(60),
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row: Vec<&str> = table
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert!(
+        out.status.success() && row.len() > 5,
+        "{table}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(row[2], "4", "viewers connected: {table}");
+    assert!(row[5].starts_with("0 of "), "loss: {table}");
+    let received: u64 = row[5]
+        .trim_start_matches("0 of ")
+        .parse()
+        .unwrap_or_default();
+    assert!(received > 0, "nothing received: {table}");
+}

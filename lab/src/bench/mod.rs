@@ -16,6 +16,7 @@ pub mod handshake;
 pub mod playback;
 pub mod record;
 mod report;
+pub mod webrtc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -36,6 +37,8 @@ pub enum Bench {
     /// N cameras publishing an H.264 file in a loop, recorded by the node: node CPU and
     /// write MB/s.
     Record(record::RecordArgs),
+    /// N headless WHEP (WebRTC) viewers of one live camera: delivery and the node's cost.
+    Webrtc(webrtc::WebRtcArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -81,6 +84,7 @@ pub fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Playback(args) => playback::run(args),
         Bench::Record(args) => record::run(args),
         Bench::Handshake(args) => handshake::run(args),
+        Bench::Webrtc(args) => webrtc::run(args),
     }
 }
 
