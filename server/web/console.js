@@ -413,9 +413,17 @@
 
   const playLiveHls = (cam, note) => play(`/hls/live/${encodeURIComponent(cam)}/index.m3u8`, `live/${cam}`, note);
   const playLive = (cam) => playWebrtc(`/whep/live/${encodeURIComponent(cam)}`, `live/${cam}`, (note) => playLiveHls(cam, note));
-  const playRecording = (cam, ms) => play(
+  const playRecordingHls = (cam, ms, note) => play(
     `/hls/playback/${encodeURIComponent(cam)}/index.m3u8?start=${encodeURIComponent(iso(ms))}`,
     `playback/${cam} from ${iso(ms)}`,
+    note,
+  );
+  // A click on the timeline starts a WebRTC playback from that moment (the sender RTSP
+  // playback uses, from the keyframe at or before it); HLS when WebRTC cannot.
+  const playRecording = (cam, ms) => playWebrtc(
+    `/whep/playback/${encodeURIComponent(cam)}?start=${encodeURIComponent(iso(ms))}`,
+    `playback/${cam} from ${iso(ms)}`,
+    (note) => playRecordingHls(cam, ms, note),
   );
 
   // ---- wall -------------------------------------------------------------------------

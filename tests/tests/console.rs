@@ -242,7 +242,7 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
         .map_or(0, Vec::len);
     assert_eq!(ranges, json!(api_ranges));
     browser.click(".timeline[data-camera=demo]");
-    let played = wait_playing(&browser, "/hls/playback/demo/index.m3u8?start=");
+    let played = wait_playing(&browser, "/whep/playback/demo?start=");
     let form = browser.eval(
         "const v = (id) => document.getElementById(id).value; \
          return [v('export-camera'), v('export-start'), v('export-end'), \
@@ -316,7 +316,7 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
         vec![],
     );
     browser.click(".timeline[data-camera=demo]");
-    wait_playing(&browser, "/hls/playback/demo/index.m3u8?start=");
+    wait_playing(&browser, "/whep/playback/demo?start=");
     browser.click("#export-form button[type=submit]");
     let exported = browser.wait(
         "the export to arrive",

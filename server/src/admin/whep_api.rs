@@ -22,6 +22,7 @@ where
 {
     Router::new()
         .route("/whep/live/{camera}", post(offer_live))
+        .route("/whep/playback/{camera}", post(offer_playback))
         .route("/whep/resource/{id}", patch(trickle).delete(end))
 }
 
@@ -29,9 +30,14 @@ where
 pub fn status_of(e: &WhepError) -> StatusCode {
     match e {
         WhepError::Off | WhepError::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
-        WhepError::NotLive(_) | WhepError::NoResource => StatusCode::NOT_FOUND,
+        WhepError::NotLive(_) | WhepError::NoResource | WhepError::NoRecording(_) => {
+            StatusCode::NOT_FOUND
+        }
+        WhepError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
         WhepError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-        WhepError::BadOffer(_) | WhepError::NoVideo => StatusCode::BAD_REQUEST,
+        WhepError::BadOffer(_) | WhepError::NoVideo | WhepError::BadRequest(_) => {
+            StatusCode::BAD_REQUEST
+        }
         WhepError::Codec { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         WhepError::Rtc(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -48,28 +54,25 @@ fn refuse(e: WhepError) -> Response {
     r
 }
 
-async fn offer_live(
-    State(webrtc): State<WebRtc>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    Path(camera): Path<String>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let Some(svc) = webrtc else {
-        return refuse(WhepError::Off);
-    };
+/// The service, and the offer when the body says it is SDP; else the refusal.
+fn offered(webrtc: WebRtc, headers: &HeaderMap) -> Result<Arc<Service>, Response> {
+    let svc = webrtc.ok_or_else(|| refuse(WhepError::Off))?;
     let sdp = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/sdp"));
     if !sdp {
-        return (
+        return Err((
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "a WHEP offer is Content-Type: application/sdp\n",
         )
-            .into_response();
+            .into_response());
     }
-    match svc.offer_live(&camera, &body, client) {
+    Ok(svc)
+}
+
+fn answered(r: Result<(String, String), WhepError>) -> Response {
+    match r {
         Ok((id, answer)) => (
             StatusCode::CREATED,
             [
@@ -80,6 +83,37 @@ async fn offer_live(
         )
             .into_response(),
         Err(e) => refuse(e),
+    }
+}
+
+async fn offer_live(
+    State(webrtc): State<WebRtc>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(camera): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    match offered(webrtc, &headers) {
+        Ok(svc) => answered(svc.offer_live(&camera, &body, client)),
+        Err(r) => r,
+    }
+}
+
+/// `POST /whep/playback/<camera>?start=<RFC 3339>[&end=…]`: a recording from that moment.
+async fn offer_playback(
+    State(webrtc): State<WebRtc>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(camera): Path<String>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    match offered(webrtc, &headers) {
+        Ok(svc) => answered(
+            svc.offer_playback(&camera, query.as_deref(), &body, client)
+                .await,
+        ),
+        Err(r) => r,
     }
 }
 

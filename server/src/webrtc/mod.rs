@@ -14,7 +14,6 @@
 pub mod peer;
 mod stun;
 
-use crate::live::stream::Stream;
 use crate::node::{Node, SessionInfo, SessionKindView};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -61,6 +60,12 @@ pub enum WhepError {
     Codec { camera: String, codec: String },
     #[error("no such WHEP resource (the session ended, or never was)")]
     NoResource,
+    #[error("no recording of camera {0} at that time")]
+    NoRecording(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("storage: {0}")]
+    Storage(String),
     #[error("WebRTC: {0}")]
     Rtc(String),
 }
@@ -193,6 +198,96 @@ impl Service {
         offer: &str,
         client: SocketAddr,
     ) -> Result<(String, String), WhepError> {
+        self.admit(client)?;
+        let path = self
+            .node
+            .path(&format!("live/{camera}"))
+            .filter(|p| p.stream.is_live())
+            .ok_or_else(|| WhepError::NotLive(camera.to_string()))?;
+        let info = path
+            .stream
+            .info()
+            .ok_or_else(|| WhepError::NotLive(camera.to_string()))?;
+        let codecs: Vec<HubCodec> = info.tracks.iter().map(|t| t.codec).collect();
+        let tracks = carried_tracks(camera, &codecs)?;
+        self.answer(
+            &path.name,
+            offer,
+            client,
+            &tracks,
+            peer::Source::Live(path.stream.clone()),
+        )
+    }
+
+    /// Answers a WHEP offer for a recording of `camera` (`query`: `start=…[&end=…]`, as the
+    /// RTSP playback URL's): the same sender as RTSP playback, from the keyframe at or
+    /// before `start`, to `end` or the recording's end.
+    pub async fn offer_playback(
+        self: &Arc<Service>,
+        camera: &str,
+        query: Option<&str>,
+        offer: &str,
+        client: SocketAddr,
+    ) -> Result<(String, String), WhepError> {
+        self.admit(client)?;
+        let node = &self.node;
+        let req = crate::playback::request::parse(&format!("playback/{camera}"), query)
+            .map_err(|e| WhepError::BadRequest(e.message))?
+            .ok_or_else(|| WhepError::NoRecording(camera.to_string()))?;
+        let library = node
+            .library
+            .clone()
+            .ok_or_else(|| WhepError::NoRecording(camera.to_string()))?;
+        let limit = Duration::from_millis(node.config.storage.request_read_timeout_ms);
+        let storage = |e: String| WhepError::Storage(e);
+        let index = tokio::time::timeout(limit, library.index(&req.camera))
+            .await
+            .map_err(|_| storage("the index did not load in time".into()))?
+            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
+        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
+        let first =
+            crate::playback::window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms)
+                .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
+        let seg = tokio::time::timeout(limit, library.open_segment(&first))
+            .await
+            .map_err(|_| storage("the first segment did not load in time".into()))?
+            .map_err(|e| storage(e.to_string()))?;
+        let sdp = vigil_proto::sdp::parse(&seg.0.header.sdp).map_err(|e| storage(e.to_string()))?;
+        let codecs: Vec<HubCodec> = sdp.media.iter().map(|m| m.codec()).collect();
+        let tracks = carried_tracks(camera, &codecs)?;
+        let start = crate::playback::task::Cursor {
+            frame: seg.0.keyframe_at_or_before(req.start_ms),
+            segment: first,
+        };
+        let params = crate::playback::task::PlayParams {
+            start,
+            scale: 1.0,
+            keyframes_only: false,
+            end_ms: req.end_ms,
+            range_end_only: false,
+            camera: req.camera.clone(),
+            cname: node.config.node.id.clone(),
+            payload_max: node.config.rtsp.rtp_payload_max(),
+            anchor: None,
+            progress: None,
+            first_sent: None,
+        };
+        let source = peer::Source::Recording {
+            library,
+            tracks: vigil_session::tracks::new_tracks(&sdp, &[]),
+            params: Box::new(params),
+        };
+        self.answer(
+            &format!("playback/{camera}"),
+            offer,
+            client,
+            &tracks,
+            source,
+        )
+    }
+
+    /// The checks every offer passes first: its address's budget, the peer limit.
+    fn admit(&self, client: SocketAddr) -> Result<(), WhepError> {
         let conf = &self.node.config.webrtc;
         self.take_offer(client.ip())?;
         if self
@@ -205,12 +300,20 @@ impl Service {
         {
             return Err(WhepError::Full(conf.max_peers));
         }
-        let path = self
-            .node
-            .path(&format!("live/{camera}"))
-            .filter(|p| p.stream.is_live())
-            .ok_or_else(|| WhepError::NotLive(camera.to_string()))?;
-        let tracks = carried_tracks(camera, &path.stream)?;
+        Ok(())
+    }
+
+    /// Negotiates `offer` for `tracks`, registers the peer as a `webrtc` session of `path`
+    /// and starts its task.
+    fn answer(
+        self: &Arc<Service>,
+        path: &str,
+        offer: &str,
+        client: SocketAddr,
+        tracks: &Carried,
+        source: peer::Source,
+    ) -> Result<(String, String), WhepError> {
+        let conf = &self.node.config.webrtc;
         let offer =
             SdpOffer::from_sdp_string(offer).map_err(|e| WhepError::BadOffer(e.to_string()))?;
         let mut rtc = Rtc::builder()
@@ -230,7 +333,7 @@ impl Service {
             .accept_offer(offer)
             .map_err(|e| WhepError::BadOffer(e.to_string()))?;
         let answer = answer.to_sdp_string();
-        let media = negotiated(&mut rtc, &answer, &tracks)?;
+        let media = negotiated(&mut rtc, &answer, tracks)?;
         let ufrag = answer
             .lines()
             .find_map(|l| l.trim().strip_prefix("a=ice-ufrag:"))
@@ -240,7 +343,7 @@ impl Service {
         let cancel = self.node.shutdown.child_token();
         let info = Arc::new(SessionInfo::new(
             id.clone(),
-            path.name.clone(),
+            path.to_string(),
             SessionKindView::WebRtc,
             client,
             cancel.clone(),
@@ -262,11 +365,11 @@ impl Service {
             );
         }
         self.node.register_session(info.clone());
-        let span = tracing::info_span!("webrtc", session = %id, camera);
+        let span = tracing::info_span!("webrtc", session = %id, path);
         let peer = peer::Peer {
             rtc,
             media,
-            stream: path.stream.clone(),
+            source: Some(source),
             socket: self.socket.clone(),
             local: self.local,
             rx,
@@ -283,7 +386,7 @@ impl Service {
             }
             .instrument(span),
         );
-        info!(session = %id, camera, %client, "WHEP peer set up");
+        info!(session = %id, path, %client, "WHEP peer set up");
         Ok((id, answer))
     }
 
@@ -328,11 +431,7 @@ pub(crate) struct Carried {
     pub audio: Option<(usize, HubCodec)>,
 }
 
-fn carried_tracks(camera: &str, stream: &Stream) -> Result<Carried, WhepError> {
-    let info = stream
-        .info()
-        .ok_or_else(|| WhepError::NotLive(camera.to_string()))?;
-    let codecs: Vec<HubCodec> = info.tracks.iter().map(|t| t.codec).collect();
+fn carried_tracks(camera: &str, codecs: &[HubCodec]) -> Result<Carried, WhepError> {
     let video = codecs
         .iter()
         .position(|c| *c == HubCodec::H264)

@@ -1,9 +1,10 @@
-//! One WebRTC viewer: str0m's `Rtc` driven by its datagrams, its timers and the camera's
-//! hub. Until ICE and DTLS complete nothing is read from the hub; then the viewer is one
-//! more reader (its own RTP identity, started on the newest keyframe, skipped to keyframes
-//! when behind, as an RTSP viewer), each packet handed to str0m as RTP (no repacketizing)
-//! with its payload type and SSRC from the answer, and str0m encrypts, paces and answers
-//! NACKs from its send history.
+//! One WebRTC viewer: str0m's `Rtc` driven by its datagrams, its timers and its media.
+//! Until ICE and DTLS complete no media is read; then a live viewer is one more reader of
+//! the camera's hub (its own RTP identity, started on the newest keyframe, skipped to
+//! keyframes when behind, as an RTSP viewer), and a recording's viewer gets the paced
+//! sender RTSP playback uses (`playback::task`: pacing, gaps cut, the range's end) writing
+//! into a channel. Each packet goes to str0m as RTP (no repacketizing) with its payload type
+//! and SSRC from the answer; str0m encrypts, paces and answers NACKs from its history.
 
 use crate::live::reader::{OutPacket, Reader, TrackSetup};
 use crate::live::stream::Stream;
@@ -64,10 +65,28 @@ impl TrackOut {
     }
 }
 
+/// Where a peer's media comes from once it is connected.
+pub enum Source {
+    /// The camera's hub.
+    Live(Arc<Stream>),
+    /// A recording, from a cursor: the playback sender's run, started at connection.
+    Recording {
+        library: crate::library::Library,
+        tracks: Vec<crate::playback::task::TrackOut>,
+        params: Box<crate::playback::task::PlayParams>,
+    },
+}
+
+/// A source once started.
+enum Running {
+    Live(Reader),
+    Recording(mpsc::Receiver<crate::playback::task::TcpOut>),
+}
+
 pub struct Peer {
     pub rtc: Rtc,
     pub media: Vec<TrackOut>,
-    pub stream: Arc<Stream>,
+    pub source: Option<Source>,
     pub socket: Arc<UdpSocket>,
     pub local: SocketAddr,
     pub rx: mpsc::Receiver<Datagram>,
@@ -79,7 +98,10 @@ pub struct Peer {
 enum Wake {
     Stop,
     Datagram(Datagram),
-    Media,
+    /// The hub has packets (None), or the recording's sender sent some.
+    Media(Option<crate::playback::task::TcpOut>),
+    /// The recording's sender is done.
+    Ended,
     Timer,
 }
 
@@ -87,7 +109,7 @@ impl Peer {
     pub async fn run(mut self) {
         let give_up = Instant::now() + self.connect_timeout;
         let mut connected = false;
-        let mut reader: Option<Reader> = None;
+        let mut reader: Option<Running> = None;
         let mut out: Vec<OutPacket> = Vec::with_capacity(BATCH);
         loop {
             let next = match self.flush(&mut connected).await {
@@ -95,8 +117,7 @@ impl Peer {
                 None => break,
             };
             if connected && reader.is_none() {
-                reader = Some(Reader::new(self.stream.clone(), &self.setups()));
-                info!("connected: sending from the newest keyframe");
+                reader = self.start_source();
             }
             let deadline = if connected { next } else { next.min(give_up) };
             if !connected && Instant::now() >= give_up {
@@ -108,15 +129,22 @@ impl Peer {
             }
             let wake = {
                 let media = async {
-                    match &reader {
-                        Some(r) => r.wait().await,
+                    match &mut reader {
+                        Some(Running::Live(r)) => {
+                            r.wait().await;
+                            Wake::Media(None)
+                        }
+                        Some(Running::Recording(rx)) => match rx.recv().await {
+                            Some(out) => Wake::Media(Some(out)),
+                            None => Wake::Ended,
+                        },
                         None => std::future::pending().await,
                     }
                 };
                 tokio::select! {
                     _ = self.cancel.cancelled() => Wake::Stop,
                     d = self.rx.recv() => d.map_or(Wake::Stop, Wake::Datagram),
-                    _ = media => Wake::Media,
+                    w = media => w,
                     _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
                 }
             };
@@ -134,8 +162,20 @@ impl Peer {
                     }
                     self.rtc.handle_input(input)
                 }
-                Wake::Media => {
-                    let Some(r) = reader.as_mut() else { continue };
+                Wake::Ended => {
+                    info!("the recording (or its range) ended");
+                    break;
+                }
+                Wake::Media(Some(crate::playback::task::TcpOut::Packets(packets))) => {
+                    self.write(&packets, now);
+                    self.rtc.handle_input(Input::Timeout(now))
+                }
+                // The sender's RTCP is its own SR and BYE: str0m makes the peer's.
+                Wake::Media(Some(crate::playback::task::TcpOut::Rtcp(_))) => continue,
+                Wake::Media(None) => {
+                    let Some(Running::Live(r)) = reader.as_mut() else {
+                        continue;
+                    };
                     out.clear();
                     let consumed = r.poll_batch(&mut out, BATCH);
                     if consumed == 0 && r.stream().is_finished() {
@@ -153,6 +193,41 @@ impl Peer {
         }
         self.rtc.disconnect();
         let _ = self.flush(&mut connected).await;
+    }
+
+    /// Starts the media once connected.
+    fn start_source(&mut self) -> Option<Running> {
+        match self.source.take()? {
+            Source::Live(stream) => {
+                info!("connected: sending from the newest keyframe");
+                Some(Running::Live(Reader::new(stream, &self.setups())))
+            }
+            Source::Recording {
+                library,
+                mut tracks,
+                params,
+            } => {
+                // The carried tracks get their identities now (the others stay disabled).
+                for (i, s) in self.setups().into_iter().enumerate() {
+                    if let (Some(t), Some(s)) = (tracks.get_mut(i), s) {
+                        t.identity =
+                            vigil_proto::rtp::RtpIdentity::new(s.ssrc, s.first_seq, s.first_ts);
+                        t.enabled = true;
+                    }
+                }
+                info!(camera = %params.camera, "connected: playing the recording");
+                let (tx, rx) = mpsc::channel(32);
+                tokio::spawn(crate::playback::task::run(
+                    library,
+                    tracks,
+                    *params,
+                    crate::playback::task::Sink::Tcp(tx),
+                    self.info.clone(),
+                    self.cancel.child_token(),
+                ));
+                Some(Running::Recording(rx))
+            }
+        }
     }
 
     /// One `TrackSetup` per carried hub track (the identity the reader writes; str0m sends
