@@ -38,7 +38,7 @@ pub fn status_of(e: &WhepError) -> StatusCode {
         WhepError::BadOffer(_) | WhepError::NoVideo | WhepError::BadRequest(_) => {
             StatusCode::BAD_REQUEST
         }
-        WhepError::Codec { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        WhepError::Codec { .. } | WhepError::NotSdp => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         WhepError::Rtc(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -55,18 +55,14 @@ fn refuse(e: WhepError) -> Response {
 }
 
 /// The service, and the offer when the body says it is SDP; else the refusal.
-fn offered(webrtc: WebRtc, headers: &HeaderMap) -> Result<Arc<Service>, Response> {
-    let svc = webrtc.ok_or_else(|| refuse(WhepError::Off))?;
+fn offered(webrtc: WebRtc, headers: &HeaderMap) -> Result<Arc<Service>, WhepError> {
+    let svc = webrtc.ok_or(WhepError::Off)?;
     let sdp = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/sdp"));
     if !sdp {
-        return Err((
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "a WHEP offer is Content-Type: application/sdp\n",
-        )
-            .into_response());
+        return Err(WhepError::NotSdp);
     }
     Ok(svc)
 }
@@ -95,7 +91,7 @@ async fn offer_live(
 ) -> Response {
     match offered(webrtc, &headers) {
         Ok(svc) => answered(svc.offer_live(&camera, &body, client)),
-        Err(r) => r,
+        Err(e) => refuse(e),
     }
 }
 
@@ -113,7 +109,7 @@ async fn offer_playback(
             svc.offer_playback(&camera, query.as_deref(), &body, client)
                 .await,
         ),
-        Err(r) => r,
+        Err(e) => refuse(e),
     }
 }
 

@@ -40,6 +40,8 @@ const PEER_ADDRS_MAX: usize = 8;
 pub enum WhepError {
     #[error("WebRTC is off on this node ([webrtc] enabled = false)")]
     Off,
+    #[error("a WHEP offer is Content-Type: application/sdp")]
+    NotSdp,
     #[error("camera {0} is not live on this node")]
     NotLive(String),
     #[error("too many offers from this address: retry in {0:?}")]
