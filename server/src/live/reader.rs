@@ -249,6 +249,15 @@ impl Reader {
         &self.stream
     }
 
+    /// Withholds video from now until the next keyframe (a viewer's decoder asked for one:
+    /// a WebRTC PLI or FIR). The identity runs on: the withheld packets show as a gap in the
+    /// sequence numbers, as a loss would, and the timestamps stay on the camera's clock.
+    pub fn wait_for_keyframe(&mut self) {
+        for t in self.tracks.iter_mut().flatten() {
+            t.waiting_keyframe = t.video;
+        }
+    }
+
     /// Move up to `max` packets from the hub into `out`, rewritten with this reader's identity.
     /// Returns how many packets were consumed from the hub (0 = nothing new).
     pub fn poll_batch(&mut self, out: &mut Vec<OutPacket>, max: usize) -> usize {
@@ -458,6 +467,31 @@ pub(crate) mod tests {
         assert_eq!(s.readers.load(Ordering::Relaxed), 1);
         drop(r);
         assert_eq!(s.readers.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_keyframe_request_withholds_video_until_the_next_keyframe() {
+        let s = stream();
+        let e = s.current_epoch();
+        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
+        push(&s, e, 1, 0, true);
+        push(&s, e, 2, 3000, false);
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        assert_eq!(out.len(), 2);
+        r.wait_for_keyframe();
+        push(&s, e, 3, 6000, false);
+        push(&s, e, 4, 9000, true);
+        out.clear();
+        r.poll_batch(&mut out, 64);
+        assert_eq!(
+            out.len(),
+            1,
+            "the delta frame after the request is withheld"
+        );
+        let (h, _) = parse(&[&out[0].header[..], &out[0].payload[..]].concat()).unwrap();
+        assert_eq!(h.sequence, 103, "the withheld packet is a gap, as a loss");
+        assert_eq!(h.timestamp, 5000 + 9000);
     }
 
     #[test]

@@ -112,12 +112,19 @@ impl Peer {
         let mut reader: Option<Running> = None;
         let mut out: Vec<OutPacket> = Vec::with_capacity(BATCH);
         loop {
-            let next = match self.flush(&mut connected).await {
+            let mut keyframe_asked = false;
+            let next = match self.flush(&mut connected, &mut keyframe_asked).await {
                 Some(t) => t,
                 None => break,
             };
             if connected && reader.is_none() {
                 reader = self.start_source();
+            }
+            if let (true, Some(Running::Live(r))) = (keyframe_asked, reader.as_mut()) {
+                // A live viewer's decoder lost its reference: it gets the next keyframe and
+                // nothing before it. (A recording's sender runs on: its next keyframe comes
+                // with its GOP.)
+                r.wait_for_keyframe();
             }
             let deadline = if connected { next } else { next.min(give_up) };
             if !connected && Instant::now() >= give_up {
@@ -192,7 +199,7 @@ impl Peer {
             }
         }
         self.rtc.disconnect();
-        let _ = self.flush(&mut connected).await;
+        let _ = self.flush(&mut connected, &mut false).await;
     }
 
     /// Starts the media once connected.
@@ -275,7 +282,7 @@ impl Peer {
 
     /// Sends what str0m has to send and takes its events; the time it next wants to be
     /// woken, or None when the peer is over.
-    async fn flush(&mut self, connected: &mut bool) -> Option<Instant> {
+    async fn flush(&mut self, connected: &mut bool, keyframe_asked: &mut bool) -> Option<Instant> {
         loop {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => return self.rtc.is_alive().then_some(t),
@@ -290,7 +297,8 @@ impl Peer {
                     }
                     Event::KeyframeRequest(k) => {
                         let track = self.media.iter().find(|t| t.mid == k.mid).map(|t| t.track);
-                        debug!(?track, "keyframe requested: the next one comes in its turn");
+                        debug!(?track, kind = ?k.kind, "keyframe requested: sending from the next one");
+                        *keyframe_asked = true;
                     }
                     _ => {}
                 },
