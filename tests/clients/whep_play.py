@@ -60,6 +60,12 @@ async def play(url, frames, timeout, token):
     await pc.setLocalDescription(await pc.createOffer())
     started = time.monotonic()
     status, headers, answer = http("POST", url, pc.localDescription.sdp.encode(), token)
+    redirected = None
+    if status == 307:
+        # WHEP: the offer goes again to the node the redirect names.
+        redirected = next((v for k, v in headers.items() if k.lower() == "location"), "")
+        url = urljoin(url, redirected)
+        status, headers, answer = http("POST", url, pc.localDescription.sdp.encode(), token)
     if status != 201:
         print(json.dumps({"status": status, "body": answer}))
         await pc.close()
@@ -67,7 +73,7 @@ async def play(url, frames, timeout, token):
     location = next((v for k, v in headers.items() if k.lower() == "location"), "")
     resource = urljoin(url, location)
     await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
-    out = {"status": status, "resource": resource, "frames": 0, "errors": []}
+    out = {"status": status, "resource": resource, "redirected": redirected, "frames": 0, "errors": []}
     try:
         track = await asyncio.wait_for(got, timeout)
         deadline = started + timeout

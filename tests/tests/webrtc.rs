@@ -35,6 +35,7 @@ fn post_offer(node: &Node, path: &str, content_type: &str, body: &str) -> (u16, 
         .config()
         .timeout_global(Some(Duration::from_secs(5)))
         .http_status_as_error(false)
+        .max_redirects(0)
         .build()
         .header("Content-Type", content_type)
         .send(body)
@@ -265,4 +266,52 @@ fn the_webrtc_load_generator_connects_every_viewer_without_loss() {
         .parse()
         .unwrap_or_default();
     assert!(received > 0, "nothing received: {table}");
+}
+
+/// In a cluster a WHEP offer to a node that does not hold the camera is redirected (307)
+/// to the one that does, and plays there; CORS answers only a member's page.
+#[test]
+fn a_whep_offer_to_another_node_is_redirected_to_the_holder_and_plays() {
+    let key = "whep-cluster-key";
+    let (holder, seed) = vigil_tests::start_member(0, None, key, 10, DEMO_CAMERA);
+    let (other, _) = vigil_tests::start_member(1, Some(seed), key, 20, "");
+    holder.wait_live("live/demo");
+    // Once the other node counts the holder alive with demo live (a new member is alive
+    // once its heartbeat has been seen advancing), an offer there is redirected.
+    poll_until(Duration::from_secs(30), "a 307 to the holder", || {
+        let (s, _) = post_offer(&other, "/whep/live/demo", "application/sdp", OFFER);
+        (s == 307).then_some(())
+    });
+    let run = whep_play(&format!("http://{}/whep/live/demo", other.api), 50, 30);
+    assert_eq!(run["status"], 201, "{run}");
+    assert_eq!(
+        run["redirected"],
+        serde_json::json!(format!("http://{}/whep/live/demo", holder.api)),
+        "{run}"
+    );
+    assert_eq!(run["frames"], 50, "{run}");
+    assert_eq!(run["errors"].as_array().map(Vec::len), Some(0), "{run}");
+    // The holder's CORS: the other member's page, yes; any other origin, no.
+    let preflight = |origin: &str| {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(holder.api).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        write!(
+            c,
+            "OPTIONS /whep/live/demo HTTP/1.1\r\nHost: {}\r\nOrigin: {origin}\r\n\
+             Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n",
+            holder.api
+        )
+        .expect("send");
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("access-control-allow-origin")
+                .then(|| v.trim().to_string())
+        })
+    };
+    let member = format!("http://{}", other.api);
+    assert_eq!(preflight(&member), Some(member.clone()));
+    assert_eq!(preflight("http://evil.example"), None);
 }

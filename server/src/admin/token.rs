@@ -37,6 +37,11 @@ pub fn judge(
     // A WHEP offer (and its resource's DELETE and PATCH) is a viewer's request, gated like
     // HLS: open on loopback, the token beyond it.
     let viewing = method == Method::GET || method == Method::HEAD || path.starts_with("/whep/");
+    // A CORS preflight carries no credentials and does nothing: it is answered (with CORS
+    // headers only for a cluster member's page) so the request after it can be judged.
+    if method == Method::OPTIONS && path.starts_with("/whep/") {
+        return None;
+    }
     let write = !viewing;
     if !write && (gate.loopback || super::console::is_static(path)) {
         return None;

@@ -15,15 +15,60 @@ use std::sync::Arc;
 /// The WebRTC service when `[webrtc] enabled`.
 pub type WebRtc = Option<Arc<Service>>;
 
+/// The cluster shell when `[cluster] enabled`.
+type ClusterState = Option<Arc<crate::cluster::Cluster>>;
+
 pub(super) fn router<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     WebRtc: axum::extract::FromRef<S>,
+    ClusterState: axum::extract::FromRef<S>,
 {
     Router::new()
-        .route("/whep/live/{camera}", post(offer_live))
-        .route("/whep/playback/{camera}", post(offer_playback))
-        .route("/whep/resource/{id}", patch(trickle).delete(end))
+        .route("/whep/live/{camera}", post(offer_live).options(preflight))
+        .route(
+            "/whep/playback/{camera}",
+            post(offer_playback).options(preflight),
+        )
+        .route(
+            "/whep/resource/{id}",
+            patch(trickle).delete(end).options(preflight),
+        )
+}
+
+/// CORS for a page of another cluster member (its console playing a camera this node
+/// holds, after the 307): that origin only, never `*` (a page from anywhere must not open
+/// viewers on a loopback node).
+fn with_cors(cluster: &ClusterState, headers: &HeaderMap, mut r: Response) -> Response {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return r;
+    };
+    if !cluster.as_ref().is_some_and(|c| c.is_member_origin(origin)) {
+        return r;
+    }
+    let h = r.headers_mut();
+    if let Ok(v) = header::HeaderValue::from_str(origin) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    h.insert(header::VARY, header::HeaderValue::from_static("Origin"));
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        header::HeaderValue::from_static("POST, PATCH, DELETE, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        header::HeaderValue::from_static("Content-Type, Authorization"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        header::HeaderValue::from_static("Location"),
+    );
+    r
+}
+
+/// A browser's preflight before a cross-origin offer or DELETE.
+async fn preflight(State(cluster): State<ClusterState>, headers: HeaderMap) -> Response {
+    with_cors(&cluster, &headers, StatusCode::NO_CONTENT.into_response())
 }
 
 /// The HTTP status of a refusal, from its kind.
@@ -82,35 +127,59 @@ fn answered(r: Result<(String, String), WhepError>) -> Response {
     }
 }
 
+/// `POST /whep/live/<camera>`: answered here when the camera is live here; in a cluster,
+/// 307 to the node holding it (a WHEP client repeats its POST there).
 async fn offer_live(
     State(webrtc): State<WebRtc>,
+    State(cluster): State<ClusterState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(camera): Path<String>,
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    match offered(webrtc, &headers) {
-        Ok(svc) => answered(svc.offer_live(&camera, &body, client)),
+    let r = match offered(webrtc, &headers) {
+        Ok(svc) => match svc.offer_live(&camera, &body, client) {
+            Err(WhepError::NotLive(_)) if cluster.is_some() => {
+                match cluster.as_ref().and_then(|c| c.live_holder_api(&camera)) {
+                    Some((node, api)) => {
+                        // A report names the plain API listener (`host:port`).
+                        let base = if api.contains("://") {
+                            api.trim_end_matches('/').to_string()
+                        } else {
+                            format!("http://{api}")
+                        };
+                        let to = format!("{base}/whep/live/{camera}");
+                        tracing::info!(camera, %node, location = %to, "WHEP offer redirected");
+                        (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response()
+                    }
+                    None => refuse(WhepError::NotLive(camera.clone())),
+                }
+            }
+            r => answered(r),
+        },
         Err(e) => refuse(e),
-    }
+    };
+    with_cors(&cluster, &headers, r)
 }
 
 /// `POST /whep/playback/<camera>?start=<RFC 3339>[&end=…]`: a recording from that moment.
 async fn offer_playback(
     State(webrtc): State<WebRtc>,
+    State(cluster): State<ClusterState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     Path(camera): Path<String>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    match offered(webrtc, &headers) {
+    let r = match offered(webrtc, &headers) {
         Ok(svc) => answered(
             svc.offer_playback(&camera, query.as_deref(), &body, client)
                 .await,
         ),
         Err(e) => refuse(e),
-    }
+    };
+    with_cors(&cluster, &headers, r)
 }
 
 /// Trickled candidates are taken and not needed: the node is ICE-lite, so it learns each
@@ -123,12 +192,16 @@ async fn trickle(State(webrtc): State<WebRtc>, Path(id): Path<String>) -> Respon
     }
 }
 
-async fn end(State(webrtc): State<WebRtc>, Path(id): Path<String>) -> Response {
-    let Some(svc) = webrtc else {
-        return refuse(WhepError::Off);
+async fn end(
+    State(webrtc): State<WebRtc>,
+    State(cluster): State<ClusterState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let r = match webrtc.map(|svc| svc.delete(&id)) {
+        Some(Ok(())) => StatusCode::OK.into_response(),
+        Some(Err(e)) => refuse(e),
+        None => refuse(WhepError::Off),
     };
-    match svc.delete(&id) {
-        Ok(()) => StatusCode::OK.into_response(),
-        Err(e) => refuse(e),
-    }
+    with_cors(&cluster, &headers, r)
 }

@@ -478,6 +478,36 @@ impl Cluster {
             .map(|(m, r)| (m.id.clone(), r.rtsp.clone()))
     }
 
+    /// The admin API (HTTP base URL) of the other alive node holding `camera` live: where a
+    /// WHEP offer for it is redirected (307).
+    pub fn live_holder_api(&self, camera: &str) -> Option<(String, String)> {
+        let st = self.state();
+        st.members
+            .iter()
+            .filter(|m| m.alive && m.id != self.self_id)
+            .filter_map(|m| Some((m, m.report.as_ref()?)))
+            .find(|(_, r)| r.live.iter().any(|c| c == camera))
+            .map(|(m, r)| (m.id.clone(), r.api.clone()))
+    }
+
+    /// Whether `origin` (a browser's `Origin`, `scheme://host:port`) is the admin API of a
+    /// member of the cluster: the only pages whose cross-origin WHEP requests this node
+    /// answers (a console on one node playing a camera another node holds).
+    pub fn is_member_origin(&self, origin: &str) -> bool {
+        let host = |s: &str| {
+            let s = s.trim_end_matches('/');
+            s.split_once("://")
+                .map_or(s, |(_, h)| h)
+                .to_ascii_lowercase()
+        };
+        let origin = host(origin);
+        self.state()
+            .members
+            .iter()
+            .filter_map(|m| m.report.as_ref())
+            .any(|r| host(&r.api) == origin)
+    }
+
     /// A live camera held (live) by another alive node: where to redirect a live DESCRIBE.
     pub fn live_holder(&self, camera: &str) -> Option<(String, String)> {
         let mut st = self.state();
