@@ -175,6 +175,15 @@ mod tests {
             judge(&gate(false), &Method::DELETE, "/whep/resource/x", None).map(|r| r.0),
             Some(StatusCode::UNAUTHORIZED)
         );
+        // A CORS preflight carries no credentials: answered beyond loopback too.
+        assert_eq!(
+            judge(&gate(false), &Method::OPTIONS, "/whep/live/cam", None),
+            None
+        );
+        assert_eq!(
+            judge(&gate(false), &Method::OPTIONS, "/api/sessions", None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
         // Only the WHEP prefix: another write on loopback still needs the token.
         assert_eq!(
             judge(&gate(true), &post, "/api/whep/live/cam", None).map(|r| r.0),
