@@ -146,7 +146,7 @@ pub fn path_views(node: &Node) -> Vec<PathView> {
                 path: p.name.clone(),
                 source: match p.relay_from() {
                     Some(holder) => format!("relay from {holder}"),
-                    None => source_text(&p.source),
+                    None => source_text(&p.source()),
                 },
                 live: s.is_live(),
                 codecs: s

@@ -68,7 +68,7 @@ pub fn view(node: &Node, cluster: Option<&Cluster>) -> Vec<CameraView> {
     let decisions = cluster.map(|c| c.decisions()).unwrap_or_default();
     let me = &node.config.node.id;
     let mut out = Vec::new();
-    for cam in &node.config.cameras {
+    for cam in node.cameras().values() {
         let Some(p) = node.path(&format!("live/{}", cam.id)) else {
             continue;
         };
