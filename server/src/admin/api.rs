@@ -70,7 +70,7 @@ pub fn router(
         .route("/metrics", get(metrics))
         .merge(super::migrate_api::router())
         .merge(super::plan_api::router())
-        .merge(super::cameras_api::router())
+        .merge(super::registry_api::router())
         .merge(super::console::router())
         .with_state(AppState {
             node,

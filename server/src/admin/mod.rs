@@ -7,5 +7,6 @@ mod listener;
 pub mod metrics;
 pub mod migrate_api;
 pub mod plan_api;
+pub mod registry_api;
 pub mod token;
 pub mod views;
