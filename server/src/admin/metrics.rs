@@ -198,7 +198,10 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_registry_errors_total",
         "Registry versions or reads of the share that failed (corrupt file, I/O, another key); the node keeps the version it had"
     );
-    describe_gauge!("vigil_registry_version", "The registry version this node applies");
+    describe_gauge!(
+        "vigil_registry_version",
+        "The registry version this node applies"
+    );
     describe_gauge!(
         "vigil_registry_apply_lag_ms",
         "From the newest change's time on the node that wrote it to its applying here"

@@ -8,7 +8,8 @@
 //!   nothing changed);
 //! - `GET|POST /api/users`, `GET|PUT|DELETE /api/users/{name}`, `POST /api/users/import`
 //!   (a password is hashed into HA1 with this node's realm and never kept);
-//! - `GET /api/registry` (version, errors, last change), `GET /api/registry/changes`.
+//! - `GET /api/registry` (version, errors, last change), `GET /api/registry/cameras` (every
+//!   camera's record), `GET /api/registry/changes`.
 //!
 //! A write may carry `If-Match: "<version>"` (the version the operator read): another
 //! version written since → 409 with the current one (its `ETag` and `version` field).
@@ -55,6 +56,7 @@ pub(super) fn router() -> Router<AppState> {
             get(get_user).put(set_user).delete(remove_user),
         )
         .route("/api/registry", get(status))
+        .route("/api/registry/cameras", get(camera_records))
         .route("/api/registry/changes", get(changes))
 }
 
@@ -267,10 +269,12 @@ async fn get_camera(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let (version, reg) = shell(&node)?.current();
-    let stored = reg
-        .cameras
-        .get(&id)
-        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, format!("camera {id:?} does not exist")))?;
+    let stored = reg.cameras.get(&id).ok_or_else(|| {
+        refuse(
+            StatusCode::NOT_FOUND,
+            format!("camera {id:?} does not exist"),
+        )
+    })?;
     Ok(with_version(StatusCode::OK, version, camera_view(stored)))
 }
 
@@ -353,10 +357,12 @@ async fn get_user(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let (version, reg) = shell(&node)?.current();
-    let u = reg
-        .users
-        .get(&name)
-        .ok_or_else(|| refuse(StatusCode::NOT_FOUND, format!("user {name:?} does not exist")))?;
+    let u = reg.users.get(&name).ok_or_else(|| {
+        refuse(
+            StatusCode::NOT_FOUND,
+            format!("user {name:?} does not exist"),
+        )
+    })?;
     Ok(with_version(StatusCode::OK, version, user_view(u)))
 }
 
@@ -388,7 +394,9 @@ async fn set_user(
 ) -> Result<Response, ApiError> {
     let b: UserPatchBody = json("user", &body)?;
     if b.password.as_deref() == Some("") {
-        return Err(vigil_registry::FieldError::user(&name, "password", "must not be empty").into());
+        return Err(
+            vigil_registry::FieldError::user(&name, "password", "must not be empty").into(),
+        );
     }
     let patch = UserPatch {
         ha1: b.password.map(|p| hasher(&node)(&name, &p)),
@@ -425,6 +433,12 @@ async fn import_users(
         .map(|(i, u)| u.into_user(&hash).map_err(|e| e.at_row(i + 1)))
         .collect::<Result<Vec<_>, _>>()?;
     write(&node, &headers, Edit::ImportUsers(users), false).await
+}
+
+async fn camera_records(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
+    let (version, reg) = shell(&node)?.current();
+    let list: Vec<CameraRecordView> = reg.cameras.values().map(camera_view).collect();
+    Ok(with_version(StatusCode::OK, version, list))
 }
 
 async fn status(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {

@@ -66,6 +66,16 @@ pub enum What {
     /// Cameras: the node holding each, live or asleep, viewers, bitrate, recording, and
     /// where it is bound and why.
     Cameras,
+    /// The registry's cameras (issue 26): add, set, rm, ls, import.
+    Camera {
+        #[command(subcommand)]
+        cmd: registry::CameraCmd,
+    },
+    /// The registry's RTSP users: add, set, rm, ls, import.
+    User {
+        #[command(subcommand)]
+        cmd: registry::UserCmd,
+    },
     /// Check a node's setup and print what to fix: the config (--config), the storage root
     /// (writable, fsync time, free space, the same root as the other members), clock skew
     /// against the members, certificates' expiry, the open-file limit. Asks the running node
@@ -77,6 +87,7 @@ mod cameras;
 pub mod doctor;
 mod export;
 mod plan;
+pub mod registry;
 pub(crate) mod steer;
 
 /// POST a JSON body to a node's admin API (the lab moves cameras through it).
@@ -145,6 +156,8 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         What::Plan => return plan::show(api, token, json),
         What::Doctor => anyhow::bail!("vigil ctl doctor reads its config itself (cli.rs)"),
         What::Cameras => return cameras::show(api, token, json),
+        What::Camera { cmd } => return registry::camera(api, token, json, cmd.clone()),
+        What::User { cmd } => return registry::user(api, token, json, cmd.clone()),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -426,7 +439,9 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         | What::Export { .. }
         | What::Plan
         | What::Doctor
-        | What::Cameras => {}
+        | What::Cameras
+        | What::Camera { .. }
+        | What::User { .. } => {}
     }
     println!("{table}");
     Ok(())

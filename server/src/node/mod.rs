@@ -69,11 +69,17 @@ impl PathEntry {
     }
 
     pub fn source(&self) -> Source {
-        self.source.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn is_pull(&self) -> bool {
-        matches!(*self.source.lock().unwrap_or_else(|p| p.into_inner()), Source::Pull { .. })
+        matches!(
+            *self.source.lock().unwrap_or_else(|p| p.into_inner()),
+            Source::Pull { .. }
+        )
     }
 
     pub fn on_demand(&self) -> bool {
@@ -399,7 +405,9 @@ impl Node {
         name: &str,
     ) -> Option<Arc<PathEntry>> {
         let id = name.strip_prefix("live/")?;
-        if !vigil_conf::is_valid_camera_id(id) {
+        // A camera the registry lists as disabled is not served in any form: no
+        // publisher, no relay.
+        if !vigil_conf::is_valid_camera_id(id) || self.camera(id).is_some_and(|c| !c.enabled) {
             return None;
         }
         let stream = Arc::new(Stream::new(

@@ -64,11 +64,7 @@ fn stop(node: &Arc<Node>, id: &str, removed: bool) {
         why = if removed { "removed" } else { "disabled" },
         "camera stopped by the registry: ending its viewers"
     );
-    let source = path
-        .puller
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
+    let source = path.puller.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(cancel) = source {
         cancel.cancel();
     }

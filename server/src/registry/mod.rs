@@ -417,7 +417,10 @@ pub fn of(node: &Node) -> Option<Arc<Shell>> {
 }
 
 /// SIGHUP with the registry on: the file's `[auth]` policy, the registry's users.
-pub fn auth_with_users(node: &Node, mut auth: Option<vigil_conf::AuthConfig>) -> Option<vigil_conf::AuthConfig> {
+pub fn auth_with_users(
+    node: &Node,
+    mut auth: Option<vigil_conf::AuthConfig>,
+) -> Option<vigil_conf::AuthConfig> {
     if let (Some(shell), Some(a)) = (of(node), auth.as_mut()) {
         a.users = shell.current().1.users.values().cloned().collect();
     }
