@@ -613,3 +613,42 @@ pub fn start_member_env(
     }
     (b.start(), gossip)
 }
+
+/// `METHOD path` on `node`'s admin API with the admin token, `headers` and an optional
+/// `(content type, body)`: the status and the body, whatever the status.
+pub fn api_send(
+    node: &Node,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(120)))
+        .build()
+        .into();
+    let mut req = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("http://{}{path}", node.api))
+        .header("Authorization", format!("Bearer {ADMIN_TOKEN}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let (ct, text) = body.unwrap_or(("application/json", ""));
+    let req = req
+        .header("Content-Type", ct)
+        .body(text.to_string())
+        .expect("a request");
+    let mut resp = agent
+        .run(req)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(256 << 20)
+        .read_to_string()
+        .unwrap_or_default();
+    (status, body)
+}

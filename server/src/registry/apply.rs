@@ -6,7 +6,7 @@ use crate::node::Node;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use vigil_conf::{CameraConfig, Source, UserConfig};
 use vigil_registry::Action;
 
@@ -14,21 +14,26 @@ use vigil_registry::Action;
 /// are ended from here (a viewer that is not reading).
 const BYE_GRACE: Duration = Duration::from_secs(2);
 
+/// Above this many actions in one version (an import), each camera's line is logged at
+/// debug level and the version's summary line says what happened.
+const LOGGED_ONE_BY_ONE: usize = 20;
+
 pub(super) fn actions(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, actions: &[Action]) {
+    let verbose = actions.len() <= LOGGED_ONE_BY_ONE;
     let mut pulls_changed = false;
     for action in actions {
         match action {
             Action::Start(cam) => {
-                start(node, cluster, cam);
+                start(node, cluster, cam, verbose);
                 pulls_changed |= matches!(cam.source, Source::Pull { .. });
             }
             Action::Stop { id, removed } => {
-                stop(node, id, *removed);
+                stop(node, id, *removed, verbose);
                 pulls_changed = true;
             }
             Action::Replace(cam) => {
-                stop(node, &cam.id, false);
-                start(node, cluster, cam);
+                stop(node, &cam.id, false, verbose);
+                start(node, cluster, cam, verbose);
                 pulls_changed = true;
             }
             Action::Repoint(cam) => repoint(node, cluster, cam),
@@ -44,9 +49,13 @@ pub(super) fn actions(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, actions:
 }
 
 /// A camera to serve: its path, its source if always on, its recorder.
-fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, cam: &CameraConfig) {
+fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, cam: &CameraConfig, verbose: bool) {
     let path = node.add_camera_path(cam);
-    info!(camera = %cam.id, "camera added by the registry");
+    if verbose {
+        info!(camera = %cam.id, "camera started by the registry");
+    } else {
+        debug!(camera = %cam.id, "camera started by the registry");
+    }
     crate::ingest::start(node, cluster, &path);
     crate::record::start(node, cluster, &path);
 }
@@ -54,16 +63,17 @@ fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, cam: &CameraConfig) {
 /// A camera no longer served: new requests find no path (404); its source stops; its hub
 /// ends, so every viewer gets RTCP BYE and its session closes; its recorder closes the open
 /// segment. Its recordings stay until retention takes them.
-fn stop(node: &Arc<Node>, id: &str, removed: bool) {
+fn stop(node: &Arc<Node>, id: &str, removed: bool, verbose: bool) {
     let name = format!("live/{id}");
     let Some(path) = node.remove_path(&name) else {
         return;
     };
-    info!(
-        camera = %id,
-        why = if removed { "removed" } else { "disabled" },
-        "camera stopped by the registry: ending its viewers"
-    );
+    let why = if removed { "removed" } else { "disabled" };
+    if verbose {
+        info!(camera = %id, why, "camera stopped by the registry: ending its viewers");
+    } else {
+        debug!(camera = %id, why, "camera stopped by the registry: ending its viewers");
+    }
     let source = path.puller.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Some(cancel) = source {
         cancel.cancel();
@@ -94,7 +104,7 @@ fn stop(node: &Arc<Node>, id: &str, removed: bool) {
 /// upstream reconnect); an on-demand one not running takes the new URL at its next viewer.
 fn repoint(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, cam: &CameraConfig) {
     let Some(path) = node.path(&format!("live/{}", cam.id)) else {
-        return start(node, cluster, cam);
+        return start(node, cluster, cam, true);
     };
     path.set_source(cam.source.clone(), cam.on_demand);
     crate::ingest::pull::repoint(node, cluster, &path);
