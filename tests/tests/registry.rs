@@ -556,7 +556,10 @@ fn a_corrupted_version_on_the_share_is_reported_and_the_last_good_one_kept() {
 
     // Version v+1 appears on the share with a byte changed (bit rot, a hand edit).
     let dir = root.path().join("registry");
-    let mut bytes = std::fs::read(dir.join(format!("v{v:012}.reg"))).expect("version file");
+    let text = std::fs::read_to_string(dir.join(format!("v{v:012}.reg"))).expect("version file");
+    let mut bytes = text
+        .replacen(&format!("version={v} "), &format!("version={} ", v + 1), 1)
+        .into_bytes();
     let n = bytes.len();
     bytes[n - 3] ^= 0x01;
     let bad = dir.join(format!("v{:012}.reg", v + 1));
