@@ -143,9 +143,9 @@ fn set_camera(cam: &mut CameraConfig, field: &str, cell: &Cell) -> Result<(), St
 }
 
 /// A camera row from its cells; `id` first so errors name the camera.
-fn camera_row<'a>(
+fn camera_row(
     row: usize,
-    cells: impl Iterator<Item = (&'a str, Cell<'a>)>,
+    cells: &mut dyn Iterator<Item = (&str, Cell<'_>)>,
 ) -> Result<CameraConfig, FieldError> {
     let cells: Vec<_> = cells.collect();
     let id = cells
@@ -189,14 +189,6 @@ fn json_rows(
         .collect()
 }
 
-pub fn cameras_from_json(text: &str) -> Result<Vec<CameraConfig>, FieldError> {
-    json_rows(text, "camera")?
-        .iter()
-        .enumerate()
-        .map(|(i, o)| camera_row(i + 1, o.iter().map(|(k, v)| (k.as_str(), Cell::Json(v)))))
-        .collect()
-}
-
 /// The rows of a CSV text with its header; an unknown column is refused before any row.
 fn csv_rows(
     text: &str,
@@ -233,22 +225,6 @@ fn csv_rows(
     Ok((header, rows))
 }
 
-pub fn cameras_from_csv(text: &str) -> Result<Vec<CameraConfig>, FieldError> {
-    let (header, rows) = csv_rows(text, &CAMERA_FIELDS, "camera")?;
-    rows.iter()
-        .enumerate()
-        .map(|(i, r)| {
-            camera_row(
-                i + 1,
-                header
-                    .iter()
-                    .map(String::as_str)
-                    .zip(r.iter().map(Cell::Text)),
-            )
-        })
-        .collect()
-}
-
 const USER_FIELDS: [&str; 7] = [
     "name",
     "password",
@@ -259,9 +235,9 @@ const USER_FIELDS: [&str; 7] = [
     "publish",
 ];
 
-fn user_row<'a>(
+fn user_row(
     row: usize,
-    cells: impl Iterator<Item = (&'a str, Cell<'a>)>,
+    cells: &mut dyn Iterator<Item = (&str, Cell<'_>)>,
 ) -> Result<UserInput, FieldError> {
     let mut u = UserInput::default();
     let cells: Vec<_> = cells.collect();
@@ -290,28 +266,60 @@ fn user_row<'a>(
     Ok(u)
 }
 
-pub fn users_from_json(text: &str) -> Result<Vec<UserInput>, FieldError> {
-    json_rows(text, "user")?
+/// One row's cells (field name, cell) → its typed row, or the refusal naming row and field.
+type RowFn<'a, T> =
+    &'a dyn Fn(usize, &mut dyn Iterator<Item = (&str, Cell<'_>)>) -> Result<T, FieldError>;
+
+/// Every row of a JSON array of objects through `row`.
+fn from_json<T>(text: &str, what: &'static str, row: RowFn<'_, T>) -> Result<Vec<T>, FieldError> {
+    json_rows(text, what)?
         .iter()
         .enumerate()
-        .map(|(i, o)| user_row(i + 1, o.iter().map(|(k, v)| (k.as_str(), Cell::Json(v)))))
-        .collect()
-}
-
-pub fn users_from_csv(text: &str) -> Result<Vec<UserInput>, FieldError> {
-    let (header, rows) = csv_rows(text, &USER_FIELDS, "user")?;
-    rows.iter()
-        .enumerate()
-        .map(|(i, r)| {
-            user_row(
+        .map(|(i, o)| {
+            row(
                 i + 1,
-                header
-                    .iter()
-                    .map(String::as_str)
-                    .zip(r.iter().map(Cell::Text)),
+                &mut o.iter().map(|(k, v)| (k.as_str(), Cell::Json(v))),
             )
         })
         .collect()
+}
+
+/// Every row of a CSV text (header first, columns among `known`) through `row`.
+fn from_csv<T>(
+    text: &str,
+    what: &'static str,
+    known: &[&str],
+    row: RowFn<'_, T>,
+) -> Result<Vec<T>, FieldError> {
+    let (header, rows) = csv_rows(text, known, what)?;
+    rows.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut cells = header
+                .iter()
+                .map(String::as_str)
+                .zip(r.iter().map(Cell::Text));
+            row(i + 1, &mut cells)
+        })
+        .collect()
+}
+
+pub fn cameras_from_json(text: &str) -> Result<Vec<CameraConfig>, FieldError> {
+    from_json(text, "camera", &|i, cells| camera_row(i, cells))
+}
+
+pub fn cameras_from_csv(text: &str) -> Result<Vec<CameraConfig>, FieldError> {
+    from_csv(text, "camera", &CAMERA_FIELDS, &|i, cells| {
+        camera_row(i, cells)
+    })
+}
+
+pub fn users_from_json(text: &str) -> Result<Vec<UserInput>, FieldError> {
+    from_json(text, "user", &|i, cells| user_row(i, cells))
+}
+
+pub fn users_from_csv(text: &str) -> Result<Vec<UserInput>, FieldError> {
+    from_csv(text, "user", &USER_FIELDS, &|i, cells| user_row(i, cells))
 }
 
 #[cfg(test)]

@@ -496,15 +496,7 @@ pub fn two_node_cluster(key: &str, keys: &str) -> (tempfile::TempDir, Node, Node
         root.path().display()
     );
     let member = |gossip: &str, seed: Option<&str>, priority: u32| {
-        vigil_testkit::cluster::Member {
-            gossip,
-            seed,
-            key,
-            priority,
-            rpc: None,
-            keys,
-        }
-        .table()
+        member_table(gossip, seed, key, priority, keys)
     };
     let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
     let n1 = NodeBuilder::new()
@@ -519,6 +511,26 @@ pub fn two_node_cluster(key: &str, keys: &str) -> (tempfile::TempDir, Node, Node
         .extra(&storage)
         .start();
     (root, n1, n2)
+}
+
+/// The `[cluster]` table of a member without certificates (gossip on `gossip`, joining
+/// through `seed`), `keys` added to it.
+pub fn member_table(
+    gossip: &str,
+    seed: Option<&str>,
+    key: &str,
+    priority: u32,
+    keys: &str,
+) -> String {
+    vigil_testkit::cluster::Member {
+        gossip,
+        seed,
+        key,
+        priority,
+        rpc: None,
+        keys,
+    }
+    .table()
 }
 
 /// The node id `n` reports in `/api/node`.

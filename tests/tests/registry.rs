@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use vigil_proto::rtsp::auth::{ha1, Algorithm};
 use vigil_tests::{
     api_send, ctl, ctl_fails, ffmpeg_decode, free_udp, metric_value, poll_until, serial,
-    spawn_ffmpeg_decode, Node, NodeBuilder, RtspConn,
+    spawn_ffmpeg_decode, Decoded, Node, NodeBuilder, RtspConn,
 };
 
 /// The camera's password: it must appear nowhere but sealed in the registry.
@@ -107,6 +107,30 @@ fn viewers(node: &Node, path: &str) -> usize {
         .map_or(0, |s| s.iter().filter(|s| s["path"] == path).count())
 }
 
+/// `path` plays: ffmpeg decodes a second of it and prints nothing at `-v error`.
+fn plays(node: &Node, path: &str) {
+    let run = ffmpeg_decode(
+        &node.url(path),
+        TCP,
+        &["-frames:v", "25"],
+        Duration::from_secs(30),
+    );
+    assert!(
+        run.stderr.is_empty() && run.frames >= 25,
+        "{path} on {}: {run:?}",
+        node.api
+    );
+}
+
+/// An ffmpeg viewer of `path` (`output` options), once its session is on the node.
+fn watching(node: &Node, path: &str, output: &[&str]) -> std::thread::JoinHandle<Decoded> {
+    let viewer = spawn_ffmpeg_decode(&node.url(path), TCP, output, Duration::from_secs(40));
+    poll_until(Duration::from_secs(10), "the viewer's session", || {
+        (viewers(node, path) == 1).then_some(())
+    });
+    viewer
+}
+
 fn describe_status(node: &Node, path: &str) -> u16 {
     let mut c = RtspConn::connect(node.rtsp);
     c.request(
@@ -170,13 +194,7 @@ fn a_camera_added_at_runtime_plays_follows_a_new_url_and_ends_its_viewers_when_r
             .map(|_| ())
     });
     eprintln!("FIGURE added camera live after {:?}", added.elapsed());
-    let run = ffmpeg_decode(
-        &node.url("live/gate"),
-        TCP,
-        &["-frames:v", "25"],
-        Duration::from_secs(30),
-    );
-    assert!(run.stderr.is_empty() && run.frames >= 25, "{run:?}");
+    plays(&node, "live/gate");
     assert_eq!(
         node.api_json("/api/registry/changes")[0]["by"],
         "test-operator"
@@ -184,15 +202,7 @@ fn a_camera_added_at_runtime_plays_follows_a_new_url_and_ends_its_viewers_when_r
 
     // Re-pointed while watched: the node pulls the new URL, the old pull ends, the viewer
     // decodes across the change without an error.
-    let viewer = spawn_ffmpeg_decode(
-        &node.url("live/gate"),
-        TCP,
-        &["-t", "8"],
-        Duration::from_secs(40),
-    );
-    poll_until(Duration::from_secs(10), "the viewer's session", || {
-        (viewers(&node, "live/gate") == 1).then_some(())
-    });
+    let viewer = watching(&node, "live/gate", &["-t", "8"]);
     let repointed = Instant::now();
     let (status, answer) = send(
         &node,
@@ -222,10 +232,7 @@ fn a_camera_added_at_runtime_plays_follows_a_new_url_and_ends_its_viewers_when_r
     assert!(run.frames >= 150, "{run:?}");
 
     // Disabled: its viewer ends, a new one gets 404; enabled again, it plays.
-    let viewer = spawn_ffmpeg_decode(&node.url("live/gate"), TCP, &[], Duration::from_secs(30));
-    poll_until(Duration::from_secs(10), "the viewer's session", || {
-        (viewers(&node, "live/gate") == 1).then_some(())
-    });
+    let viewer = watching(&node, "live/gate", &[]);
     let disabled = Instant::now();
     let (status, answer) = send(
         &node,
@@ -260,19 +267,10 @@ fn a_camera_added_at_runtime_plays_follows_a_new_url_and_ends_its_viewers_when_r
         &[],
     );
     assert_eq!(status, 200);
-    let run = ffmpeg_decode(
-        &node.url("live/gate"),
-        TCP,
-        &["-frames:v", "25"],
-        Duration::from_secs(30),
-    );
-    assert!(run.stderr.is_empty() && run.frames >= 25, "{run:?}");
+    plays(&node, "live/gate");
 
     // Removed while watched: the viewer ends, the camera is gone, its recordings stay.
-    let viewer = spawn_ffmpeg_decode(&node.url("live/gate"), TCP, &[], Duration::from_secs(30));
-    poll_until(Duration::from_secs(10), "the viewer's session", || {
-        (viewers(&node, "live/gate") == 1).then_some(())
-    });
+    let viewer = watching(&node, "live/gate", &[]);
     let removed = Instant::now();
     let (status, answer) = send(&node, "DELETE", "/api/cameras/gate", None, &[]);
     assert_eq!(status, 200, "{answer}");
@@ -458,15 +456,12 @@ fn bad_input_is_refused_whole_and_a_big_import_is_timed() {
     assert_eq!(b.0, 409, "{b:?}");
     assert_eq!(b.1["version"], a.1["version"], "{b:?}");
     // Concurrent edits without a version (different cameras): both land, one after the other.
-    let writers: Vec<_> = (0..4)
-        .map(|i| {
-            let api = node.api;
-            std::thread::spawn(move || ctl_at(api, &["camera", "add", &format!("w{i}")]))
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer");
-    }
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let node = &node;
+            s.spawn(move || ctl(node, &["camera", "add", &format!("w{i}")]));
+        }
+    });
     let ids = record_ids(&node);
     assert!((0..4).all(|i| ids.contains(&format!("w{i}"))), "{ids:?}");
 
@@ -501,23 +496,6 @@ fn bad_input_is_refused_whole_and_a_big_import_is_timed() {
     );
     assert!(took < Duration::from_secs(60), "{took:?}");
     assert!(node.path_info("live/bulk-09999").is_some());
-}
-
-/// `vigil ctl ARGS` against `api`; panics on failure.
-fn ctl_at(api: std::net::SocketAddr, args: &[&str]) -> String {
-    let out = vigil_tests::run_with_timeout(
-        std::process::Command::new(vigil_tests::vigil_bin())
-            .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
-            .args(["ctl", "--api", &format!("http://{api}")])
-            .args(args),
-        Duration::from_secs(20),
-    );
-    assert!(
-        out.status.success(),
-        "ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -615,15 +593,7 @@ fn two_members_sharing_a_root_apply_each_others_changes_within_two_seconds() {
     // No [registry] secret_key: the members derive the sealing key from the cluster key.
     let tables = registry_tables(root.path(), "");
     let member = |gossip: &str, seed: Option<&str>, priority: u32| {
-        vigil_testkit::cluster::Member {
-            gossip,
-            seed,
-            key,
-            priority,
-            rpc: None,
-            keys: "",
-        }
-        .table()
+        vigil_tests::member_table(gossip, seed, key, priority, "")
     };
     let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
     let a = NodeBuilder::new()
@@ -685,13 +655,7 @@ fn two_members_sharing_a_root_apply_each_others_changes_within_two_seconds() {
     });
     eprintln!("gate bound to {holder}");
     for n in [&a, &b] {
-        let run = ffmpeg_decode(
-            &n.url("live/gate"),
-            TCP,
-            &["-frames:v", "25"],
-            Duration::from_secs(30),
-        );
-        assert!(run.stderr.is_empty() && run.frames >= 25, "{run:?}");
+        plays(n, "live/gate");
     }
     assert_eq!(viewers(&cams, "live/demo"), 1, "one member pulls it");
 

@@ -103,6 +103,69 @@ pub fn token(config: Option<&std::path::Path>) -> anyhow::Result<Option<String>>
         .filter(|t| !t.is_empty()))
 }
 
+/// Who asks, for the change log: the local user and host.
+fn actor() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
+    let host = gethostname_lossy();
+    format!("{user}@{host} (vigil ctl)")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect()
+}
+
+fn gethostname_lossy() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// One request to the API; a refusal comes back as an error carrying the node's reason.
+pub(crate) fn send(
+    api: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<(&str, String)>,
+    if_version: Option<u64>,
+) -> anyhow::Result<String> {
+    let url = format!("{}{path}", api.trim_end_matches('/'));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut req = ureq::http::Request::builder()
+        .method(method)
+        .uri(&url)
+        .header("X-Vigil-Actor", actor());
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    if let Some(v) = if_version {
+        req = req.header("If-Match", format!("\"{v}\""));
+    }
+    let (content_type, text) = body.unwrap_or(("application/json", String::new()));
+    let req = req
+        .header("Content-Type", content_type)
+        .body(text)
+        .context("building the request")?;
+    let mut resp = agent
+        .run(req)
+        .with_context(|| format!("cannot reach the admin API at {url} (is the node running?)"))?;
+    let status = resp.status();
+    let text = resp.body_mut().read_to_string()?;
+    if status.is_success() {
+        return Ok(text);
+    }
+    // The refusal's text names the row and field, or the current version of a lost edit.
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) if v["error"].is_string() => {
+            anyhow::bail!("{}: {}", status.as_u16(), v["error"].as_str().unwrap_or(""))
+        }
+        _ => anyhow::bail!("{}: {}", status.as_u16(), text.trim_end()),
+    }
+}
+
 fn get(api: &str, token: Option<&str>, path: &str) -> anyhow::Result<String> {
     let url = format!("{}{path}", api.trim_end_matches('/'));
     let mut req = ureq::get(&url);

@@ -159,69 +159,6 @@ impl Settings {
     }
 }
 
-/// Who asks, for the change log: the local user and host.
-fn actor() -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
-    let host = gethostname_lossy();
-    format!("{user}@{host} (vigil ctl)")
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(64)
-        .collect()
-}
-
-fn gethostname_lossy() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
-}
-
-/// One request to the API; a refusal comes back as an error carrying the node's reason.
-fn send(
-    api: &str,
-    token: Option<&str>,
-    method: &str,
-    path: &str,
-    body: Option<(&str, String)>,
-    if_version: Option<u64>,
-) -> anyhow::Result<String> {
-    let url = format!("{}{path}", api.trim_end_matches('/'));
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut req = ureq::http::Request::builder()
-        .method(method)
-        .uri(&url)
-        .header("X-Vigil-Actor", actor());
-    if let Some(t) = token {
-        req = req.header("Authorization", format!("Bearer {t}"));
-    }
-    if let Some(v) = if_version {
-        req = req.header("If-Match", format!("\"{v}\""));
-    }
-    let (content_type, text) = body.unwrap_or(("application/json", String::new()));
-    let req = req
-        .header("Content-Type", content_type)
-        .body(text)
-        .context("building the request")?;
-    let mut resp = agent
-        .run(req)
-        .with_context(|| format!("cannot reach the admin API at {url} (is the node running?)"))?;
-    let status = resp.status();
-    let text = resp.body_mut().read_to_string()?;
-    if status.is_success() {
-        return Ok(text);
-    }
-    // The refusal's text names the row and field, or the current version of a lost edit.
-    match serde_json::from_str::<Value>(&text) {
-        Ok(v) if v["error"].is_string() => {
-            bail!("{}: {}", status.as_u16(), v["error"].as_str().unwrap_or(""))
-        }
-        _ => bail!("{}: {}", status.as_u16(), text.trim_end()),
-    }
-}
-
 /// What a write answers: `{"version": N, "changes": [...]}`, printed as one line.
 fn done(json_out: bool, text: &str) -> anyhow::Result<()> {
     if json_out {
@@ -235,6 +172,49 @@ fn done(json_out: bool, text: &str) -> anyhow::Result<()> {
         n => println!("{n} change(s): registry version {}", v["version"]),
     }
     Ok(())
+}
+
+/// The writes cameras and users share, each with the registry version it was made
+/// against when given.
+enum Write {
+    Put(String, Map<String, Value>, Option<u64>),
+    Delete(String, Option<u64>),
+    /// The import route, the file, its format.
+    Import(&'static str, PathBuf, Option<String>),
+}
+
+fn write(api: &str, token: Option<&str>, json_out: bool, w: Write) -> anyhow::Result<()> {
+    let text = match w {
+        Write::Put(path, fields, v) => {
+            let body = Value::Object(fields).to_string();
+            super::send(
+                api,
+                token,
+                "PUT",
+                &path,
+                Some(("application/json", body)),
+                v,
+            )?
+        }
+        Write::Delete(path, v) => super::send(api, token, "DELETE", &path, None, v)?,
+        Write::Import(path, file, format) => {
+            let body = import_body(&file, format)?;
+            super::send(api, token, "POST", path, Some(body), None)?
+        }
+    };
+    done(json_out, &text)
+}
+
+/// An import file as a request body: its content type (from `format`, else its
+/// extension) and its text.
+fn import_body(
+    file: &std::path::Path,
+    format: Option<String>,
+) -> anyhow::Result<(&'static str, String)> {
+    let kind = format_of(file, format.as_deref())?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok((kind, text))
 }
 
 fn format_of(file: &std::path::Path, format: Option<&str>) -> anyhow::Result<&'static str> {
@@ -256,8 +236,9 @@ pub fn camera(
     cmd: CameraCmd,
 ) -> anyhow::Result<()> {
     let send = |method: &str, path: &str, body: Option<(&str, String)>, v: Option<u64>| {
-        send(api, token, method, path, body, v)
+        super::send(api, token, method, path, body, v)
     };
+    let w = |op: Write| write(api, token, json_out, op);
     match cmd {
         CameraCmd::Add {
             id,
@@ -290,26 +271,12 @@ pub fn camera(
                 m.insert("source".into(), s.into());
             }
             settings.into_json(&mut m)?;
-            let body = Value::Object(m).to_string();
-            let path = format!("/api/cameras/{id}");
-            done(
-                json_out,
-                &send("PUT", &path, Some(("application/json", body)), if_version)?,
-            )
+            w(Write::Put(format!("/api/cameras/{id}"), m, if_version))
         }
-        CameraCmd::Rm { id, if_version } => done(
-            json_out,
-            &send("DELETE", &format!("/api/cameras/{id}"), None, if_version)?,
-        ),
-        CameraCmd::Import { file, format } => {
-            let kind = format_of(&file, format.as_deref())?;
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            done(
-                json_out,
-                &send("POST", "/api/cameras/import", Some((kind, text)), None)?,
-            )
+        CameraCmd::Rm { id, if_version } => {
+            w(Write::Delete(format!("/api/cameras/{id}"), if_version))
         }
+        CameraCmd::Import { file, format } => w(Write::Import("/api/cameras/import", file, format)),
         CameraCmd::Ls => {
             let text = send("GET", "/api/registry/cameras", None, None)?;
             if json_out {
@@ -352,8 +319,9 @@ pub fn camera(
 
 pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> anyhow::Result<()> {
     let send = |method: &str, path: &str, body: Option<(&str, String)>, v: Option<u64>| {
-        send(api, token, method, path, body, v)
+        super::send(api, token, method, path, body, v)
     };
+    let w = |op: Write| write(api, token, json_out, op);
     match cmd {
         UserCmd::Add {
             name,
@@ -389,26 +357,12 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
                     m.insert(k.into(), json!(v));
                 }
             }
-            let body = Value::Object(m).to_string();
-            let path = format!("/api/users/{name}");
-            done(
-                json_out,
-                &send("PUT", &path, Some(("application/json", body)), if_version)?,
-            )
+            w(Write::Put(format!("/api/users/{name}"), m, if_version))
         }
-        UserCmd::Rm { name, if_version } => done(
-            json_out,
-            &send("DELETE", &format!("/api/users/{name}"), None, if_version)?,
-        ),
-        UserCmd::Import { file, format } => {
-            let kind = format_of(&file, format.as_deref())?;
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            done(
-                json_out,
-                &send("POST", "/api/users/import", Some((kind, text)), None)?,
-            )
+        UserCmd::Rm { name, if_version } => {
+            w(Write::Delete(format!("/api/users/{name}"), if_version))
         }
+        UserCmd::Import { file, format } => w(Write::Import("/api/users/import", file, format)),
         UserCmd::Ls => {
             let text = send("GET", "/api/users", None, None)?;
             if json_out {

@@ -245,7 +245,7 @@ impl Shell {
                     _ = tick.tick() => {}
                 }
                 n = n.wrapping_add(1);
-                let found = me.poll(n % LIST_EVERY == 0).await;
+                let found = me.poll(n.is_multiple_of(LIST_EVERY)).await;
                 me.take(&node, found);
             }
         });
