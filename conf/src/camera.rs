@@ -28,13 +28,12 @@ pub struct CameraConfig {
     /// recording, viewers answered 404.
     #[serde(default = "default_true")]
     pub enabled: bool,
-    /// Keep this camera's recordings this long (hours); unset: `[storage]
-    /// retention_max_age_hours`. Kept in the registry and shown; the store's sweep is
-    /// node-wide today.
+    /// Keep this camera's recordings this long (hours; 0: whatever the node-wide age
+    /// limit); unset: `[storage] retention_max_age_hours`. The byte limit stays node-wide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_hours: Option<f64>,
     /// Target segment length of this camera (seconds); unset: `[storage] segment_secs`.
-    /// Kept in the registry and shown; the store cuts at the node-wide length today.
+    /// Taken by the camera's recorder when it starts (a running one keeps its length).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_secs: Option<f64>,
     /// Free-form `key = value` labels (site, floor, vendor…), for operators' filters.

@@ -306,6 +306,7 @@ impl Node {
         for cam in node.config.cameras.iter().filter(|c| c.enabled) {
             node.add_camera_path(cam);
         }
+        node.store_camera_settings();
         Arc::new(node)
     }
 
@@ -324,6 +325,33 @@ impl Node {
     /// The registry's new version of the cameras (its actions are applied by the caller).
     pub fn set_cameras(&self, cameras: Arc<BTreeMap<String, CameraConfig>>) {
         *self.cameras.write().unwrap_or_else(|p| p.into_inner()) = cameras;
+        self.store_camera_settings();
+    }
+
+    /// The cameras' own segment length and retention, handed to the store (its sweep and
+    /// the recorders started from now on use them).
+    fn store_camera_settings(&self) {
+        let Some(library) = &self.library else {
+            return;
+        };
+        let secs = |s: f64| std::time::Duration::try_from_secs_f64(s).ok();
+        let settings = self
+            .cameras()
+            .values()
+            .filter(|c| c.segment_secs.is_some() || c.retention_hours.is_some())
+            .map(|c| {
+                let s = vigil_storage::CameraSettings {
+                    segment_duration: c.segment_secs.and_then(secs),
+                    // 0 hours: kept whatever the node-wide age limit (as
+                    // `retention_max_age_hours = 0` keeps everything).
+                    retention_max_age: c
+                        .retention_hours
+                        .map(|h| (h > 0.0).then(|| secs(h * 3600.0)).flatten()),
+                };
+                (c.id.clone(), s)
+            })
+            .collect();
+        library.store.set_camera_settings(settings);
     }
 
     /// The path of a listed camera, created (or, over an unlisted push path of the same
