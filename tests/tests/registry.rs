@@ -703,3 +703,77 @@ fn two_members_sharing_a_root_apply_each_others_changes_within_two_seconds() {
         !files.contains(PASSWORD) && !a.log().contains(PASSWORD) && !b.log().contains(PASSWORD)
     );
 }
+
+/// `path` through ffmpeg as `user`: None when it plays, else what ffmpeg said.
+fn refused_as(node: &Node, user: &str, password: &str, path: &str) -> Option<String> {
+    let url = format!("rtsp://{user}:{password}@{}/{path}", node.rtsp);
+    let run = ffmpeg_decode(&url, TCP, &["-frames:v", "10"], Duration::from_secs(20));
+    (!(run.stderr.is_empty() && run.frames >= 10)).then_some(run.stderr)
+}
+
+#[test]
+fn users_in_the_registry_log_in_and_a_sighup_keeps_them() {
+    let _serial = serial();
+    let root = tempfile::tempdir().expect("root");
+    let realm = "site";
+    let node = NodeBuilder::new()
+        .extra(&registry_tables(root.path(), &with_key()))
+        .extra(&format!(
+            "[auth]\nrealm = \"{realm}\"\n[[auth.user]]\nname = \"seeded\"\nha1_md5 = \"{}\"\n\
+             ha1_sha256 = \"{}\"\nread = [\"*\"]\n\n\
+             [[camera]]\nid = \"demo\"\nsource = \"demo\"\non_demand = false",
+            ha1(Algorithm::Md5, "seeded", realm, "seed-pw"),
+            ha1(Algorithm::Sha256, "seeded", realm, "seed-pw"),
+        ))
+        .start();
+    node.wait_live("live/demo");
+    // The file's user seeded the registry and logs in; nobody else does.
+    let users = node.api_json("/api/users");
+    assert_eq!(users[0]["name"], "seeded", "{users}");
+    assert_eq!(refused_as(&node, "seeded", "seed-pw", "live/demo"), None);
+    let no = refused_as(&node, "nobody", "x", "live/demo").expect("refused");
+    assert!(no.contains("401"), "{no}");
+
+    // A user added at runtime logs in at once; its rights follow its edits.
+    let out = ctl(
+        &node,
+        &[
+            "user",
+            "add",
+            "guard",
+            "--password",
+            "Gu4rd-pw",
+            "--read",
+            "demo",
+        ],
+    );
+    assert!(out.contains("registry version"), "{out}");
+    assert_eq!(refused_as(&node, "guard", "Gu4rd-pw", "live/demo"), None);
+    ctl(&node, &["user", "set", "guard", "--read", "gate-*"]);
+    let no = refused_as(&node, "guard", "Gu4rd-pw", "live/demo").expect("no right");
+    assert!(no.contains("403"), "{no}");
+    let listed = ctl(&node, &["user", "ls"]);
+    assert!(
+        listed.contains("guard") && listed.contains("gate-*"),
+        "{listed}"
+    );
+    assert!(metric_value(&node, "vigil_registry_changes_total{kind=\"user_added\"}") >= 1.0);
+    assert!(metric_value(&node, "vigil_registry_changes_total{kind=\"user_changed\"}") >= 1.0);
+
+    // SIGHUP re-reads [auth] from the file, and keeps the registry's users.
+    let reloads = |n: &Node| n.log().matches("authentication reloaded").count();
+    let before = reloads(&node);
+    vigil_tests::signal(node.pid().expect("pid"), libc::SIGHUP);
+    poll_until(Duration::from_secs(5), "the SIGHUP reload", || {
+        (reloads(&node) > before).then_some(())
+    });
+    assert!(refused_as(&node, "guard", "Gu4rd-pw", "live/demo").is_some());
+    assert_eq!(refused_as(&node, "seeded", "seed-pw", "live/demo"), None);
+
+    // Removed: refused.
+    ctl(&node, &["user", "rm", "seeded"]);
+    let no = refused_as(&node, "seeded", "seed-pw", "live/demo").expect("removed");
+    assert!(no.contains("401"), "{no}");
+    assert!(!node.log().contains("Gu4rd-pw") && !node.log().contains("seed-pw"));
+    assert!(!files_text(&root.path().join("registry")).contains("Gu4rd-pw"));
+}
