@@ -551,6 +551,20 @@ fn a_corrupted_version_on_the_share_is_reported_and_the_last_good_one_kept() {
     });
     assert!(metric_value(&node, "vigil_registry_errors_total") >= 1.0);
     assert!(node.log().contains("checksum mismatch"), "logged");
+    let doctor = vigil_tests::run_with_timeout(
+        std::process::Command::new(vigil_tests::vigil_bin())
+            .args(["ctl", "--api", &format!("http://{}", node.api), "--config"])
+            .arg(node.dir.path().join("vigil.toml"))
+            .arg("doctor"),
+        Duration::from_secs(30),
+    );
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.lines()
+            .any(|l| l.contains("registry") && l.contains("WARN"))
+            && said.contains("checksum"),
+        "doctor: {said}"
+    );
     assert_eq!(version(&node), v, "the last good version stays");
     assert_eq!(node.api_json("/api/registry/cameras"), before_cameras);
     let run = ffmpeg_decode(
