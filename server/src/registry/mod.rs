@@ -60,6 +60,8 @@ struct State {
     /// The newest change applied: when it was made (the writer's clock) and applied here.
     last_change: Option<ChangeRecord>,
     applied_lag_ms: Option<i64>,
+    /// A version read whole that this node could not apply (see `unresolved`).
+    unresolved: Option<String>,
 }
 
 /// What `GET /api/registry` shows.
@@ -124,6 +126,7 @@ impl Shell {
                 errors_total: 0,
                 last_change: None,
                 applied_lag_ms: None,
+                unresolved: None,
             }),
             writing: tokio::sync::Mutex::new(()),
             cluster: OnceLock::new(),
@@ -140,8 +143,9 @@ impl Shell {
             config.cameras.clear();
             return Ok(Some(Arc::new(shell)));
         };
-        let cameras = vigil_registry::resolve(&loaded.body.registry, shell.key.as_ref())
-            .context("the registry's newest version")?;
+        // The newest version this node can open (another key's sealed passwords do not):
+        // a restart must not fail on what the share holds.
+        let (loaded, cameras) = shell.usable(loaded);
         config.cameras = cameras.into_values().collect();
         if let Some(auth) = config.auth.as_mut() {
             auth.users = loaded.body.registry.users.values().cloned().collect();
@@ -160,6 +164,45 @@ impl Shell {
             st.stored = Arc::new(loaded.body.registry);
         }
         Ok(Some(Arc::new(shell)))
+    }
+
+    /// `loaded` and its cameras if this node opens its sealed passwords, else the newest
+    /// older version it opens (nothing if none), with the version it could not open kept as
+    /// the reason this node refuses to write.
+    fn usable(&self, loaded: Loaded) -> (Loaded, BTreeMap<String, CameraConfig>) {
+        let mut candidate = loaded;
+        loop {
+            match vigil_registry::resolve(&candidate.body.registry, self.key.as_ref()) {
+                Ok(cameras) => return (candidate, cameras),
+                Err(e) => {
+                    self.unresolved(candidate.version, &e);
+                    self.report(&[e]);
+                    let older = (1..candidate.version)
+                        .rev()
+                        .find_map(|v| self.dir.read(v).ok().flatten().map(|body| (v, body)));
+                    match older {
+                        Some((version, body)) => candidate = Loaded { version, body },
+                        None => {
+                            let empty = Loaded {
+                                version: 0,
+                                body: Body {
+                                    change: ChangeRecord::new(0, "", &self.node_id, Vec::new()),
+                                    registry: Registry::default(),
+                                },
+                            };
+                            return (empty, BTreeMap::new());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A version this node read but cannot apply (its key does not open a password): it is
+    /// reported, and this node writes nothing until a later version applies (a write would
+    /// drop what that version holds).
+    fn unresolved(&self, version: u64, e: &RegistryError) {
+        self.state().unresolved = Some(format!("version {version}: {e}"));
     }
 
     /// Version 1 from the config file (the migration path from `[[camera]]` and
@@ -255,7 +298,9 @@ impl Shell {
     fn take(&self, node: &Arc<Node>, found: Found) {
         self.report(&found.errors);
         if let Some(loaded) = found.loaded {
+            let version = loaded.version;
             if let Err(e) = self.apply(node, loaded) {
+                self.unresolved(version, &e);
                 self.report(&[e]);
             }
         }
@@ -296,6 +341,7 @@ impl Shell {
         st.last_change = Some(loaded.body.change);
         st.applied_lag_ms = Some(lag);
         st.error = None;
+        st.unresolved = None;
         Ok(())
     }
 
@@ -344,17 +390,27 @@ impl Shell {
             // Up to date with the share first: the edit applies to the newest version.
             let found = self.poll(false).await;
             self.take(node, found);
-            let (version, base, follower, error) = {
+            let (version, base, follower, unresolved) = {
                 let st = self.state();
-                (st.version, st.stored.clone(), st.follower, st.error.clone())
+                (
+                    st.version,
+                    st.stored.clone(),
+                    st.follower,
+                    st.unresolved.clone(),
+                )
             };
             if expected.is_some_and(|e| e != version) {
                 return Err(RegistryError::Conflict { current: version }.into());
             }
-            if follower.good != version {
-                return Err(WriteError::Unavailable(error.unwrap_or_else(|| {
-                    format!("version {} is not applied here", follower.good)
-                })));
+            // Not on top of a version this node could not apply, nor over a share where no
+            // version read at all (that would start the registry again from nothing).
+            if let Some(why) = unresolved {
+                return Err(WriteError::Unavailable(why));
+            }
+            if version == 0 && follower.seen > 0 {
+                return Err(WriteError::Unavailable(
+                    "no version on the share reads: restore one before changing it".into(),
+                ));
             }
             let (next, items) = vigil_registry::apply(&base, &edit, self.key.as_ref())?;
             if items.is_empty() {

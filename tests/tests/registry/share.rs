@@ -100,6 +100,34 @@ fn a_corrupted_version_on_the_share_is_reported_and_the_last_good_one_kept() {
     node.restart();
     assert_eq!(node.api_json("/api/registry/cameras"), after);
     assert_eq!(version(&node), v + 2);
+
+    // A node with another key on the same share: it starts, serves the newest version it
+    // opens, says why, and writes nothing over what it cannot read.
+    let (status, _) = post(
+        &node,
+        "/api/cameras",
+        &json!({"id": "locked", "source": format!("rtsp://u:{PASSWORD}@127.0.0.1:9/x")}),
+    );
+    assert_eq!(status, 201);
+    let other_key = format!("secret_key = \"{}\"", "ab".repeat(32));
+    let stranger = NodeBuilder::new()
+        .extra(&registry_tables(root.path(), &other_key))
+        .start();
+    let status = stranger.api_json("/api/registry");
+    assert_eq!(status["version"], v + 2, "{status}");
+    assert!(
+        status["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("secret_key")),
+        "{status}"
+    );
+    let (code, answer) = post(
+        &stranger,
+        "/api/cameras",
+        &json!({"id": "x", "source": "push"}),
+    );
+    assert_eq!(code, 503, "{answer}");
+    assert_eq!(version(&node), v + 3, "the share is untouched");
 }
 
 #[test]
