@@ -45,6 +45,9 @@ pub struct Shell {
     state: Mutex<State>,
     /// One write at a time from this node (other nodes are held off by the link).
     writing: tokio::sync::Mutex<()>,
+    /// One version applied at a time, in order: the watcher and a write may both have read
+    /// a version, and an older one applied after a newer would take the node back.
+    applying: Mutex<()>,
     cluster: OnceLock<Option<Arc<Cluster>>>,
 }
 
@@ -129,6 +132,7 @@ impl Shell {
                 unresolved: None,
             }),
             writing: tokio::sync::Mutex::new(()),
+            applying: Mutex::new(()),
             cluster: OnceLock::new(),
         };
         let mut found = shell.poll_blocking(true);
@@ -245,7 +249,10 @@ impl Shell {
     fn poll_blocking(&self, list: bool) -> Found {
         let mut follower = self.state().follower;
         let found = follower.poll(&self.dir, list);
-        self.state().follower = follower;
+        // Another poll (the watcher's, a write's) may have gone further meanwhile.
+        let mut st = self.state();
+        st.follower.good = st.follower.good.max(follower.good);
+        st.follower.seen = st.follower.seen.max(follower.seen);
         found
     }
 
@@ -308,6 +315,10 @@ impl Shell {
 
     /// A new version applied to the node: the cameras' actions, the users, the bindings.
     fn apply(&self, node: &Arc<Node>, loaded: Loaded) -> Result<(), RegistryError> {
+        let _one = self.applying.lock().unwrap_or_else(|p| p.into_inner());
+        if loaded.version <= self.state().version {
+            return Ok(());
+        }
         let cameras: BTreeMap<String, CameraConfig> =
             vigil_registry::resolve(&loaded.body.registry, self.key.as_ref())?;
         let old = node.cameras();
