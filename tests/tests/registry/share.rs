@@ -248,4 +248,21 @@ fn two_members_sharing_a_root_apply_each_others_changes_within_two_seconds() {
     assert!(
         !files.contains(PASSWORD) && !a.log().contains(PASSWORD) && !b.log().contains(PASSWORD)
     );
+
+    // Every member restarted: the registry is exactly what it was, on both.
+    let (cameras, users, v) = (
+        a.api_json("/api/registry/cameras"),
+        a.api_json("/api/users"),
+        version(&a),
+    );
+    let (mut a, mut b) = (a, b);
+    a.kill();
+    b.kill();
+    a.restart();
+    b.restart();
+    for n in [&a, &b] {
+        assert_eq!(version(n), v);
+        assert_eq!(n.api_json("/api/registry/cameras"), cameras);
+        assert_eq!(n.api_json("/api/users"), users);
+    }
 }
