@@ -59,6 +59,10 @@ pub struct Settings {
     /// A disabled camera is listed but not served (viewers get 404).
     #[arg(long)]
     enabled: Option<bool>,
+    /// Read the camera's password from the first line of stdin and put it into the
+    /// --source URL (kept out of the shell's history and the process list).
+    #[arg(long)]
+    password_stdin: bool,
     /// tcp or udp.
     #[arg(long)]
     pull_transport: Option<String>,
@@ -174,6 +178,33 @@ fn done(json_out: bool, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `source` with the password read from stdin when `from_stdin` (an rtsp:// or rtsps://
+/// URL naming its user).
+fn with_stdin_password(source: String, from_stdin: bool) -> anyhow::Result<String> {
+    if !from_stdin {
+        return Ok(source);
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the password from stdin")?;
+    let password = line.trim_end_matches(['\r', '\n']);
+    set_password(&source, password)
+}
+
+/// `url` with `password` (percent-encoded as URLs need) for the user it names.
+fn set_password(url: &str, password: &str) -> anyhow::Result<String> {
+    let mut u =
+        url::Url::parse(url).context("--password-stdin needs an rtsp:// URL in --source")?;
+    anyhow::ensure!(
+        matches!(u.scheme(), "rtsp" | "rtsps") && !u.username().is_empty(),
+        "--password-stdin needs an rtsp:// or rtsps:// --source that names its user (rtsp://user@host/…)"
+    );
+    u.set_password(Some(password))
+        .map_err(|()| anyhow::anyhow!("the URL cannot carry a password"))?;
+    Ok(u.to_string())
+}
+
 /// The writes cameras and users share, each with the registry version it was made
 /// against when given.
 enum Write {
@@ -247,6 +278,7 @@ pub fn camera(
         } => {
             let mut m = Map::new();
             m.insert("id".into(), id.into());
+            let source = with_stdin_password(source, settings.password_stdin)?;
             m.insert("source".into(), source.into());
             settings.into_json(&mut m)?;
             let body = Value::Object(m).to_string();
@@ -268,7 +300,10 @@ pub fn camera(
         } => {
             let mut m = Map::new();
             if let Some(s) = source {
+                let s = with_stdin_password(s, settings.password_stdin)?;
                 m.insert("source".into(), s.into());
+            } else if settings.password_stdin {
+                anyhow::bail!("--password-stdin goes with --source (the URL it completes)");
             }
             settings.into_json(&mut m)?;
             w(Write::Put(format!("/api/cameras/{id}"), m, if_version))
@@ -384,5 +419,18 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
             println!("{t}");
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_password_from_stdin_completes_the_url_encoded() {
+        assert_eq!(
+            super::set_password("rtsp://admin@10.0.0.9/ch1", "p@ss w:rd").unwrap(),
+            "rtsp://admin:p%40ss%20w%3Ard@10.0.0.9/ch1"
+        );
+        assert!(super::set_password("rtsp://10.0.0.9/ch1", "x").is_err());
+        assert!(super::set_password("push", "x").is_err());
     }
 }

@@ -145,12 +145,36 @@ fn a_camera_added_at_runtime_plays_follows_a_new_url_and_ends_its_viewers_when_r
     ] {
         seen.push_str(&api_send(&node, "GET", path, None, &[]).1);
     }
-    let (status, _) = post(
-        &node,
-        "/api/cameras",
-        &json!({"id": "door", "source": camera_url(&cams, "live/demo")}),
+    // `vigil ctl camera add --password-stdin`: the password never on a command line.
+    let mut add = std::process::Command::new(vigil_tests::vigil_bin())
+        .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
+        .args([
+            "ctl",
+            "--api",
+            &format!("http://{}", node.api),
+            "camera",
+            "add",
+            "door",
+        ])
+        .args(["--source", &format!("rtsp://cam@{}/live/demo", cams.rtsp)])
+        .args(["--on-demand", "false", "--password-stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vigil ctl");
+    {
+        use std::io::Write;
+        let mut stdin = add.stdin.take().expect("stdin");
+        writeln!(stdin, "{PASSWORD}").expect("password");
+    }
+    let out = add.wait_with_output().expect("vigil ctl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(status, 201);
+    plays(&node, "live/door");
     seen.push_str(&api_send(&node, "GET", "/api/cameras/door", None, &[]).1);
     seen.push_str(&ctl(&node, &["camera", "ls"]));
     seen.push_str(&ctl(&node, &["--json", "camera", "ls"]));
