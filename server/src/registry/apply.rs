@@ -91,8 +91,13 @@ fn stop(node: &Arc<Node>, id: &str, removed: bool, verbose: bool) {
     if sessions.is_empty() {
         return;
     }
+    let shutdown = node.shutdown.clone();
     node.tasks.spawn(async move {
-        tokio::time::sleep(BYE_GRACE).await;
+        tokio::select! {
+            _ = tokio::time::sleep(BYE_GRACE) => {}
+            // Shutting down: every session ends anyway.
+            _ = shutdown.cancelled() => return,
+        }
         for s in sessions {
             s.cancel.cancel();
         }
