@@ -5,7 +5,7 @@
 //! therefore invalidates every stored hash.
 
 use crate::ConfigError;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A Digest algorithm the node offers, spelled as in the `algorithm=` parameter (RFC 7616);
 /// any other spelling is refused when the config is read (serde names the two it accepts).
@@ -56,7 +56,7 @@ impl Default for AuthConfig {
 }
 
 /// Camera-id patterns per right; `*` matches any run of characters (`"gate-*"`, `"*"`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Rights {
     /// Watch live: DESCRIBE/SETUP/PLAY on `live/<camera>`.
@@ -67,7 +67,7 @@ pub struct Rights {
     pub publish: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct UserConfig {
     pub name: String,
@@ -93,24 +93,55 @@ impl AuthConfig {
         }
         let mut seen = std::collections::HashSet::new();
         for u in &self.users {
-            if u.name.is_empty() || u.name.contains([':', '"', '\\']) || u.name.len() > 64 {
-                return bad(format!(
-                    "auth.user {:?}: 1-64 characters, no ':', '\"' or '\\'",
-                    u.name
-                ));
-            }
+            check_user(u).map_err(|e| ConfigError::Invalid(format!("auth.{e}")))?;
             if !seen.insert(u.name.as_str()) {
                 return bad(format!("auth.user {:?} is listed twice", u.name));
-            }
-            let hex =
-                |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
-            if !hex(&u.ha1_md5, 32) || !hex(&u.ha1_sha256, 64) {
-                return bad(format!(
-                    "auth.user {:?}: ha1_md5/ha1_sha256 must be hex hashes (use `vigil user add`)",
-                    u.name
-                ));
             }
         }
         Ok(())
     }
+}
+
+/// One user's setting refused by [`check_user`]: the field and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("user {user:?}: {field}: {message}")]
+pub struct UserFieldError {
+    pub user: String,
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// The rules of one user, from `[[auth.user]]` or the registry: a name that fits a Digest
+/// `username="…"` and a `user:pass@` URL (no ':', quote or backslash, 1-64 characters),
+/// hex HA1 hashes, and non-empty camera patterns.
+pub fn check_user(u: &UserConfig) -> Result<(), UserFieldError> {
+    let err = |field: &'static str, message: &str| UserFieldError {
+        user: u.name.clone(),
+        field,
+        message: message.into(),
+    };
+    if u.name.is_empty()
+        || u.name.len() > 64
+        || u.name.contains([':', '"', '\\'])
+        || u.name.chars().any(char::is_control)
+    {
+        return Err(err("name", "1-64 characters, no ':', '\"' or '\\'"));
+    }
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex(&u.ha1_md5, 32) || !hex(&u.ha1_sha256, 64) {
+        return Err(err(
+            "password",
+            "ha1_md5/ha1_sha256 must be hex hashes (use `vigil user add`)",
+        ));
+    }
+    let r = &u.rights;
+    for p in r.read.iter().chain(&r.playback).chain(&r.publish) {
+        if p.is_empty() || p.len() > 128 || p.chars().any(char::is_control) {
+            return Err(err(
+                "rights",
+                "camera patterns of 1-128 printable characters",
+            ));
+        }
+    }
+    Ok(())
 }

@@ -9,16 +9,21 @@ mod auth;
 mod camera;
 mod cluster;
 mod recording;
+mod registry;
 mod tls;
 mod webrtc;
 
-pub use auth::{AuthConfig, DigestAlgorithm, Rights, UserConfig};
-pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTransport, Source};
+pub use auth::{check_user, AuthConfig, DigestAlgorithm, Rights, UserConfig, UserFieldError};
+pub use camera::{
+    check_camera, check_camera_id, is_valid_camera_id, CameraConfig, CameraFieldError,
+    PullTransport, Source,
+};
 pub use cluster::{ClusterConf, SourceMode};
 pub use recording::{
     check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,
     StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
 };
+pub use registry::{RegistryConfig, SecretKeySource};
 pub use tls::{SrtpMode, TlsConfig};
 pub use webrtc::WebRtcConfig;
 
@@ -68,6 +73,8 @@ pub struct Config {
     /// RTSP users and rights. Absent: no authentication (loopback demo use only; a node
     /// listening beyond loopback without it warns loudly at start).
     pub auth: Option<AuthConfig>,
+    /// Cameras and users kept on the shared storage root and changed at runtime.
+    pub registry: RegistryConfig,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -347,11 +354,8 @@ impl Config {
         Config {
             // Open (no [auth]): loopback only, as every listener is by default.
             cameras: vec![CameraConfig {
-                id: "demo".into(),
-                source: Source::Demo,
                 on_demand: false,
-                pull_transport: PullTransport::Tcp,
-                record: true,
+                ..CameraConfig::new("demo", Source::Demo)
             }],
             // The demo records into ./data: keep a newcomer's disk from filling up.
             storage: StorageConfig {
@@ -438,6 +442,7 @@ impl Config {
         if let Some(auth) = &self.auth {
             auth.validate()?;
         }
+        self.registry.validate()?;
         camera::validate(&self.cameras)
     }
 }

@@ -27,6 +27,7 @@ pub mod node;
 pub mod playback;
 pub mod procfs;
 pub mod record;
+pub mod registry;
 pub mod rtsp;
 pub mod sender;
 pub mod serve;

@@ -10,9 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tracing::info;
-use vigil_conf::{Config, Source};
+use vigil_conf::Config;
 use vigil_storage::{Store, StoreConfig};
 
 pub fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
@@ -109,6 +108,10 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         .with_context(|| format!("cannot listen for the admin API on {}", config.http.listen))?;
     let tls = TlsListeners::bind(&config).await?;
     let library = open_library(&config)?;
+    // With [registry] on, the cameras and users are the registry's (seeded from this file
+    // on the first start).
+    let mut config = config;
+    let registry = crate::registry::Shell::open(&mut config)?;
     let node = Node::new(config, library);
     let (rtsp_addr, api_addr) = (rtsp.local_addr()?, http.local_addr()?);
     info!(
@@ -132,6 +135,9 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
     } else {
         None
     };
+    if let Some(registry) = &registry {
+        registry.start(&node, cluster.as_ref());
+    }
     start_sources(&node, cluster.as_ref());
     node.tasks
         .spawn(crate::ingest::sleep::run(node.clone(), cluster.clone()));
@@ -262,20 +268,7 @@ fn start_recorders(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
 /// Always-on sources start with the node; on-demand pulls start on first DESCRIBE.
 fn start_sources(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
     for path in node.paths() {
-        match &path.source {
-            Source::Demo => {
-                let cancel: CancellationToken = node.shutdown.child_token();
-                node.tasks.spawn(crate::ingest::demo::run(
-                    path.stream.clone(),
-                    cancel,
-                    node.config.rtsp.rtp_payload_max(),
-                ));
-            }
-            Source::Pull { .. } if !path.on_demand => {
-                crate::ingest::pull::ensure_running(node, cluster, &path)
-            }
-            _ => {}
-        }
+        crate::ingest::start(node, cluster, &path);
     }
 }
 
@@ -379,7 +372,10 @@ async fn reload_on_sighup(
         match &config_path {
             None => info!("SIGHUP: no --config file to reload"),
             Some(path) => match Config::load(path) {
-                Ok(c) => node.auth.reload(c.auth.as_ref()),
+                Ok(c) => {
+                    let auth = crate::registry::auth_with_users(&node, c.auth);
+                    node.auth.reload(auth.as_ref())
+                }
                 Err(e) => tracing::error!("SIGHUP: {e}; keeping the users and rights in force"),
             },
         }

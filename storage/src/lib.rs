@@ -51,7 +51,9 @@ pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use lease::now_ms;
 pub use recorder::Recorder;
-pub use store::{read_root_id, RetentionReport, Store, StoreConfig, WriteHook, ROOT_ID_FILE};
+pub use store::{
+    read_root_id, CameraSettings, RetentionReport, Store, StoreConfig, WriteHook, ROOT_ID_FILE,
+};
 
 /// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

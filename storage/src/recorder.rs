@@ -51,6 +51,8 @@ pub struct Recorder {
     /// stopped; writing it would store that media twice, in overlapping segments.
     resume_at_ms: Option<i64>,
     finished: bool,
+    /// The camera's segment length (its own, else the store's) when this recorder started.
+    segment_ms: i64,
 }
 
 impl Recorder {
@@ -85,7 +87,12 @@ impl Recorder {
         // We own the camera now, so any temp file is a dead writer's leftover.
         store.clear_tmp(camera);
         let resume_at_ms = store.newest_end_ms(camera);
+        let segment = store
+            .camera_settings(camera)
+            .segment_duration
+            .unwrap_or(store.inner.config.segment_duration);
         Ok(Recorder {
+            segment_ms: i64::try_from(segment.as_millis()).unwrap_or(i64::MAX),
             camera: camera.to_string(),
             cam_dir,
             header_bytes: encode_header(&header),
@@ -122,7 +129,7 @@ impl Recorder {
         let cut_point = self
             .video
             .is_none_or(|v| frame.track == v && frame.keyframe);
-        let seg_ms = self.store.inner.config.segment_duration.as_millis() as i64;
+        let seg_ms = self.segment_ms;
         let mut closed = None;
         if let Some(cur) = &self.cur {
             let age = frame.time_ms.saturating_sub(cur.start_ms);

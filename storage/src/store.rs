@@ -139,6 +139,20 @@ pub(crate) struct Inner {
     /// normal path to one atomic load.
     hook: Mutex<Option<WriteHook>>,
     has_hook: AtomicBool,
+    /// Per-camera settings over the store's (the registry's `segment_secs`,
+    /// `retention_hours`): see [`Store::set_camera_settings`].
+    per_camera: Mutex<HashMap<String, CameraSettings>>,
+}
+
+/// One camera's settings over the store's [`StoreConfig`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CameraSettings {
+    /// Its segment length (a recorder started after the change uses it).
+    pub segment_duration: Option<Duration>,
+    /// Its age limit: `Some(None)` keeps its recordings whatever the store's age limit,
+    /// `Some(Some(age))` deletes them past `age`; `None`: the store's. The byte limit stays
+    /// the store's, over all cameras.
+    pub retention_max_age: Option<Option<Duration>>,
 }
 
 /// See [`Store::set_write_hook`].
@@ -209,6 +223,7 @@ impl Store {
                 fault: AtomicI32::new(0),
                 hook: Mutex::new(None),
                 has_hook: AtomicBool::new(false),
+                per_camera: Mutex::new(HashMap::new()),
             }),
         };
         for cam in store.cameras()? {
@@ -505,6 +520,18 @@ impl Store {
         })
     }
 
+    /// Replaces the per-camera settings (cameras not named use the store's).
+    pub fn set_camera_settings(&self, settings: HashMap<String, CameraSettings>) {
+        *lock(&self.inner.per_camera) = settings;
+    }
+
+    pub(crate) fn camera_settings(&self, camera: &str) -> CameraSettings {
+        lock(&self.inner.per_camera)
+            .get(camera)
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// Bytes of all complete segments of all cameras.
     pub fn total_bytes(&self) -> Result<u64, StorageError> {
         let mut total = 0;
@@ -527,9 +554,17 @@ impl Store {
             indexes.push((cam.clone(), self.index(&cam)?));
         }
         let mut total: u64 = indexes.iter().map(|(_, ix)| ix.total_bytes()).sum();
-        let cutoff = cfg
-            .retention_max_age
-            .map(|a| now_unix_ms.saturating_sub(a.as_millis() as i64));
+        let per_camera = lock(&self.inner.per_camera).clone();
+        let cutoffs: Vec<Option<i64>> = indexes
+            .iter()
+            .map(|(cam, _)| {
+                per_camera
+                    .get(cam)
+                    .and_then(|s| s.retention_max_age)
+                    .unwrap_or(cfg.retention_max_age)
+                    .map(|a| now_unix_ms.saturating_sub(a.as_millis() as i64))
+            })
+            .collect();
         // Min-heap over each camera's oldest remaining segment.
         let mut heap = BinaryHeap::new();
         let mut iters: Vec<_> = indexes.iter().map(|(_, ix)| ix.segments()).collect();
@@ -541,7 +576,7 @@ impl Store {
         }
         while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
             let Some(m) = pending[i].take() else { continue };
-            let too_old = cutoff.is_some_and(|c| m.end_ms < c);
+            let too_old = cutoffs[i].is_some_and(|c| m.end_ms < c);
             let too_big = cfg.retention_max_bytes.is_some_and(|max| total > max);
             if !too_old && !too_big {
                 // This camera's later segments are newer and the total only shrinks, so the

@@ -63,3 +63,57 @@ fn by_age_then_by_bytes_oldest_first() {
     assert_eq!(left.len(), 3);
     assert!(left.iter().all(|s| *s >= remaining[3].start_ms));
 }
+
+/// The registry's per-camera settings: a camera's own age limit (or none) over the store's,
+/// and its own segment length for recorders started after it was set.
+#[test]
+fn a_camera_keeps_its_own_age_limit_and_segment_length() {
+    use std::collections::HashMap;
+    use vigil_storage::CameraSettings;
+    let dir = tempfile::tempdir().unwrap();
+    let store = retaining(dir.path(), Some(Duration::from_secs(65)), None);
+    store.set_camera_settings(HashMap::from([
+        (
+            "short".to_string(),
+            CameraSettings {
+                segment_duration: Some(Duration::from_secs(2)),
+                retention_max_age: Some(Some(Duration::from_secs(50))),
+            },
+        ),
+        (
+            "forever".to_string(),
+            CameraSettings {
+                retention_max_age: Some(None),
+                ..CameraSettings::default()
+            },
+        ),
+    ]));
+    for cam in ["short", "forever", "store"] {
+        record(&store, cam, T0, 20);
+    }
+    // Segments of 2 s for "short", the store's 4 s for the others.
+    let lens = |cam: &str| -> Vec<i64> {
+        store
+            .index(cam)
+            .unwrap()
+            .segments()
+            .map(|m| m.end_ms - m.start_ms)
+            .collect()
+    };
+    assert!(
+        lens("short").iter().all(|&l| l == 2000),
+        "{:?}",
+        lens("short")
+    );
+    assert!(
+        lens("store").iter().all(|&l| l == 4000),
+        "{:?}",
+        lens("store")
+    );
+    // At T0 + 80 s: the store's cutoff is T0 + 15 s, "short"'s T0 + 30 s, "forever" none.
+    let r = store.enforce_retention(T0 + 80_000).unwrap();
+    assert_eq!(r.cameras, vec!["short".to_string(), "store".to_string()]);
+    assert_eq!(store.index("short").unwrap().segments().count(), 0);
+    assert_eq!(store.index("store").unwrap().first_ms(), Some(T0 + 12_000));
+    assert_eq!(store.index("forever").unwrap().first_ms(), Some(T0));
+}

@@ -496,15 +496,7 @@ pub fn two_node_cluster(key: &str, keys: &str) -> (tempfile::TempDir, Node, Node
         root.path().display()
     );
     let member = |gossip: &str, seed: Option<&str>, priority: u32| {
-        vigil_testkit::cluster::Member {
-            gossip,
-            seed,
-            key,
-            priority,
-            rpc: None,
-            keys,
-        }
-        .table()
+        member_table(gossip, seed, key, priority, keys)
     };
     let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
     let n1 = NodeBuilder::new()
@@ -519,6 +511,26 @@ pub fn two_node_cluster(key: &str, keys: &str) -> (tempfile::TempDir, Node, Node
         .extra(&storage)
         .start();
     (root, n1, n2)
+}
+
+/// The `[cluster]` table of a member without certificates (gossip on `gossip`, joining
+/// through `seed`), `keys` added to it.
+pub fn member_table(
+    gossip: &str,
+    seed: Option<&str>,
+    key: &str,
+    priority: u32,
+    keys: &str,
+) -> String {
+    vigil_testkit::cluster::Member {
+        gossip,
+        seed,
+        key,
+        priority,
+        rpc: None,
+        keys,
+    }
+    .table()
 }
 
 /// The node id `n` reports in `/api/node`.
@@ -612,4 +624,43 @@ pub fn start_member_env(
         b = b.env(k, v);
     }
     (b.start(), gossip)
+}
+
+/// `METHOD path` on `node`'s admin API with the admin token, `headers` and an optional
+/// `(content type, body)`: the status and the body, whatever the status.
+pub fn api_send(
+    node: &Node,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(120)))
+        .build()
+        .into();
+    let mut req = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("http://{}{path}", node.api))
+        .header("Authorization", format!("Bearer {ADMIN_TOKEN}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let (ct, text) = body.unwrap_or(("application/json", ""));
+    let req = req
+        .header("Content-Type", ct)
+        .body(text.to_string())
+        .expect("a request");
+    let mut resp = agent
+        .run(req)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(256 << 20)
+        .read_to_string()
+        .unwrap_or_default();
+    (status, body)
 }

@@ -79,7 +79,7 @@ pub fn router(
         .route("/metrics", get(metrics))
         .merge(super::migrate_api::router())
         .merge(super::plan_api::router())
-        .merge(super::cameras_api::router())
+        .merge(super::registry_api::router())
         .merge(super::console::router())
         .merge(super::whep_api::router())
         .with_state(AppState {
@@ -158,7 +158,7 @@ pub fn path_views(node: &Node) -> Vec<PathView> {
                 path: p.name.clone(),
                 source: match p.relay_from() {
                     Some(holder) => format!("relay from {holder}"),
-                    None => source_text(&p.source),
+                    None => source_text(&p.source()),
                 },
                 live: s.is_live(),
                 codecs: s

@@ -7,8 +7,7 @@
 use crate::cluster::Cluster;
 use crate::node::Node;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,13 +29,21 @@ pub struct CameraView {
     pub recording: bool,
     /// Where it is bound and why.
     pub bound: String,
+    /// Served (a disabled camera is listed with state "disabled": no source, viewers 404).
+    #[serde(default = "served")]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
-pub(super) fn router() -> Router<super::api::AppState> {
-    Router::new().route("/api/cameras", get(cameras))
+fn served() -> bool {
+    true
 }
 
-async fn cameras(
+/// `GET /api/cameras` (routed with the registry's `POST` in `registry_api`).
+pub(super) async fn cameras(
     State(node): State<Arc<Node>>,
     State(cluster): State<Option<Arc<Cluster>>>,
 ) -> Json<Vec<CameraView>> {
@@ -61,6 +68,14 @@ fn local(p: &crate::node::PathEntry) -> (String, Option<u64>, Option<u64>) {
     )
 }
 
+fn kind_of(source: &Source) -> &'static str {
+    match source {
+        Source::Pull { .. } => "pull",
+        Source::Push => "push",
+        Source::Demo => "demo",
+    }
+}
+
 /// Every configured camera as this node sees it; `cluster`: the shell when on.
 pub fn view(node: &Node, cluster: Option<&Cluster>) -> Vec<CameraView> {
     let bindings = cluster.map(|c| c.bindings());
@@ -68,16 +83,28 @@ pub fn view(node: &Node, cluster: Option<&Cluster>) -> Vec<CameraView> {
     let decisions = cluster.map(|c| c.decisions()).unwrap_or_default();
     let me = &node.config.node.id;
     let mut out = Vec::new();
-    for cam in &node.config.cameras {
+    for cam in node.cameras().values() {
+        if !cam.enabled {
+            out.push(CameraView {
+                camera: cam.id.clone(),
+                source: kind_of(&cam.source).into(),
+                node: None,
+                state: "disabled".into(),
+                viewers: None,
+                bitrate_kbps: None,
+                recording: false,
+                bound: "disabled in the registry".into(),
+                enabled: false,
+                group: cam.group.clone(),
+                labels: cam.labels.clone(),
+            });
+            continue;
+        }
         let Some(p) = node.path(&format!("live/{}", cam.id)) else {
             continue;
         };
         let source = &cam.source;
-        let kind = match source {
-            Source::Pull { .. } => "pull",
-            Source::Push => "push",
-            Source::Demo => "demo",
-        };
+        let kind = kind_of(source);
         let recording = crate::record::wanted(node, &cam.id);
         let here = local(&p);
         let (holder, bound) = match (&source, &bindings) {
@@ -159,6 +186,9 @@ pub fn view(node: &Node, cluster: Option<&Cluster>) -> Vec<CameraView> {
             bitrate_kbps,
             recording,
             bound,
+            enabled: true,
+            group: cam.group.clone(),
+            labels: cam.labels.clone(),
         });
     }
     out

@@ -190,6 +190,26 @@ pub fn install() -> Option<PrometheusHandle> {
     for result in ["moved", "failed"] {
         counter!("vigil_migrations_total", "result" => result).increment(0);
     }
+    describe_counter!(
+        "vigil_registry_changes_total",
+        "Changes of the camera and user registry written through this node, per kind: camera_added, camera_changed, camera_removed, user_added, user_changed, user_removed"
+    );
+    describe_counter!(
+        "vigil_registry_errors_total",
+        "Registry versions or reads of the share that failed (corrupt file, I/O, another key); the node keeps the version it had"
+    );
+    describe_gauge!(
+        "vigil_registry_version",
+        "The registry version this node applies"
+    );
+    describe_gauge!(
+        "vigil_registry_apply_lag_ms",
+        "From the newest change's time on the node that wrote it to its applying here"
+    );
+    for kind in crate::registry::CHANGE_KINDS {
+        counter!("vigil_registry_changes_total", "kind" => kind).increment(0);
+    }
+    counter!("vigil_registry_errors_total").increment(0);
     Some(handle)
 }
 

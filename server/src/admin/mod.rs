@@ -7,6 +7,7 @@ mod listener;
 pub mod metrics;
 pub mod migrate_api;
 pub mod plan_api;
+pub mod registry_api;
 pub mod token;
 pub mod views;
 pub mod whep_api;

@@ -112,7 +112,8 @@ impl Cluster {
     /// at once the cameras of a node that died (§B.2 load, §B.4 roulette). Returns the
     /// bindings to publish when they changed (or the term did).
     pub(super) fn bind_cameras(&self, st: &mut State) -> Option<CameraBindings> {
-        if st.scheduler.as_deref() != Some(self.self_id.as_str()) || self.pull_cameras.is_empty() {
+        let pull_cameras = self.pull_cameras();
+        if st.scheduler.as_deref() != Some(self.self_id.as_str()) || pull_cameras.is_empty() {
             return None;
         }
         let live: Vec<vigil_cluster::gateway::GatewayNode> = st
@@ -135,7 +136,7 @@ impl Cluster {
             .collect();
         let State { rng, bindings, .. } = &mut *st;
         let (map, changes) = vigil_cluster::gateway::bind_cameras(
-            &self.pull_cameras,
+            &pull_cameras,
             &bindings.cameras,
             &live,
             &self.policy_cfg.gateway,

@@ -161,7 +161,7 @@ impl Cluster {
     /// The scheduler's §B.3 sampling: every period, judge each node and start the moves.
     pub(super) fn run_gateway(self: &Arc<Self>) {
         let cfg = self.policy_cfg.gateway;
-        if !cfg.camera_moves || self.pull_cameras.is_empty() || self.rpc.is_none() {
+        if !cfg.camera_moves || self.pull_cameras().is_empty() || self.rpc.is_none() {
             return;
         }
         let period = Duration::from_millis(cfg.sample_period_ms);
@@ -334,7 +334,7 @@ impl Cluster {
         camera: String,
         timeout: Duration,
     ) -> Result<f64, String> {
-        if !self.pull_cameras.contains(&camera) {
+        if !self.pull_cameras().contains(&camera) {
             return Err(format!("{camera} is not a configured pull camera"));
         }
         // (A binding here already — this node's view behind the scheduler's — is no
@@ -383,7 +383,7 @@ impl Cluster {
         let at_ms = now_ms();
         let from = {
             let mut st = self.state();
-            if !self.pull_cameras.iter().any(|c| c == camera) {
+            if !self.pull_cameras().iter().any(|c| c == camera) {
                 return Err(format!(
                     "no pull camera {camera} (only pull cameras are bound)"
                 ));

@@ -154,7 +154,8 @@ pub struct Cluster {
     pub started_ms: i64,
     pub policy_cfg: ClusterConfig,
     /// The configured pull cameras (the same list on every node): bound by the scheduler.
-    pub pull_cameras: Vec<String>,
+    /// Replaced when the registry changes (`set_pull_cameras`).
+    pull_cameras: Mutex<Vec<String>>,
     pub stats: Arc<GossipStats>,
     /// The QUIC endpoint (None without cluster certificates) and its advertised address.
     pub(super) rpc: Option<rpc::Rpc>,
@@ -293,12 +294,7 @@ impl Cluster {
             grace_ms: c.election_grace_ms as i64,
             started_ms,
             policy_cfg,
-            pull_cameras: node
-                .paths()
-                .iter()
-                .filter(|p| p.configured && matches!(p.source, vigil_conf::Source::Pull { .. }))
-                .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
-                .collect(),
+            pull_cameras: Mutex::new(pull_cameras_of(node)),
             stats,
             rpc,
             rpc_advertise,
@@ -394,6 +390,24 @@ impl Cluster {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The pull cameras the scheduler binds.
+    pub fn pull_cameras(&self) -> Vec<String> {
+        self.pull_cameras
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The registry changed the cameras: the scheduler binds the new pull cameras and
+    /// forgets the ones gone at its next refresh (every node holds the same list once it
+    /// applied the same version), and every node follows the bindings as they change.
+    pub fn set_pull_cameras(&self, node: &Node) {
+        *self.pull_cameras.lock().unwrap_or_else(|p| p.into_inner()) = pull_cameras_of(node);
+        if let Some(host) = self.camera_host.get() {
+            host.follow_bindings();
+        }
+    }
+
     pub fn members(&self) -> Vec<Member> {
         self.state().members.clone()
     }
@@ -450,4 +464,13 @@ pub(super) fn record(st: &mut State, d: DecisionRecord) {
         st.decisions.pop_front();
     }
     st.decisions.push_back(d);
+}
+
+/// The node's served pull cameras, sorted (what the scheduler binds).
+fn pull_cameras_of(node: &Node) -> Vec<String> {
+    node.paths()
+        .iter()
+        .filter(|p| p.configured && p.is_pull())
+        .filter_map(|p| p.name.strip_prefix("live/").map(str::to_string))
+        .collect()
 }

@@ -66,6 +66,16 @@ pub enum What {
     /// Cameras: the node holding each, live or asleep, viewers, bitrate, recording, and
     /// where it is bound and why.
     Cameras,
+    /// The registry's cameras (issue 26): add, set, rm, ls, import.
+    Camera {
+        #[command(subcommand)]
+        cmd: registry::CameraCmd,
+    },
+    /// The registry's RTSP users: add, set, rm, ls, import.
+    User {
+        #[command(subcommand)]
+        cmd: registry::UserCmd,
+    },
     /// Check a node's setup and print what to fix: the config (--config), the storage root
     /// (writable, fsync time, free space, the same root as the other members), clock skew
     /// against the members, certificates' expiry, the open-file limit. Asks the running node
@@ -77,6 +87,7 @@ mod cameras;
 pub mod doctor;
 mod export;
 mod plan;
+pub mod registry;
 pub(crate) mod steer;
 
 /// POST a JSON body to a node's admin API (the lab moves cameras through it).
@@ -90,6 +101,69 @@ pub fn token(config: Option<&std::path::Path>) -> anyhow::Result<Option<String>>
     Ok(std::env::var("VIGIL_API_TOKEN")
         .ok()
         .filter(|t| !t.is_empty()))
+}
+
+/// Who asks, for the change log: the local user and host.
+fn actor() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
+    let host = gethostname_lossy();
+    format!("{user}@{host} (vigil ctl)")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect()
+}
+
+fn gethostname_lossy() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// One request to the API; a refusal comes back as an error carrying the node's reason.
+pub(crate) fn send(
+    api: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<(&str, String)>,
+    if_version: Option<u64>,
+) -> anyhow::Result<String> {
+    let url = format!("{}{path}", api.trim_end_matches('/'));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut req = ureq::http::Request::builder()
+        .method(method)
+        .uri(&url)
+        .header("X-Vigil-Actor", actor());
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    if let Some(v) = if_version {
+        req = req.header("If-Match", format!("\"{v}\""));
+    }
+    let (content_type, text) = body.unwrap_or(("application/json", String::new()));
+    let req = req
+        .header("Content-Type", content_type)
+        .body(text)
+        .context("building the request")?;
+    let mut resp = agent
+        .run(req)
+        .with_context(|| format!("cannot reach the admin API at {url} (is the node running?)"))?;
+    let status = resp.status();
+    let text = resp.body_mut().read_to_string()?;
+    if status.is_success() {
+        return Ok(text);
+    }
+    // The refusal's text names the row and field, or the current version of a lost edit.
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) if v["error"].is_string() => {
+            anyhow::bail!("{}: {}", status.as_u16(), v["error"].as_str().unwrap_or(""))
+        }
+        _ => anyhow::bail!("{}: {}", status.as_u16(), text.trim_end()),
+    }
 }
 
 fn get(api: &str, token: Option<&str>, path: &str) -> anyhow::Result<String> {
@@ -145,6 +219,8 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         What::Plan => return plan::show(api, token, json),
         What::Doctor => anyhow::bail!("vigil ctl doctor reads its config itself (cli.rs)"),
         What::Cameras => return cameras::show(api, token, json),
+        What::Camera { cmd } => return registry::camera(api, token, json, cmd.clone()),
+        What::User { cmd } => return registry::user(api, token, json, cmd.clone()),
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -426,7 +502,9 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         | What::Export { .. }
         | What::Plan
         | What::Doctor
-        | What::Cameras => {}
+        | What::Cameras
+        | What::Camera { .. }
+        | What::User { .. } => {}
     }
     println!("{table}");
     Ok(())

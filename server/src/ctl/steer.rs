@@ -2,7 +2,7 @@
 
 use crate::handoff::DrainStatus;
 use crate::node::command::MoveReport;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use std::time::{Duration, Instant};
 
 /// POST `body` (JSON) to the API; 4xx/5xx answers come back as errors with the node's reason.
@@ -12,24 +12,14 @@ pub fn post(
     path: &str,
     body: &serde_json::Value,
 ) -> anyhow::Result<String> {
-    let url = format!("{}{path}", api.trim_end_matches('/'));
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut req = agent.post(&url).header("Content-Type", "application/json");
-    if let Some(t) = token {
-        req = req.header("Authorization", format!("Bearer {t}"));
-    }
-    let mut resp = req
-        .send(body.to_string())
-        .with_context(|| format!("cannot reach the admin API at {url} (is the node running?)"))?;
-    let status = resp.status();
-    let text = resp.body_mut().read_to_string()?;
-    if !status.is_success() {
-        bail!("{}: {}", status.as_u16(), text.trim_end());
-    }
-    Ok(text)
+    super::send(
+        api,
+        token,
+        "POST",
+        path,
+        Some(("application/json", body.to_string())),
+        None,
+    )
 }
 
 pub fn migrate(

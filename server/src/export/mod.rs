@@ -106,8 +106,7 @@ pub async fn open(
 }
 
 fn known(node: &Node, camera: &str) -> bool {
-    node.config.cameras.iter().any(|c| c.id == camera)
-        || node.path(&format!("live/{camera}")).is_some()
+    node.cameras().contains_key(camera) || node.path(&format!("live/{camera}")).is_some()
 }
 
 async fn prepare(

@@ -42,7 +42,7 @@ impl CameraHost for Host {
             let cluster = cluster.ok_or("the node is shutting down")?;
             let path = node
                 .path(&format!("live/{camera}"))
-                .filter(|p| p.configured && matches!(p.source, vigil_conf::Source::Pull { .. }))
+                .filter(|p| p.configured && p.is_pull())
                 .ok_or_else(|| format!("{camera} is not a pull camera of this node"))?;
             if path.relay_from().is_some() {
                 return Err(format!("this node relays {camera} as an edge"));
@@ -87,7 +87,7 @@ fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
         if path.relay_from().is_some() && bindings.cameras.get(camera) != Some(&cluster.self_id) {
             super::relay::follow_holder(node, cluster, &path, camera);
         }
-        if !path.configured || !matches!(path.source, vigil_conf::Source::Pull { .. }) {
+        if !path.configured || !path.is_pull() {
             continue;
         }
         if bindings.cameras.get(camera) == Some(&cluster.self_id) {
@@ -95,7 +95,7 @@ fn follow_bindings(node: &Arc<Node>, cluster: &Arc<Cluster>) {
             if path.relay_from().is_some() {
                 // Bound to an edge of its: the camera's own stream replaces the relay.
                 super::pull::take_over(node, &path);
-            } else if !path.on_demand {
+            } else if !path.on_demand() {
                 super::pull::ensure_running(node, Some(cluster), &path);
             }
         } else if cluster.is_incoming(camera) {

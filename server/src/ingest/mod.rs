@@ -6,12 +6,36 @@ pub mod pull;
 pub mod relay;
 pub mod sleep;
 
+use crate::cluster::Cluster;
 use crate::live::stream::{Packet, Stream, StreamInfo};
+use crate::node::{Node, PathEntry};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Instant;
 use vigil_proto::codec::{starts_keyframe, Codec};
 use vigil_proto::rtp::RtpHeader;
+
+/// Starts a listed camera's source if it runs without viewers: the demo clip (its task's
+/// stop in the path's source slot, so a registry removal ends it) and always-on pulls
+/// (cluster: on the node the camera is bound to). On-demand pulls start on DESCRIBE; push
+/// cameras wait for their publisher.
+pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEntry>) {
+    match path.source() {
+        vigil_conf::Source::Demo => {
+            let cancel = node.shutdown.child_token();
+            *path.puller.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+            node.tasks.spawn(demo::run(
+                path.stream.clone(),
+                cancel,
+                node.config.rtsp.rtp_payload_max(),
+            ));
+        }
+        vigil_conf::Source::Pull { .. } if !path.on_demand() => {
+            pull::ensure_running(node, cluster, path)
+        }
+        _ => {}
+    }
+}
 
 /// Marks where a reader may start: the first packet of an access unit that is a
 /// random-access point. A keyframe access unit often spans several packets (SPS, PPS, IDR

@@ -25,7 +25,7 @@ use vigil_proto::rtp::RtpHeader;
 /// Start the pull task of a path if it is not running. Called at start-up for always-on
 /// cameras and by DESCRIBE for on-demand ones. `cluster`: the node's cluster shell when on.
 pub fn ensure_running(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEntry>) {
-    let Source::Pull { url } = &path.source else {
+    let Source::Pull { url } = path.source() else {
         return;
     };
     // Cluster: only the node the scheduler bound the camera to pulls it (and, during a
@@ -44,7 +44,7 @@ pub fn ensure_running(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &A
     }
     let cancel = node.shutdown.child_token();
     *puller = Some(cancel.clone());
-    spawn(node, path, url, cancel, None);
+    spawn(node, path, &url, cancel, None);
 }
 
 fn spawn(
@@ -54,11 +54,10 @@ fn spawn(
     cancel: CancellationToken,
     handover: Option<CancellationToken>,
 ) {
-    let transport = node
-        .config
-        .cameras
-        .iter()
-        .find(|c| format!("live/{}", c.id) == path.name)
+    let transport = path
+        .name
+        .strip_prefix("live/")
+        .and_then(|id| node.camera(id))
         .map_or(PullTransport::Tcp, |c| c.pull_transport);
     let span = info_span!("pull", path = %path.name);
     node.tasks.spawn(
@@ -82,7 +81,7 @@ fn spawn(
 /// from it in turn: a loop with no source, the camera unrecorded until it was re-bound
 /// (38 s in the chaos run's drain). The mirror of `relay::let_go`.
 pub fn take_over(node: &Arc<Node>, path: &Arc<PathEntry>) {
-    let Source::Pull { url } = &path.source else {
+    let Source::Pull { url } = path.source() else {
         return;
     };
     let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
@@ -95,7 +94,39 @@ pub fn take_over(node: &Arc<Node>, path: &Arc<PathEntry>) {
     *puller = Some(cancel.clone());
     drop(puller);
     info!(path = %path.name, "bound here while relaying it: pulling it, the relay ends once the pull plays");
-    spawn(node, path, url, cancel, relay);
+    spawn(node, path, &url, cancel, relay);
+}
+
+/// The registry re-pointed the camera (`path`'s source is the new one already): a running
+/// pull of this node's starts again on the new URL beside the old one, which ends once the
+/// new producer has attached, so the viewers splice onto it at its first keyframe (until
+/// then they keep the old picture). Not running: an always-on camera starts, an on-demand
+/// one takes the URL at its next viewer. A relay of this node as an edge is left alone
+/// (it follows the holder).
+pub fn repoint(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEntry>) {
+    let Source::Pull { url } = path.source() else {
+        return;
+    };
+    let mut puller = path.puller.lock().unwrap_or_else(|p| p.into_inner());
+    if path.relay_from().is_some() {
+        return;
+    }
+    let Some(previous) = puller.take() else {
+        drop(puller);
+        if !path.on_demand() {
+            ensure_running(node, cluster, path);
+        }
+        return;
+    };
+    let cancel = node.shutdown.child_token();
+    *puller = Some(cancel.clone());
+    drop(puller);
+    info!(
+        path = %path.name,
+        url = %crate::auth::redact_url(&url),
+        "re-pointed: reconnecting, viewers go on at the new source's first keyframe"
+    );
+    spawn(node, path, &url, cancel, Some(previous));
 }
 
 /// A viewer asks for `path`: wake it if it sleeps (§B.1), then make sure it pulls.
@@ -155,7 +186,7 @@ async fn run(
 ) {
     let mut backoff = Backoff::new(&node.config.live);
     let idle_after = path
-        .on_demand
+        .on_demand()
         .then(|| Duration::from_millis(node.config.live.on_demand_grace_ms));
     loop {
         let mut connected = false;

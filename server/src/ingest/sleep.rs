@@ -39,8 +39,8 @@ struct Use {
 pub fn own_cameras(node: &Node, cluster: Option<&Cluster>) -> Vec<Arc<PathEntry>> {
     node.paths()
         .into_iter()
-        .filter(|p| p.configured && !p.on_demand)
-        .filter(|p| matches!(p.source, vigil_conf::Source::Pull { .. }))
+        .filter(|p| p.configured && !p.on_demand())
+        .filter(|p| p.is_pull())
         .filter(|p| match cluster {
             Some(c) => c.holds(p.name.strip_prefix("live/").unwrap_or(&p.name)),
             None => true,

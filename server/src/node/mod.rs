@@ -8,23 +8,25 @@ pub mod writer_pool;
 use crate::live::stream::{RingLimits, Stream};
 use crate::net::ports::PortAllocator;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use vigil_conf::{Config, Source};
+use vigil_conf::{CameraConfig, Config, Source};
 
 /// A path the node serves (`live/<camera>`), with its hub and its source.
 pub struct PathEntry {
     pub name: String,
     pub stream: Arc<Stream>,
-    pub source: Source,
+    /// Where the media comes from: changed in place when the registry re-points the camera
+    /// (same kind of source; the pull reconnects into the same hub).
+    source: Mutex<Source>,
     /// Listed in the config (kept when idle) rather than created by a publisher.
     pub configured: bool,
-    pub on_demand: bool,
+    on_demand: std::sync::atomic::AtomicBool,
     /// The session currently publishing (push sources).
     pub publisher: Mutex<Option<Publisher>>,
     /// The running pull task of an on-demand camera, if any.
@@ -33,6 +35,8 @@ pub struct PathEntry {
     pub last_demand: Mutex<Instant>,
     /// A recorder task runs for this path.
     pub recording: std::sync::atomic::AtomicBool,
+    /// Stops this path's recorder (the registry turned its recording off, or removed it).
+    pub recorder: Mutex<Option<CancellationToken>>,
     /// §B.1: an always-on pull camera disconnected for want of use (`ingest::sleep`); the
     /// next DESCRIBE wakes it. Changed under the `puller` lock.
     pub asleep: std::sync::atomic::AtomicBool,
@@ -64,6 +68,30 @@ impl PathEntry {
         *self.relay_from.lock().unwrap_or_else(|p| p.into_inner()) = holder;
     }
 
+    pub fn source(&self) -> Source {
+        self.source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn is_pull(&self) -> bool {
+        matches!(
+            *self.source.lock().unwrap_or_else(|p| p.into_inner()),
+            Source::Pull { .. }
+        )
+    }
+
+    pub fn on_demand(&self) -> bool {
+        self.on_demand.load(Ordering::Acquire)
+    }
+
+    /// Re-points the camera (the registry): the caller restarts its source.
+    pub fn set_source(&self, source: Source, on_demand: bool) {
+        *self.source.lock().unwrap_or_else(|p| p.into_inner()) = source;
+        self.on_demand.store(on_demand, Ordering::Release);
+    }
+
     /// Live here from a source of this node's own (not relayed from another node).
     pub fn is_held_live(&self) -> bool {
         self.stream.is_live() && self.relay_from().is_none()
@@ -79,13 +107,14 @@ impl PathEntry {
         PathEntry {
             stream,
             name: name.to_string(),
-            source,
+            source: Mutex::new(source),
             configured,
-            on_demand,
+            on_demand: on_demand.into(),
             publisher: Mutex::new(None),
             puller: Mutex::new(None),
             last_demand: Mutex::new(Instant::now()),
             recording: Default::default(),
+            recorder: Mutex::new(None),
             relay_from: Mutex::new(None),
             asleep: Default::default(),
         }
@@ -194,6 +223,9 @@ pub struct Counters {
 
 pub struct Node {
     pub config: Config,
+    /// The cameras this node serves, by id: `[[camera]]`, or the registry's version in
+    /// force (replaced whole when a new one is applied; disabled ones listed, not served).
+    cameras: RwLock<Arc<BTreeMap<String, CameraConfig>>>,
     paths: Mutex<HashMap<String, Arc<PathEntry>>>,
     sessions: Mutex<HashMap<String, Arc<SessionInfo>>>,
     pub ports: PortAllocator,
@@ -244,7 +276,13 @@ impl Node {
 
     pub fn new(config: Config, library: Option<crate::library::Library>) -> Arc<Node> {
         let ports = PortAllocator::new(config.rtsp.udp_port_min, config.rtsp.udp_port_max);
+        let cameras = config
+            .cameras
+            .iter()
+            .map(|c| (c.id.clone(), c.clone()))
+            .collect();
         let node = Node {
+            cameras: RwLock::new(Arc::new(cameras)),
             paths: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             ports,
@@ -267,16 +305,86 @@ impl Node {
             tls_client: std::sync::OnceLock::new(),
             config,
         };
-        for cam in &node.config.cameras {
-            let name = format!("live/{}", cam.id);
-            let stream = Arc::new(Stream::new(
-                name.clone(),
-                RingLimits::from_config(&node.config.live),
-            ));
-            let entry = PathEntry::new(&name, stream, cam.source.clone(), true, cam.on_demand);
-            node.paths_mut().insert(name, Arc::new(entry));
+        for cam in node.config.cameras.iter().filter(|c| c.enabled) {
+            node.add_camera_path(cam);
         }
+        node.store_camera_settings();
         Arc::new(node)
+    }
+
+    /// Every camera this node knows (enabled or not), by id.
+    pub fn cameras(&self) -> Arc<BTreeMap<String, CameraConfig>> {
+        self.cameras
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn camera(&self, id: &str) -> Option<CameraConfig> {
+        self.cameras().get(id).cloned()
+    }
+
+    /// The registry's new version of the cameras (its actions are applied by the caller).
+    pub fn set_cameras(&self, cameras: Arc<BTreeMap<String, CameraConfig>>) {
+        *self.cameras.write().unwrap_or_else(|p| p.into_inner()) = cameras;
+        self.store_camera_settings();
+    }
+
+    /// The cameras' own segment length and retention, handed to the store (its sweep and
+    /// the recorders started from now on use them).
+    fn store_camera_settings(&self) {
+        let Some(library) = &self.library else {
+            return;
+        };
+        let secs = |s: f64| std::time::Duration::try_from_secs_f64(s).ok();
+        let settings = self
+            .cameras()
+            .values()
+            .filter(|c| c.segment_secs.is_some() || c.retention_hours.is_some())
+            .map(|c| {
+                let s = vigil_storage::CameraSettings {
+                    segment_duration: c.segment_secs.and_then(secs),
+                    // 0 hours: kept whatever the node-wide age limit (as
+                    // `retention_max_age_hours = 0` keeps everything).
+                    retention_max_age: c
+                        .retention_hours
+                        .map(|h| (h > 0.0).then(|| secs(h * 3600.0)).flatten()),
+                };
+                (c.id.clone(), s)
+            })
+            .collect();
+        library.store.set_camera_settings(settings);
+    }
+
+    /// The path of a listed camera, created (or, over an unlisted push path of the same
+    /// name, taking its hub and publisher over, so a publisher that came first goes on).
+    pub fn add_camera_path(&self, cam: &CameraConfig) -> Arc<PathEntry> {
+        let name = format!("live/{}", cam.id);
+        let mut paths = self.paths_mut();
+        if let Some(p) = paths.get(&name).filter(|p| p.configured) {
+            return p.clone();
+        }
+        let (stream, publisher) = match paths.get(&name) {
+            Some(p) => (p.stream.clone(), p.publisher().clone()),
+            None => (
+                Arc::new(Stream::new(
+                    name.clone(),
+                    RingLimits::from_config(&self.config.live),
+                )),
+                None,
+            ),
+        };
+        let entry = PathEntry::new(&name, stream, cam.source.clone(), true, cam.on_demand);
+        *entry.publisher() = publisher;
+        let entry = Arc::new(entry);
+        paths.insert(name, entry.clone());
+        entry
+    }
+
+    /// Takes a camera's path out (the registry removed or disabled it): new requests for it
+    /// find nothing; the caller ends its source, viewers and recorder.
+    pub fn remove_path(&self, name: &str) -> Option<Arc<PathEntry>> {
+        self.paths_mut().remove(name)
     }
 
     fn paths_mut(&self) -> MutexGuard<'_, HashMap<String, Arc<PathEntry>>> {
@@ -302,7 +410,7 @@ impl Node {
     pub fn path_for_publish(&self, name: &str) -> Option<Arc<PathEntry>> {
         let mut paths = self.paths_mut();
         if let Some(p) = paths.get(name) {
-            return (p.source == Source::Push && p.relay_from().is_none()).then(|| p.clone());
+            return (p.source() == Source::Push && p.relay_from().is_none()).then(|| p.clone());
         }
         self.new_dynamic_path(&mut paths, name)
     }
@@ -315,7 +423,7 @@ impl Node {
             let own_source = p.publisher().is_some()
                 || (p.puller.lock().unwrap_or_else(|e| e.into_inner()).is_some()
                     && p.relay_from().is_none())
-                || p.source == Source::Demo;
+                || p.source() == Source::Demo;
             return (!own_source).then(|| p.clone());
         }
         self.new_dynamic_path(&mut paths, name)
@@ -327,7 +435,9 @@ impl Node {
         name: &str,
     ) -> Option<Arc<PathEntry>> {
         let id = name.strip_prefix("live/")?;
-        if !vigil_conf::is_valid_camera_id(id) {
+        // A camera the registry lists as disabled is not served in any form: no
+        // publisher, no relay.
+        if !vigil_conf::is_valid_camera_id(id) || self.camera(id).is_some_and(|c| !c.enabled) {
             return None;
         }
         let stream = Arc::new(Stream::new(

@@ -28,7 +28,8 @@ pub fn wanted(node: &Node, camera: &str) -> bool {
     if node.library.is_none() {
         return false;
     }
-    let listed = node.config.cameras.iter().find(|c| c.id == camera);
+    let listed = node.camera(camera);
+    let listed = listed.as_ref();
     match node.config.record_mode() {
         vigil_conf::RecordMode::All => listed.is_none_or(|c| c.record),
         vigil_conf::RecordMode::Listed => listed.is_some_and(|c| c.record),
@@ -48,16 +49,35 @@ pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEn
     {
         return;
     }
+    let stop = node.shutdown.child_token();
+    *path.recorder.lock().unwrap_or_else(|p| p.into_inner()) = Some(stop.clone());
     let span = tracing::info_span!("record", camera = %camera);
-    node.tasks.spawn(
-        run(
-            node.clone(),
-            cluster.cloned(),
-            path.clone(),
-            library.store.clone(),
-        )
+    let path = path.clone();
+    let store = library.store.clone();
+    let node = node.clone();
+    let cluster = cluster.cloned();
+    node.clone().tasks.spawn(
+        async move {
+            run(node, cluster, path.clone(), store, stop).await;
+            // Stopped (by the registry, or its path went): a later `start` may run again.
+            path.recording
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
         .instrument(span),
     );
+}
+
+/// Stops `path`'s recorder (the registry turned its recording off): its open segment is
+/// closed and stored; the recordings stay.
+pub fn stop(path: &PathEntry) {
+    if let Some(stop) = path
+        .recorder
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
+        stop.cancel();
+    }
 }
 
 /// Apply the retention policy every minute, logging what it deleted.
@@ -84,12 +104,13 @@ pub async fn retention(node: Arc<Node>, store: Store) {
     }
 }
 
-/// Record `path` for as long as the node runs.
+/// Record `path` until `stop` (the node's shutdown, or [`stop`]).
 pub async fn run(
     node: Arc<Node>,
     cluster: Option<Arc<Cluster>>,
     path: Arc<PathEntry>,
     store: Store,
+    stop: tokio_util::sync::CancellationToken,
 ) {
     let Some(camera) = path.name.strip_prefix("live/").map(str::to_string) else {
         return;
@@ -127,7 +148,7 @@ pub async fn run(
             // returns at once: that loop spun both runtime threads.)
             let step = Duration::from_millis(500);
             tokio::select! {
-                _ = node.shutdown.cancelled() => return,
+                _ = stop.cancelled() => return,
                 _ = stream.wait_live(step), if !stream.is_live() => {}
                 _ = tokio::time::sleep(step), if stream.is_live() => {}
             }
@@ -149,7 +170,7 @@ pub async fn run(
             lane: &lane,
             dropping: false,
         };
-        let ended = consume(&node.shutdown, &stream, &info, &mut queue).await;
+        let ended = consume(&stop, &stream, &info, &mut queue).await;
         let (done, finished) = tokio::sync::oneshot::channel();
         lane.push_always(WriterMsg::Finish(done));
         let _ = finished.await;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-use vigil_conf::{PublisherConflict, Source};
+use vigil_conf::PublisherConflict;
 use vigil_proto::rtsp::{format_rtp_info, Method, Request, Response, RtpInfo, StatusCode};
 use vigil_proto::sdp::{self, SessionDescription};
 use vigil_session::{LivePause, LivePlay, Record};
@@ -216,7 +216,7 @@ impl Conn {
         let stream = target.path.stream.clone();
         if !stream.is_live() {
             let relayed = target.path.relay_from().is_some();
-            if relayed || matches!(target.path.source, Source::Pull { .. }) {
+            if relayed || target.path.is_pull() {
                 if !relayed {
                     crate::ingest::pull::wake(&self.node, self.cluster.as_ref(), &target.path);
                     stream.wait_live(Duration::from_secs(10)).await;

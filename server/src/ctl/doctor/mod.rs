@@ -468,6 +468,38 @@ pub fn nofile_need(config: &Config) -> u64 {
 }
 
 /// `whose`: "the node's" (from its API) or "this shell's" (a guess for the service).
+/// The registry as the running node reports it (`GET /api/registry`, None: no answer): a
+/// newest version it could not read is kept from it, so changes made since do not apply.
+pub fn check_registry(status: Option<&crate::registry::Status>) -> Finding {
+    const CHECK: &str = "registry";
+    let Some(s) = status else {
+        return Finding::warn(
+            CHECK,
+            "[registry] enabled, but the node does not report it",
+            "start the node (with this config) and run doctor again",
+        );
+    };
+    match &s.error {
+        Some(e) => Finding::warn(
+            CHECK,
+            format!("serving version {} of {}; a newer one does not read: {e}", s.version, s.path),
+            "replace or remove the bad version file (the next change is written past it), or              give this node the cluster's [registry] secret_key",
+        ),
+        None => Finding::ok(
+            CHECK,
+            format!(
+                "version {}: {} cameras, {} users{}",
+                s.version,
+                s.cameras,
+                s.users,
+                s.last_change
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(", last changed by {}", c.by))
+            ),
+        ),
+    }
+}
+
 pub fn check_nofile(soft: u64, need: u64, whose: &str) -> Finding {
     const C: &str = "open files";
     let detail = format!(

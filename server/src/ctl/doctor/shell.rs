@@ -150,6 +150,14 @@ fn gather(api: &str, path: &Path) -> Vec<Finding> {
         }
     }
 
+    if config.registry.enabled {
+        let status = node
+            .as_ref()
+            .and_then(|_| fetch(&base, "/api/registry", token.as_deref()).ok())
+            .and_then(|(v, _)| serde_json::from_value(v).ok());
+        out.push(check_registry(status.as_ref()));
+    }
+
     let need = nofile_need(&config);
     match node.as_ref().and_then(|v| v["open_files_limit"].as_u64()) {
         Some(soft) => out.push(check_nofile(soft, need, "the node's")),

@@ -225,3 +225,32 @@ fn a_config_error_is_shown_typed() {
     let ok = check_config(Path::new("x"), &Config::from_toml(""));
     assert_eq!(ok.level, Level::Ok);
 }
+
+#[test]
+fn a_registry_version_the_node_could_not_read_is_a_warning() {
+    let mut s = crate::registry::Status {
+        version: 7,
+        path: "/srv/vigil/registry".into(),
+        cameras: 3,
+        users: 1,
+        error: None,
+        errors_total: 0,
+        last_change: None,
+        applied_lag_ms: None,
+        secret_key: true,
+    };
+    let ok = check_registry(Some(&s));
+    assert_eq!(ok.level, Level::Ok, "{ok:?}");
+    assert!(
+        ok.detail.contains("version 7: 3 cameras, 1 users"),
+        "{ok:?}"
+    );
+    s.error = Some("registry file v000000000008.reg: checksum mismatch".into());
+    let w = check_registry(Some(&s));
+    assert_eq!(w.level, Level::Warn);
+    assert!(
+        w.detail.contains("checksum") && w.detail.contains("version 7"),
+        "{w:?}"
+    );
+    assert_eq!(check_registry(None).level, Level::Warn);
+}

@@ -1,0 +1,20 @@
+//! The camera and user registry on the shared root (issue 26 §1–§2), end to end: real
+//! nodes, a "camera" node serving the demo clip behind a password, ffmpeg as the viewer
+//! ("plays": `ffmpeg -v error` prints nothing and decodes frames).
+//!
+//! - cameras added, re-pointed, disabled, enabled and removed at runtime, seeded from the
+//!   TOML on the first start, and no camera password in the logs, API answers or files;
+//! - bad input (ids, schemes, duplicates, a bad import row, concurrent edits) and a
+//!   10 000-row import, timed;
+//! - a corrupted version on the share: the node keeps the last good one, says so, and a
+//!   restart keeps the registry exactly;
+//! - two cluster members sharing the root: each applies the other's change within 2 s
+//!   (measured), the scheduler binds a camera added at runtime, a concurrent edit loses 409.
+//!
+//! Split by subject: `cameras` (runtime cameras and users), `input` (refusals, imports,
+//! concurrent edits), `share` (the files on the share and the nodes sharing it).
+
+mod cameras;
+mod input;
+mod share;
+mod support;
