@@ -15,8 +15,9 @@ pub use auth::{AuthConfig, DigestAlgorithm, Rights, UserConfig};
 pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTransport, Source};
 pub use cluster::{ClusterConf, SourceMode};
 pub use recording::{
-    check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,
-    StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
+    check_cache_start_share, CacheConfig, CommitSync, ExportConfig, HlsConfig, PlaybackConfig,
+    RecordMode, StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
+    DEFAULT_COMMIT_INTERVAL_MS,
 };
 pub use tls::TlsConfig;
 

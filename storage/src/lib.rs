@@ -36,6 +36,7 @@
 //! among running processes; a node that restarts under the same id takes its old leases over at
 //! once.
 
+mod commit;
 mod error;
 pub mod format;
 mod index;
@@ -46,12 +47,16 @@ mod store;
 #[doc(hidden)]
 pub mod testing;
 
+pub use commit::{CommitHook, CommitPoint, SyncMode};
 pub use error::{is_disk_full, is_valid_id, StorageError};
 pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use lease::now_ms;
 pub use recorder::Recorder;
-pub use store::{read_root_id, RetentionReport, Store, StoreConfig, WriteHook, ROOT_ID_FILE};
+pub use store::{
+    read_root_id, RetentionReport, Store, StoreConfig, WriteHook, DEFAULT_COMMIT_INTERVAL,
+    ROOT_ID_FILE,
+};
 
 /// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! [`Store`]: the root directory, per-camera index caches refreshed incrementally from disk,
 //! segment reads, retention and start-up repair.
 
+use crate::commit::{CommitHook, Committer, SyncMode};
 use crate::error::{validate_id, IoContext, StorageError};
 use crate::format::{decode_segment, StreamHeader};
 use crate::index::{
@@ -71,6 +72,12 @@ pub(crate) const TMP_DIR: &str = ".tmp";
 /// a change made in the same tick as the scan.
 const MTIME_SLACK: Duration = Duration::from_secs(5);
 
+/// [`StoreConfig::commit_interval`] by default (the server's `[storage] commit_interval_ms`):
+/// long enough that a pass at 1000 cameras × 4 s segments shares one sync between ≈ 50
+/// segments, short against a segment, so a closed segment is listed (and playable) this
+/// soon after its close.
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(200);
+
 /// Recording and retention settings.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -87,6 +94,13 @@ pub struct StoreConfig {
     /// Segments this process commits are in its index at once anyway; only changes made by
     /// another node (or another `Store` on the root) show up to this late.
     pub index_fresh: Duration,
+    /// Group commit ([`crate::commit`]): segments closed within this interval are synced
+    /// together by one pass and renamed into place after it. Zero: each segment is synced
+    /// and renamed by its writer at close (one `fsync` of the file and one of its directory
+    /// per segment), the behaviour before group commit.
+    pub commit_interval: Duration,
+    /// How a group commit pass syncs its batch.
+    pub commit_sync: SyncMode,
 }
 
 impl Default for StoreConfig {
@@ -97,6 +111,8 @@ impl Default for StoreConfig {
             retention_max_age: None,
             retention_max_bytes: None,
             index_fresh: Duration::from_millis(500),
+            commit_interval: DEFAULT_COMMIT_INTERVAL,
+            commit_sync: SyncMode::Syncfs,
         }
     }
 }
@@ -130,7 +146,7 @@ pub(crate) struct Inner {
     pub(crate) root_id: String,
     pub(crate) node: String,
     pub(crate) config: StoreConfig,
-    cams: Mutex<HashMap<String, Arc<Mutex<CamCache>>>>,
+    cams: Cams,
     /// Cameras with a live `Recorder` in this process (a second one is refused).
     pub(crate) active: Mutex<HashSet<String>>,
     /// Test hook: errno injected into the next segment write (0 = none).
@@ -139,7 +155,16 @@ pub(crate) struct Inner {
     /// normal path to one atomic load.
     hook: Mutex<Option<WriteHook>>,
     has_hook: AtomicBool,
+    /// Test hook of the group commit passes ([`Store::set_commit_hook`]).
+    commit_hook: Arc<Mutex<Option<CommitHook>>>,
+    /// The group committer (`None` when `commit_interval` is zero). Declared last: dropped
+    /// after the rest, it runs its last pass over what the recorders handed it.
+    pub(crate) committer: Option<Committer>,
 }
+
+/// The per-camera index caches, shared with the committer thread (which records what it
+/// renamed without holding the store).
+type Cams = Arc<Mutex<HashMap<String, Arc<Mutex<CamCache>>>>>;
 
 /// See [`Store::set_write_hook`].
 pub type WriteHook = Arc<dyn Fn(&str) + Send + Sync>;
@@ -198,17 +223,36 @@ impl Store {
             Err(e) => return Err(StorageError::from_io(&marker, e)),
         }
         let root_id = ensure_root_id(&root)?;
+        let cams: Cams = Arc::default();
+        let commit_hook = Arc::new(Mutex::new(None));
+        let committer = if config.commit_interval.is_zero() {
+            None
+        } else {
+            let cams = cams.clone();
+            Some(
+                Committer::start(crate::commit::Context {
+                    root: root.clone(),
+                    mode: config.commit_sync,
+                    interval: config.commit_interval,
+                    hook: commit_hook.clone(),
+                    committed: Box::new(move |dir, meta| note_committed(&cams, dir, meta)),
+                })
+                .at(&root)?,
+            )
+        };
         let store = Store {
             inner: Arc::new(Inner {
                 root_id,
                 root,
                 node: node_id.to_string(),
                 config,
-                cams: Mutex::new(HashMap::new()),
+                cams,
                 active: Mutex::new(HashSet::new()),
                 fault: AtomicI32::new(0),
                 hook: Mutex::new(None),
                 has_hook: AtomicBool::new(false),
+                commit_hook,
+                committer,
             }),
         };
         for cam in store.cameras()? {
@@ -228,11 +272,27 @@ impl Store {
         Ok(())
     }
 
-    /// Removes every temp segment of a camera; only called while no other node can write it.
+    /// Repairs a camera's temp segments; only called while no other node can write it. A
+    /// temp file that holds a whole, checksum-valid segment was closed and waiting for its
+    /// group commit when its writer died: it is synced and renamed into place
+    /// ([`crate::commit::recover_plan`]). Every other one (the open segment) is deleted.
     pub(crate) fn clear_tmp(&self, camera: &str) {
-        if let Ok(rd) = fs::read_dir(self.camera_dir(camera).join(TMP_DIR)) {
-            for e in rd.flatten() {
-                let _ = fs::remove_file(e.path());
+        let cam_dir = self.camera_dir(camera);
+        let Ok(rd) = fs::read_dir(cam_dir.join(TMP_DIR)) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let path = e.path();
+            let plan = match fs::read(&path) {
+                Ok(data) => crate::commit::recover_plan(&cam_dir, bytes::Bytes::from(data)),
+                Err(_) => crate::commit::Recovery::Delete,
+            };
+            let renamed = match plan {
+                crate::commit::Recovery::Rename(dest) => recover_one(&path, &dest).is_ok(),
+                crate::commit::Recovery::Delete => false,
+            };
+            if !renamed {
+                let _ = fs::remove_file(&path);
             }
         }
     }
@@ -307,16 +367,7 @@ impl Store {
     }
 
     fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {
-        lock(&self.inner.cams)
-            .entry(camera.to_string())
-            .or_insert_with(|| {
-                Arc::new(Mutex::new(CamCache {
-                    index: CameraIndex::new(camera),
-                    dirs: HashMap::new(),
-                    refreshed: None,
-                }))
-            })
-            .clone()
+        cam_cache(&self.inner.cams, camera)
     }
 
     /// The camera's index, refreshed incrementally: one listing of the camera directory and
@@ -449,18 +500,22 @@ impl Store {
 
     /// Records a segment this process just committed, so local readers see it at once.
     pub(crate) fn note_committed(&self, dir_name: &str, meta: &SegmentMeta) {
-        let cache = self.cache(&meta.camera);
-        let mut c = lock(&cache);
-        if let Some(st) = c.dirs.get_mut(dir_name) {
-            st.hour = Some(hour_of(meta.start_ms));
+        note_committed(&self.inner.cams, dir_name, meta);
+    }
+
+    /// Waits until every segment closed so far is synced and renamed (group commit; at once
+    /// without it). Tests and tools that read what they just wrote call it.
+    pub fn flush_commits(&self) {
+        if let Some(c) = &self.inner.committer {
+            c.flush();
         }
-        c.index.insert(Entry {
-            start_ms: meta.start_ms,
-            end_ms: meta.end_ms,
-            bytes: meta.bytes,
-            frames: meta.frames,
-            crc32: meta.crc32,
-        });
+    }
+
+    /// Test hook: `hook(point)` runs at each step of every group commit pass; returning
+    /// false stops that pass there for good, as a crash would (its temp files stay).
+    #[doc(hidden)]
+    pub fn set_commit_hook(&self, hook: Option<CommitHook>) {
+        *lock(&self.inner.commit_hook) = hook;
     }
 
     /// Reads one complete segment and verifies its checksum (against the file's own trailer
@@ -638,6 +693,52 @@ impl Store {
             code => Some(io::Error::from_raw_os_error(code)),
         }
     }
+}
+
+fn cam_cache(cams: &Cams, camera: &str) -> Arc<Mutex<CamCache>> {
+    lock(cams)
+        .entry(camera.to_string())
+        .or_insert_with(|| {
+            Arc::new(Mutex::new(CamCache {
+                index: CameraIndex::new(camera),
+                dirs: HashMap::new(),
+                refreshed: None,
+            }))
+        })
+        .clone()
+}
+
+/// Puts a committed segment in the camera's cached index.
+fn note_committed(cams: &Cams, dir_name: &str, meta: &SegmentMeta) {
+    let cache = cam_cache(cams, &meta.camera);
+    let mut c = lock(&cache);
+    if let Some(st) = c.dirs.get_mut(dir_name) {
+        st.hour = Some(hour_of(meta.start_ms));
+    }
+    c.index.insert(Entry {
+        start_ms: meta.start_ms,
+        end_ms: meta.end_ms,
+        bytes: meta.bytes,
+        frames: meta.frames,
+        crc32: meta.crc32,
+    });
+}
+
+/// Syncs a recovered temp segment and renames it to `dest` (its hour directory created if
+/// needed); a failure leaves it to be deleted.
+fn recover_one(tmp: &Path, dest: &Path) -> io::Result<()> {
+    fs::File::open(tmp)?.sync_all()?;
+    if let Some(dir) = dest.parent() {
+        match fs::create_dir(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    fs::rename(tmp, dest)?;
+    if let Some(dir) = dest.parent() {
+        crate::lease::sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Reads a whole file without updating its access time: under `relatime` a segment's first
