@@ -16,7 +16,7 @@ pub use camera::{check_camera_id, is_valid_camera_id, CameraConfig, PullTranspor
 pub use cluster::{ClusterConf, SourceMode};
 pub use recording::{
     check_cache_start_share, CacheConfig, CommitSync, ExportConfig, HlsConfig, PlaybackConfig,
-    RecordMode, StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
+    RecordMode, StorageConfig, StorageEmulation, WriterIoClass, DEFAULT_CACHE_START_SHARE,
     DEFAULT_COMMIT_INTERVAL_MS,
 };
 pub use tls::TlsConfig;

@@ -47,6 +47,14 @@ pub struct StorageConfig {
     /// a volume dedicated to recordings) or `files` (`fdatasync` of each segment of the
     /// batch, for a root that shares its file system with other busy writers).
     pub commit_sync: CommitSync,
+    /// The recorder starts the write-back of each segment every this many KiB it wrote,
+    /// from the writer's thread and in its I/O class (0 = leave it to the kernel's flusher,
+    /// which writes in bursts in the normal class).
+    pub writeback_kb: u64,
+    /// I/O priority class of the writer threads: `idle` (the disk serves playback reads
+    /// first; recording is delayed by reads, never starved), `low` (best effort, lowest
+    /// level) or `normal`.
+    pub writer_io_class: WriterIoClass,
     /// Which live cameras are recorded: `all`, or only those `listed` as `[[camera]]`.
     /// Unset: `listed` when `[auth]` is on, `all` otherwise (see `Config::record_mode`).
     pub record: Option<RecordMode>,
@@ -94,6 +102,16 @@ impl StorageEmulation {
 /// `[storage] commit_interval_ms` by default (`vigil_storage::DEFAULT_COMMIT_INTERVAL`).
 pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 200;
 
+/// See [`StorageConfig::writer_io_class`].
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WriterIoClass {
+    #[default]
+    Idle,
+    Low,
+    Normal,
+}
+
 /// See [`StorageConfig::commit_sync`].
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -126,6 +144,8 @@ impl Default for StorageConfig {
             writer_queue_total_mb: 1024,
             commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
             commit_sync: CommitSync::Syncfs,
+            writeback_kb: 256,
+            writer_io_class: WriterIoClass::Idle,
             record: None,
         }
     }

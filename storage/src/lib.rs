@@ -40,6 +40,7 @@ mod commit;
 mod error;
 pub mod format;
 mod index;
+pub mod io_priority;
 mod lease;
 mod recorder;
 mod store;
@@ -55,7 +56,7 @@ pub use lease::now_ms;
 pub use recorder::Recorder;
 pub use store::{
     read_root_id, RetentionReport, Store, StoreConfig, WriteHook, DEFAULT_COMMIT_INTERVAL,
-    ROOT_ID_FILE,
+    DEFAULT_WRITEBACK_BYTES, ROOT_ID_FILE,
 };
 
 /// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.

@@ -15,6 +15,7 @@ use crate::commit::{Pending, Ticket};
 use crate::error::{IoContext, StorageError};
 use crate::format::{encode_header, Frame, SegmentEncoder, StreamHeader};
 use crate::index::{hour_dir_name, segment_file_name, SegmentMeta};
+use crate::io_priority::WriteBehind;
 use crate::lease::{sync_dir, unique_token, Lease};
 use crate::store::{lock, Store, CAMERAS_DIR, TMP_DIR};
 use std::fs::{self, File};
@@ -30,7 +31,7 @@ const WRITE_BUFFER: usize = 256 * 1024;
 /// The segment being written.
 struct OpenSegment {
     tmp: PathBuf,
-    enc: SegmentEncoder<BufWriter<File>>,
+    enc: SegmentEncoder<BufWriter<WriteBehind>>,
     start_ms: i64,
     last_ms: i64,
     frames: u32,
@@ -170,11 +171,11 @@ impl Recorder {
             self.store.inner.node,
             unique_token()
         ));
-        let result = (|| -> io::Result<SegmentEncoder<BufWriter<File>>> {
+        let result = (|| -> io::Result<SegmentEncoder<BufWriter<WriteBehind>>> {
             if let Some(e) = self.store.take_fault() {
                 return Err(e);
             }
-            let f = File::create(&tmp)?;
+            let f = WriteBehind::new(File::create(&tmp)?, self.store.inner.config.writeback_bytes);
             SegmentEncoder::new(
                 BufWriter::with_capacity(WRITE_BUFFER, f),
                 &self.header_bytes,
@@ -270,7 +271,11 @@ impl Recorder {
             return Err(StorageError::from_io(tmp, e));
         }
         let (w, bytes, crc) = cur.enc.finish(cur.frames, cur.start_ms, end_ms).at(tmp)?;
-        let file = w.into_inner().map_err(|e| e.into_error()).at(tmp)?;
+        let file = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .at(tmp)?
+            .into_inner();
         let dir_name = hour_dir_name(cur.start_ms);
         let dir = self.cam_dir.join(&dir_name);
         let name = segment_file_name(cur.start_ms, end_ms, cur.frames, bytes, crc);

@@ -78,6 +78,10 @@ const MTIME_SLACK: Duration = Duration::from_secs(5);
 /// soon after its close.
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(200);
 
+/// [`StoreConfig::writeback_bytes`] by default (`[storage] writeback_kb`): every flush of the
+/// recorder's 256 KiB write buffer.
+pub const DEFAULT_WRITEBACK_BYTES: u64 = 256 * 1024;
+
 /// Recording and retention settings.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -101,6 +105,9 @@ pub struct StoreConfig {
     pub commit_interval: Duration,
     /// How a group commit pass syncs its batch.
     pub commit_sync: SyncMode,
+    /// The recorder starts the write-back of every this many bytes it writes to a segment
+    /// (`crate::io_priority::WriteBehind`; 0 = leave it to the kernel).
+    pub writeback_bytes: u64,
 }
 
 impl Default for StoreConfig {
@@ -113,6 +120,7 @@ impl Default for StoreConfig {
             index_fresh: Duration::from_millis(500),
             commit_interval: DEFAULT_COMMIT_INTERVAL,
             commit_sync: SyncMode::Syncfs,
+            writeback_bytes: DEFAULT_WRITEBACK_BYTES,
         }
     }
 }
