@@ -26,9 +26,12 @@
 //! frame records, and a trailer whose CRC-32 covers the whole file.
 //!
 //! # Crash safety
-//! `kill -9` of the writer loses only the segment in `.tmp/`; [`Store::open`] and
-//! [`Store::recorder`] delete such leftovers once no live writer can own them. Power loss is
-//! covered by fsyncing the file before the rename and the directory after it.
+//! `kill -9` of the writer loses only the segment being written in `.tmp/`; [`Store::open`]
+//! and [`Store::recorder`] delete such leftovers once no live writer can own them, and rename
+//! into place a closed segment that was waiting for its group commit (`commit`). Power loss is
+//! covered by syncing every file before its rename (one `syncfs` per group commit pass, or
+//! with the interval 0 an fsync of the file before the rename and of the directory after it);
+//! it loses at most the segment being written and one closed segment per camera.
 //!
 //! # Sharing a root
 //! Each camera is written by the one node holding its lease (see the `lease` module for why
