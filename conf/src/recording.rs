@@ -48,12 +48,13 @@ pub struct StorageConfig {
     /// batch, for a root that shares its file system with other busy writers).
     pub commit_sync: CommitSync,
     /// The recorder starts the write-back of each segment every this many KiB it wrote,
-    /// from the writer's thread and in its I/O class (0 = leave it to the kernel's flusher,
-    /// which writes in bursts in the normal class).
+    /// from the writer's thread and in its I/O class (0 = leave it to the kernel's flusher).
+    /// Off by default: it did not measure better (docs/BENCHMARKS.md, "Recording at the
+    /// disk's bandwidth").
     pub writeback_kb: u64,
     /// I/O priority class of the writer threads: `idle` (the disk serves playback reads
-    /// first; recording is delayed by reads, never starved), `low` (best effort, lowest
-    /// level) or `normal`.
+    /// first; recording is delayed by reads, never starved; lease renewals leave the class),
+    /// `low` (best effort, lowest level) or `normal`.
     pub writer_io_class: WriterIoClass,
     /// Which live cameras are recorded: `all`, or only those `listed` as `[[camera]]`.
     /// Unset: `listed` when `[auth]` is on, `all` otherwise (see `Config::record_mode`).
@@ -144,7 +145,7 @@ impl Default for StorageConfig {
             writer_queue_total_mb: 1024,
             commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
             commit_sync: CommitSync::Syncfs,
-            writeback_kb: 256,
+            writeback_kb: 0,
             writer_io_class: WriterIoClass::Idle,
             record: None,
         }

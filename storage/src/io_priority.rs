@@ -8,8 +8,9 @@
 //! - the threads that write recordings run in a lower I/O priority class ([`WriterIoClass`]):
 //!   the kernel's I/O schedulers that honour classes (mq-deadline, BFQ) dispatch every
 //!   waiting read of the normal class first. `ioprio_set(2)` applies to the calling thread.
-//! - the writer itself starts the write-back of what it has written ([`WriteBehind`], with
-//!   `sync_file_range(SYNC_FILE_RANGE_WRITE)`) every `writeback_kb`: the I/O is then issued
+//! - optionally (`writeback_kb`, off by default: it did not measure better on the virtio
+//!   disk of docs/BENCHMARKS.md) the writer itself starts the write-back of what it has
+//!   written ([`WriteBehind`], `sync_file_range(SYNC_FILE_RANGE_WRITE)`): the I/O is then issued
 //!   by the writer's thread, in its class, a little at a time, instead of by the kernel's
 //!   flusher threads (normal class, in bursts when the dirty limit or a sync is reached). It
 //!   also bounds the dirty bytes a group commit's sync must write.
@@ -64,6 +65,41 @@ pub fn set_current_thread(class: WriterIoClass) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+const IOPRIO_CLASS_NONE: libc::c_int = 0;
+
+/// Runs `f` with the calling thread out of the idle class, when it is in it: a lease renewal
+/// on a writer thread must not wait behind other I/O for up to mq-deadline's aging limit
+/// (10 s), most of a lease's lifetime (15 s by default, renewed at 5 s). Other classes run
+/// `f` as they are.
+pub(crate) fn out_of_idle<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: ioprio_get takes two integers; who = 0 is the calling thread.
+    let cur = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
+    let idle = cur >= 0 && (cur as u32) >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_IDLE;
+    if !idle {
+        return f();
+    }
+    // SAFETY: as above; class NONE = the default derived from the thread's nice value.
+    unsafe {
+        libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            0,
+            IOPRIO_CLASS_NONE,
+        )
+    };
+    let r = f();
+    // SAFETY: as above; back to the class it had.
+    unsafe {
+        libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            0,
+            cur as libc::c_int,
+        )
+    };
+    r
 }
 
 /// A file that starts the write-back of every `chunk` bytes written to it (0: never).
@@ -137,6 +173,23 @@ mod tests {
         assert_eq!(ioprio_value(WriterIoClass::Idle), Some(3 << 13));
         assert_eq!(ioprio_value(WriterIoClass::Low), Some((2 << 13) | 7));
         assert_eq!(ioprio_value(WriterIoClass::Normal), None);
+    }
+
+    /// A thread in the idle class leaves it for the call and comes back to it.
+    #[test]
+    fn out_of_idle_restores_the_class() {
+        std::thread::spawn(|| {
+            let get = || unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
+            if set_current_thread(WriterIoClass::Idle).is_err() {
+                return; // a kernel without ioprio: nothing to test
+            }
+            let idle = get();
+            let inside = out_of_idle(get);
+            assert_ne!(inside >> 13, 3, "still idle inside");
+            assert_eq!(get(), idle);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -360,7 +360,12 @@ impl Recorder {
         };
         // The lease is released only once the last segment is in place: the next writer
         // resumes after the newest listed segment.
-        let committed = self.committing.take().map_or(Ok(()), |t| t.wait());
+        let committed = self.committing.take().map_or(Ok(()), |t| {
+            // Hurry the pass: a stream that ended (or a node stopping) should not hold its
+            // writer thread for a whole interval per camera.
+            self.store.flush_commits();
+            t.wait()
+        });
         let r = r.and_then(|seg| committed.map(|()| seg));
         self.lease.release();
         lock(&self.store.inner.active).remove(&self.camera);

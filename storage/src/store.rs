@@ -78,9 +78,9 @@ const MTIME_SLACK: Duration = Duration::from_secs(5);
 /// soon after its close.
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(200);
 
-/// [`StoreConfig::writeback_bytes`] by default (`[storage] writeback_kb`): every flush of the
-/// recorder's 256 KiB write buffer.
-pub const DEFAULT_WRITEBACK_BYTES: u64 = 256 * 1024;
+/// [`StoreConfig::writeback_bytes`] by default (`[storage] writeback_kb`): off, the kernel's
+/// flusher and the group commit's sync write back (write-behind did not measure better).
+pub const DEFAULT_WRITEBACK_BYTES: u64 = 0;
 
 /// Recording and retention settings.
 #[derive(Clone, Debug)]

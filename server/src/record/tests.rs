@@ -223,5 +223,8 @@ fn the_stores_defaults_are_the_configs() {
         vigil_storage::DEFAULT_COMMIT_INTERVAL
     );
     assert_eq!(c.commit_interval_ms, vigil_conf::DEFAULT_COMMIT_INTERVAL_MS);
-    assert_eq!(c.writeback_kb * 1024, vigil_storage::DEFAULT_WRITEBACK_BYTES);
+    assert_eq!(
+        c.writeback_kb * 1024,
+        vigil_storage::DEFAULT_WRITEBACK_BYTES
+    );
 }
