@@ -300,6 +300,9 @@ pub(crate) struct Committer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Told of each segment renamed into place: its hour directory's name and its entry.
+pub(crate) type Committed = Box<dyn Fn(&str, &SegmentMeta) + Send>;
+
 /// What the committer thread needs of the store (not the store itself: the store owns the
 /// committer, and the thread must not keep it alive).
 pub(crate) struct Context {
@@ -308,7 +311,7 @@ pub(crate) struct Context {
     pub interval: Duration,
     pub hook: Arc<Mutex<Option<CommitHook>>>,
     /// Called for each segment renamed into place (the local index).
-    pub committed: Box<dyn Fn(&str, &SegmentMeta) + Send>,
+    pub committed: Committed,
 }
 
 impl Committer {
