@@ -46,6 +46,8 @@ mod index;
 pub mod io_priority;
 mod lease;
 mod recorder;
+mod retention;
+mod root;
 mod store;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
@@ -57,10 +59,9 @@ pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use lease::now_ms;
 pub use recorder::Recorder;
-pub use store::{
-    read_root_id, RetentionReport, Store, StoreConfig, WriteHook, DEFAULT_COMMIT_INTERVAL,
-    DEFAULT_WRITEBACK_BYTES, ROOT_ID_FILE,
-};
+pub use retention::RetentionReport;
+pub use root::{read_root_id, ROOT_ID_FILE};
+pub use store::{Store, StoreConfig, WriteHook, DEFAULT_COMMIT_INTERVAL, DEFAULT_WRITEBACK_BYTES};
 
 /// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use crate::index::{
 use crate::lease::{self, now_ms};
 use crate::recorder::Recorder;
 use crate::Segment;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -18,53 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Marker file at the root naming the layout version, so a future layout is never misread.
-pub const ROOT_MARKER: &str = "VIGIL-STORAGE";
-const ROOT_MARKER_TEXT: &str = "vigil-storage 1\n";
-/// File at the root holding the root's identity (32 hex digits and a newline), made by the
-/// first node that opens it and never rewritten: every member of a cluster reports the id of
-/// the root it opened, so a node that records to another directory (the share not mounted,
-/// a typo in `[storage] root`) is told apart from one that records to the shared root
-/// (`vigil ctl doctor`). The layout marker cannot do this: its text is the same in every root.
-pub const ROOT_ID_FILE: &str = "VIGIL-STORAGE-ID";
-
-/// The id in `root`'s [`ROOT_ID_FILE`]; None while no node has opened the root.
-pub fn read_root_id(root: &Path) -> io::Result<Option<String>> {
-    match fs::read_to_string(root.join(ROOT_ID_FILE)) {
-        Ok(t) => Ok(Some(t.trim().to_string())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The root's id, made if the root has none. Nodes starting together on a fresh root race:
-/// each writes a whole temp file and links it into place, link(2) failing for all but the
-/// first (atomic on local file systems and NFS, as leases rely on), so all read one id.
-fn ensure_root_id(root: &Path) -> Result<String, StorageError> {
-    let path = root.join(ROOT_ID_FILE);
-    if let Some(id) = read_root_id(root).at(&path)? {
-        return Ok(id);
-    }
-    let id = format!(
-        "{:016x}{:016x}",
-        crate::lease::unique_token(),
-        crate::lease::unique_token().rotate_left(29) ^ u64::from(std::process::id())
-    );
-    let tmp = root.join(format!(
-        ".{ROOT_ID_FILE}.{:016x}.tmp",
-        crate::lease::unique_token()
-    ));
-    fs::write(&tmp, format!("{id}\n")).at(&tmp)?;
-    let linked = fs::hard_link(&tmp, &path);
-    let _ = fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => Ok(id),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => read_root_id(root)
-            .at(&path)?
-            .ok_or_else(|| StorageError::from_io(&path, io::ErrorKind::NotFound.into())),
-        Err(e) => Err(StorageError::from_io(&path, e)),
-    }
-}
 pub(crate) const CAMERAS_DIR: &str = "cameras";
 pub(crate) const TMP_DIR: &str = ".tmp";
 /// A directory whose mtime is within this much of our last scan is scanned again: mtime
@@ -125,15 +78,6 @@ impl Default for StoreConfig {
     }
 }
 
-/// What [`Store::enforce_retention`] deleted.
-#[derive(Debug, Default, Clone)]
-pub struct RetentionReport {
-    pub deleted_segments: u64,
-    pub deleted_bytes: u64,
-    /// Cameras that lost segments, sorted.
-    pub cameras: Vec<String>,
-}
-
 /// What the index cache knows about one hour directory.
 struct DirState {
     mtime: Option<SystemTime>,
@@ -142,8 +86,8 @@ struct DirState {
     hour: Option<i64>,
 }
 
-struct CamCache {
-    index: CameraIndex,
+pub(crate) struct CamCache {
+    pub(crate) index: CameraIndex,
     dirs: HashMap<String, DirState>,
     refreshed: Option<Instant>,
 }
@@ -204,33 +148,8 @@ impl Store {
         let root = root.into();
         let cams = root.join(CAMERAS_DIR);
         fs::create_dir_all(&cams).at(&cams)?;
-        let marker = root.join(ROOT_MARKER);
-        match fs::read_to_string(&marker) {
-            Ok(t) if t == ROOT_MARKER_TEXT => {}
-            Ok(t) => {
-                return Err(StorageError::Corrupt {
-                    path: marker,
-                    reason: format!("unsupported layout {:?}", t.trim()),
-                })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // Several nodes may race here (a cluster starting on a fresh root): each
-                // writes its own temp file and renames it into place, so a reader sees no
-                // marker or a whole one, never the empty file a plain write shows for a
-                // moment. They all write the same text; the last rename wins.
-                let tmp = root.join(format!(
-                    ".{ROOT_MARKER}.{:016x}.tmp",
-                    crate::lease::unique_token()
-                ));
-                fs::write(&tmp, ROOT_MARKER_TEXT).at(&tmp)?;
-                if let Err(e) = fs::rename(&tmp, &marker) {
-                    let _ = fs::remove_file(&tmp);
-                    return Err(StorageError::from_io(&marker, e));
-                }
-            }
-            Err(e) => return Err(StorageError::from_io(&marker, e)),
-        }
-        let root_id = ensure_root_id(&root)?;
+        crate::root::ensure_layout(&root)?;
+        let root_id = crate::root::ensure_root_id(&root)?;
         let cams: Cams = Arc::default();
         let commit_hook = Arc::new(Mutex::new(None));
         let committer = if config.commit_interval.is_zero() {
@@ -374,7 +293,7 @@ impl Store {
         Recorder::start(self.clone(), camera, header)
     }
 
-    fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {
+    pub(crate) fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {
         cam_cache(&self.inner.cams, camera)
     }
 
@@ -575,73 +494,6 @@ impl Store {
             total += self.index(&cam)?.total_bytes();
         }
         Ok(total)
-    }
-
-    /// Deletes segments that ended before `now - retention_max_age`, then the oldest segments
-    /// across all cameras (k-way merge by start time, so only what is deleted is visited)
-    /// while the total exceeds `retention_max_bytes`. Several nodes may run it at once: a
-    /// file already deleted by another is skipped.
-    pub fn enforce_retention(&self, now_unix_ms: i64) -> Result<RetentionReport, StorageError> {
-        let cfg = &self.inner.config;
-        let mut report = RetentionReport::default();
-        let mut cams = HashSet::new();
-        let mut indexes = Vec::new();
-        for cam in self.cameras()? {
-            indexes.push((cam.clone(), self.index(&cam)?));
-        }
-        let mut total: u64 = indexes.iter().map(|(_, ix)| ix.total_bytes()).sum();
-        let cutoff = cfg
-            .retention_max_age
-            .map(|a| now_unix_ms.saturating_sub(a.as_millis() as i64));
-        // Min-heap over each camera's oldest remaining segment.
-        let mut heap = BinaryHeap::new();
-        let mut iters: Vec<_> = indexes.iter().map(|(_, ix)| ix.segments()).collect();
-        let mut pending: Vec<Option<SegmentMeta>> = iters.iter_mut().map(|it| it.next()).collect();
-        for (i, m) in pending.iter().enumerate() {
-            if let Some(m) = m {
-                heap.push(std::cmp::Reverse((m.start_ms, i)));
-            }
-        }
-        while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
-            let Some(m) = pending[i].take() else { continue };
-            let too_old = cutoff.is_some_and(|c| m.end_ms < c);
-            let too_big = cfg.retention_max_bytes.is_some_and(|max| total > max);
-            if !too_old && !too_big {
-                // This camera's later segments are newer and the total only shrinks, so the
-                // camera is done; other cameras may still hold segments past the age limit.
-                continue;
-            }
-            if self.delete_segment(&m)? {
-                report.deleted_segments += 1;
-                report.deleted_bytes += m.bytes;
-                cams.insert(m.camera.clone());
-            }
-            total = total.saturating_sub(m.bytes);
-            pending[i] = iters[i].next();
-            if let Some(n) = &pending[i] {
-                heap.push(std::cmp::Reverse((n.start_ms, i)));
-            }
-        }
-        report.cameras = cams.into_iter().collect();
-        report.cameras.sort();
-        Ok(report)
-    }
-
-    /// Deletes a segment file and its index entry; false if it was already gone.
-    fn delete_segment(&self, m: &SegmentMeta) -> Result<bool, StorageError> {
-        let path = self.inner.root.join(&m.file);
-        let deleted = match fs::remove_file(&path) {
-            Ok(()) => true,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-            Err(e) => return Err(StorageError::from_io(&path, e)),
-        };
-        let cache = self.cache(&m.camera);
-        lock(&cache).index.remove(m.start_ms);
-        // Drop the hour directory once empty (fails harmlessly while it still has files).
-        if let Some(parent) = path.parent() {
-            let _ = fs::remove_dir(parent);
-        }
-        Ok(deleted)
     }
 
     /// Test hook: makes the next segment write fail with this errno (e.g. `libc::ENOSPC`).
