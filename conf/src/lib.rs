@@ -20,8 +20,9 @@ pub use camera::{
 };
 pub use cluster::{ClusterConf, SourceMode};
 pub use recording::{
-    check_cache_start_share, CacheConfig, ExportConfig, HlsConfig, PlaybackConfig, RecordMode,
-    StorageConfig, StorageEmulation, DEFAULT_CACHE_START_SHARE,
+    check_cache_start_share, CacheConfig, CommitSync, ExportConfig, HlsConfig, PlaybackConfig,
+    RecordMode, StorageConfig, StorageEmulation, WriterIoClass, DEFAULT_CACHE_START_SHARE,
+    DEFAULT_COMMIT_INTERVAL_MS,
 };
 pub use registry::{RegistryConfig, SecretKeySource};
 pub use tls::{SrtpMode, TlsConfig};

@@ -38,6 +38,24 @@ pub struct StorageConfig {
     /// Bound on what all cameras queue together, in MiB (the node's memory when the disk
     /// cannot keep up with every camera); past it cameras drop frames the same way.
     pub writer_queue_total_mb: u64,
+    /// Group commit: segments closed within this many ms are made durable by one sync
+    /// together and listed after it (a crash of the machine loses at most that batch, one
+    /// segment per camera, besides the segments being written). 0 = one `fsync` per segment
+    /// by its writer, which caps recording at the disk's commit rate (docs/BENCHMARKS.md).
+    pub commit_interval_ms: u64,
+    /// How a group commit pass syncs: `syncfs` (one sync of the root's file system, best on
+    /// a volume dedicated to recordings) or `files` (`fdatasync` of each segment of the
+    /// batch, for a root that shares its file system with other busy writers).
+    pub commit_sync: CommitSync,
+    /// The recorder starts the write-back of each segment every this many KiB it wrote,
+    /// from the writer's thread and in its I/O class (0 = leave it to the kernel's flusher).
+    /// Off by default: it did not measure better (docs/BENCHMARKS.md, "Recording at the
+    /// disk's bandwidth").
+    pub writeback_kb: u64,
+    /// I/O priority class of the writer threads: `idle` (the disk serves playback reads
+    /// first; recording is delayed by reads, never starved; lease renewals leave the class),
+    /// `low` (best effort, lowest level) or `normal`.
+    pub writer_io_class: WriterIoClass,
     /// Which live cameras are recorded: `all`, or only those `listed` as `[[camera]]`.
     /// Unset: `listed` when `[auth]` is on, `all` otherwise (see `Config::record_mode`).
     pub record: Option<RecordMode>,
@@ -82,6 +100,28 @@ impl StorageEmulation {
     }
 }
 
+/// `[storage] commit_interval_ms` by default (`vigil_storage::DEFAULT_COMMIT_INTERVAL`).
+pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 200;
+
+/// See [`StorageConfig::writer_io_class`].
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WriterIoClass {
+    #[default]
+    Idle,
+    Low,
+    Normal,
+}
+
+/// See [`StorageConfig::commit_sync`].
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitSync {
+    #[default]
+    Syncfs,
+    Files,
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum RecordMode {
@@ -103,6 +143,10 @@ impl Default for StorageConfig {
             writer_threads: 0,
             writer_queue_kb: 4096,
             writer_queue_total_mb: 1024,
+            commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
+            commit_sync: CommitSync::Syncfs,
+            writeback_kb: 0,
+            writer_io_class: WriterIoClass::Idle,
             record: None,
         }
     }
@@ -214,6 +258,13 @@ impl StorageConfig {
         if self.writer_queue_total_mb < 16 {
             return Err(ConfigError::Invalid(
                 "storage.writer_queue_total_mb must be at least 16".into(),
+            ));
+        }
+        if self.commit_interval_ms > 2_000 {
+            return Err(ConfigError::Invalid(
+                "storage.commit_interval_ms must be at most 2000 (a machine crash loses what \
+                 waits this long)"
+                    .into(),
             ));
         }
         if self.writer_queue_kb < 64 {

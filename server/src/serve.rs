@@ -221,6 +221,12 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
         retention_max_age: hours(s.retention_max_age_hours),
         retention_max_bytes: (s.retention_max_bytes > 0).then_some(s.retention_max_bytes),
         lease_ttl: Duration::from_secs_f64(s.lease_ttl_secs),
+        commit_interval: Duration::from_millis(s.commit_interval_ms),
+        commit_sync: match s.commit_sync {
+            vigil_conf::CommitSync::Syncfs => vigil_storage::SyncMode::Syncfs,
+            vigil_conf::CommitSync::Files => vigil_storage::SyncMode::Files,
+        },
+        writeback_bytes: s.writeback_kb.saturating_mul(1024),
         ..StoreConfig::default()
     };
     let store = Store::open(&s.root, &config.node.id, store_config)

@@ -216,6 +216,10 @@ impl Lease {
     /// Creates generation `self.gen + 1` with the given expiry. Ok(false) when another node
     /// created that generation first.
     fn publish(&mut self, expires_ms: i64) -> Result<bool, StorageError> {
+        crate::io_priority::out_of_idle(|| self.publish_now(expires_ms))
+    }
+
+    fn publish_now(&mut self, expires_ms: i64) -> Result<bool, StorageError> {
         let info = LeaseInfo {
             holder: self.node.clone(),
             token: self.token,

@@ -26,9 +26,12 @@
 //! frame records, and a trailer whose CRC-32 covers the whole file.
 //!
 //! # Crash safety
-//! `kill -9` of the writer loses only the segment in `.tmp/`; [`Store::open`] and
-//! [`Store::recorder`] delete such leftovers once no live writer can own them. Power loss is
-//! covered by fsyncing the file before the rename and the directory after it.
+//! `kill -9` of the writer loses only the segment being written in `.tmp/`; [`Store::open`]
+//! and [`Store::recorder`] delete such leftovers once no live writer can own them, and rename
+//! into place a closed segment that was waiting for its group commit (`commit`). Power loss is
+//! covered by syncing every file before its rename (one `syncfs` per group commit pass, or
+//! with the interval 0 an fsync of the file before the rename and of the directory after it);
+//! it loses at most the segment being written and one closed segment per camera.
 //!
 //! # Sharing a root
 //! Each camera is written by the one node holding its lease (see the `lease` module for why
@@ -36,23 +39,30 @@
 //! among running processes; a node that restarts under the same id takes its old leases over at
 //! once.
 
+mod commit;
 mod error;
 pub mod format;
 mod index;
+pub mod io_priority;
 mod lease;
 mod recorder;
+mod retention;
+mod root;
 mod store;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
 
+pub use commit::{CommitHook, CommitPoint, SyncMode};
 pub use error::{is_disk_full, is_valid_id, StorageError};
 pub use format::{Frame, StreamHeader, TrackHeader};
 pub use index::{CameraIndex, SegmentMeta};
 pub use lease::now_ms;
 pub use recorder::Recorder;
+pub use retention::RetentionReport;
+pub use root::{read_root_id, ROOT_ID_FILE};
 pub use store::{
-    read_root_id, CameraSettings, RetentionReport, Store, StoreConfig, WriteHook, ROOT_ID_FILE,
+    CameraSettings, Store, StoreConfig, WriteHook, DEFAULT_COMMIT_INTERVAL, DEFAULT_WRITEBACK_BYTES,
 };
 
 /// Where a frame stands in decode order (see [`Segment::decode_times`]), UTC ms.

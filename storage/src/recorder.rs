@@ -2,18 +2,26 @@
 //! camera's lease.
 //!
 //! A segment is streamed into `cameras/<cam>/.tmp/<start>-<node>-<token>.seg.tmp`, then on
-//! close: trailer, flush, `fsync`, lease confirmation, `rename` into its hour directory, `fsync`
-//! of that directory. Readers only list renamed files, so they never see a torn segment, and a
-//! `kill -9` loses at most the temp file (removed by the next `Store::open` or recorder).
+//! close: trailer, flush, lease confirmation, and the file goes to the store's group commit
+//! (`commit`: one sync for every segment closed in the interval, then the renames), which
+//! the recorder does not wait for; it waits only before handing over its next segment, so a
+//! camera has at most one segment waiting. Without group commit (interval 0) the close itself
+//! does `fsync`, lease confirmation, `rename` into its hour directory, `fsync` of that
+//! directory. Readers only list renamed files, so they never see a torn segment, and a
+//! `kill -9` loses at most the open temp file (removed by the next `Store::open` or
+//! recorder, which rename the closed ones still waiting).
 
+use crate::commit::{Pending, Ticket};
 use crate::error::{IoContext, StorageError};
 use crate::format::{encode_header, Frame, SegmentEncoder, StreamHeader};
 use crate::index::{hour_dir_name, segment_file_name, SegmentMeta};
+use crate::io_priority::WriteBehind;
 use crate::lease::{sync_dir, unique_token, Lease};
 use crate::store::{lock, Store, CAMERAS_DIR, TMP_DIR};
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Without a keyframe, a segment is still cut once it is this many times the target length
 /// (the next one then starts on a non-keyframe; playback starts at its first frame).
@@ -23,7 +31,7 @@ const WRITE_BUFFER: usize = 256 * 1024;
 /// The segment being written.
 struct OpenSegment {
     tmp: PathBuf,
-    enc: SegmentEncoder<BufWriter<File>>,
+    enc: SegmentEncoder<BufWriter<WriteBehind>>,
     start_ms: i64,
     last_ms: i64,
     frames: u32,
@@ -50,6 +58,8 @@ pub struct Recorder {
     /// in its own buffer, which is often a frame or a GOP before where the previous writer
     /// stopped; writing it would store that media twice, in overlapping segments.
     resume_at_ms: Option<i64>,
+    /// The last closed segment, while its group commit pass has not reported.
+    committing: Option<Arc<Ticket>>,
     finished: bool,
     /// The camera's segment length (its own, else the store's) when this recorder started.
     segment_ms: i64,
@@ -101,6 +111,7 @@ impl Recorder {
             cur: None,
             last_start: None,
             resume_at_ms,
+            committing: None,
             finished: false,
             store,
         })
@@ -122,6 +133,13 @@ impl Recorder {
     /// the segment this call closed, if any. On error the open segment is discarded (no file
     /// left behind) and recording resumes at the next keyframe if called again.
     pub fn write(&mut self, frame: Frame) -> Result<Option<SegmentMeta>, StorageError> {
+        if let Some(r) = self.committing.as_ref().and_then(|t| t.try_take()) {
+            self.committing = None;
+            if let Err(e) = r {
+                self.discard();
+                return Err(e);
+            }
+        }
         if let Err(e) = self.lease.renew_if_due() {
             self.discard();
             return Err(e);
@@ -160,11 +178,11 @@ impl Recorder {
             self.store.inner.node,
             unique_token()
         ));
-        let result = (|| -> io::Result<SegmentEncoder<BufWriter<File>>> {
+        let result = (|| -> io::Result<SegmentEncoder<BufWriter<WriteBehind>>> {
             if let Some(e) = self.store.take_fault() {
                 return Err(e);
             }
-            let f = File::create(&tmp)?;
+            let f = WriteBehind::new(File::create(&tmp)?, self.store.inner.config.writeback_bytes);
             SegmentEncoder::new(
                 BufWriter::with_capacity(WRITE_BUFFER, f),
                 &self.header_bytes,
@@ -260,14 +278,53 @@ impl Recorder {
             return Err(StorageError::from_io(tmp, e));
         }
         let (w, bytes, crc) = cur.enc.finish(cur.frames, cur.start_ms, end_ms).at(tmp)?;
-        let file = w.into_inner().map_err(|e| e.into_error()).at(tmp)?;
-        file.sync_all().at(tmp)?;
-        drop(file);
-        self.lease.confirm()?;
+        let file = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .at(tmp)?
+            .into_inner();
         let dir_name = hour_dir_name(cur.start_ms);
         let dir = self.cam_dir.join(&dir_name);
         let name = segment_file_name(cur.start_ms, end_ms, cur.frames, bytes, crc);
         let dest = dir.join(&name);
+        let meta = SegmentMeta {
+            camera: self.camera.clone(),
+            start_ms: cur.start_ms,
+            end_ms,
+            bytes,
+            frames: cur.frames,
+            file: PathBuf::from(CAMERAS_DIR)
+                .join(&self.camera)
+                .join(&dir_name)
+                .join(&name),
+            crc32: crc,
+        };
+        if let Some(committer) = &self.store.inner.committer {
+            // One segment per camera in a batch: the previous one's pass must have run.
+            if let Some(prev) = self.committing.take() {
+                prev.wait()?;
+            }
+            self.lease.confirm()?;
+            // The pass renames only while the lease surely holds: before its expiry less a
+            // sixth of the TTL (clock skew between nodes; `confirm` left more than a third).
+            let ttl_ms = self.store.inner.config.lease_ttl.as_millis() as i64;
+            let ticket = Arc::new(Ticket::default());
+            committer.submit(Pending {
+                file: Some(file),
+                tmp: tmp.clone(),
+                cam_dir: self.cam_dir.clone(),
+                dir_name,
+                dest,
+                meta: meta.clone(),
+                lease_expires_ms: self.lease.expires_ms() - ttl_ms / 6,
+                ticket: ticket.clone(),
+            });
+            self.committing = Some(ticket);
+            return Ok(meta);
+        }
+        file.sync_all().at(tmp)?;
+        drop(file);
+        self.lease.confirm()?;
         // Retention may remove an emptied hour directory at any time: (re)create and retry.
         let mut renamed = Err(io::Error::from(io::ErrorKind::NotFound));
         for _ in 0..3 {
@@ -286,18 +343,6 @@ impl Recorder {
         }
         renamed.at(&dest)?;
         sync_dir(&dir).at(&dir)?;
-        let meta = SegmentMeta {
-            camera: self.camera.clone(),
-            start_ms: cur.start_ms,
-            end_ms,
-            bytes,
-            frames: cur.frames,
-            file: PathBuf::from(CAMERAS_DIR)
-                .join(&self.camera)
-                .join(&dir_name)
-                .join(&name),
-            crc32: crc,
-        };
         self.store.note_committed(&dir_name, &meta);
         Ok(meta)
     }
@@ -320,6 +365,15 @@ impl Recorder {
             }
             None => Ok(None),
         };
+        // The lease is released only once the last segment is in place: the next writer
+        // resumes after the newest listed segment.
+        let committed = self.committing.take().map_or(Ok(()), |t| {
+            // Hurry the pass: a stream that ended (or a node stopping) should not hold its
+            // writer thread for a whole interval per camera.
+            self.store.flush_commits();
+            t.wait()
+        });
+        let r = r.and_then(|seg| committed.map(|()| seg));
         self.lease.release();
         lock(&self.store.inner.active).remove(&self.camera);
         r

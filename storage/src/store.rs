@@ -1,6 +1,7 @@
 //! [`Store`]: the root directory, per-camera index caches refreshed incrementally from disk,
 //! segment reads, retention and start-up repair.
 
+use crate::commit::{CommitHook, Committer, SyncMode};
 use crate::error::{validate_id, IoContext, StorageError};
 use crate::format::{decode_segment, StreamHeader};
 use crate::index::{
@@ -9,7 +10,7 @@ use crate::index::{
 use crate::lease::{self, now_ms};
 use crate::recorder::Recorder;
 use crate::Segment;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -17,59 +18,22 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Marker file at the root naming the layout version, so a future layout is never misread.
-pub const ROOT_MARKER: &str = "VIGIL-STORAGE";
-const ROOT_MARKER_TEXT: &str = "vigil-storage 1\n";
-/// File at the root holding the root's identity (32 hex digits and a newline), made by the
-/// first node that opens it and never rewritten: every member of a cluster reports the id of
-/// the root it opened, so a node that records to another directory (the share not mounted,
-/// a typo in `[storage] root`) is told apart from one that records to the shared root
-/// (`vigil ctl doctor`). The layout marker cannot do this: its text is the same in every root.
-pub const ROOT_ID_FILE: &str = "VIGIL-STORAGE-ID";
-
-/// The id in `root`'s [`ROOT_ID_FILE`]; None while no node has opened the root.
-pub fn read_root_id(root: &Path) -> io::Result<Option<String>> {
-    match fs::read_to_string(root.join(ROOT_ID_FILE)) {
-        Ok(t) => Ok(Some(t.trim().to_string())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The root's id, made if the root has none. Nodes starting together on a fresh root race:
-/// each writes a whole temp file and links it into place, link(2) failing for all but the
-/// first (atomic on local file systems and NFS, as leases rely on), so all read one id.
-fn ensure_root_id(root: &Path) -> Result<String, StorageError> {
-    let path = root.join(ROOT_ID_FILE);
-    if let Some(id) = read_root_id(root).at(&path)? {
-        return Ok(id);
-    }
-    let id = format!(
-        "{:016x}{:016x}",
-        crate::lease::unique_token(),
-        crate::lease::unique_token().rotate_left(29) ^ u64::from(std::process::id())
-    );
-    let tmp = root.join(format!(
-        ".{ROOT_ID_FILE}.{:016x}.tmp",
-        crate::lease::unique_token()
-    ));
-    fs::write(&tmp, format!("{id}\n")).at(&tmp)?;
-    let linked = fs::hard_link(&tmp, &path);
-    let _ = fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => Ok(id),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => read_root_id(root)
-            .at(&path)?
-            .ok_or_else(|| StorageError::from_io(&path, io::ErrorKind::NotFound.into())),
-        Err(e) => Err(StorageError::from_io(&path, e)),
-    }
-}
 pub(crate) const CAMERAS_DIR: &str = "cameras";
 pub(crate) const TMP_DIR: &str = ".tmp";
 /// A directory whose mtime is within this much of our last scan is scanned again: mtime
 /// granularity (1 s on some file systems) and NFS client/server clock skew could otherwise hide
 /// a change made in the same tick as the scan.
 const MTIME_SLACK: Duration = Duration::from_secs(5);
+
+/// [`StoreConfig::commit_interval`] by default (the server's `[storage] commit_interval_ms`):
+/// long enough that a pass at 1000 cameras × 4 s segments shares one sync between ≈ 50
+/// segments, short against a segment, so a closed segment is listed (and playable) this
+/// soon after its close.
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_millis(200);
+
+/// [`StoreConfig::writeback_bytes`] by default (`[storage] writeback_kb`): off, the kernel's
+/// flusher and the group commit's sync write back (write-behind did not measure better).
+pub const DEFAULT_WRITEBACK_BYTES: u64 = 0;
 
 /// Recording and retention settings.
 #[derive(Clone, Debug)]
@@ -87,6 +51,16 @@ pub struct StoreConfig {
     /// Segments this process commits are in its index at once anyway; only changes made by
     /// another node (or another `Store` on the root) show up to this late.
     pub index_fresh: Duration,
+    /// Group commit ([`crate::commit`]): segments closed within this interval are synced
+    /// together by one pass and renamed into place after it. Zero: each segment is synced
+    /// and renamed by its writer at close (one `fsync` of the file and one of its directory
+    /// per segment), the behaviour before group commit.
+    pub commit_interval: Duration,
+    /// How a group commit pass syncs its batch.
+    pub commit_sync: SyncMode,
+    /// The recorder starts the write-back of every this many bytes it writes to a segment
+    /// (`crate::io_priority::WriteBehind`; 0 = leave it to the kernel).
+    pub writeback_bytes: u64,
 }
 
 impl Default for StoreConfig {
@@ -97,17 +71,11 @@ impl Default for StoreConfig {
             retention_max_age: None,
             retention_max_bytes: None,
             index_fresh: Duration::from_millis(500),
+            commit_interval: DEFAULT_COMMIT_INTERVAL,
+            commit_sync: SyncMode::Syncfs,
+            writeback_bytes: DEFAULT_WRITEBACK_BYTES,
         }
     }
-}
-
-/// What [`Store::enforce_retention`] deleted.
-#[derive(Debug, Default, Clone)]
-pub struct RetentionReport {
-    pub deleted_segments: u64,
-    pub deleted_bytes: u64,
-    /// Cameras that lost segments, sorted.
-    pub cameras: Vec<String>,
 }
 
 /// What the index cache knows about one hour directory.
@@ -118,8 +86,8 @@ struct DirState {
     hour: Option<i64>,
 }
 
-struct CamCache {
-    index: CameraIndex,
+pub(crate) struct CamCache {
+    pub(crate) index: CameraIndex,
     dirs: HashMap<String, DirState>,
     refreshed: Option<Instant>,
 }
@@ -130,7 +98,7 @@ pub(crate) struct Inner {
     pub(crate) root_id: String,
     pub(crate) node: String,
     pub(crate) config: StoreConfig,
-    cams: Mutex<HashMap<String, Arc<Mutex<CamCache>>>>,
+    cams: Cams,
     /// Cameras with a live `Recorder` in this process (a second one is refused).
     pub(crate) active: Mutex<HashSet<String>>,
     /// Test hook: errno injected into the next segment write (0 = none).
@@ -141,7 +109,12 @@ pub(crate) struct Inner {
     has_hook: AtomicBool,
     /// Per-camera settings over the store's (the registry's `segment_secs`,
     /// `retention_hours`): see [`Store::set_camera_settings`].
-    per_camera: Mutex<HashMap<String, CameraSettings>>,
+    pub(crate) per_camera: Mutex<HashMap<String, CameraSettings>>,
+    /// Test hook of the group commit passes ([`Store::set_commit_hook`]).
+    commit_hook: Arc<Mutex<Option<CommitHook>>>,
+    /// The group committer (`None` when `commit_interval` is zero). Declared last: dropped
+    /// after the rest, it runs its last pass over what the recorders handed it.
+    pub(crate) committer: Option<Committer>,
 }
 
 /// One camera's settings over the store's [`StoreConfig`].
@@ -154,6 +127,10 @@ pub struct CameraSettings {
     /// the store's, over all cameras.
     pub retention_max_age: Option<Option<Duration>>,
 }
+
+/// The per-camera index caches, shared with the committer thread (which records what it
+/// renamed without holding the store).
+type Cams = Arc<Mutex<HashMap<String, Arc<Mutex<CamCache>>>>>;
 
 /// See [`Store::set_write_hook`].
 pub type WriteHook = Arc<dyn Fn(&str) + Send + Sync>;
@@ -185,45 +162,39 @@ impl Store {
         let root = root.into();
         let cams = root.join(CAMERAS_DIR);
         fs::create_dir_all(&cams).at(&cams)?;
-        let marker = root.join(ROOT_MARKER);
-        match fs::read_to_string(&marker) {
-            Ok(t) if t == ROOT_MARKER_TEXT => {}
-            Ok(t) => {
-                return Err(StorageError::Corrupt {
-                    path: marker,
-                    reason: format!("unsupported layout {:?}", t.trim()),
+        crate::root::ensure_layout(&root)?;
+        let root_id = crate::root::ensure_root_id(&root)?;
+        let cams: Cams = Arc::default();
+        let commit_hook = Arc::new(Mutex::new(None));
+        let committer = if config.commit_interval.is_zero() {
+            None
+        } else {
+            let cams = cams.clone();
+            Some(
+                Committer::start(crate::commit::Context {
+                    root: root.clone(),
+                    mode: config.commit_sync,
+                    interval: config.commit_interval,
+                    hook: commit_hook.clone(),
+                    committed: Box::new(move |dir, meta| note_committed(&cams, dir, meta)),
                 })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // Several nodes may race here (a cluster starting on a fresh root): each
-                // writes its own temp file and renames it into place, so a reader sees no
-                // marker or a whole one, never the empty file a plain write shows for a
-                // moment. They all write the same text; the last rename wins.
-                let tmp = root.join(format!(
-                    ".{ROOT_MARKER}.{:016x}.tmp",
-                    crate::lease::unique_token()
-                ));
-                fs::write(&tmp, ROOT_MARKER_TEXT).at(&tmp)?;
-                if let Err(e) = fs::rename(&tmp, &marker) {
-                    let _ = fs::remove_file(&tmp);
-                    return Err(StorageError::from_io(&marker, e));
-                }
-            }
-            Err(e) => return Err(StorageError::from_io(&marker, e)),
-        }
-        let root_id = ensure_root_id(&root)?;
+                .at(&root)?,
+            )
+        };
         let store = Store {
             inner: Arc::new(Inner {
                 root_id,
                 root,
                 node: node_id.to_string(),
                 config,
-                cams: Mutex::new(HashMap::new()),
+                cams,
                 active: Mutex::new(HashSet::new()),
                 fault: AtomicI32::new(0),
                 hook: Mutex::new(None),
                 has_hook: AtomicBool::new(false),
                 per_camera: Mutex::new(HashMap::new()),
+                commit_hook,
+                committer,
             }),
         };
         for cam in store.cameras()? {
@@ -243,11 +214,27 @@ impl Store {
         Ok(())
     }
 
-    /// Removes every temp segment of a camera; only called while no other node can write it.
+    /// Repairs a camera's temp segments; only called while no other node can write it. A
+    /// temp file that holds a whole, checksum-valid segment was closed and waiting for its
+    /// group commit when its writer died: it is synced and renamed into place
+    /// ([`crate::commit::recover_plan`]). Every other one (the open segment) is deleted.
     pub(crate) fn clear_tmp(&self, camera: &str) {
-        if let Ok(rd) = fs::read_dir(self.camera_dir(camera).join(TMP_DIR)) {
-            for e in rd.flatten() {
-                let _ = fs::remove_file(e.path());
+        let cam_dir = self.camera_dir(camera);
+        let Ok(rd) = fs::read_dir(cam_dir.join(TMP_DIR)) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let path = e.path();
+            let plan = match fs::read(&path) {
+                Ok(data) => crate::commit::recover_plan(&cam_dir, bytes::Bytes::from(data)),
+                Err(_) => crate::commit::Recovery::Delete,
+            };
+            let renamed = match plan {
+                crate::commit::Recovery::Rename(dest) => recover_one(&path, &dest).is_ok(),
+                crate::commit::Recovery::Delete => false,
+            };
+            if !renamed {
+                let _ = fs::remove_file(&path);
             }
         }
     }
@@ -321,17 +308,8 @@ impl Store {
         Recorder::start(self.clone(), camera, header)
     }
 
-    fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {
-        lock(&self.inner.cams)
-            .entry(camera.to_string())
-            .or_insert_with(|| {
-                Arc::new(Mutex::new(CamCache {
-                    index: CameraIndex::new(camera),
-                    dirs: HashMap::new(),
-                    refreshed: None,
-                }))
-            })
-            .clone()
+    pub(crate) fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {
+        cam_cache(&self.inner.cams, camera)
     }
 
     /// The camera's index, refreshed incrementally: one listing of the camera directory and
@@ -464,18 +442,22 @@ impl Store {
 
     /// Records a segment this process just committed, so local readers see it at once.
     pub(crate) fn note_committed(&self, dir_name: &str, meta: &SegmentMeta) {
-        let cache = self.cache(&meta.camera);
-        let mut c = lock(&cache);
-        if let Some(st) = c.dirs.get_mut(dir_name) {
-            st.hour = Some(hour_of(meta.start_ms));
+        note_committed(&self.inner.cams, dir_name, meta);
+    }
+
+    /// Waits until every segment closed so far is synced and renamed (group commit; at once
+    /// without it). Tests and tools that read what they just wrote call it.
+    pub fn flush_commits(&self) {
+        if let Some(c) = &self.inner.committer {
+            c.flush();
         }
-        c.index.insert(Entry {
-            start_ms: meta.start_ms,
-            end_ms: meta.end_ms,
-            bytes: meta.bytes,
-            frames: meta.frames,
-            crc32: meta.crc32,
-        });
+    }
+
+    /// Test hook: `hook(point)` runs at each step of every group commit pass; returning
+    /// false stops that pass there for good, as a crash would (its temp files stay).
+    #[doc(hidden)]
+    pub fn set_commit_hook(&self, hook: Option<CommitHook>) {
+        *lock(&self.inner.commit_hook) = hook;
     }
 
     /// Reads one complete segment and verifies its checksum (against the file's own trailer
@@ -541,81 +523,6 @@ impl Store {
         Ok(total)
     }
 
-    /// Deletes segments that ended before `now - retention_max_age`, then the oldest segments
-    /// across all cameras (k-way merge by start time, so only what is deleted is visited)
-    /// while the total exceeds `retention_max_bytes`. Several nodes may run it at once: a
-    /// file already deleted by another is skipped.
-    pub fn enforce_retention(&self, now_unix_ms: i64) -> Result<RetentionReport, StorageError> {
-        let cfg = &self.inner.config;
-        let mut report = RetentionReport::default();
-        let mut cams = HashSet::new();
-        let mut indexes = Vec::new();
-        for cam in self.cameras()? {
-            indexes.push((cam.clone(), self.index(&cam)?));
-        }
-        let mut total: u64 = indexes.iter().map(|(_, ix)| ix.total_bytes()).sum();
-        let per_camera = lock(&self.inner.per_camera).clone();
-        let cutoffs: Vec<Option<i64>> = indexes
-            .iter()
-            .map(|(cam, _)| {
-                per_camera
-                    .get(cam)
-                    .and_then(|s| s.retention_max_age)
-                    .unwrap_or(cfg.retention_max_age)
-                    .map(|a| now_unix_ms.saturating_sub(a.as_millis() as i64))
-            })
-            .collect();
-        // Min-heap over each camera's oldest remaining segment.
-        let mut heap = BinaryHeap::new();
-        let mut iters: Vec<_> = indexes.iter().map(|(_, ix)| ix.segments()).collect();
-        let mut pending: Vec<Option<SegmentMeta>> = iters.iter_mut().map(|it| it.next()).collect();
-        for (i, m) in pending.iter().enumerate() {
-            if let Some(m) = m {
-                heap.push(std::cmp::Reverse((m.start_ms, i)));
-            }
-        }
-        while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
-            let Some(m) = pending[i].take() else { continue };
-            let too_old = cutoffs[i].is_some_and(|c| m.end_ms < c);
-            let too_big = cfg.retention_max_bytes.is_some_and(|max| total > max);
-            if !too_old && !too_big {
-                // This camera's later segments are newer and the total only shrinks, so the
-                // camera is done; other cameras may still hold segments past the age limit.
-                continue;
-            }
-            if self.delete_segment(&m)? {
-                report.deleted_segments += 1;
-                report.deleted_bytes += m.bytes;
-                cams.insert(m.camera.clone());
-            }
-            total = total.saturating_sub(m.bytes);
-            pending[i] = iters[i].next();
-            if let Some(n) = &pending[i] {
-                heap.push(std::cmp::Reverse((n.start_ms, i)));
-            }
-        }
-        report.cameras = cams.into_iter().collect();
-        report.cameras.sort();
-        Ok(report)
-    }
-
-    /// Deletes a segment file and its index entry; false if it was already gone.
-    fn delete_segment(&self, m: &SegmentMeta) -> Result<bool, StorageError> {
-        let path = self.inner.root.join(&m.file);
-        let deleted = match fs::remove_file(&path) {
-            Ok(()) => true,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-            Err(e) => return Err(StorageError::from_io(&path, e)),
-        };
-        let cache = self.cache(&m.camera);
-        lock(&cache).index.remove(m.start_ms);
-        // Drop the hour directory once empty (fails harmlessly while it still has files).
-        if let Some(parent) = path.parent() {
-            let _ = fs::remove_dir(parent);
-        }
-        Ok(deleted)
-    }
-
     /// Test hook: makes the next segment write fail with this errno (e.g. `libc::ENOSPC`).
     #[doc(hidden)]
     pub fn inject_write_error(&self, errno: Option<i32>) {
@@ -673,6 +580,52 @@ impl Store {
             code => Some(io::Error::from_raw_os_error(code)),
         }
     }
+}
+
+fn cam_cache(cams: &Cams, camera: &str) -> Arc<Mutex<CamCache>> {
+    lock(cams)
+        .entry(camera.to_string())
+        .or_insert_with(|| {
+            Arc::new(Mutex::new(CamCache {
+                index: CameraIndex::new(camera),
+                dirs: HashMap::new(),
+                refreshed: None,
+            }))
+        })
+        .clone()
+}
+
+/// Puts a committed segment in the camera's cached index.
+fn note_committed(cams: &Cams, dir_name: &str, meta: &SegmentMeta) {
+    let cache = cam_cache(cams, &meta.camera);
+    let mut c = lock(&cache);
+    if let Some(st) = c.dirs.get_mut(dir_name) {
+        st.hour = Some(hour_of(meta.start_ms));
+    }
+    c.index.insert(Entry {
+        start_ms: meta.start_ms,
+        end_ms: meta.end_ms,
+        bytes: meta.bytes,
+        frames: meta.frames,
+        crc32: meta.crc32,
+    });
+}
+
+/// Syncs a recovered temp segment and renames it to `dest` (its hour directory created if
+/// needed); a failure leaves it to be deleted.
+fn recover_one(tmp: &Path, dest: &Path) -> io::Result<()> {
+    fs::File::open(tmp)?.sync_all()?;
+    if let Some(dir) = dest.parent() {
+        match fs::create_dir(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    fs::rename(tmp, dest)?;
+    if let Some(dir) = dest.parent() {
+        crate::lease::sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Reads a whole file without updating its access time: under `relatime` a segment's first

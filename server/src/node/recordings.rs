@@ -61,11 +61,22 @@ impl Recordings {
             return Ok(p);
         }
         let threads = storage.writer_threads();
+        let class = match storage.writer_io_class {
+            vigil_conf::WriterIoClass::Idle => vigil_storage::io_priority::WriterIoClass::Idle,
+            vigil_conf::WriterIoClass::Low => vigil_storage::io_priority::WriterIoClass::Low,
+            vigil_conf::WriterIoClass::Normal => vigil_storage::io_priority::WriterIoClass::Normal,
+        };
         let p = WriterPool::new(
             threads,
             storage.writer_queue_total_mb.saturating_mul(1 << 20),
+            move || {
+                // Advisory: a kernel or policy that refuses it leaves the class as it was.
+                if let Err(e) = vigil_storage::io_priority::set_current_thread(class) {
+                    warn!("cannot set the recording writers' I/O class: {e}");
+                }
+            },
         )?;
-        info!(threads, "recording writer pool started");
+        info!(threads, ?class, "recording writer pool started");
         Ok(self.pool.get_or_init(|| p))
     }
 

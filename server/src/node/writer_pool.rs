@@ -84,8 +84,14 @@ pub struct WriterPool {
 
 impl WriterPool {
     /// Starts `threads` writer threads (at least one), holding at most `limit_bytes` queued
-    /// over all lanes (each lane has its own limit too).
-    pub fn new(threads: usize, limit_bytes: u64) -> std::io::Result<WriterPool> {
+    /// over all lanes (each lane has its own limit too). Each thread first runs `init` (the
+    /// recorder's I/O priority class).
+    pub fn new(
+        threads: usize,
+        limit_bytes: u64,
+        init: impl Fn() + Send + Sync + 'static,
+    ) -> std::io::Result<WriterPool> {
+        let init = Arc::new(init);
         let shared = Arc::new(Shared {
             ready: Mutex::default(),
             wake: Condvar::new(),
@@ -98,10 +104,14 @@ impl WriterPool {
         let mut handles = Vec::with_capacity(count);
         for i in 0..count {
             let shared = shared.clone();
+            let init = init.clone();
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("vigil-writer-{i}"))
-                    .spawn(move || work(&shared))?,
+                    .spawn(move || {
+                        init();
+                        work(&shared)
+                    })?,
             );
         }
         Ok(WriterPool {
@@ -313,7 +323,7 @@ mod tests {
 
     #[test]
     fn lanes_keep_order_and_a_slow_lane_holds_one_thread_only() {
-        let pool = WriterPool::new(2, u64::MAX).unwrap();
+        let pool = WriterPool::new(2, u64::MAX, || {}).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let slow = probe_lane(&pool, 0, &tx, &g, 1 << 20);
@@ -344,7 +354,7 @@ mod tests {
 
     #[test]
     fn full_lane_refuses_but_control_messages_pass() {
-        let pool = WriterPool::new(1, u64::MAX).unwrap();
+        let pool = WriterPool::new(1, u64::MAX, || {}).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let lane = probe_lane(&pool, 0, &tx, &g, 100);
@@ -369,7 +379,7 @@ mod tests {
 
     #[test]
     fn the_pool_bound_holds_over_all_lanes() {
-        let pool = WriterPool::new(1, 250).unwrap();
+        let pool = WriterPool::new(1, 250, || {}).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let lanes: Vec<_> = (0..5)

@@ -30,6 +30,9 @@ pub fn config() -> StoreConfig {
         // These tests play several nodes with several `Store`s in one process and check
         // what each sees at once.
         index_fresh: Duration::ZERO,
+        // And the listing right after each close: every segment synced and renamed by its
+        // writer. Group commit has tests of its own (`group_commit.rs`, `commit::tests`).
+        commit_interval: Duration::ZERO,
         ..StoreConfig::default()
     }
 }

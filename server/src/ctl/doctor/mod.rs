@@ -90,18 +90,29 @@ pub enum RootProbe {
     },
 }
 
-/// The fsync time past which the writer pool cannot close every camera's segments in time:
-/// each of `cameras` closes a segment every `segment_secs` with one fsync, on
-/// `writer_threads` threads, so an fsync must take less than threads × segment / cameras;
-/// half of that leaves room for the frame writes. Never above 100 ms (a healthy LUN or share
-/// answers an fsync in a few ms; 100 ms is a sick one whatever the load).
-pub fn fsync_budget(writer_threads: usize, segment_secs: f64, cameras: usize) -> Duration {
+/// The fsync time past which the writer pool cannot close every camera's segments in time.
+/// Without group commit (`commit_interval_ms` = 0) each of `cameras` closes a segment every
+/// `segment_secs` with one fsync, on `writer_threads` threads, so an fsync must take less
+/// than threads × segment / cameras. With it, one sync serves every segment closed in the
+/// interval, and a camera's segment must be synced before its next one closes: less than
+/// the segment less the interval, whatever the number of cameras. Half of either leaves
+/// room for the frame writes. Never above 100 ms (a healthy LUN or share answers an fsync in
+/// a few ms; 100 ms is a sick one whatever the load).
+pub fn fsync_budget(
+    writer_threads: usize,
+    segment_secs: f64,
+    cameras: usize,
+    commit_interval: Duration,
+) -> Duration {
     let cap = Duration::from_millis(100);
-    if cameras == 0 {
+    let secs = if !commit_interval.is_zero() {
+        segment_secs - commit_interval.as_secs_f64()
+    } else if cameras == 0 {
         return cap;
-    }
-    let secs = writer_threads as f64 * segment_secs / cameras as f64 / 2.0;
-    Duration::from_secs_f64(secs.max(0.0)).min(cap)
+    } else {
+        writer_threads as f64 * segment_secs / cameras as f64
+    };
+    Duration::from_secs_f64((secs / 2.0).max(0.0)).min(cap)
 }
 
 pub fn check_root(root: &Path, probe: &RootProbe, budget: Duration) -> Finding {

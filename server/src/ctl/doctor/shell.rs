@@ -203,6 +203,7 @@ fn storage_checks(
         config.storage.writer_threads(),
         config.storage.segment_secs,
         cameras,
+        Duration::from_millis(config.storage.commit_interval_ms),
     );
     out.push(check_root(root, &probe, budget));
     if !matches!(probe, RootProbe::Writable { .. }) {
