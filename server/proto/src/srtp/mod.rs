@@ -249,16 +249,26 @@ impl Context {
         }
     }
 
+    /// The state of `ssrc`, or a fresh one starting at `first` (not yet kept).
+    fn rollover(list: &[Rollover], ssrc: u32, first: u16) -> Rollover {
+        list.iter()
+            .find(|s| s.ssrc == ssrc)
+            .copied()
+            .unwrap_or(Rollover {
+                ssrc,
+                s_l: first,
+                roc: 0,
+                window: 0,
+            })
+    }
+
+    /// The state of `ssrc`, kept from now on. A receiver calls it only for a packet that
+    /// authenticated: a forger cannot make it keep state for SSRCs of its choosing.
     fn stream(list: &mut Vec<Rollover>, ssrc: u32, first: u16) -> &mut Rollover {
         let at = match list.iter().position(|s| s.ssrc == ssrc) {
             Some(i) => i,
             None => {
-                list.push(Rollover {
-                    ssrc,
-                    s_l: first,
-                    roc: 0,
-                    window: 0,
-                });
+                list.push(Self::rollover(list, ssrc, first));
                 list.len() - 1
             }
         };
@@ -304,7 +314,7 @@ impl Context {
         }
         let (ssrc, seq) = rtp_ids(packet)?;
         let (body, tag) = packet.split_at(packet.len() - tag_len);
-        let rollover = *Self::stream(&mut self.streams, ssrc, seq);
+        let rollover = Self::rollover(&self.streams, ssrc, seq);
         let index = rollover.estimate(seq);
         if rollover.window != 0 && rollover.seen(index) {
             return Err(SrtpError::Replay { index });

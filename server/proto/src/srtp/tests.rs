@@ -151,6 +151,24 @@ fn the_rollover_counter_follows_the_sequence_number_across_its_wrap() {
 }
 
 #[test]
+fn forged_packets_leave_no_state_behind() {
+    let mut rx = Context::new(&key(5), Profile::AesCm128HmacSha1_80);
+    let mut forger = Context::new(&key(6), Profile::AesCm128HmacSha1_80);
+    for ssrc in 0..100u32 {
+        let p = forger.protect_rtp(&rtp(1, ssrc, b"x")).unwrap();
+        assert_eq!(rx.unprotect_rtp(&p), Err(SrtpError::BadTag));
+    }
+    assert!(rx.streams.is_empty(), "{} SSRCs kept", rx.streams.len());
+    // And a genuine packet after them is read as if they never came.
+    let mut tx = Context::new(&key(5), Profile::AesCm128HmacSha1_80);
+    let plain = rtp(40_000, 7, b"genuine");
+    assert_eq!(
+        rx.unprotect_rtp(&tx.protect_rtp(&plain).unwrap()).unwrap(),
+        plain
+    );
+}
+
+#[test]
 fn an_old_packet_inside_the_window_is_accepted_once() {
     let k = key(4);
     let mut tx = Context::new(&k, Profile::AesCm128HmacSha1_80);
