@@ -78,17 +78,15 @@ impl Track {
     /// The packets as SRTP: the same headers, each payload encrypted and tagged.
     pub fn protect(&self, packets: &[OutPacket]) -> Vec<OutPacket> {
         let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        packets
-            .iter()
-            .filter_map(|p| {
-                let payload = tx.protect_parts(&p.header, &p.payload).ok()?;
-                Some(OutPacket {
-                    track: p.track,
-                    header: p.header,
-                    payload: Bytes::from(payload),
-                })
-            })
-            .collect()
+        packets.iter().filter_map(|p| seal(&mut tx, p)).collect()
+    }
+
+    /// One packet as SRTP (a TCP viewer's batches mix tracks, each with its own SRTP).
+    pub fn protect_one(&self, packet: &OutPacket) -> Option<OutPacket> {
+        seal(
+            &mut self.tx.lock().unwrap_or_else(|p| p.into_inner()),
+            packet,
+        )
     }
 
     /// One RTCP compound packet of ours as SRTCP (None only for a packet too short to be
@@ -104,6 +102,15 @@ impl Track {
         let mut rx = self.rx.as_ref()?.lock().unwrap_or_else(|p| p.into_inner());
         rx.unprotect_rtcp(packet).ok()
     }
+}
+
+fn seal(tx: &mut Context, p: &OutPacket) -> Option<OutPacket> {
+    let payload = tx.protect_parts(&p.header, &p.payload).ok()?;
+    Some(OutPacket {
+        track: p.track,
+        header: p.header,
+        payload: Bytes::from(payload),
+    })
 }
 
 /// Protects `packets` with `srtp` when the track has it, else hands them back as they are.

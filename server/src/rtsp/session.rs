@@ -124,9 +124,9 @@ impl Session {
         Cow::Owned(
             packets
                 .iter()
-                .flat_map(|p| match self.srtp_of(p.track) {
-                    Some(t) => t.protect(std::slice::from_ref(p)),
-                    None => vec![p.clone()],
+                .filter_map(|p| match self.srtp_of(p.track) {
+                    Some(t) => t.protect_one(p),
+                    None => Some(p.clone()),
                 })
                 .collect(),
         )
