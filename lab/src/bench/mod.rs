@@ -166,6 +166,39 @@ pub(crate) fn get(api: &str, path: &str) -> anyhow::Result<String> {
     Ok(vigil_testkit::serve::api_get(api, path)?)
 }
 
+/// A load generator's timeline: clients started over the ramp from `start`, the steady
+/// window from `mark` (after the warm-up) to `end`.
+pub(crate) struct Schedule {
+    pub start: Instant,
+    pub ramp: Duration,
+    pub mark: Instant,
+    pub end: Instant,
+}
+
+impl Schedule {
+    /// `ramp_per_sec` clients per second (0: all at once), `warmup` and `duration` seconds.
+    pub fn new(clients: usize, ramp_per_sec: f64, warmup: u64, duration: u64) -> Schedule {
+        let ramp = if ramp_per_sec > 0.0 {
+            Duration::from_secs_f64(clients as f64 / ramp_per_sec)
+        } else {
+            Duration::ZERO
+        };
+        let start = Instant::now() + Duration::from_millis(50);
+        let mark = start + ramp + Duration::from_secs(warmup);
+        Schedule {
+            start,
+            ramp,
+            mark,
+            end: mark + Duration::from_secs(duration),
+        }
+    }
+
+    /// When client `i` of `n` starts.
+    pub fn start_of(&self, i: usize, n: usize) -> Instant {
+        self.start + self.ramp.mul_f64(i as f64 / n as f64)
+    }
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     tokio::task::spawn_blocking(f).await.ok()
 }
@@ -183,14 +216,10 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
         }
     };
     let n = args.readers;
-    let ramp = if args.ramp_per_sec > 0.0 {
-        Duration::from_secs_f64(n as f64 / args.ramp_per_sec)
-    } else {
-        Duration::ZERO
-    };
-    let start = Instant::now() + Duration::from_millis(50);
-    let mark = start + ramp + Duration::from_secs(args.warmup);
-    let end = mark + Duration::from_secs(args.duration);
+    let schedule = Schedule::new(n, args.ramp_per_sec, args.warmup, args.duration);
+    let Schedule {
+        ramp, mark, end, ..
+    } = schedule;
     eprintln!(
         "vigil bench: {n} {:?} readers of {} (ramp {:.1} s, warm-up {} s, window {} s)",
         args.transport,
@@ -206,7 +235,7 @@ async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
     };
     let mut readers = Vec::with_capacity(n);
     for i in 0..n {
-        let at = start + ramp.mul_f64(i as f64 / n as f64);
+        let at = schedule.start_of(i, n);
         let url = args.url.clone();
         let mut opts = PlayOptions::new(args.transport);
         opts.tls = tls.clone();

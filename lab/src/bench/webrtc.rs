@@ -3,7 +3,7 @@
 //! `vigil bench live --transport udp` on the same camera it gives the node's CPU per
 //! WebRTC viewer against per RTSP/UDP viewer (docs/BENCHMARKS.md "WebRTC").
 
-use super::{blocking, get, runtime};
+use super::{blocking, runtime, NodeProbe, Schedule};
 use anyhow::Context;
 use clap::Args;
 use std::net::SocketAddr;
@@ -29,7 +29,7 @@ pub struct WebRtcArgs {
     /// The node's admin API, for its pid.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub api: String,
-    /// Viewers started per second.
+    /// Viewers started per second; 0 starts them all at once.
     #[arg(long, default_value_t = 50.0)]
     pub ramp_per_sec: f64,
     /// Seconds between the last viewer starting and the window.
@@ -60,21 +60,15 @@ pub fn run(args: WebRtcArgs) -> anyhow::Result<()> {
 }
 
 async fn bench(args: WebRtcArgs) -> anyhow::Result<()> {
-    let api = args.api.trim_end_matches('/').to_string();
-    let a = api.clone();
-    let node: serde_json::Value = serde_json::from_str(
-        &blocking(move || get(&a, "/api/node"))
-            .await
-            .context("the node's API")??,
-    )?;
-    let pid = node["process"]["pid"]
-        .as_u64()
-        .and_then(|p| u32::try_from(p).ok())
-        .context("/api/node has no process.pid")?;
-    let ramp = Duration::from_secs_f64(args.peers as f64 / args.ramp_per_sec.max(0.1));
-    let start = Instant::now() + Duration::from_millis(50);
-    let mark = start + ramp + Duration::from_secs(args.warmup);
-    let end = mark + Duration::from_secs(args.duration);
+    let (api, url) = (args.api.clone(), args.url.clone());
+    let pid = blocking(move || NodeProbe::connect(&api, &url))
+        .await
+        .context("the node's API")??
+        .pid;
+    let schedule = Schedule::new(args.peers, args.ramp_per_sec, args.warmup, args.duration);
+    let Schedule {
+        ramp, mark, end, ..
+    } = schedule;
     eprintln!(
         "vigil bench webrtc: {} viewers of {} (ramp {:.1} s, warm-up {} s, window {} s)",
         args.peers,
@@ -85,7 +79,7 @@ async fn bench(args: WebRtcArgs) -> anyhow::Result<()> {
     );
     let mut peers = Vec::new();
     for i in 0..args.peers {
-        let at = start + ramp.mul_f64(i as f64 / args.peers as f64);
+        let at = schedule.start_of(i, args.peers);
         let url = args.url.clone();
         peers.push(tokio::spawn(async move {
             tokio::time::sleep_until(at.into()).await;
