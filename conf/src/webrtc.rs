@@ -26,6 +26,11 @@ pub struct WebRtcConfig {
     pub offer_burst: u32,
     /// A peer that has not completed ICE and DTLS within this (ms) is dropped with its state.
     pub connect_timeout_ms: u64,
+    /// Estimate each viewer's bandwidth from its TWCC feedback (shown with its session).
+    /// Off by default: str0m then paces every peer's packets to that estimate, which costs
+    /// per-packet work and delays a keyframe's burst; REMB, receiver reports and
+    /// NACK/PLI/FIR counts are read either way.
+    pub twcc: bool,
 }
 
 impl Default for WebRtcConfig {
@@ -38,6 +43,7 @@ impl Default for WebRtcConfig {
             offers_per_sec: 5.0,
             offer_burst: 20,
             connect_timeout_ms: 10_000,
+            twcc: false,
         }
     }
 }

@@ -272,8 +272,14 @@
   // the browser, the camera's codec or the node cannot; recordings over HLS.
   let pc = null;
   let whepResource = null;
+  // A recording playing over WebRTC is steered through its resource (seek, pause, speed)
+  // instead of being offered again: {camera, resource}.
+  let steering = null;
 
   function stopPlayer() {
+    steering = null;
+    seen.steer = null;
+    $('#player-steer').hidden = true;
     if (hls) { hls.destroy(); hls = null; }
     const conn = pc && pc.close ? pc : null;
     whepClose(conn, whepResource);
@@ -334,8 +340,10 @@
       });
       if (r.status !== 201) throw new ApiError(r.status, (await r.text()).trim());
       const resource = new URL(r.headers.get('Location') || '', location.href).toString();
+      // The camera's tracks WebRTC does not carry (AAC audio): named by the node.
+      const notCarried = r.headers.get('X-Vigil-Not-Carried');
       await conn.setRemoteDescription({ type: 'answer', sdp: await r.text() });
-      return { conn, resource };
+      return { conn, resource, notCarried };
     } catch (err) {
       conn.close();
       throw err;
@@ -353,7 +361,7 @@
     }
   }
 
-  async function playWebrtc(whep, title, fallback) {
+  async function playWebrtc(whep, title, fallback, camera) {
     stopPlayer();
     seen.player = { state: 'loading', src: whep, via: 'webrtc', error: null };
     setPlayer('loading');
@@ -362,7 +370,7 @@
     try {
       const attempt = {};
       pc = attempt;
-      const { conn, resource } = await whepConnect(whep, (stream) => {
+      const { conn, resource, notCarried } = await whepConnect(whep, (stream) => {
         video.muted = true;
         video.srcObject = stream;
         video.play().catch((err) => setPlayer('error', String(err.message || err)));
@@ -370,6 +378,17 @@
       if (pc !== attempt) { whepClose(conn, resource); return; }
       pc = conn;
       whepResource = resource;
+      if (notCarried) {
+        seen.player.notCarried = notCarried;
+        $('#player-title').textContent = `${title} (WebRTC; not carried: ${notCarried})`;
+      }
+      if (camera) {
+        steering = { camera, resource };
+        $('#steer-pause').textContent = 'Pause';
+        $('#steer-scale').value = '1';
+        $('#steer-state').textContent = '';
+        $('#player-steer').hidden = false;
+      }
       conn.onconnectionstatechange = () => {
         if (pc === conn && conn.connectionState === 'failed') setPlayer('error', 'WebRTC connection failed');
       };
@@ -419,12 +438,59 @@
     note,
   );
   // A click on the timeline starts a WebRTC playback from that moment (the sender RTSP
-  // playback uses, from the keyframe at or before it); HLS when WebRTC cannot.
-  const playRecording = (cam, ms) => playWebrtc(
-    `/whep/playback/${encodeURIComponent(cam)}?start=${encodeURIComponent(iso(ms))}`,
-    `playback/${cam} from ${iso(ms)}`,
-    (note) => playRecordingHls(cam, ms, note),
-  );
+  // playback uses, from the keyframe at or before it), or seeks the one of that camera
+  // already playing; HLS when WebRTC cannot.
+  async function playRecording(cam, ms) {
+    if (steering && steering.camera === cam) {
+      const r = await steer({ op: 'seek', at: iso(ms) });
+      if (r) {
+        $('#player-title').textContent = `playback/${cam} from ${iso(ms)} (WebRTC)`;
+        return;
+      }
+    }
+    await playWebrtc(
+      `/whep/playback/${encodeURIComponent(cam)}?start=${encodeURIComponent(iso(ms))}`,
+      `playback/${cam} from ${iso(ms)}`,
+      (note) => playRecordingHls(cam, ms, note),
+      cam,
+    );
+  }
+
+  /** Sends a control to the playing recording: its answer (scale, paused, position), or null. */
+  async function steer(control) {
+    if (!steering) return null;
+    const s = steering;
+    try {
+      const r = await fetch(`${s.resource}/control`, {
+        method: 'POST',
+        headers: { ...authHeaders(), 'Content-Type': 'application/json' },
+        body: JSON.stringify(control),
+      });
+      const text = await r.text();
+      if (steering !== s) return null;
+      if (r.status !== 200) {
+        $('#steer-state').textContent = `${control.op}: ${text.trim()}`;
+        if (r.status === 404) steering = null; // the peer is gone: the next click offers anew
+        return null;
+      }
+      const state = JSON.parse(text);
+      seen.steer = state;
+      $('#steer-pause').textContent = state.paused ? 'Resume' : 'Pause';
+      $('#steer-scale').value = String(state.scale);
+      $('#steer-state').textContent = state.ended ? 'ended: click the timeline to play again'
+        : state.position_ms ? `at ${isoSecs(state.position_ms)}` : '';
+      return state;
+    } catch (err) {
+      $('#steer-state').textContent = `${control.op}: ${err.message || err}`;
+      return null;
+    }
+  }
+  $('#steer-pause').addEventListener('click', () => {
+    steer({ op: seen.steer && seen.steer.paused ? 'resume' : 'pause' });
+  });
+  $('#steer-scale').addEventListener('change', (e) => {
+    steer({ op: 'scale', scale: Number(e.target.value) });
+  });
 
   // ---- wall -------------------------------------------------------------------------
   // The first page: this node's live cameras playing, each tile its own WHEP viewer, kept

@@ -4,7 +4,12 @@ audio), POSTs the offer to a WHEP URL, decodes N video frames with its own H.264
 (PyAV/FFmpeg), DELETEs the resource, and prints one JSON line: frames decoded, decode
 errors, the size, and the milliseconds to the first decoded frame.
 
-usage: whep_play.py URL FRAMES [TIMEOUT_S] [--token T]
+With --steps JSON, a recording is steered after the first FRAMES frames, step by step:
+{"control": {...}} POSTs a control to the resource's /control (status and answer kept),
+{"frames": N} decodes N more (their RTP timestamps kept, 90 kHz), {"idle": S} counts the
+frames that arrive in S seconds (none while paused), {"state": true} GETs the control.
+
+usage: whep_play.py URL FRAMES [TIMEOUT_S] [--token T] [--steps JSON]
 """
 import asyncio
 import json
@@ -31,10 +36,10 @@ class Errors(logging.Handler):
             self.lines.append(msg)
 
 
-def http(method, url, body=None, token=None):
+def http(method, url, body=None, token=None, content_type="application/sdp"):
     req = urllib.request.Request(url, data=body, method=method)
     if body is not None:
-        req.add_header("Content-Type", "application/sdp")
+        req.add_header("Content-Type", content_type)
     if token:
         req.add_header("Authorization", "Bearer " + token)
     try:
@@ -44,7 +49,38 @@ def http(method, url, body=None, token=None):
         return e.code, dict(e.headers), e.read().decode()
 
 
-async def play(url, frames, timeout, token):
+async def steer(track, resource, steps, token, deadline):
+    """Runs the steps against a playing recording; one result per step."""
+    out = []
+    for step in steps:
+        if "control" in step:
+            body = json.dumps(step["control"]).encode()
+            status, _, answer = await asyncio.to_thread(
+                http, "POST", resource + "/control", body, token, "application/json")
+            out.append({"status": status, "answer": answer})
+        elif "state" in step:
+            status, _, answer = await asyncio.to_thread(http, "GET", resource + "/control", None, token)
+            out.append({"status": status, "answer": answer})
+        elif "frames" in step:
+            pts = []
+            while len(pts) < step["frames"]:
+                frame = await asyncio.wait_for(track.recv(), max(0.1, deadline - time.monotonic()))
+                pts.append(frame.pts)
+            out.append({"pts": pts})
+        elif "idle" in step:
+            end = time.monotonic() + step["idle"]
+            got = 0
+            while time.monotonic() < end:
+                try:
+                    await asyncio.wait_for(track.recv(), max(0.01, end - time.monotonic()))
+                    got += 1
+                except asyncio.TimeoutError:
+                    break
+            out.append({"idle_frames": got})
+    return out
+
+
+async def play(url, frames, timeout, token, steps=None):
     errors = Errors()
     logging.getLogger().addHandler(errors)
     pc = RTCPeerConnection()
@@ -83,6 +119,8 @@ async def play(url, frames, timeout, token):
                 out["first_frame_ms"] = round((time.monotonic() - started) * 1000, 1)
                 out["size"] = [frame.width, frame.height]
             out["frames"] += 1
+        if steps:
+            out["steps"] = await steer(track, resource, steps, token, deadline)
     except asyncio.TimeoutError:
         out["timeout"] = True
     out["errors"] = errors.lines
@@ -98,9 +136,14 @@ def main():
         i = args.index("--token")
         token = args[i + 1]
         del args[i : i + 2]
+    steps = None
+    if "--steps" in args:
+        i = args.index("--steps")
+        steps = json.loads(args[i + 1])
+        del args[i : i + 2]
     url, frames = args[0], int(args[1])
     timeout = float(args[2]) if len(args) > 2 else 30.0
-    asyncio.run(play(url, frames, timeout, token))
+    asyncio.run(play(url, frames, timeout, token, steps))
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
         key,
         10,
         &format!(
-            "[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n\n{DEMO_CAMERA}",
+            "[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n\n[webrtc]\ntwcc = true\n\n{DEMO_CAMERA}",
             root.path().display()
         ),
     );
@@ -166,6 +166,20 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
         Some(1),
         "the console's viewer is a webrtc session"
     );
+    // Chromium's transport-wide feedback (TWCC) is read: the node's estimate of the
+    // viewer's bandwidth and the round trip show with the session.
+    let feedback = poll_until(WAIT, "the viewer's TWCC estimate", || {
+        let v = n1.api_json("/api/sessions");
+        let s = v
+            .as_array()?
+            .iter()
+            .find(|s| s["kind"] == "webrtc")?
+            .clone();
+        let f = s["feedback"].clone();
+        (f["estimate_from"] == "twcc" && f["estimate_bps"].as_u64()? > 0 && f["rtt_ms"].is_number())
+            .then_some(f)
+    });
+    eprintln!("Chromium's feedback: {feedback}");
     browser.assert_no_errors("playing live video");
 
     // Sessions: an RTSP viewer is listed where it plays, with its moves.
@@ -243,6 +257,53 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
     assert_eq!(ranges, json!(api_ranges));
     browser.click(".timeline[data-camera=demo]");
     let played = wait_playing(&browser, "/whep/playback/demo?start=");
+    // Steered in place over its WHEP resource: a second click on the timeline seeks the
+    // same playback (no new offer: the player's source stays), the speed select sets
+    // Scale 2 and frames go on decoding, the pause button holds it and resumes it.
+    let src = played["src"].clone();
+    browser.eval(
+        "const bar = document.querySelector('.timeline[data-camera=demo]'); \
+         const b = bar.getBoundingClientRect(); \
+         bar.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: b.left + b.width * 0.3, clientY: b.top + 1})); \
+         return true;",
+        vec![],
+    );
+    let steer = |what: &str, cond: &str| {
+        browser.wait(
+            what,
+            WAIT,
+            &format!("const s = window.vigilConsole.steer; return s && ({cond}) ? s : null;"),
+            vec![],
+        )
+    };
+    steer("the seek's answer", "s.scale === 1 && !s.paused");
+    assert_eq!(
+        browser.eval("return window.vigilConsole.player.src;", vec![]),
+        src,
+        "a seek steers the playing recording"
+    );
+    let decoded = |b: &Browser| {
+        b.eval("return window.vigilWebrtcStats();", vec![])["framesDecoded"]
+            .as_i64()
+            .unwrap_or(0)
+    };
+    let before = decoded(&browser);
+    browser.eval(
+        "const s = document.getElementById('steer-scale'); s.value = '2'; \
+         s.dispatchEvent(new Event('change')); return true;",
+        vec![],
+    );
+    steer("Scale 2", "s.scale === 2");
+    browser.wait(
+        "25 frames decoded at Scale 2",
+        WAIT,
+        "return window.vigilWebrtcStats().then((v) => v && v.framesDecoded >= arguments[0] + 25 ? v : null);",
+        vec![json!(before)],
+    );
+    browser.click("#steer-pause");
+    steer("the pause", "s.paused");
+    browser.click("#steer-pause");
+    steer("the resume", "!s.paused");
     let form = browser.eval(
         "const v = (id) => document.getElementById(id).value; \
          return [v('export-camera'), v('export-start'), v('export-end'), \

@@ -10,13 +10,19 @@ use vigil_tests::{poll_until, run_with_timeout, Node, NodeBuilder, DEMO_CAMERA};
 
 /// The third-party client: `tests/clients/whep_play.py` (aiortc).
 fn whep_play(url: &str, frames: u32, timeout_s: u32) -> serde_json::Value {
+    whep_client(url, frames, timeout_s, &[])
+}
+
+/// `whep_play.py` with more arguments (`--steps`).
+fn whep_client(url: &str, frames: u32, timeout_s: u32, extra: &[&str]) -> serde_json::Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/whep_play.py");
     let out = run_with_timeout(
         Command::new("python3")
             .arg(script)
             .arg(url)
             .arg(frames.to_string())
-            .arg(timeout_s.to_string()),
+            .arg(timeout_s.to_string())
+            .args(extra),
         Duration::from_secs(u64::from(timeout_s) + 30),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -77,19 +83,28 @@ fn a_third_party_whep_client_plays_live_with_zero_decode_errors() {
     let node = NodeBuilder::new().extra(DEMO_CAMERA).start();
     let url = format!("http://{}/whep/live/demo", node.api);
     let api = format!("http://{}", node.api);
-    // While it plays, the viewer is a `webrtc` session of the camera's path.
+    // While it plays, the viewer is a `webrtc` session of the camera's path, with the
+    // reception its receiver reports tell (round trip from RR; REMB when aiortc sends one).
     let watcher = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = None;
         while Instant::now() < deadline {
             let body = vigil_testkit::serve::api_get(&api, "/api/sessions").unwrap_or_default();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            let seen = v.as_array().and_then(|a| {
-                a.iter()
-                    .find(|s| s["kind"] == "webrtc")
-                    .map(|s| (s["path"].clone(), s["transport"].clone()))
+            let now = v.as_array().and_then(|a| {
+                a.iter().find(|s| s["kind"] == "webrtc").map(|s| {
+                    (
+                        s["path"].clone(),
+                        s["transport"].clone(),
+                        s["feedback"].clone(),
+                    )
+                })
             });
-            if seen.is_some() {
-                return seen;
+            match now {
+                Some(n) if n.2["rtt_ms"].is_number() => return Some(n),
+                Some(n) => seen = Some(n),
+                None if seen.is_some() => return seen,
+                None => {}
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -105,8 +120,15 @@ fn a_third_party_whep_client_plays_live_with_zero_decode_errors() {
     );
     assert_eq!(run["size"], serde_json::json!([640, 360]), "{run}");
     assert_eq!(run["delete"], 200, "DELETE of the resource: {run}");
-    let (path, transport) = watcher.join().unwrap().expect("a webrtc session listed");
+    let (path, transport, feedback) = watcher.join().unwrap().expect("a webrtc session listed");
+    eprintln!("the viewer's feedback: {feedback}");
     assert_eq!(path, "live/demo");
+    let rtt = feedback["rtt_ms"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (0.0..1000.0).contains(&rtt),
+        "round trip from the viewer's receiver reports: {feedback}"
+    );
+    assert!(feedback["nacks"].is_u64(), "{feedback}");
     assert!(
         transport
             .as_str()
@@ -174,6 +196,163 @@ fn a_recording_plays_over_whep_from_a_moment_to_its_end() {
         OFFER,
     );
     assert_eq!(s, 400, "{body}");
+}
+
+/// The median step between consecutive RTP timestamps (90 kHz) of decoded frames.
+fn median_step(pts: &serde_json::Value) -> i64 {
+    let pts: Vec<i64> = pts
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
+        .unwrap_or_default();
+    let mut steps: Vec<i64> = pts.windows(2).map(|w| w[1] - w[0]).collect();
+    steps.sort_unstable();
+    steps.get(steps.len() / 2).copied().unwrap_or(0)
+}
+
+/// A recording steered through its WHEP resource while aiortc decodes it: a seek lands on
+/// the keyframe before the time asked, Scale 2 halves the RTP timestamp step the browser
+/// plays by (frames at 2× real time), a pause stops the frames and a resume continues the
+/// line by the time paused; zero decode errors throughout, and bad controls are refused.
+#[test]
+fn a_recording_over_whep_seeks_pauses_and_changes_speed() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = vigil_server::cluster::now_ms() as i64 - 3_600_000;
+    vigil_tests::export::synthetic_recording(dir.path(), "vault", start, 40);
+    let node = NodeBuilder::new()
+        .extra(&format!(
+            "[storage]\nroot = \"{}\"\nsegment_secs = 4.0\n",
+            dir.path().display()
+        ))
+        .start();
+    let from = vigil_tests::rfc3339(start + 2_000);
+    let seek_to = start + 25_000;
+    let steps = serde_json::json!([
+        {"control": {"op": "seek", "at": vigil_tests::rfc3339(seek_to)}},
+        {"frames": 25},
+        {"state": true},
+        {"control": {"op": "scale", "scale": 2}},
+        {"frames": 30},
+        {"control": {"op": "scale", "scale": 1}},
+        {"control": {"op": "pause"}},
+        // Frames sent before the pause was answered may still be on their way or in the
+        // jitter buffer: drained first.
+        {"idle": 0.5},
+        {"idle": 1.0},
+        {"state": true},
+        {"control": {"op": "resume"}},
+        {"frames": 10},
+        {"control": {"op": "scale", "scale": -1}},
+        {"control": {"op": "seek", "at": "2001-01-01T00:00:00Z"}},
+        {"control": {"op": "rewind"}},
+    ])
+    .to_string();
+    let url = format!("http://{}/whep/playback/vault?start={from}", node.api);
+    let run = whep_client(&url, 25, 60, &["--steps", &steps]);
+    eprintln!("steered recording over WHEP: {run}");
+    assert_eq!(run["frames"], 25, "{run}");
+    assert_eq!(run["errors"].as_array().map(Vec::len), Some(0), "{run}");
+    let step = |i: usize| run["steps"][i].clone();
+    let answer = |i: usize| -> serde_json::Value {
+        serde_json::from_str(step(i)["answer"].as_str().unwrap_or("null")).unwrap_or_default()
+    };
+    assert_eq!(step(0)["status"], 200, "seek: {run}");
+    // The seek's frames: the position is past the keyframe before the time asked (GOPs of
+    // the demo clip are 2 s at most) and not before it.
+    let pos = answer(2)["position_ms"].as_i64().unwrap_or(0);
+    assert!(
+        (seek_to - 2_000..=seek_to + 3_000).contains(&pos),
+        "position {pos} after the seek to {seek_to}: {run}"
+    );
+    assert_eq!(
+        median_step(&step(1)["pts"]),
+        3_600,
+        "25 fps at Scale 1: {run}"
+    );
+    assert_eq!(answer(3)["scale"], 2.0, "{run}");
+    assert_eq!(
+        median_step(&step(4)["pts"]),
+        1_800,
+        "Scale 2: frames 20 ms apart on the browser's clock: {run}"
+    );
+    assert_eq!(answer(6)["paused"], true, "{run}");
+    assert!(
+        step(7)["idle_frames"].as_i64().is_some_and(|n| n <= 2),
+        "frames in flight at the pause: {run}"
+    );
+    assert_eq!(step(8)["idle_frames"], 0, "frames while paused: {run}");
+    assert_eq!(answer(9)["paused"], true, "{run}");
+    // The resume: the line went on by the time paused (the idles: 1.5 s at least), then
+    // 25 fps. (The last frame before the pause may come out of the jitter buffer only with
+    // the first after it.)
+    let pts: Vec<i64> = [step(4)["pts"].clone(), step(11)["pts"].clone()]
+        .iter()
+        .filter_map(|v| v.as_array().cloned())
+        .flatten()
+        .filter_map(|v| v.as_i64())
+        .collect();
+    let jump = pts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    assert!(
+        jump >= 135_000,
+        "the timestamp line across a pause of ≥ 1.5 s moved {jump} ticks: {run}"
+    );
+    assert_eq!(median_step(&step(11)["pts"]), 3_600, "{run}");
+    assert_eq!(step(12)["status"], 400, "reverse play: {run}");
+    assert_eq!(step(13)["status"], 404, "a seek to no recording: {run}");
+    assert_eq!(step(14)["status"], 400, "an unknown op: {run}");
+    assert_eq!(run["delete"], 200, "{run}");
+}
+
+/// A camera's tracks WebRTC cannot carry are named, not silently left out: H.264 with AAC
+/// is answered (video only) with the AAC named in `X-Vigil-Not-Carried`; an H.265 camera is
+/// refused 415 naming its codec. Both published by ffmpeg.
+#[test]
+fn tracks_webrtc_does_not_carry_are_named_in_the_answer() {
+    let node = NodeBuilder::new().start();
+    let _av = vigil_tests::ffmpeg_publish(
+        &vigil_tests::fixture("h264_aac.mp4"),
+        &node.url("live/av"),
+        true,
+    );
+    let _hevc = vigil_tests::ffmpeg_publish(
+        &vigil_tests::fixture("h265.mp4"),
+        &node.url("live/hevc"),
+        true,
+    );
+    let offer = |camera: &str| {
+        let mut r = ureq::post(&format!("http://{}/whep/live/{camera}", node.api))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .header("Content-Type", "application/sdp")
+            .send(OFFER)
+            .expect("the node answers");
+        let named = r
+            .headers()
+            .get("x-vigil-not-carried")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = r.body_mut().read_to_string().unwrap_or_default();
+        (r.status().as_u16(), named, body)
+    };
+    let (s, named, body) = poll_until(Duration::from_secs(20), "live/av to be live", || {
+        let r = offer("av");
+        (r.0 != 404).then_some(r)
+    });
+    assert_eq!(s, 201, "{body}");
+    let named = named.unwrap_or_default();
+    assert!(
+        named.starts_with("audio AAC") && named.contains("no transcoding"),
+        "{named}"
+    );
+    let (s, _, body) = poll_until(Duration::from_secs(20), "live/hevc to be live", || {
+        let r = offer("hevc");
+        (r.0 != 404).then_some(r)
+    });
+    assert_eq!(s, 415, "{body}");
+    assert!(
+        body.contains("H265") && body.contains("RTSP or HLS"),
+        "{body}"
+    );
 }
 
 #[test]

@@ -22,6 +22,7 @@
 pub mod pacer;
 pub mod refusal;
 pub mod session;
+pub mod steer;
 pub mod tracks;
 pub mod window;
 
@@ -31,4 +32,5 @@ pub use session::{
     Handback, LivePause, LivePlay, PlayAsk, PlayFrom, PlayPlan, Presentation, Record, SenderWindow,
     Session, Transport,
 };
+pub use steer::{Act, Control, Retime, Steer, SteerError, SteerState};
 pub use tracks::{TrackOut, TrackSetup};

@@ -206,6 +206,7 @@ pub fn session_views(node: &Node) -> Vec<SessionView> {
                 steered_by: s.steered_by(),
                 position_ms: (s.kind == SessionKindView::Playback && s.media_node().is_none())
                     .then(|| s.position_ms.load(Ordering::Relaxed)),
+                feedback: s.feedback.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             }
         })
         .collect()

@@ -81,6 +81,9 @@ pub struct SessionView {
     /// latest frame sent, or where it starts before the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position_ms: Option<i64>,
+    /// The viewer's reception as its RTCP tells (WebRTC viewers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<crate::node::Feedback>,
 }
 
 /// `GET /api/cluster/nodes`: the membership as this node sees it.

@@ -1,6 +1,7 @@
 //! WHEP (WebRTC-HTTP egress, RFC 9725) on the admin listener: `POST /whep/live/<camera>`
 //! takes an SDP offer and answers 201 with the SDP answer and the resource's URL;
-//! `DELETE` on that URL ends the peer. Gated like HLS by the token layer (`token`): open
+//! `DELETE` on that URL ends the peer; `POST <resource>/control` steers a recording (seek,
+//! pause, resume, Scale: JSON, answered with where the playback is). Gated like HLS by the token layer (`token`): open
 //! on loopback, the token beyond it.
 
 use crate::webrtc::{Service, WhepError};
@@ -34,6 +35,10 @@ where
             "/whep/resource/{id}",
             patch(trickle).delete(end).options(preflight),
         )
+        .route(
+            "/whep/resource/{id}/control",
+            post(control).get(control_state).options(preflight),
+        )
 }
 
 /// CORS for a page of another cluster member (its console playing a camera this node
@@ -53,7 +58,7 @@ fn with_cors(cluster: &ClusterState, headers: &HeaderMap, mut r: Response) -> Re
     h.insert(header::VARY, header::HeaderValue::from_static("Origin"));
     h.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
-        header::HeaderValue::from_static("POST, PATCH, DELETE, OPTIONS"),
+        header::HeaderValue::from_static("GET, POST, PATCH, DELETE, OPTIONS"),
     );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
@@ -61,7 +66,7 @@ fn with_cors(cluster: &ClusterState, headers: &HeaderMap, mut r: Response) -> Re
     );
     h.insert(
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        header::HeaderValue::from_static("Location"),
+        header::HeaderValue::from_static("Location, X-Vigil-Not-Carried"),
     );
     r
 }
@@ -85,6 +90,9 @@ pub fn status_of(e: &WhepError) -> StatusCode {
         }
         WhepError::Codec { .. } | WhepError::NotSdp => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         WhepError::Rtc(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        WhepError::NotPlayback | WhepError::NotConnected => StatusCode::CONFLICT,
+        WhepError::Steer(vigil_session::SteerError::Ended) => StatusCode::CONFLICT,
+        WhepError::Steer(_) => StatusCode::BAD_REQUEST,
     }
 }
 
@@ -112,17 +120,33 @@ fn offered(webrtc: WebRtc, headers: &HeaderMap) -> Result<Arc<Service>, WhepErro
     Ok(svc)
 }
 
-fn answered(r: Result<(String, String), WhepError>) -> Response {
+/// The header naming the camera's tracks a WebRTC viewer does not get (AAC audio, a
+/// second video): WebRTC has no payload format for AAC, and this node does not transcode.
+pub const NOT_CARRIED: &str = "x-vigil-not-carried";
+
+fn answered(r: Result<crate::webrtc::Answered, WhepError>) -> Response {
     match r {
-        Ok((id, answer)) => (
-            StatusCode::CREATED,
-            [
-                (header::CONTENT_TYPE, "application/sdp".to_string()),
-                (header::LOCATION, format!("/whep/resource/{id}")),
-            ],
-            answer,
-        )
-            .into_response(),
+        Ok(a) => {
+            let mut r = (
+                StatusCode::CREATED,
+                [
+                    (header::CONTENT_TYPE, "application/sdp".to_string()),
+                    (header::LOCATION, format!("/whep/resource/{}", a.id)),
+                ],
+                a.sdp,
+            )
+                .into_response();
+            if !a.not_carried.is_empty() {
+                let why = format!(
+                    "{} (no WebRTC payload format here; no transcoding: use RTSP or HLS for them)",
+                    a.not_carried.join(", ")
+                );
+                if let Ok(v) = header::HeaderValue::from_str(&why) {
+                    r.headers_mut().insert(NOT_CARRIED, v);
+                }
+            }
+            r
+        }
         Err(e) => refuse(e),
     }
 }
@@ -204,4 +228,124 @@ async fn end(
         None => refuse(WhepError::Off),
     };
     with_cors(&cluster, &headers, r)
+}
+
+/// A recording viewer's control, as the console (or any WHEP client) sends it.
+#[derive(serde::Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum ControlBody {
+    /// `at`: an RFC 3339 time, as the playback URL's `start=`.
+    Seek {
+        at: String,
+    },
+    Pause,
+    Resume,
+    Scale {
+        scale: f64,
+    },
+}
+
+/// `POST /whep/resource/<id>/control` with `{"op":"seek","at":"…"}`, `{"op":"pause"}`,
+/// `{"op":"resume"}` or `{"op":"scale","scale":2}`: 200 and where the playback is.
+async fn control(
+    State(webrtc): State<WebRtc>,
+    State(cluster): State<ClusterState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let r = match webrtc {
+        None => refuse(WhepError::Off),
+        Some(svc) => match parse_control(&body) {
+            Err(e) => refuse(e),
+            Ok(c) => match svc.control(&id, c).await {
+                Ok(state) => steered(&svc, &id, state),
+                Err(e) => refuse(e),
+            },
+        },
+    };
+    with_cors(&cluster, &headers, r)
+}
+
+/// `GET /whep/resource/<id>/control`: where the recording is, without changing it.
+async fn control_state(
+    State(webrtc): State<WebRtc>,
+    State(cluster): State<ClusterState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let r = match webrtc {
+        None => refuse(WhepError::Off),
+        Some(svc) => match svc.steer_state(&id) {
+            Ok(state) => steered(&svc, &id, state),
+            Err(e) => refuse(e),
+        },
+    };
+    with_cors(&cluster, &headers, r)
+}
+
+fn steered(svc: &Service, id: &str, state: vigil_session::SteerState) -> Response {
+    axum::Json(serde_json::json!({
+        "scale": state.scale,
+        "paused": state.paused,
+        "ended": state.ended,
+        "position_ms": svc.position_ms(id),
+    }))
+    .into_response()
+}
+
+fn parse_control(body: &[u8]) -> Result<vigil_session::Control, WhepError> {
+    use vigil_session::Control;
+    let body: ControlBody = serde_json::from_slice(body).map_err(|e| {
+        WhepError::BadRequest(format!(
+            "a control is JSON: {{\"op\":\"seek\",\"at\":\"<RFC 3339>\"}}, {{\"op\":\"pause\"}}, \
+             {{\"op\":\"resume\"}} or {{\"op\":\"scale\",\"scale\":2}} ({e})"
+        ))
+    })?;
+    Ok(match body {
+        ControlBody::Seek { at } => {
+            let span = vigil_proto::rtsp::TimeSpan::parse(Some(&at), None)
+                .map_err(|e| WhepError::BadRequest(format!("seek: {e}")))?;
+            Control::Seek(span.start_ms)
+        }
+        ControlBody::Pause => Control::Pause,
+        ControlBody::Resume => Control::Resume,
+        ControlBody::Scale { scale } => Control::Scale(scale),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vigil_session::Control;
+
+    #[test]
+    fn controls_parse_from_json_and_bad_ones_say_what_is_expected() {
+        assert_eq!(
+            parse_control(br#"{"op":"seek","at":"2026-11-29T08:00:00Z"}"#).ok(),
+            Some(Control::Seek(1_795_939_200_000))
+        );
+        assert_eq!(
+            parse_control(br#"{"op":"pause"}"#).ok(),
+            Some(Control::Pause)
+        );
+        assert_eq!(
+            parse_control(br#"{"op":"scale","scale":0.5}"#).ok(),
+            Some(Control::Scale(0.5))
+        );
+        for bad in [
+            &b"{}"[..],
+            br#"{"op":"rewind"}"#,
+            br#"{"op":"seek","at":"yesterday"}"#,
+            br#"{"op":"scale","scale":"fast"}"#,
+            b"\xff\xfe",
+        ] {
+            let e = parse_control(bad).err();
+            assert!(
+                matches!(&e, Some(WhepError::BadRequest(m)) if m.contains("op") || m.contains("RFC 3339")),
+                "{:?}: {e:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 }

@@ -147,6 +147,28 @@ pub struct SessionInfo {
     pub moves: std::sync::atomic::AtomicU32,
     /// Commands to the task that owns the session (move it, take it back).
     pub commands: Mutex<Option<tokio::sync::mpsc::Sender<command::SessionCommand>>>,
+    /// What the viewer's RTCP says of its reception (a WebRTC viewer's, read by str0m).
+    pub feedback: Mutex<Option<Feedback>>,
+}
+
+/// A viewer's reception as its RTCP reports it: receiver reports (round trip, loss),
+/// NACK/PLI/FIR counts, and the bandwidth estimate (REMB from the receiver, or the node's
+/// own from TWCC feedback).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Feedback {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    /// Fraction lost, 0–1, over the last reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f32>,
+    pub nacks: u64,
+    pub plis: u64,
+    pub firs: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate_bps: Option<u64>,
+    /// `remb` or `twcc`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate_from: Option<String>,
 }
 
 impl SessionInfo {
@@ -174,6 +196,7 @@ impl SessionInfo {
             steered_by: Mutex::new(None),
             moves: Default::default(),
             commands: Mutex::new(None),
+            feedback: Mutex::new(None),
         }
     }
 

@@ -6,15 +6,20 @@
 //! viewer (`peer`: one more reader of the camera's hub, its packets forwarded as RTP), and
 //! the HTTP resource (`admin::whep_api`).
 //!
+//! A recording's viewer steers it through its WHEP resource (`POST /whep/resource/<id>/control`:
+//! seek, pause, resume, Scale), by the rules of `vigil_session::steer`.
+//!
 //! Carried: H.264 video (packetization-mode 1, the hub's own packets, no repacketizing)
 //! and G.711 audio. H.265 and AAC are refused by name (415): browsers do not all decode
 //! the one and WebRTC has no payload format for the other, and this node does not
 //! transcode.
 
 pub mod peer;
+mod recording;
 mod stun;
 
 use crate::node::{Node, SessionInfo, SessionKindView};
+use crate::playback::task::Cursor;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -70,11 +75,22 @@ pub enum WhepError {
     Storage(String),
     #[error("WebRTC: {0}")]
     Rtc(String),
+    #[error("a live viewer has nothing to seek, pause or speed up: controls steer recordings")]
+    NotPlayback,
+    #[error("the peer has not connected yet (ICE and DTLS): steer it once it plays")]
+    NotConnected,
+    #[error(transparent)]
+    Steer(#[from] vigil_session::SteerError),
 }
 
 /// One peer as the socket task and the API see it.
 struct PeerHandle {
     tx: mpsc::Sender<peer::Datagram>,
+    commands: mpsc::Sender<recording::Command>,
+    /// A recording's viewer: its camera, the URL's end (where a seek may land) and its
+    /// steer state.
+    playback: Option<(String, Option<i64>, recording::Shown)>,
+    info: Arc<SessionInfo>,
     cancel: CancellationToken,
     ufrag: String,
     addrs: Vec<SocketAddr>,
@@ -199,7 +215,7 @@ impl Service {
         camera: &str,
         offer: &str,
         client: SocketAddr,
-    ) -> Result<(String, String), WhepError> {
+    ) -> Result<Answered, WhepError> {
         self.admit(client)?;
         let path = self
             .node
@@ -230,62 +246,137 @@ impl Service {
         query: Option<&str>,
         offer: &str,
         client: SocketAddr,
-    ) -> Result<(String, String), WhepError> {
+    ) -> Result<Answered, WhepError> {
         self.admit(client)?;
         let node = &self.node;
         let req = crate::playback::request::parse(&format!("playback/{camera}"), query)
             .map_err(|e| WhepError::BadRequest(e.message))?
             .ok_or_else(|| WhepError::NoRecording(camera.to_string()))?;
-        let library = node
-            .library
-            .clone()
-            .ok_or_else(|| WhepError::NoRecording(camera.to_string()))?;
-        let limit = Duration::from_millis(node.config.storage.request_read_timeout_ms);
-        let storage = |e: String| WhepError::Storage(e);
-        let index = tokio::time::timeout(limit, library.index(&req.camera))
-            .await
-            .map_err(|_| storage("the index did not load in time".into()))?
-            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
-        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
-        let first =
-            crate::playback::window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms)
-                .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
-        let seg = tokio::time::timeout(limit, library.open_segment(&first))
-            .await
-            .map_err(|_| storage("the first segment did not load in time".into()))?
-            .map_err(|e| storage(e.to_string()))?;
-        let sdp = vigil_proto::sdp::parse(&seg.0.header.sdp).map_err(|e| storage(e.to_string()))?;
+        let library = self.library(camera)?;
+        let (start, seg) = self
+            .locate(
+                &library,
+                &req.camera,
+                req.start_ms,
+                req.end_ms,
+                Opens::Counted,
+            )
+            .await?;
+        let sdp = vigil_proto::sdp::parse(&seg.0.header.sdp)
+            .map_err(|e| WhepError::Storage(e.to_string()))?;
         let codecs: Vec<HubCodec> = sdp.media.iter().map(|m| m.codec()).collect();
         let tracks = carried_tracks(camera, &codecs)?;
-        let start = crate::playback::task::Cursor {
-            frame: seg.0.keyframe_at_or_before(req.start_ms),
-            segment: first,
-        };
-        let params = crate::playback::task::PlayParams {
-            start,
-            scale: 1.0,
-            keyframes_only: false,
-            end_ms: req.end_ms,
-            range_end_only: false,
-            camera: req.camera.clone(),
-            cname: node.config.node.id.clone(),
-            payload_max: node.config.rtsp.rtp_payload_max(),
-            anchor: None,
-            progress: None,
-            first_sent: None,
-        };
-        let source = peer::Source::Recording {
+        let plan = recording::Plan {
             library,
             tracks: vigil_session::tracks::new_tracks(&sdp, &[]),
-            params: Box::new(params),
+            template: recording::Template {
+                camera: req.camera.clone(),
+                cname: node.config.node.id.clone(),
+                payload_max: node.config.rtsp.rtp_payload_max(),
+            },
+            steer: vigil_session::Steer::new(
+                req.end_ms,
+                node.config.playback.keyframes_only_above_scale,
+            ),
+            start,
+            shown: Default::default(),
         };
         self.answer(
             &format!("playback/{camera}"),
             offer,
             client,
             &tracks,
-            source,
+            peer::Source::Recording(Box::new(plan)),
         )
+    }
+
+    fn library(&self, camera: &str) -> Result<crate::library::Library, WhepError> {
+        self.node
+            .library
+            .clone()
+            .ok_or_else(|| WhepError::NoRecording(camera.to_string()))
+    }
+
+    /// Where playing `camera` from `t_ms` starts (the keyframe at or before it, or the
+    /// next recording's first frame), and that segment. Storage waits are bounded by
+    /// `[storage] request_read_timeout_ms`.
+    async fn locate(
+        &self,
+        library: &crate::library::Library,
+        camera: &str,
+        t_ms: i64,
+        end_ms: Option<i64>,
+        opens: Opens,
+    ) -> Result<(Cursor, Arc<crate::library::CachedSegment>), WhepError> {
+        let node = &self.node;
+        let limit = Duration::from_millis(node.config.storage.request_read_timeout_ms);
+        let storage = |e: String| WhepError::Storage(e);
+        let index = tokio::time::timeout(limit, library.index(camera))
+            .await
+            .map_err(|_| storage("the index did not load in time".into()))?
+            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
+        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
+        let first = crate::playback::window::start_segment(&index, t_ms, end_ms, tolerance_ms)
+            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
+        let read = async {
+            match opens {
+                Opens::Counted => library.open_segment(&first).await,
+                Opens::Seek => library.segment(&first).await,
+            }
+        };
+        let seg = tokio::time::timeout(limit, read)
+            .await
+            .map_err(|_| storage("the segment did not load in time".into()))?
+            .map_err(|e| storage(e.to_string()))?;
+        let cursor = Cursor {
+            frame: seg.0.keyframe_at_or_before(t_ms),
+            segment: first,
+        };
+        Ok((cursor, seg))
+    }
+
+    /// Steers the recording of resource `id` (`POST /whep/resource/<id>/control`): a seek's
+    /// position is found before the peer is told, so a seek to nothing changes nothing.
+    pub async fn control(
+        &self,
+        id: &str,
+        control: vigil_session::Control,
+    ) -> Result<vigil_session::SteerState, WhepError> {
+        let (commands, playback) = {
+            let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+            let h = peers.by_id.get(id).ok_or(WhepError::NoResource)?;
+            (h.commands.clone(), h.playback.clone())
+        };
+        let (camera, end_ms, _) = playback.ok_or(WhepError::NotPlayback)?;
+        let cursor = match control {
+            vigil_session::Control::Seek(t) => {
+                // The steer's refusal (past the URL's end) before any read.
+                if let Some(end) = end_ms.filter(|e| t >= *e) {
+                    return Err(vigil_session::SteerError::PastEnd {
+                        at_ms: t,
+                        end_ms: end,
+                    }
+                    .into());
+                }
+                let library = self.library(&camera)?;
+                Some(
+                    self.locate(&library, &camera, t, end_ms, Opens::Seek)
+                        .await?
+                        .0,
+                )
+            }
+            _ => None,
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        commands
+            .send(recording::Command {
+                control,
+                cursor,
+                reply,
+            })
+            .await
+            .map_err(|_| WhepError::NoResource)?;
+        answer.await.map_err(|_| WhepError::NoResource)?
     }
 
     /// The checks every offer passes first: its address's budget, the peer limit.
@@ -314,7 +405,7 @@ impl Service {
         client: SocketAddr,
         tracks: &Carried,
         source: peer::Source,
-    ) -> Result<(String, String), WhepError> {
+    ) -> Result<Answered, WhepError> {
         let conf = &self.node.config.webrtc;
         let offer =
             SdpOffer::from_sdp_string(offer).map_err(|e| WhepError::BadOffer(e.to_string()))?;
@@ -325,6 +416,9 @@ impl Service {
             .enable_h264(true)
             .enable_pcmu(true, false)
             .enable_pcma(true, false)
+            // Receiver reports, NACK/PLI/FIR counts and REMB into `SessionInfo::feedback`.
+            .set_stats_interval(Some(Duration::from_secs(1)))
+            .enable_bwe(conf.twcc.then(|| str0m::bwe::Bitrate::mbps(2)))
             .build(Instant::now());
         for addr in &self.candidates {
             let c = Candidate::host(*addr, "udp").map_err(|e| WhepError::Rtc(e.to_string()))?;
@@ -353,6 +447,16 @@ impl Service {
         *info.transport.lock().unwrap_or_else(|p| p.into_inner()) =
             format!("WebRTC/UDP;server={}", self.local);
         let (tx, rx) = mpsc::channel(PEER_QUEUE);
+        // One control at a time: the API waits for its answer.
+        let (commands, commands_rx) = mpsc::channel(1);
+        let playback = match &source {
+            peer::Source::Recording(plan) => Some((
+                plan.template.camera.clone(),
+                plan.steer.sender_window().end_ms,
+                plan.shown.clone(),
+            )),
+            peer::Source::Live(_) => None,
+        };
         {
             let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
             peers.by_ufrag.insert(ufrag.clone(), id.clone());
@@ -360,6 +464,9 @@ impl Service {
                 id.clone(),
                 PeerHandle {
                     tx,
+                    commands,
+                    playback,
+                    info: info.clone(),
                     cancel: cancel.clone(),
                     ufrag,
                     addrs: Vec::new(),
@@ -375,6 +482,7 @@ impl Service {
             socket: self.socket.clone(),
             local: self.local,
             rx,
+            commands: commands_rx,
             info,
             cancel,
             connect_timeout: Duration::from_millis(conf.connect_timeout_ms),
@@ -389,7 +497,32 @@ impl Service {
             .instrument(span),
         );
         info!(session = %id, path, %client, "WHEP peer set up");
-        Ok((id, answer))
+        Ok(Answered {
+            id,
+            sdp: answer,
+            not_carried: tracks.not_carried.clone(),
+        })
+    }
+
+    /// Where the recording of resource `id` is: its steer state (None for a live viewer).
+    pub fn steer_state(&self, id: &str) -> Result<vigil_session::SteerState, WhepError> {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let h = peers.by_id.get(id).ok_or(WhepError::NoResource)?;
+        let (_, _, shown) = h.playback.as_ref().ok_or(WhepError::NotPlayback)?;
+        let state = *shown.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(state)
+    }
+
+    /// The media time (UTC ms) of the last frame resource `id` was sent.
+    pub fn position_ms(&self, id: &str) -> Option<i64> {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let ms = peers
+            .by_id
+            .get(id)?
+            .info
+            .position_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (ms > 0).then_some(ms)
     }
 
     /// Whether resource `id` is a peer of this node.
@@ -427,10 +560,28 @@ impl Service {
     }
 }
 
-/// The hub tracks a WebRTC viewer gets: the H.264 video (required) and a G.711 audio.
+/// Which read a playback's segment is: the one that opens it (counted as a cache hit or
+/// miss, as a DESCRIBE's), or a seek within it.
+#[derive(Clone, Copy)]
+enum Opens {
+    Counted,
+    Seek,
+}
+
+/// A WHEP offer answered: the resource, the SDP answer, and the camera's tracks the peer
+/// does not get (named for the viewer: "audio AAC").
+pub struct Answered {
+    pub id: String,
+    pub sdp: String,
+    pub not_carried: Vec<String>,
+}
+
+/// The hub tracks a WebRTC viewer gets: the H.264 video (required) and a G.711 audio; the
+/// others named.
 pub(crate) struct Carried {
     pub video: usize,
     pub audio: Option<(usize, HubCodec)>,
+    pub not_carried: Vec<String>,
 }
 
 fn carried_tracks(camera: &str, codecs: &[HubCodec]) -> Result<Carried, WhepError> {
@@ -449,7 +600,20 @@ fn carried_tracks(camera: &str, codecs: &[HubCodec]) -> Result<Carried, WhepErro
         .enumerate()
         .find(|(_, c)| matches!(c, HubCodec::Pcmu | HubCodec::Pcma))
         .map(|(i, c)| (i, *c));
-    Ok(Carried { video, audio })
+    let not_carried = codecs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != video && audio.is_none_or(|(a, _)| a != *i))
+        .map(|(_, c)| {
+            let kind = if c.is_video() { "video" } else { "audio" };
+            format!("{kind} {}", c.name())
+        })
+        .collect();
+    Ok(Carried {
+        video,
+        audio,
+        not_carried,
+    })
 }
 
 /// What the answer settled, per carried hub track: the mid, the payload type and the
@@ -490,7 +654,14 @@ fn negotiated(
         p.spec().codec == Codec::H264 && p.spec().format.packetization_mode == Some(1)
     })
     .ok_or(WhepError::NoVideo)?;
-    let mut out = vec![peer::TrackOut::new(tracks.video, mid, pt, ssrc)];
+    let mut out = vec![peer::TrackOut::new(
+        tracks.video,
+        mid,
+        pt,
+        ssrc,
+        false,
+        90_000,
+    )];
     if let Some((track, codec)) = tracks.audio {
         let want = if codec == HubCodec::Pcmu {
             Codec::PCMU
@@ -498,7 +669,10 @@ fn negotiated(
             Codec::PCMA
         };
         match pick(rtc, MediaKind::Audio, &|p| p.spec().codec == want) {
-            Some((mid, pt, ssrc)) => out.push(peer::TrackOut::new(track, mid, pt, ssrc)),
+            // G.711 is 8 kHz (RFC 3551).
+            Some((mid, pt, ssrc)) => {
+                out.push(peer::TrackOut::new(track, mid, pt, ssrc, true, 8_000))
+            }
             None => warn!("the offer takes no {want:?} audio: video only"),
         }
     }

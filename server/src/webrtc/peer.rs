@@ -3,17 +3,23 @@
 //! the camera's hub (its own RTP identity, started on the newest keyframe, skipped to
 //! keyframes when behind, as an RTSP viewer), and a recording's viewer gets the paced
 //! sender RTSP playback uses (`playback::task`: pacing, gaps cut, the range's end) writing
-//! into a channel. Each packet goes to str0m as RTP (no repacketizing) with its payload type
-//! and SSRC from the answer; str0m encrypts, paces and answers NACKs from its history.
+//! into a channel, stopped and started again as the viewer steers it (`recording`). Each
+//! packet goes to str0m as RTP (no repacketizing) with its payload type, its SSRC from the
+//! answer and its timestamp on a line a browser plays in real time (`steer::Retime`); str0m
+//! encrypts, paces and answers NACKs from its history.
 
+use super::recording::{self, Command, Recording};
+use super::WhepError;
 use crate::live::reader::{OutPacket, Reader, TrackSetup};
 use crate::live::stream::Stream;
 use crate::node::SessionInfo;
+use crate::playback::task::{Cursor, TcpOut};
 use rand::Rng;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use str0m::bwe::BweKind;
 use str0m::media::{Mid, Pt};
 use str0m::net::{Protocol, Receive};
 use str0m::rtp::{RtpWrite, Ssrc};
@@ -22,6 +28,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
+use vigil_session::Retime;
 
 /// Packets moved from the hub per wake-up (as a TCP viewer's pump).
 const BATCH: usize = 256;
@@ -38,18 +45,29 @@ pub struct TrackOut {
     mid: Mid,
     pt: Pt,
     ssrc: Ssrc,
+    audio: bool,
     /// The last 16-bit sequence number written and its extended (64-bit) value.
     last_seq: Option<(u16, u64)>,
+    retime: Retime,
 }
 
 impl TrackOut {
-    pub fn new(track: usize, mid: Mid, pt: Pt, ssrc: Ssrc) -> TrackOut {
+    pub fn new(
+        track: usize,
+        mid: Mid,
+        pt: Pt,
+        ssrc: Ssrc,
+        audio: bool,
+        clock_rate: u32,
+    ) -> TrackOut {
         TrackOut {
             track,
             mid,
             pt,
             ssrc,
+            audio,
             last_seq: None,
+            retime: Retime::new(clock_rate),
         }
     }
 
@@ -70,17 +88,13 @@ pub enum Source {
     /// The camera's hub.
     Live(Arc<Stream>),
     /// A recording, from a cursor: the playback sender's run, started at connection.
-    Recording {
-        library: crate::library::Library,
-        tracks: Vec<crate::playback::task::TrackOut>,
-        params: Box<crate::playback::task::PlayParams>,
-    },
+    Recording(Box<recording::Plan>),
 }
 
 /// A source once started.
 enum Running {
     Live(Reader),
-    Recording(mpsc::Receiver<crate::playback::task::TcpOut>),
+    Recording(Box<Recording>),
 }
 
 pub struct Peer {
@@ -90,6 +104,8 @@ pub struct Peer {
     pub socket: Arc<UdpSocket>,
     pub local: SocketAddr,
     pub rx: mpsc::Receiver<Datagram>,
+    /// Controls of a recording's viewer (a live viewer's sender is dropped at once).
+    pub commands: mpsc::Receiver<Command>,
     pub info: Arc<SessionInfo>,
     pub cancel: CancellationToken,
     pub connect_timeout: Duration,
@@ -98,8 +114,9 @@ pub struct Peer {
 enum Wake {
     Stop,
     Datagram(Datagram),
+    Command(Command),
     /// The hub has packets (None), or the recording's sender sent some.
-    Media(Option<crate::playback::task::TcpOut>),
+    Media(Option<TcpOut>),
     /// The recording's sender is done.
     Ended,
     Timer,
@@ -141,9 +158,9 @@ impl Peer {
                             r.wait().await;
                             Wake::Media(None)
                         }
-                        Some(Running::Recording(rx)) => match rx.recv().await {
-                            Some(out) => Wake::Media(Some(out)),
-                            None => Wake::Ended,
+                        Some(Running::Recording(r)) => match r.next().await {
+                            recording::Next::Out(out) => Wake::Media(Some(out)),
+                            recording::Next::Ended => Wake::Ended,
                         },
                         None => std::future::pending().await,
                     }
@@ -151,6 +168,7 @@ impl Peer {
                 tokio::select! {
                     _ = self.cancel.cancelled() => Wake::Stop,
                     d = self.rx.recv() => d.map_or(Wake::Stop, Wake::Datagram),
+                    Some(c) = self.commands.recv() => Wake::Command(c),
                     w = media => w,
                     _ = tokio::time::sleep_until(deadline.into()) => Wake::Timer,
                 }
@@ -169,16 +187,28 @@ impl Peer {
                     }
                     self.rtc.handle_input(input)
                 }
-                Wake::Ended => {
-                    info!("the recording (or its range) ended");
-                    break;
+                // The peer stays: the viewer may seek back.
+                Wake::Ended => continue,
+                Wake::Command(c) => {
+                    let r = match reader.as_mut() {
+                        Some(Running::Recording(r)) => self.steer(r, c.control, c.cursor).await,
+                        Some(Running::Live(_)) => Err(WhepError::NotPlayback),
+                        None => Err(WhepError::NotConnected),
+                    };
+                    let _ = c.reply.send(r);
+                    continue;
                 }
-                Wake::Media(Some(crate::playback::task::TcpOut::Packets(packets))) => {
-                    self.write(&packets, now);
+                Wake::Media(Some(TcpOut::Packets(packets))) => {
+                    let audio = match &reader {
+                        Some(Running::Recording(r)) => r.carries_audio(),
+                        _ => true,
+                    };
+                    // The sender counted them.
+                    self.write(&packets, now, audio);
                     self.rtc.handle_input(Input::Timeout(now))
                 }
                 // The sender's RTCP is its own SR and BYE: str0m makes the peer's.
-                Wake::Media(Some(crate::playback::task::TcpOut::Rtcp(_))) => continue,
+                Wake::Media(Some(TcpOut::Rtcp(_))) => continue,
                 Wake::Media(None) => {
                     let Some(Running::Live(r)) = reader.as_mut() else {
                         continue;
@@ -189,7 +219,9 @@ impl Peer {
                         info!("the camera's stream ended");
                         break;
                     }
-                    self.write(&out, now);
+                    let (sent, bytes) = self.write(&out, now, true);
+                    self.info.packets.fetch_add(sent, Ordering::Relaxed);
+                    self.info.bytes.fetch_add(bytes, Ordering::Relaxed);
                     self.rtc.handle_input(Input::Timeout(now))
                 }
             };
@@ -209,30 +241,22 @@ impl Peer {
                 info!("connected: sending from the newest keyframe");
                 Some(Running::Live(Reader::new(stream, &self.setups())))
             }
-            Source::Recording {
-                library,
-                mut tracks,
-                params,
-            } => {
+            Source::Recording(plan) => {
                 // The carried tracks get their identities now (the others stay disabled).
-                for (i, s) in self.setups().into_iter().enumerate() {
-                    if let (Some(t), Some(s)) = (tracks.get_mut(i), s) {
-                        t.identity =
-                            vigil_proto::rtp::RtpIdentity::new(s.ssrc, s.first_seq, s.first_ts);
-                        t.enabled = true;
+                let setups = self.setups();
+                let setup = |tracks: &mut [crate::playback::task::TrackOut]| {
+                    for (t, s) in tracks.iter_mut().zip(setups) {
+                        if let Some(s) = s {
+                            t.identity =
+                                vigil_proto::rtp::RtpIdentity::new(s.ssrc, s.first_seq, s.first_ts);
+                            t.enabled = true;
+                        }
                     }
-                }
-                info!(camera = %params.camera, "connected: playing the recording");
-                let (tx, rx) = mpsc::channel(32);
-                tokio::spawn(crate::playback::task::run(
-                    library,
-                    tracks,
-                    *params,
-                    crate::playback::task::Sink::Tcp(tx),
-                    self.info.clone(),
-                    self.cancel.child_token(),
-                ));
-                Some(Running::Recording(rx))
+                };
+                info!("connected: playing the recording");
+                let rec =
+                    Recording::start(*plan, setup, self.info.clone(), self.cancel.child_token());
+                Some(Running::Recording(Box::new(rec)))
             }
         }
     }
@@ -254,18 +278,44 @@ impl Peer {
             .collect()
     }
 
-    fn write(&mut self, packets: &[OutPacket], now: Instant) {
-        let mut bytes = 0u64;
+    /// Carries out a recording viewer's control; after a restart every track draws a new
+    /// timestamp line at the new Scale.
+    async fn steer(
+        &mut self,
+        rec: &mut Recording,
+        control: vigil_session::Control,
+        cursor: Option<Cursor>,
+    ) -> Result<vigil_session::SteerState, WhepError> {
+        if rec.control(control, cursor).await? {
+            let scale = rec.state().scale;
+            for t in &mut self.media {
+                t.retime.restart(scale);
+            }
+        }
+        debug!(?control, state = ?rec.state(), "playback steered");
+        Ok(rec.state())
+    }
+
+    /// Hands `packets` to str0m (`audio`: audio tracks are carried; not at Scale ≠ 1): the
+    /// packets and bytes written.
+    fn write(&mut self, packets: &[OutPacket], now: Instant, audio: bool) -> (u64, u64) {
+        let (mut sent, mut bytes) = (0u64, 0u64);
         for p in packets {
             let Some(t) = self.media.iter_mut().find(|t| t.track == p.track) else {
                 continue;
             };
+            if t.audio && !audio {
+                continue;
+            }
             let h = &p.header;
             let marker = h[1] & 0x80 != 0;
             let seq = t.extend(u16::from_be_bytes([h[2], h[3]]));
-            let ts = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+            let ts = t
+                .retime
+                .map(u32::from_be_bytes([h[4], h[5], h[6], h[7]]), now);
             let (pt, ssrc) = (t.pt, t.ssrc);
             if let Some(tx) = self.rtc.direct_api().stream_tx(&ssrc) {
+                sent += 1;
                 bytes += 12 + p.payload.len() as u64;
                 tx.write_rtp(
                     RtpWrite::new(pt, seq.into(), ts, now, p.payload.to_vec())
@@ -274,10 +324,7 @@ impl Peer {
                 );
             }
         }
-        self.info
-            .packets
-            .fetch_add(packets.len() as u64, Ordering::Relaxed);
-        self.info.bytes.fetch_add(bytes, Ordering::Relaxed);
+        (sent, bytes)
     }
 
     /// Sends what str0m has to send and takes its events; the time it next wants to be
@@ -294,6 +341,30 @@ impl Peer {
                     Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                         info!("ICE disconnected");
                         return None;
+                    }
+                    Event::MediaEgressStats(s) => {
+                        let mut f = self.info.feedback.lock().unwrap_or_else(|p| p.into_inner());
+                        let f = f.get_or_insert_with(Default::default);
+                        if let Some(rtt) = s.rtt {
+                            f.rtt_ms = Some((rtt.as_secs_f64() * 10_000.0).round() / 10.0);
+                        }
+                        if s.loss.is_some() {
+                            f.loss = s.loss;
+                        }
+                        if self.media.first().is_some_and(|t| t.mid == s.mid) {
+                            (f.nacks, f.plis, f.firs) = (s.nacks, s.plis, s.firs);
+                        }
+                    }
+                    Event::EgressBitrateEstimate(e) => {
+                        let (bps, from) = match e {
+                            BweKind::Remb { estimate, .. } => (estimate, "remb"),
+                            BweKind::Twcc { estimate, .. } => (estimate, "twcc"),
+                            _ => continue,
+                        };
+                        let mut f = self.info.feedback.lock().unwrap_or_else(|p| p.into_inner());
+                        let f = f.get_or_insert_with(Default::default);
+                        f.estimate_bps = Some(bps.as_u64());
+                        f.estimate_from = Some(from.to_string());
                     }
                     Event::KeyframeRequest(k) => {
                         let track = self.media.iter().find(|t| t.mid == k.mid).map(|t| t.track);
@@ -317,7 +388,14 @@ mod tests {
 
     #[test]
     fn sequence_numbers_extend_across_their_wrap_and_skips() {
-        let mut t = TrackOut::new(0, Mid::from("0"), Pt::from(96), Ssrc::from(1));
+        let mut t = TrackOut::new(
+            0,
+            Mid::from("0"),
+            Pt::from(96),
+            Ssrc::from(1),
+            false,
+            90_000,
+        );
         assert_eq!(t.extend(65_534), 65_534);
         assert_eq!(t.extend(65_535), 65_535);
         assert_eq!(t.extend(0), 65_536);
