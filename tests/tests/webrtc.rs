@@ -494,3 +494,71 @@ fn a_whep_offer_to_another_node_is_redirected_to_the_holder_and_plays() {
     assert_eq!(preflight(&member), Some(member.clone()));
     assert_eq!(preflight("http://evil.example"), None);
 }
+
+/// A recording's WHEP offer is placed like an RTSP playback DESCRIBE: with the node asked
+/// draining, the scheduler puts it on the other member, the answer is a 307 to that
+/// member's WHEP URL with a signed placement marker, which that member serves without
+/// placing it again; aiortc follows it and decodes. A forged marker is ignored (placed).
+#[test]
+fn a_whep_playback_offer_is_placed_by_the_scheduler_and_plays_there() {
+    let root = tempfile::tempdir().unwrap();
+    let start = vigil_server::cluster::now_ms() as i64 - 3_600_000;
+    vigil_tests::export::synthetic_recording(root.path(), "vault", start, 30);
+    let storage = format!(
+        "[storage]\nroot = \"{}\"\nsegment_secs = 4.0\n",
+        root.path().display()
+    );
+    let key = "whep-placement-key";
+    let (a, seed) = vigil_tests::start_member(0, None, key, 10, &storage);
+    let (b, _) = vigil_tests::start_member(1, Some(seed), key, 20, &storage);
+    let a_id = a.api_json("/api/cluster/nodes")["self_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let out = vigil_tests::ctl(&a, &["drain", &a_id]);
+    eprintln!("drain: {out}");
+    let path = format!(
+        "/whep/playback/vault?start={}",
+        vigil_tests::rfc3339(start + 5_000)
+    );
+    let offer = |url: &str| {
+        let resp = ureq::post(url)
+            .config()
+            .timeout_global(Some(Duration::from_secs(10)))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .header("Content-Type", "application/sdp")
+            .send(OFFER)
+            .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+        let location = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (resp.status().as_u16(), location)
+    };
+    let to_b = format!("http://{}/whep/playback/vault?start=", b.api);
+    let location = poll_until(Duration::from_secs(30), "a 307 to the other member", || {
+        let (s, location) = offer(&format!("http://{}{path}", a.api));
+        (s == 307 && location.starts_with(&to_b)).then_some(location)
+    });
+    assert!(location.contains("&vigil_placed="), "{location}");
+    let forged = format!("http://{}{path}&vigil_placed=1.2.3.x", a.api);
+    assert_eq!(
+        offer(&forged).0,
+        307,
+        "a forged marker is placed, not served"
+    );
+    let run = whep_play(&format!("http://{}{path}", a.api), 50, 30);
+    assert_eq!(run["status"], 201, "{run}");
+    assert!(
+        run["redirected"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(&to_b)),
+        "{run}"
+    );
+    assert_eq!(run["frames"], 50, "{run}");
+    assert_eq!(run["errors"].as_array().map(Vec::len), Some(0), "{run}");
+}

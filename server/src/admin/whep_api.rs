@@ -186,7 +186,9 @@ async fn offer_live(
     with_cors(&cluster, &headers, r)
 }
 
-/// `POST /whep/playback/<camera>?start=<RFC 3339>[&end=…]`: a recording from that moment.
+/// `POST /whep/playback/<camera>?start=<RFC 3339>[&end=…]`: a recording from that moment,
+/// served where the cluster's placement puts it (as an RTSP playback DESCRIBE: 307 to the
+/// chosen member's WHEP URL with a signed marker, which that member serves unplaced).
 async fn offer_playback(
     State(webrtc): State<WebRtc>,
     State(cluster): State<ClusterState>,
@@ -197,13 +199,51 @@ async fn offer_playback(
     body: String,
 ) -> Response {
     let r = match offered(webrtc, &headers) {
-        Ok(svc) => answered(
-            svc.offer_playback(&camera, query.as_deref(), &body, client)
-                .await,
-        ),
+        Ok(svc) => match place(&cluster, &camera, query.as_deref()).await {
+            Some(r) => r,
+            None => answered(
+                svc.offer_playback(&camera, query.as_deref(), &body, client)
+                    .await,
+            ),
+        },
         Err(e) => refuse(e),
     };
     with_cors(&cluster, &headers, r)
+}
+
+/// Cluster placement of a playback offer: None to serve it here (no cluster, a valid
+/// marker, or the placement says so), or the 307 / 503. A bad URL is left to the offer's
+/// own refusal.
+async fn place(cluster: &ClusterState, camera: &str, query: Option<&str>) -> Option<Response> {
+    let cluster = cluster.as_ref()?;
+    // The request's own URL (a path-safe camera id: `request::parse` refuses others).
+    let url = match query {
+        Some(q) => format!("http://node/whep/playback/{camera}?{q}"),
+        None => format!("http://node/whep/playback/{camera}"),
+    };
+    // Each offer is its own "connection": a marker serves one offer, never a replay.
+    if cluster.accept_marker(&url, rand::random()).is_some() {
+        return None;
+    }
+    let req = crate::playback::request::parse(&format!("playback/{camera}"), query).ok()??;
+    let vbr = crate::cluster::report::DEFAULT_VBR_BPS;
+    match cluster.place_playback(&req.camera, req.start_ms, vbr).await {
+        crate::cluster::Placement::Local => None,
+        crate::cluster::Placement::Redirect { node, .. } => {
+            let api = cluster.member_api(&node)?;
+            let base = if api.contains("://") {
+                api.trim_end_matches('/').to_string()
+            } else {
+                format!("http://{api}")
+            };
+            let to = cluster.redirect_url(&base, &url, "");
+            tracing::info!(camera, %node, "WHEP playback offer placed on another node");
+            Some((StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response())
+        }
+        crate::cluster::Placement::Reject(reason) => {
+            Some((StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response())
+        }
+    }
 }
 
 /// Trickled candidates are taken and not needed: the node is ICE-lite, so it learns each

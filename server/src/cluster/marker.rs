@@ -50,6 +50,16 @@ fn mac_hex(key: &[u8], path: &str, expiry_ms: i64, nonce: u64, user: &str) -> St
         .collect()
 }
 
+/// What a marker is signed for: an RTSP URL's stream path, or `http:` and an HTTP URL's
+/// path (a WHEP offer's), so a marker made for the one never passes for the other.
+fn signed_path(url: &str) -> Option<String> {
+    if let Some(p) = stream_path(url) {
+        return Some(p);
+    }
+    let u = url::Url::parse(url).ok()?;
+    matches!(u.scheme(), "http" | "https").then(|| format!("http:{}", u.path().trim_matches('/')))
+}
+
 /// The marker value for `path`, valid until `expiry_ms`.
 fn marker_value(key: &[u8], path: &str, expiry_ms: i64, user: &str) -> String {
     let nonce: u64 = rand::random();
@@ -71,7 +81,7 @@ pub fn redirect_url(key: &[u8], base: &str, request_uri: &str, user: &str, now_m
     };
     let target = format!("{}{path}", base.trim_end_matches('/'));
     let expiry = now_ms + MARKER_TTL.as_millis() as i64;
-    let signed_path = stream_path(&target).unwrap_or_default();
+    let signed_path = signed_path(&target).unwrap_or_default();
     let value = marker_value(key, &signed_path, expiry, user);
     let q = match query.map(|q| strip_from_query(&q)) {
         Some(q) if !q.is_empty() => format!("?{q}&{PLACED_MARKER}={value}"),
@@ -93,7 +103,7 @@ pub fn verify(key: &[u8], url: &str, now_ms: i64) -> Option<Marker> {
     let nonce = u64::from_str_radix(parts.next()?, 16).ok()?;
     let mac = parts.next()?.to_string();
     let user = parts.next()?.to_string();
-    let path = stream_path(url)?;
+    let path = signed_path(url)?;
     let expected = mac_hex(key, &path, expiry_ms, nonce, &user);
     let ok = vigil_proto::rtsp::auth::constant_time_eq(expected.as_bytes(), mac.as_bytes());
     // Not yet expired, and not issued further ahead than a marker can be.
@@ -272,6 +282,25 @@ mod tests {
         }
         // Another scheme is not an RTSP request URL: no served path, no marker.
         assert!(verify(KEY, &signed.replacen("rtsp://", "http://", 1), NOW).is_none());
+        // A WHEP offer's redirect is signed for its HTTP path, and passes only as that.
+        let whep = redirect_url(
+            KEY,
+            "http://10.0.0.2:8080",
+            "http://10.0.0.1:8080/whep/playback/cam?start=2026-01-01T00:00:00Z",
+            "",
+            NOW,
+        );
+        assert!(whep.starts_with(
+            "http://10.0.0.2:8080/whep/playback/cam?start=2026-01-01T00:00:00Z&vigil_placed="
+        ));
+        assert!(verify(KEY, &whep, NOW).is_some());
+        assert!(verify(KEY, &whep.replacen("http://", "rtsp://", 1), NOW).is_none());
+        assert!(verify(
+            KEY,
+            &whep.replacen("/whep/playback/", "/whep/live/", 1),
+            NOW
+        )
+        .is_none());
         // Signed for a respelling, refused for the served spelling: the rule is symmetric.
         let odd = redirect_url(KEY, "rtsp://h:1", "rtsp://a:2/live//cam", "", NOW);
         let odd_query = odd.split_once('?').unwrap().1;

@@ -490,6 +490,16 @@ impl Cluster {
             .map(|(m, r)| (m.id.clone(), r.api.clone()))
     }
 
+    /// The admin API address a member reports (`host:port`, or a URL for HTTPS).
+    pub fn member_api(&self, node: &str) -> Option<String> {
+        let st = self.state();
+        st.members
+            .iter()
+            .find(|m| m.id == node)
+            .and_then(|m| m.report.as_ref())
+            .map(|r| r.api.clone())
+    }
+
     /// Whether `origin` (a browser's `Origin`, `scheme://host:port`) is the admin API of a
     /// member of the cluster: the only pages whose cross-origin WHEP requests this node
     /// answers (a console on one node playing a camera another node holds).
