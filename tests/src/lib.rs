@@ -9,6 +9,7 @@ pub mod browser;
 mod clients;
 pub mod export;
 pub mod fuzz;
+pub mod glass;
 pub mod handoff;
 mod process;
 pub mod report;

@@ -4,6 +4,7 @@
 //! SDP, an offer that is not SDP, an offer without H.264, an unknown camera, a flood of
 //! offers from one address, a peer that never completes ICE and DTLS.
 
+use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use vigil_tests::{poll_until, run_with_timeout, Node, NodeBuilder, DEMO_CAMERA};
@@ -561,4 +562,181 @@ fn a_whep_playback_offer_is_placed_by_the_scheduler_and_plays_there() {
     );
     assert_eq!(run["frames"], 50, "{run}");
     assert_eq!(run["errors"].as_array().map(Vec::len), Some(0), "{run}");
+}
+
+/// The playback cache's lookups answered from memory and those that waited for storage
+/// (`vigil_cache_hits_total`, `vigil_cache_misses_total` from `/metrics`).
+fn cache_lookups(node: &Node) -> (u64, u64) {
+    let text = node.try_api("/metrics").unwrap_or_default();
+    let count = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    };
+    (
+        count("vigil_cache_hits_total"),
+        count("vigil_cache_misses_total"),
+    )
+}
+
+/// Glass-to-glass and timeline click → first frame, side by side in one run (issue 27's
+/// benchmark, docs/BENCHMARKS.md "WebRTC"): a barcode camera sent by this process (the
+/// wall time of each frame's entry known), read back from what each viewer presents —
+/// Chromium over WebRTC and over HLS (`requestVideoFrameCallback`'s expected display
+/// time), ffmpeg over RTSP (the decoded frame on its pipe) — and the first presented frame
+/// of a recording after the "click" (the offer or the playlist request), WebRTC against HLS,
+/// each trial labelled a cache hit or miss by the node's own cache counters.
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture (VIGIL_BIN=target/release/vigil for release figures)"]
+fn glass_to_glass_and_click_to_first_frame() {
+    use vigil_tests::glass;
+    let Some(browser) = vigil_tests::browser::Browser::start() else {
+        return;
+    };
+    let frames: usize = std::env::var("GLASS_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(250);
+    let dir = tempfile::tempdir().unwrap();
+    let clip = glass::barcode_clip(dir.path());
+    let node = NodeBuilder::new()
+        .extra(&format!(
+            "[storage]\nroot = \"{}\"\nsegment_secs = 2.0\n",
+            dir.path().join("root").display()
+        ))
+        .start();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (sent, publisher) = glass::publish(&clip, &node.url("live/bar"), stop.clone());
+    node.wait_live("live/bar");
+    browser.goto(&format!("http://{}/", node.api));
+    let warmup = 25;
+    let in_browser = |kind: &str, url: &str, count: usize| -> (Vec<(u32, f64)>, f64, Value) {
+        browser.eval(
+            glass::BROWSER_VIEWER,
+            vec![
+                serde_json::json!(kind),
+                serde_json::json!(url),
+                serde_json::json!(count),
+            ],
+        );
+        let r = browser.wait(
+            &format!("{count} frames over {kind}"),
+            Duration::from_secs(120),
+            "const g = window.__glass; if (g.error) return {error: g.error}; \
+             return g.done ? {seen: g.seen, first: g.first, marks: g.marks} : null;",
+            vec![],
+        );
+        assert!(r["error"].is_null(), "{kind} {url}: {r}");
+        browser.eval(glass::BROWSER_VIEWER_END, vec![]);
+        let seen = r["seen"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| Some((s[0].as_u64()? as u32, s[1].as_f64()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (
+            seen,
+            r["first"].as_f64().unwrap_or(f64::NAN),
+            r["marks"].clone(),
+        )
+    };
+    let mut rows = Vec::new();
+    for (client, kind, url) in [
+        ("Chromium, WebRTC (WHEP)", "webrtc", "/whep/live/bar"),
+        ("Chromium, HLS (hls.js)", "hls", "/hls/live/bar/index.m3u8"),
+        ("ffmpeg, RTSP/TCP", "rtsp", ""),
+        ("ffmpeg -threads 1, RTSP/TCP", "rtsp1", ""),
+    ] {
+        let seen = match kind {
+            "rtsp" | "rtsp1" => glass::ffmpeg_read(
+                &node.url("live/bar"),
+                frames + warmup,
+                Duration::from_secs(120),
+                (kind == "rtsp1").then_some(1),
+            ),
+            _ => in_browser(kind, url, frames + warmup).0,
+        };
+        let seen: Vec<(u32, f64)> = seen.into_iter().skip(warmup).collect();
+        let ms = glass::latencies(&seen, &sent.lock().unwrap());
+        rows.push(format!(
+            "| {client} | {} of {} | {:.0} | {:.0} | {:.0} |",
+            ms.len(),
+            seen.len(),
+            glass::percentile(&ms, 50.0),
+            glass::percentile(&ms, 95.0),
+            glass::percentile(&ms, 100.0),
+        ));
+    }
+    println!("\nglass to glass (frame sent to the node → presented), ms:");
+    println!("| viewer | frames matched | p50 | p95 | max |\n|---|---|---:|---:|---:|");
+    for r in &rows {
+        println!("{r}");
+    }
+
+    // Timeline clicks: the first presented frame of a recording, from the offer (WebRTC)
+    // or the playlist request (HLS). A new time is a miss unless the cache holds its
+    // segment; the same time again a hit: the node's counters say which it was.
+    let recorded = poll_until(Duration::from_secs(60), "30 s recorded", || {
+        let v = node.api_json("/api/recordings/bar");
+        let r = &v["ranges"][0];
+        let (s, e) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
+        (e - s >= 30_000).then_some(s)
+    });
+    let trials: usize = 5;
+    let mut clicks: std::collections::BTreeMap<(String, &str), Vec<f64>> = Default::default();
+    let mut marks: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for (kind, offset) in [("webrtc", 2_000i64), ("hls", 3_000i64)] {
+        for i in 0..trials as i64 {
+            let at = vigil_tests::rfc3339(recorded + offset + i * 5_000);
+            let url = match kind {
+                "webrtc" => format!("/whep/playback/bar?start={at}"),
+                _ => format!("/hls/playback/bar/index.m3u8?start={at}"),
+            };
+            for _ in 0..2 {
+                let before = cache_lookups(&node);
+                let (_, first, m) = in_browser(kind, &url, 1);
+                for (k, v) in m.as_object().into_iter().flatten() {
+                    if let Some(v) = v.as_f64() {
+                        marks.entry(format!("{kind}: {k}")).or_default().push(v);
+                    }
+                }
+                let after = cache_lookups(&node);
+                // A trial that waited for storage anywhere is a miss.
+                let label = match (after.0 > before.0, after.1 > before.1) {
+                    (_, true) => "miss",
+                    (true, false) => "hit",
+                    (false, false) => "no lookup",
+                };
+                clicks
+                    .entry((kind.to_string(), label))
+                    .or_default()
+                    .push(first);
+            }
+        }
+    }
+    println!("\ntimeline click → first frame presented, ms:");
+    println!("| viewer | first segment | trials | p50 | p95 |\n|---|---|---:|---:|---:|");
+    for ((kind, label), v) in &clicks {
+        println!(
+            "| {kind} | {label} | {} | {:.0} | {:.0} |",
+            v.len(),
+            glass::percentile(v, 50.0),
+            glass::percentile(v, 95.0)
+        );
+    }
+    println!("\nwhere a click's time goes (every trial), ms from the click:");
+    println!("| step | p50 | p95 |\n|---|---:|---:|");
+    for (k, v) in &marks {
+        println!(
+            "| {k} | {:.0} | {:.0} |",
+            glass::percentile(v, 50.0),
+            glass::percentile(v, 95.0)
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = publisher.join();
+    assert!(rows.iter().all(|r| !r.contains("| 0 of")), "{rows:?}");
 }
