@@ -5,7 +5,7 @@
 
 use crate::xml::{self, Element};
 use crate::{printable, Error};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub const MULTICAST: std::net::SocketAddrV4 =
     std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 255, 255, 250), 3702);
@@ -48,7 +48,7 @@ pub fn probe(message_id: &str) -> Vec<u8> {
 }
 
 /// One device that answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeMatch {
     /// Its endpoint reference (`urn:uuid:…`): the same device across addresses.
     pub endpoint: String,

@@ -4,7 +4,8 @@
 //! (data rows from 1) and its field.
 //!
 //! Camera CSV columns: `id` (required), `source`, `on_demand`, `record`, `enabled`,
-//! `pull_transport`, `retention_hours`, `segment_secs`, `group`, `labels` (`k=v;k2=v2`).
+//! `pull_transport`, `retention_hours`, `segment_secs`, `group`, `labels` (`k=v;k2=v2`), `onvif`,
+//! `onvif_profile`.
 //! User CSV columns: `name` (required), `password` or `ha1_md5` + `ha1_sha256`, `read`,
 //! `playback`, `publish` (camera patterns separated by `;`). Empty cells take the default.
 
@@ -103,7 +104,7 @@ impl Cell<'_> {
     }
 }
 
-const CAMERA_FIELDS: [&str; 10] = [
+const CAMERA_FIELDS: [&str; 12] = [
     "id",
     "source",
     "on_demand",
@@ -114,6 +115,8 @@ const CAMERA_FIELDS: [&str; 10] = [
     "segment_secs",
     "group",
     "labels",
+    "onvif",
+    "onvif_profile",
 ];
 
 fn set_camera(cam: &mut CameraConfig, field: &str, cell: &Cell) -> Result<(), String> {
@@ -137,6 +140,8 @@ fn set_camera(cam: &mut CameraConfig, field: &str, cell: &Cell) -> Result<(), St
         "segment_secs" => cam.segment_secs = Some(cell.number()?),
         "group" => cam.group = Some(cell.text()?),
         "labels" => cam.labels = cell.labels()?,
+        "onvif" => cam.onvif = Some(cell.text()?),
+        "onvif_profile" => cam.onvif_profile = Some(cell.text()?),
         _ => return Err("unknown field".into()),
     }
     Ok(())

@@ -20,6 +20,16 @@ pub enum CameraCmd {
         source: String,
         #[command(flatten)]
         settings: Settings,
+        #[command(flatten)]
+        onvif: OnvifArgs,
+    },
+    /// Ask a camera added through ONVIF for its stream URI again; re-points it if the URI
+    /// changed.
+    Probe {
+        id: String,
+        /// Another profile (token or name) than the one it has.
+        #[arg(long)]
+        profile: Option<String>,
     },
     /// Change a camera's settings (the ones given; a new --source re-points it).
     Set {
@@ -47,6 +57,25 @@ pub enum CameraCmd {
         #[arg(long)]
         format: Option<String>,
     },
+}
+
+/// `camera add --onvif`: the node asks the device for the stream URI.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct OnvifArgs {
+    /// The camera's ONVIF device service (http://host/onvif/device_service): the node asks
+    /// it for the main profile's RTSP URI (or --profile's) and stores it with --user and
+    /// --password (instead of --source).
+    #[arg(long, conflicts_with = "source")]
+    onvif: Option<String>,
+    /// The ONVIF (and RTSP) user.
+    #[arg(long, requires = "onvif")]
+    user: Option<String>,
+    /// Its password (or --password-stdin).
+    #[arg(long, requires = "onvif")]
+    password: Option<String>,
+    /// A media profile token or name (default: the one with the most pixels).
+    #[arg(long, requires = "onvif")]
+    profile: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -184,12 +213,36 @@ fn with_stdin_password(source: String, from_stdin: bool) -> anyhow::Result<Strin
     if !from_stdin {
         return Ok(source);
     }
+    set_password(&source, &stdin_line()?)
+}
+
+/// The first line of stdin (a password), without its line end.
+fn stdin_line() -> anyhow::Result<String> {
     let mut line = String::new();
     std::io::stdin()
         .read_line(&mut line)
         .context("reading the password from stdin")?;
-    let password = line.trim_end_matches(['\r', '\n']);
-    set_password(&source, password)
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
+/// What `POST /api/cameras/{id}/onvif` answered, as one line per fact.
+fn onboarded(json_out: bool, id: &str, text: &str) -> anyhow::Result<()> {
+    if json_out {
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    let v: Value = serde_json::from_str(text).context("unexpected answer")?;
+    let o = &v["onvif"];
+    let p = &o["profile"];
+    println!(
+        "{id}: {} (profile {} {}x{} {})",
+        o["uri"].as_str().unwrap_or("?"),
+        p["token"].as_str().unwrap_or("?"),
+        p["width"],
+        p["height"],
+        p["encoding"].as_str().unwrap_or("")
+    );
+    done(false, text)
 }
 
 /// `url` with `password` (percent-encoded as URLs need) for the user it names.
@@ -270,11 +323,59 @@ pub fn camera(
         super::send(api, token, method, path, body, v)
     };
     let w = |op: Write| write(api, token, json_out, op);
+    let onvif_post = |id: &str, m: Map<String, Value>| {
+        let body = Value::Object(m).to_string();
+        send(
+            "POST",
+            &format!("/api/cameras/{id}/onvif"),
+            Some(("application/json", body)),
+            None,
+        )
+    };
     match cmd {
+        CameraCmd::Add {
+            id,
+            settings,
+            onvif:
+                OnvifArgs {
+                    onvif: Some(device),
+                    user,
+                    password,
+                    profile,
+                },
+            ..
+        } => {
+            let password = match (password, settings.password_stdin) {
+                (Some(_), true) => bail!("give --password or --password-stdin, not both"),
+                (p, false) => p,
+                (None, true) => Some(stdin_line()?),
+            };
+            let mut camera = Map::new();
+            settings.into_json(&mut camera)?;
+            let mut m = Map::new();
+            m.insert("device".into(), device.into());
+            for (k, v) in [("user", user), ("password", password), ("profile", profile)] {
+                if let Some(v) = v {
+                    m.insert(k.into(), v.into());
+                }
+            }
+            if !camera.is_empty() {
+                m.insert("camera".into(), camera.into());
+            }
+            onboarded(json_out, &id, &onvif_post(&id, m)?)
+        }
+        CameraCmd::Probe { id, profile } => {
+            let mut m = Map::new();
+            if let Some(p) = profile {
+                m.insert("profile".into(), p.into());
+            }
+            onboarded(json_out, &id, &onvif_post(&id, m)?)
+        }
         CameraCmd::Add {
             id,
             source,
             settings,
+            ..
         } => {
             let mut m = Map::new();
             m.insert("id".into(), id.into());
@@ -350,6 +451,57 @@ pub fn camera(
             Ok(())
         }
     }
+}
+
+/// `vigil ctl discover`: the node's WS-Discovery probe, as a table.
+pub fn discover(
+    api: &str,
+    token: Option<&str>,
+    json_out: bool,
+    target: Option<String>,
+    timeout_ms: Option<u64>,
+) -> anyhow::Result<()> {
+    let mut m = Map::new();
+    if let Some(t) = target {
+        m.insert("target".into(), t.into());
+    }
+    if let Some(t) = timeout_ms {
+        m.insert("timeout_ms".into(), t.into());
+    }
+    let body = Value::Object(m).to_string();
+    let text = super::send(
+        api,
+        token,
+        "POST",
+        "/api/onvif/discover",
+        Some(("application/json", body)),
+        None,
+    )?;
+    if json_out {
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        devices: Vec<crate::onvif::Found>,
+    }
+    let a: Answer = serde_json::from_str(&text).context("unexpected answer")?;
+    let mut table = Table::new();
+    table.load_preset(UTF8_BORDERS_ONLY);
+    table.set_header(["FROM", "MODEL", "NAME", "DEVICE SERVICE", "ENDPOINT"]);
+    for found in &a.devices {
+        let d = &found.device;
+        table.add_row([
+            found.from.clone(),
+            d.model.clone().unwrap_or_default(),
+            d.name.clone().unwrap_or_default(),
+            d.xaddrs.join(" "),
+            d.endpoint.clone(),
+        ]);
+    }
+    println!("{table}");
+    println!("{} device(s)", a.devices.len());
+    Ok(())
 }
 
 pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> anyhow::Result<()> {
