@@ -10,10 +10,14 @@
 //! 3. GetProfiles → the profile asked for, or the main one ([`media::choose`]).
 //! 4. GetStreamUri of it → [`Resolved`].
 //!
+//! A PTZ command ([`Onboard::ptz`]) takes steps 1–2 (for the clock and the PTZ service's
+//! address), then sends the command to the PTZ service → [`Next::Ptz`].
+//!
 //! At most six requests; the shell bounds each by its timeout.
 
 use crate::media::{self, Profile};
-use crate::soap::{self, Credentials, HttpRequest, Services, NS_DEVICE, NS_MEDIA};
+use crate::ptz;
+use crate::soap::{self, Credentials, HttpRequest, Services, NS_DEVICE, NS_MEDIA, NS_PTZ};
 use crate::Error;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
@@ -39,6 +43,7 @@ enum Step {
     Services,
     Profiles,
     StreamUri,
+    Ptz,
     Done,
 }
 
@@ -47,6 +52,15 @@ enum Step {
 pub enum Next {
     Send(HttpRequest),
     Done(Resolved),
+    /// The PTZ command's answer.
+    Ptz(ptz::Answer),
+}
+
+/// What the flow is for.
+#[derive(Debug, Clone, PartialEq)]
+enum Goal {
+    StreamUri,
+    Ptz(ptz::Command),
 }
 
 #[derive(Debug)]
@@ -54,6 +68,7 @@ pub struct Onboard {
     device: String,
     creds: Credentials,
     wanted: Option<String>,
+    goal: Goal,
     step: Step,
     offset: Option<SignedDuration>,
     services: Services,
@@ -81,12 +96,41 @@ impl Onboard {
             device: check_device_url(device)?,
             creds,
             wanted: profile.filter(|p| !p.is_empty()),
+            goal: Goal::StreamUri,
             step: Step::Time,
             offset: None,
             services: Services::default(),
             profiles: Vec::new(),
             chosen: None,
         })
+    }
+
+    /// A PTZ `command` on `profile` of the device.
+    pub fn ptz(
+        device: &str,
+        creds: Credentials,
+        profile: &str,
+        command: ptz::Command,
+    ) -> Result<Self, Error> {
+        let mut flow = Onboard::new(device, creds, Some(profile.to_string()))?;
+        flow.goal = Goal::Ptz(command);
+        Ok(flow)
+    }
+
+    /// Where the flow goes once it knows the services.
+    fn after_services(&self) -> Step {
+        match self.goal {
+            Goal::StreamUri => Step::Profiles,
+            Goal::Ptz(_) => Step::Ptz,
+        }
+    }
+
+    /// The service the goal needs is known.
+    fn has_service(&self) -> bool {
+        match self.goal {
+            Goal::StreamUri => self.services.media.is_some(),
+            Goal::Ptz(_) => self.services.ptz.is_some(),
+        }
     }
 
     fn token(&self, now: Timestamp, nonce: &[u8; 16]) -> String {
@@ -99,6 +143,7 @@ impl Onboard {
     fn request(&self, now: Timestamp, nonce: &[u8; 16]) -> HttpRequest {
         let media = self.services.media.as_deref().unwrap_or(&self.device);
         let stream_uri;
+        let ptz_body;
         let (url, ns, op, body) = match self.step {
             Step::Time | Step::TimeWithToken => (
                 self.device.as_str(),
@@ -123,6 +168,14 @@ impl Onboard {
                 let token = self.chosen.as_ref().map_or("", |p| p.token.as_str());
                 stream_uri = media::get_stream_uri(token);
                 (media, NS_MEDIA, "GetStreamUri", stream_uri.as_str())
+            }
+            Step::Ptz => {
+                let Goal::Ptz(cmd) = &self.goal else {
+                    unreachable!("the PTZ step is a PTZ goal's")
+                };
+                ptz_body = cmd.body(self.wanted.as_deref().unwrap_or(""));
+                let url = self.services.ptz.as_deref().unwrap_or(&self.device);
+                (url, NS_PTZ, cmd.operation(), ptz_body.as_str())
             }
         };
         // Only the very first question goes without a token.
@@ -151,6 +204,10 @@ impl Onboard {
             Step::Services => "GetServices",
             Step::Profiles => "GetProfiles",
             Step::StreamUri | Step::Done => "GetStreamUri",
+            Step::Ptz => match &self.goal {
+                Goal::Ptz(cmd) => cmd.operation(),
+                Goal::StreamUri => "PTZ",
+            },
         };
         let answer = soap::answer(status, bytes, op);
         self.step = match self.step {
@@ -168,8 +225,8 @@ impl Onboard {
             Step::Capabilities => match answer {
                 Ok(el) => {
                     self.services = soap::capabilities(&el)?;
-                    if self.services.media.is_some() {
-                        Step::Profiles
+                    if self.has_service() {
+                        self.after_services()
                     } else {
                         Step::Services
                     }
@@ -189,7 +246,21 @@ impl Onboard {
                     // address on many small cameras.
                     Err(_) => {}
                 }
-                Step::Profiles
+                if matches!(self.goal, Goal::Ptz(_)) && self.services.ptz.is_none() {
+                    return Err(Error::Missing {
+                        action: "GetCapabilities",
+                        what: "PTZ service (the camera has no PTZ)",
+                    });
+                }
+                self.after_services()
+            }
+            Step::Ptz => {
+                let Goal::Ptz(cmd) = &self.goal else {
+                    unreachable!("the PTZ step is a PTZ goal's")
+                };
+                let done = cmd.answer(&answer?)?;
+                self.step = Step::Done;
+                return Ok(Next::Ptz(done));
             }
             Step::Profiles => {
                 self.profiles = media::profiles(&answer?)?;
@@ -251,7 +322,7 @@ mod tests {
     fn send(n: Next) -> HttpRequest {
         match n {
             Next::Send(r) => r,
-            Next::Done(r) => panic!("done early: {r:?}"),
+            other => panic!("done early: {other:?}"),
         }
     }
 
@@ -332,6 +403,64 @@ mod tests {
         assert!(
             String::from_utf8_lossy(&r.body).contains("<trt:ProfileToken>sub</trt:ProfileToken>")
         );
+    }
+
+    #[test]
+    fn a_ptz_command_goes_to_the_ptz_service_of_the_profile() {
+        let now: Timestamp = "2026-12-04T23:00:00Z".parse().unwrap();
+        let n = [3u8; 16];
+        let cmd = ptz::Command::SetPreset {
+            name: "Gate".into(),
+        };
+        let mut ob = Onboard::ptz("http://cam/onvif/device_service", creds(), "main", cmd).unwrap();
+        ob.start(now, &n);
+        send(
+            ob.on_response(200, &time("2026-12-04T23:00:00Z"), now, &n)
+                .unwrap(),
+        );
+        let caps = env("<tds:GetCapabilitiesResponse><tds:Capabilities><tt:Media><tt:XAddr>http://cam/media</tt:XAddr></tt:Media><tt:PTZ><tt:XAddr>http://cam/ptz</tt:XAddr></tt:PTZ></tds:Capabilities></tds:GetCapabilitiesResponse>");
+        let r = send(ob.on_response(200, &caps, now, &n).unwrap());
+        assert_eq!(
+            (r.operation, r.url.as_str()),
+            ("SetPreset", "http://cam/ptz")
+        );
+        assert!(r
+            .content_type()
+            .contains("http://www.onvif.org/ver20/ptz/wsdl/SetPreset"));
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        assert!(
+            body.contains("<tptz:ProfileToken>main</tptz:ProfileToken>"),
+            "{body}"
+        );
+        assert!(
+            body.contains("<tptz:PresetName>Gate</tptz:PresetName>"),
+            "{body}"
+        );
+        let answer = env("<tptz:SetPresetResponse xmlns:tptz=\"p\"><tptz:PresetToken>7</tptz:PresetToken></tptz:SetPresetResponse>");
+        assert_eq!(
+            ob.on_response(200, &answer, now, &n).unwrap(),
+            Next::Ptz(ptz::Answer::Preset("7".into()))
+        );
+        // A camera without PTZ says so.
+        let mut ob = Onboard::ptz(
+            "http://cam/onvif/device_service",
+            creds(),
+            "main",
+            ptz::Command::Stop,
+        )
+        .unwrap();
+        ob.start(now, &n);
+        send(
+            ob.on_response(200, &time("2026-12-04T23:00:00Z"), now, &n)
+                .unwrap(),
+        );
+        let no_ptz = env("<tds:GetCapabilitiesResponse><tds:Capabilities><tt:Media><tt:XAddr>http://cam/media</tt:XAddr></tt:Media></tds:Capabilities></tds:GetCapabilitiesResponse>");
+        let r = send(ob.on_response(200, &no_ptz, now, &n).unwrap());
+        assert_eq!(r.operation, "GetServices");
+        assert!(matches!(
+            ob.on_response(500, b"", now, &n),
+            Err(Error::Missing { .. })
+        ));
     }
 
     #[test]

@@ -63,6 +63,82 @@ pub fn get_presets(profile: &str) -> String {
     )
 }
 
+/// What an operator asks of a PTZ camera.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    /// Move at this velocity (each in [-1, 1]) until Stop or `timeout_ms`.
+    Move {
+        #[serde(default)]
+        pan: f64,
+        #[serde(default)]
+        tilt: f64,
+        #[serde(default)]
+        zoom: f64,
+        #[serde(default = "default_move_ms")]
+        timeout_ms: u32,
+    },
+    Stop,
+    GotoPreset {
+        preset: String,
+    },
+    SetPreset {
+        name: String,
+    },
+    Presets,
+}
+
+fn default_move_ms() -> u32 {
+    1000
+}
+
+/// What the device answered a [`Command`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Done,
+    Presets(Vec<Preset>),
+    /// SetPreset's new preset token.
+    Preset(String),
+}
+
+impl Command {
+    pub fn operation(&self) -> &'static str {
+        match self {
+            Command::Move { .. } => "ContinuousMove",
+            Command::Stop => "Stop",
+            Command::GotoPreset { .. } => "GotoPreset",
+            Command::SetPreset { .. } => "SetPreset",
+            Command::Presets => "GetPresets",
+        }
+    }
+
+    /// The request's body element for `profile`; the timeout is capped at 60 s.
+    pub fn body(&self, profile: &str) -> String {
+        match self {
+            Command::Move {
+                pan,
+                tilt,
+                zoom,
+                timeout_ms,
+            } => continuous_move(profile, *pan, *tilt, *zoom, (*timeout_ms).min(60_000)),
+            Command::Stop => stop(profile),
+            Command::GotoPreset { preset } => goto_preset(profile, preset),
+            Command::SetPreset { name } => set_preset(profile, name),
+            Command::Presets => get_presets(profile),
+        }
+    }
+
+    /// The answer's body element → what it says.
+    pub fn answer(&self, el: &Element) -> Result<Answer, Error> {
+        Ok(match self {
+            Command::Presets => Answer::Presets(presets(el)),
+            Command::SetPreset { .. } => Answer::Preset(set_preset_token(el)?),
+            _ => Answer::Done,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Preset {
     pub token: String,
@@ -115,6 +191,34 @@ mod tests {
             let env = crate::soap::envelope(None, &b);
             assert!(crate::xml::parse(env.as_bytes()).is_ok(), "{b}");
         }
+    }
+
+    #[test]
+    fn commands_read_from_json() {
+        let c: Command = serde_json::from_str(r#"{"move": {"pan": 0.5}}"#).unwrap();
+        assert_eq!(
+            c,
+            Command::Move {
+                pan: 0.5,
+                tilt: 0.0,
+                zoom: 0.0,
+                timeout_ms: 1000
+            }
+        );
+        assert_eq!(
+            serde_json::from_str::<Command>(r#""stop""#).unwrap(),
+            Command::Stop
+        );
+        let c: Command = serde_json::from_str(r#"{"goto_preset": {"preset": "1"}}"#).unwrap();
+        assert_eq!(c.operation(), "GotoPreset");
+        assert!(serde_json::from_str::<Command>(r#"{"move": {"speed": 1}}"#).is_err());
+        let long = Command::Move {
+            pan: 0.0,
+            tilt: 0.0,
+            zoom: 0.0,
+            timeout_ms: u32::MAX,
+        };
+        assert!(long.body("p").contains("PT60.000S"));
     }
 
     #[test]

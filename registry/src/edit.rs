@@ -59,6 +59,8 @@ pub struct UserInput {
     pub playback: Vec<String>,
     #[serde(default)]
     pub publish: Vec<String>,
+    #[serde(default)]
+    pub ptz: Vec<String>,
 }
 
 /// HA1 = (MD5, SHA-256) of `name:realm:password`; the node supplies it with its realm.
@@ -85,6 +87,7 @@ impl UserInput {
                 read: self.read,
                 playback: self.playback,
                 publish: self.publish,
+                ptz: self.ptz,
             },
         };
         vigil_conf::check_user(&user)?;
@@ -100,6 +103,7 @@ pub struct UserPatch {
     pub read: Option<Vec<String>>,
     pub playback: Option<Vec<String>>,
     pub publish: Option<Vec<String>>,
+    pub ptz: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -215,6 +219,7 @@ pub fn apply(
                 ("read", &patch.read, &mut u.rights.read),
                 ("playback", &patch.playback, &mut u.rights.playback),
                 ("publish", &patch.publish, &mut u.rights.publish),
+                ("ptz", &patch.ptz, &mut u.rights.ptz),
             ] {
                 if let Some(v) = new {
                     if v != slot {

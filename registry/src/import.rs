@@ -7,7 +7,7 @@
 //! `pull_transport`, `retention_hours`, `segment_secs`, `group`, `labels` (`k=v;k2=v2`), `onvif`,
 //! `onvif_profile`.
 //! User CSV columns: `name` (required), `password` or `ha1_md5` + `ha1_sha256`, `read`,
-//! `playback`, `publish` (camera patterns separated by `;`). Empty cells take the default.
+//! `playback`, `publish`, `ptz` (camera patterns separated by `;`). Empty cells take the default.
 
 use crate::edit::UserInput;
 use crate::FieldError;
@@ -230,7 +230,7 @@ fn csv_rows(
     Ok((header, rows))
 }
 
-const USER_FIELDS: [&str; 7] = [
+const USER_FIELDS: [&str; 8] = [
     "name",
     "password",
     "ha1_md5",
@@ -238,6 +238,7 @@ const USER_FIELDS: [&str; 7] = [
     "read",
     "playback",
     "publish",
+    "ptz",
 ];
 
 fn user_row(
@@ -261,6 +262,7 @@ fn user_row(
             "read" => cell.list().map(|l| u.read = l),
             "playback" => cell.list().map(|l| u.playback = l),
             "publish" => cell.list().map(|l| u.publish = l),
+            "ptz" => cell.list().map(|l| u.ptz = l),
             _ => Err("unknown field".into()),
         };
         set.map_err(|m| FieldError::user(&u.name, field, m).at_row(row))?;

@@ -5,6 +5,7 @@
 //!   its answer by `vigil_onvif::xml::MAX_DOCUMENT` bytes. Blocking: the API calls it on a
 //!   blocking thread. No TLS (`ureq` is built without it): `https://` device services are
 //!   refused by the client with its error.
+//! - [`ptz`]: a PTZ command through the same flow (clock, PTZ service, the command).
 //! - [`discover`]: one WS-Discovery Probe from `[onvif] discovery_address` to the multicast
 //!   group (or a unicast target), ProbeMatches collected until the deadline, at most
 //!   [`MAX_DEVICES`] devices.
@@ -16,7 +17,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 use vigil_onvif::{
-    discovery, onboard, Credentials, HttpRequest, Next, Onboard, ProbeMatch, Resolved,
+    discovery, onboard, ptz, Credentials, HttpRequest, Next, Onboard, ProbeMatch, Resolved,
 };
 
 /// Devices kept of one probe (a camera network of thousands answers in a burst).
@@ -61,6 +62,39 @@ fn post(agent: &ureq::Agent, req: &HttpRequest) -> Result<(u16, Vec<u8>), OnvifE
     Ok((status, body))
 }
 
+/// Runs `flow` to its end: the flow's last answer (never [`Next::Send`]).
+fn run(mut flow: Onboard, timeout: Duration) -> Result<Next, OnvifError> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .max_redirects(0)
+        .build()
+        .into();
+    let now = jiff::Timestamp::now;
+    let mut req = flow.start(now(), &rand::random());
+    // A flow ends within six requests; the bound keeps a bug from looping.
+    for _ in 0..8 {
+        let (status, body) = post(&agent, &req)?;
+        match flow.on_response(status, &body, now(), &rand::random())? {
+            Next::Send(next) => req = next,
+            done => return Ok(done),
+        }
+    }
+    Err(OnvifError::Unreachable {
+        url: crate::auth::redact_url(&req.url),
+        operation: req.operation,
+        reason: "the flow did not end".into(),
+    })
+}
+
+fn unexpected(device: &str, what: &str) -> OnvifError {
+    OnvifError::Unreachable {
+        url: crate::auth::redact_url(device),
+        operation: "ONVIF",
+        reason: format!("the flow ended with {what}"),
+    }
+}
+
 /// The RTSP URI of `device`'s `profile` (else its main profile), asked with `creds`.
 pub fn resolve(
     device: &str,
@@ -68,28 +102,24 @@ pub fn resolve(
     profile: Option<String>,
     timeout: Duration,
 ) -> Result<Resolved, OnvifError> {
-    let mut flow = Onboard::new(device, creds, profile)?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(timeout))
-        .max_redirects(0)
-        .build()
-        .into();
-    let now = || jiff::Timestamp::now();
-    let mut req = flow.start(now(), &rand::random());
-    // The flow ends within six requests; the bound keeps a bug from looping.
-    for _ in 0..8 {
-        let (status, body) = post(&agent, &req)?;
-        match flow.on_response(status, &body, now(), &rand::random())? {
-            Next::Send(next) => req = next,
-            Next::Done(resolved) => return Ok(resolved),
-        }
+    match run(Onboard::new(device, creds, profile)?, timeout)? {
+        Next::Done(resolved) => Ok(resolved),
+        _ => Err(unexpected(device, "no stream URI")),
     }
-    Err(OnvifError::Unreachable {
-        url: crate::auth::redact_url(device),
-        operation: req.operation,
-        reason: "the flow did not end".into(),
-    })
+}
+
+/// A PTZ `command` on `device`'s `profile`.
+pub fn ptz(
+    device: &str,
+    creds: Credentials,
+    profile: &str,
+    command: ptz::Command,
+    timeout: Duration,
+) -> Result<ptz::Answer, OnvifError> {
+    match run(Onboard::ptz(device, creds, profile, command)?, timeout)? {
+        Next::Ptz(answer) => Ok(answer),
+        _ => Err(unexpected(device, "no PTZ answer")),
+    }
 }
 
 /// `device` as stored (the check the flow makes), for a caller that stores it before asking.

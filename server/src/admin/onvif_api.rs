@@ -14,21 +14,29 @@
 //!   what the device said. The answer: the registry write (`version`, `changes`) and
 //!   `onvif` (the URI as the device gave it, without credentials; the profiles; the clock
 //!   offset). The password is never logged or answered.
+//! - `POST /api/cameras/{id}/ptz` (`{"move": {"pan", "tilt", "zoom", "timeout_ms"}}`,
+//!   `"stop"`, `{"goto_preset": {"preset"}}`, `{"set_preset": {"name"}}`, `"presets"`): a
+//!   PTZ command to a camera added through ONVIF, on its stored profile, with the
+//!   credentials of its URL. Allowed with the admin token, or with HTTP Basic credentials
+//!   of an RTSP user holding the `ptz` right on the camera (the token gate lets those
+//!   through to here). At most [`PTZ_BURST`] commands at once per camera, then
+//!   [`PTZ_PER_SEC`] a second (429 beyond).
 
 use super::api::AppState;
 use super::registry_api::{actor, expected, json, refuse, shell, with_version, ApiError};
 use crate::node::Node;
 use crate::onvif::OnvifError;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::Router;
+use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json as value, Map, Value};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tracing::info;
 use vigil_conf::{CameraConfig, Source};
 use vigil_onvif::Credentials;
@@ -38,6 +46,7 @@ pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/api/onvif/discover", post(discover))
         .route("/api/cameras/{id}/onvif", post(onboard))
+        .route("/api/cameras/{id}/ptz", post(ptz))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -217,4 +226,127 @@ async fn onboard(
     };
     let answer = value!({ "version": w.version, "changes": w.changes, "onvif": resolved });
     Ok(with_version(status, w.version, answer))
+}
+
+/// A camera's PTZ commands: this many at once (a joystick's burst)…
+pub const PTZ_BURST: f64 = 10.0;
+/// …then this many a second (a held joystick repeats a move every ~200 ms; more is a loop or
+/// a flood, and a camera's web server is small).
+pub const PTZ_PER_SEC: f64 = 5.0;
+
+/// Token buckets per camera (only cameras that exist get one), in `node.extensions`.
+#[derive(Default)]
+struct PtzLimiter {
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+impl PtzLimiter {
+    fn take(&self, camera: &str, now: Instant) -> bool {
+        let mut b = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let (tokens, at) = b.entry(camera.to_string()).or_insert((PTZ_BURST, now));
+        let refilled = now.saturating_duration_since(*at).as_secs_f64() * PTZ_PER_SEC;
+        *tokens = (*tokens + refilled).min(PTZ_BURST);
+        *at = now;
+        if *tokens < 1.0 {
+            return false;
+        }
+        *tokens -= 1.0;
+        true
+    }
+}
+
+async fn ptz(
+    State(node): State<Arc<Node>>,
+    Path(id): Path<String>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Response, ApiError> {
+    use crate::auth::{BasicRefusal, Right};
+    // Basic credentials got past the token gate: the user must hold the `ptz` right.
+    let basic = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .filter(|a| a.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("basic ")));
+    let by = match basic {
+        None => "admin".to_string(),
+        Some(a) => node
+            .auth
+            .http_basic(peer.ip(), a, Right::Ptz, &id)
+            .map_err(|e| match e {
+                BasicRefusal::Forbidden => refuse(
+                    StatusCode::FORBIDDEN,
+                    format!("no ptz right on camera {id:?}"),
+                ),
+                BasicRefusal::BackingOff(wait) => refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "too many failed logins from this address: retry in {} s",
+                        wait.as_secs().max(1)
+                    ),
+                ),
+                BasicRefusal::Failed | BasicRefusal::NoUsers => {
+                    refuse(StatusCode::UNAUTHORIZED, "wrong user or password")
+                }
+            })?,
+    };
+    let command: vigil_onvif::ptz::Command = json("ptz", &body)?;
+    let cam = shell(&node)?
+        .current()
+        .1
+        .cameras
+        .get(&id)
+        .map(|s| s.camera.clone())
+        .ok_or_else(|| {
+            refuse(
+                StatusCode::NOT_FOUND,
+                format!("camera {id:?} does not exist"),
+            )
+        })?;
+    let (Some(device), Some(profile)) = (cam.onvif.clone(), cam.onvif_profile.clone()) else {
+        return Err(refuse(
+            StatusCode::CONFLICT,
+            format!("camera {id:?} was not added through ONVIF (no device or profile to steer)"),
+        ));
+    };
+    let limiter = node
+        .extensions
+        .get_or_init(|| Arc::new(PtzLimiter::default()));
+    if !limiter.take(&id, Instant::now()) {
+        return Err(refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("camera {id:?}: more than {PTZ_PER_SEC} PTZ commands a second"),
+        ));
+    }
+    let (user, password) = match node.camera(&id).map(|c| c.source) {
+        Some(Source::Pull { url }) => url_credentials(&url),
+        _ => Default::default(),
+    };
+    let creds = Credentials { user, password };
+    let timeout = Duration::from_millis(node.config.onvif.request_timeout_ms);
+    let op = command.operation();
+    let answer = tokio::task::spawn_blocking(move || {
+        crate::onvif::ptz(&device, creds, &profile, command, timeout)
+    })
+    .await
+    .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    .map_err(|e| refuse(StatusCode::BAD_GATEWAY, e.to_string()))?;
+    info!(camera = %id, by = %by, operation = op, "PTZ");
+    Ok(Json(value!({ "ptz": answer })).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptz_commands_are_limited_per_camera() {
+        let l = PtzLimiter::default();
+        let t0 = Instant::now();
+        let burst = (0..20).filter(|_| l.take("a", t0)).count();
+        assert_eq!(burst, PTZ_BURST as usize);
+        assert!(l.take("b", t0), "another camera has its own bucket");
+        assert!(!l.take("a", t0 + Duration::from_millis(100)));
+        assert!(l.take("a", t0 + Duration::from_millis(200)));
+    }
 }

@@ -387,6 +387,7 @@ struct UserPatchBody {
     read: Option<Vec<String>>,
     playback: Option<Vec<String>>,
     publish: Option<Vec<String>>,
+    ptz: Option<Vec<String>>,
 }
 
 async fn set_user(
@@ -406,6 +407,7 @@ async fn set_user(
         read: b.read,
         playback: b.playback,
         publish: b.publish,
+        ptz: b.ptz,
     };
     write(&node, &headers, Edit::SetUser { name, patch }, false).await
 }

@@ -81,6 +81,12 @@ pub enum What {
         #[arg(long)]
         timeout_ms: Option<u64>,
     },
+    /// Steer a camera added through ONVIF (PTZ): move, stop, goto, set, presets.
+    Ptz {
+        camera: String,
+        #[command(subcommand)]
+        cmd: registry::PtzCmd,
+    },
     /// The registry's RTSP users: add, set, rm, ls, import.
     User {
         #[command(subcommand)]
@@ -231,6 +237,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         What::Cameras => return cameras::show(api, token, json),
         What::Camera { cmd } => return registry::camera(api, token, json, cmd.clone()),
         What::User { cmd } => return registry::user(api, token, json, cmd.clone()),
+        What::Ptz { camera, cmd } => return registry::ptz(api, token, json, camera, cmd),
         What::Discover { target, timeout_ms } => {
             return registry::discover(api, token, json, target.clone(), *timeout_ms)
         }
@@ -518,7 +525,8 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         | What::Cameras
         | What::Camera { .. }
         | What::User { .. }
-        | What::Discover { .. } => {}
+        | What::Discover { .. }
+        | What::Ptz { .. } => {}
     }
     println!("{table}");
     Ok(())

@@ -150,6 +150,9 @@ pub struct RightsArgs {
     playback: Vec<String>,
     #[arg(long)]
     publish: Vec<String>,
+    /// Camera patterns the user may steer (PTZ).
+    #[arg(long)]
+    ptz: Vec<String>,
 }
 
 impl Settings {
@@ -453,6 +456,85 @@ pub fn camera(
     }
 }
 
+#[derive(Subcommand, Debug, Clone)]
+pub enum PtzCmd {
+    /// Move at these velocities (each -1…1) until stop or --timeout-ms.
+    Move {
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        pan: f64,
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        tilt: f64,
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        zoom: f64,
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u32,
+    },
+    Stop,
+    /// Go to a preset (its token, as `presets` lists them).
+    Goto {
+        preset: String,
+    },
+    /// Save the position as a preset named NAME; prints its token.
+    Set {
+        name: String,
+    },
+    /// The camera's presets.
+    Presets,
+}
+
+/// `vigil ctl ptz CAMERA …`: `POST /api/cameras/{camera}/ptz`.
+pub fn ptz(
+    api: &str,
+    token: Option<&str>,
+    json_out: bool,
+    camera: &str,
+    cmd: &PtzCmd,
+) -> anyhow::Result<()> {
+    let body = match cmd {
+        PtzCmd::Move {
+            pan,
+            tilt,
+            zoom,
+            timeout_ms,
+        } => json!({"move": {"pan": pan, "tilt": tilt, "zoom": zoom, "timeout_ms": timeout_ms}}),
+        PtzCmd::Stop => json!("stop"),
+        PtzCmd::Goto { preset } => json!({"goto_preset": {"preset": preset}}),
+        PtzCmd::Set { name } => json!({"set_preset": {"name": name}}),
+        PtzCmd::Presets => json!("presets"),
+    };
+    let text = super::send(
+        api,
+        token,
+        "POST",
+        &format!("/api/cameras/{camera}/ptz"),
+        Some(("application/json", body.to_string())),
+        None,
+    )?;
+    if json_out {
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    let v: Value = serde_json::from_str(&text).context("unexpected answer")?;
+    let answer = &v["ptz"];
+    if let Some(list) = answer["presets"].as_array() {
+        let mut t = Table::new();
+        t.load_preset(UTF8_BORDERS_ONLY);
+        t.set_header(["TOKEN", "NAME"]);
+        for p in list {
+            t.add_row([
+                p["token"].as_str().unwrap_or(""),
+                p["name"].as_str().unwrap_or(""),
+            ]);
+        }
+        println!("{t}");
+    } else if let Some(token) = answer["preset"].as_str() {
+        println!("preset {token}");
+    } else {
+        println!("done");
+    }
+    Ok(())
+}
+
 /// `vigil ctl discover`: the node's WS-Discovery probe, as a table.
 pub fn discover(
     api: &str,
@@ -518,6 +600,7 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
             let body = json!({
                 "name": name, "password": password,
                 "read": rights.read, "playback": rights.playback, "publish": rights.publish,
+                "ptz": rights.ptz,
             })
             .to_string();
             done(
@@ -539,6 +622,7 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
                 ("read", rights.read),
                 ("playback", rights.playback),
                 ("publish", rights.publish),
+                ("ptz", rights.ptz),
             ] {
                 if !v.is_empty() {
                     m.insert(k.into(), json!(v));
@@ -559,13 +643,14 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
             let rows: Vec<UserView> = serde_json::from_str(&text).context("unexpected answer")?;
             let mut t = Table::new();
             t.load_preset(UTF8_BORDERS_ONLY);
-            t.set_header(["USER", "READ", "PLAYBACK", "PUBLISH"]);
+            t.set_header(["USER", "READ", "PLAYBACK", "PUBLISH", "PTZ"]);
             for u in rows {
                 t.add_row([
                     u.name,
                     u.rights.read.join(" "),
                     u.rights.playback.join(" "),
                     u.rights.publish.join(" "),
+                    u.rights.ptz.join(" "),
                 ]);
             }
             println!("{t}");
