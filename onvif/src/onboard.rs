@@ -178,8 +178,10 @@ impl Onboard {
                 (url, NS_PTZ, cmd.operation(), ptz_body.as_str())
             }
         };
-        // Only the very first question goes without a token.
-        let token = (self.step != Step::Time).then(|| self.token(now, nonce));
+        // Only the very first question goes without a token (and every one to an open
+        // device: no user).
+        let token = (self.step != Step::Time && !self.creds.user.is_empty())
+            .then(|| self.token(now, nonce));
         soap::request(url, ns, op, body, token)
     }
 
@@ -461,6 +463,24 @@ mod tests {
             ob.on_response(500, b"", now, &n),
             Err(Error::Missing { .. })
         ));
+    }
+
+    #[test]
+    fn an_open_device_gets_no_token() {
+        let now = Timestamp::UNIX_EPOCH;
+        let n = [0u8; 16];
+        let open = Credentials {
+            user: String::new(),
+            password: String::new(),
+        };
+        let mut ob = Onboard::new("http://cam/onvif/device_service", open, None).unwrap();
+        ob.start(now, &n);
+        let r = send(
+            ob.on_response(200, &time("2026-12-04T22:59:00Z"), now, &n)
+                .unwrap(),
+        );
+        assert_eq!(r.operation, "GetCapabilities");
+        assert!(!String::from_utf8_lossy(&r.body).contains("Security"));
     }
 
     #[test]

@@ -166,8 +166,7 @@ pub fn parse(bytes: &[u8]) -> Result<Element, Error> {
         let ev = reader.read_event_into(&mut buf).map_err(xml_err)?;
         match ev {
             Event::DocType(_) => return Err(Error::Dtd),
-            Event::Start(e) | Event::Empty(e) if root.is_some() => {
-                let _ = e;
+            Event::Start(_) | Event::Empty(_) if root.is_some() => {
                 return Err(Error::Xml("content after the root element".into()));
             }
             Event::Start(e) => {
