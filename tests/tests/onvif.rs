@@ -295,7 +295,8 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
     assert_eq!(gate["has_password"], true, "{gate}");
     assert_eq!(gate["onvif"], device.url(), "{gate}");
     assert_eq!(gate["onvif_profile"], "Profile_Main", "{gate}");
-    get(&node, "/api/cameras", &mut answers);
+    let listed = get(&node, "/api/cameras", &mut answers);
+    assert!(listed.to_string().contains("\"gate\""), "{listed}");
     node.wait_live("live/gate");
     plays(&node, "live/gate");
 
