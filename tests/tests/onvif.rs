@@ -381,6 +381,14 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
             .contains("cannot reach"),
         "{answer}"
     );
+    let (status, answer) = post(
+        &node,
+        "/api/cameras/.hidden/onvif",
+        &format!("{{\"device\": \"{}\"}}", device.url()),
+        &mut answers,
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["field"], "id", "{answer}");
 
     // The password is nowhere but sealed.
     let mut files = String::new();

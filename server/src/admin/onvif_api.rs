@@ -127,6 +127,8 @@ async fn onboard(
     } else {
         json("onvif", &body)?
     };
+    // A bad id is refused before the device is asked anything.
+    vigil_conf::check_camera_id(&id).map_err(|e| field("id", e))?;
     let shell = shell(&node)?;
     let stored = shell.current().1.cameras.get(&id).map(|s| s.camera.clone());
     // The camera as the node runs it: its URL with the password opened.
