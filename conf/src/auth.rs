@@ -65,6 +65,9 @@ pub struct Rights {
     pub playback: Vec<String>,
     /// Publish: ANNOUNCE/RECORD to `live/<camera>`.
     pub publish: Vec<String>,
+    /// Steer a PTZ camera: `POST /api/cameras/<camera>/ptz` with the user's credentials.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ptz: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -135,7 +138,13 @@ pub fn check_user(u: &UserConfig) -> Result<(), UserFieldError> {
         ));
     }
     let r = &u.rights;
-    for p in r.read.iter().chain(&r.playback).chain(&r.publish) {
+    for p in r
+        .read
+        .iter()
+        .chain(&r.playback)
+        .chain(&r.publish)
+        .chain(&r.ptz)
+    {
         if p.is_empty() || p.len() > 128 || p.chars().any(char::is_control) {
             return Err(err(
                 "rights",

@@ -42,6 +42,14 @@ pub struct CameraConfig {
     /// A group name (a site, a building) the console and `vigil ctl` sort by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// The camera's ONVIF device service (`http://host/onvif/device_service`, no
+    /// credentials: those of `source` are used) when it was added through ONVIF: `vigil ctl
+    /// camera probe` asks it again for the stream URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onvif: Option<String>,
+    /// The ONVIF media profile (token) the stream URI was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onvif_profile: Option<String>,
 }
 
 impl CameraConfig {
@@ -58,6 +66,8 @@ impl CameraConfig {
             segment_secs: None,
             labels: BTreeMap::new(),
             group: None,
+            onvif: None,
+            onvif_profile: None,
         }
     }
 }
@@ -191,6 +201,32 @@ pub fn check_camera(cam: &CameraConfig) -> Result<(), CameraFieldError> {
     if let Some(g) = &cam.group {
         if !printable(g) {
             return Err(err("group", format!("1-{TEXT_MAX} printable characters")));
+        }
+    }
+    if let Some(u) = &cam.onvif {
+        let rest = u
+            .strip_prefix("http://")
+            .or_else(|| u.strip_prefix("https://"));
+        let host = rest.map_or("", |r| r.split(['/', '?', '#']).next().unwrap_or(""));
+        if host.is_empty()
+            || host.contains('@')
+            || u.len() > 512
+            || u.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(err(
+                "onvif",
+                "an http:// or https:// device service URL with a host and no credentials, \
+                 up to 512 characters"
+                    .into(),
+            ));
+        }
+    }
+    if let Some(p) = &cam.onvif_profile {
+        if !printable(p) {
+            return Err(err(
+                "onvif_profile",
+                format!("1-{TEXT_MAX} printable characters"),
+            ));
         }
     }
     for (k, v) in &cam.labels {

@@ -8,6 +8,7 @@
 mod auth;
 mod camera;
 mod cluster;
+mod onvif;
 mod recording;
 mod registry;
 mod tls;
@@ -19,6 +20,7 @@ pub use camera::{
     PullTransport, Source,
 };
 pub use cluster::{ClusterConf, SourceMode};
+pub use onvif::OnvifConfig;
 pub use recording::{
     check_cache_start_share, CacheConfig, CommitSync, ExportConfig, HlsConfig, PlaybackConfig,
     RecordMode, StorageConfig, StorageEmulation, WriterIoClass, DEFAULT_CACHE_START_SHARE,
@@ -76,6 +78,8 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// Cameras and users kept on the shared storage root and changed at runtime.
     pub registry: RegistryConfig,
+    /// ONVIF onboarding and discovery (timeouts, the discovery interface).
+    pub onvif: OnvifConfig,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -444,6 +448,7 @@ impl Config {
             auth.validate()?;
         }
         self.registry.validate()?;
+        self.onvif.validate()?;
         camera::validate(&self.cameras)
     }
 }

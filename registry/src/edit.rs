@@ -35,6 +35,10 @@ pub struct CameraPatch {
     pub labels: Option<BTreeMap<String, String>>,
     /// `""` clears the group.
     pub group: Option<String>,
+    /// The ONVIF device service; `""` clears it.
+    pub onvif: Option<String>,
+    /// The ONVIF profile token; `""` clears it.
+    pub onvif_profile: Option<String>,
 }
 
 /// A user as the API and imports take it: a password (hashed with the node's realm into
@@ -55,6 +59,8 @@ pub struct UserInput {
     pub playback: Vec<String>,
     #[serde(default)]
     pub publish: Vec<String>,
+    #[serde(default)]
+    pub ptz: Vec<String>,
 }
 
 /// HA1 = (MD5, SHA-256) of `name:realm:password`; the node supplies it with its realm.
@@ -81,6 +87,7 @@ impl UserInput {
                 read: self.read,
                 playback: self.playback,
                 publish: self.publish,
+                ptz: self.ptz,
             },
         };
         vigil_conf::check_user(&user)?;
@@ -96,6 +103,7 @@ pub struct UserPatch {
     pub read: Option<Vec<String>>,
     pub playback: Option<Vec<String>>,
     pub publish: Option<Vec<String>>,
+    pub ptz: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -211,6 +219,7 @@ pub fn apply(
                 ("read", &patch.read, &mut u.rights.read),
                 ("playback", &patch.playback, &mut u.rights.playback),
                 ("publish", &patch.publish, &mut u.rights.publish),
+                ("ptz", &patch.ptz, &mut u.rights.ptz),
             ] {
                 if let Some(v) = new {
                     if v != slot {
@@ -289,6 +298,14 @@ fn patched(
     if let Some(g) = &p.group {
         cam.group = (!g.is_empty()).then(|| g.clone());
     }
+    for (given, slot) in [
+        (&p.onvif, &mut cam.onvif),
+        (&p.onvif_profile, &mut cam.onvif_profile),
+    ] {
+        if let Some(v) = given {
+            *slot = (!v.is_empty()).then(|| v.clone());
+        }
+    }
     match &p.source {
         Some(source) => {
             cam.source = source.clone();
@@ -326,7 +343,9 @@ fn camera_fields(old: &StoredCamera, new: &StoredCamera, source_given: bool) -> 
         retention_hours,
         segment_secs,
         labels,
-        group
+        group,
+        onvif,
+        onvif_profile
     );
     out.into_iter().map(str::to_string).collect()
 }
@@ -524,5 +543,38 @@ mod tests {
             panic!()
         };
         assert_eq!(e.row, Some(2));
+    }
+
+    #[test]
+    fn the_onvif_device_and_profile_are_set_cleared_and_checked() {
+        let k = key();
+        let mut cam = pull("gate", "rtsp://u:p@h/a");
+        cam.onvif = Some("http://h/onvif/device_service".into());
+        cam.onvif_profile = Some("Profile_1".into());
+        let (r1, _) = apply(
+            &Registry::default(),
+            &Edit::AddCamera(cam.clone()),
+            Some(&k),
+        )
+        .unwrap();
+        assert_eq!(r1.cameras["gate"].camera.onvif, cam.onvif);
+        let patch = CameraPatch {
+            onvif: Some(String::new()),
+            onvif_profile: Some("Profile_2".into()),
+            ..Default::default()
+        };
+        let edit = Edit::SetCamera {
+            id: "gate".into(),
+            patch,
+        };
+        let (r2, items) = apply(&r1, &edit, Some(&k)).unwrap();
+        assert_eq!(items[0].fields, ["onvif", "onvif_profile"]);
+        assert_eq!(r2.cameras["gate"].camera.onvif, None);
+        for bad in ["http://u:p@h/onvif", "ftp://h/x", "http://", "http://h/a b"] {
+            let mut c = pull("other", "rtsp://h/a");
+            c.onvif = Some(bad.into());
+            let e = apply(&r1, &Edit::AddCamera(c), Some(&k)).unwrap_err();
+            assert!(e.to_string().contains("onvif"), "{bad}: {e}");
+        }
     }
 }

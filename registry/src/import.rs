@@ -4,9 +4,10 @@
 //! (data rows from 1) and its field.
 //!
 //! Camera CSV columns: `id` (required), `source`, `on_demand`, `record`, `enabled`,
-//! `pull_transport`, `retention_hours`, `segment_secs`, `group`, `labels` (`k=v;k2=v2`).
+//! `pull_transport`, `retention_hours`, `segment_secs`, `group`, `labels` (`k=v;k2=v2`), `onvif`,
+//! `onvif_profile`.
 //! User CSV columns: `name` (required), `password` or `ha1_md5` + `ha1_sha256`, `read`,
-//! `playback`, `publish` (camera patterns separated by `;`). Empty cells take the default.
+//! `playback`, `publish`, `ptz` (camera patterns separated by `;`). Empty cells take the default.
 
 use crate::edit::UserInput;
 use crate::FieldError;
@@ -103,7 +104,7 @@ impl Cell<'_> {
     }
 }
 
-const CAMERA_FIELDS: [&str; 10] = [
+const CAMERA_FIELDS: [&str; 12] = [
     "id",
     "source",
     "on_demand",
@@ -114,6 +115,8 @@ const CAMERA_FIELDS: [&str; 10] = [
     "segment_secs",
     "group",
     "labels",
+    "onvif",
+    "onvif_profile",
 ];
 
 fn set_camera(cam: &mut CameraConfig, field: &str, cell: &Cell) -> Result<(), String> {
@@ -137,6 +140,8 @@ fn set_camera(cam: &mut CameraConfig, field: &str, cell: &Cell) -> Result<(), St
         "segment_secs" => cam.segment_secs = Some(cell.number()?),
         "group" => cam.group = Some(cell.text()?),
         "labels" => cam.labels = cell.labels()?,
+        "onvif" => cam.onvif = Some(cell.text()?),
+        "onvif_profile" => cam.onvif_profile = Some(cell.text()?),
         _ => return Err("unknown field".into()),
     }
     Ok(())
@@ -225,7 +230,7 @@ fn csv_rows(
     Ok((header, rows))
 }
 
-const USER_FIELDS: [&str; 7] = [
+const USER_FIELDS: [&str; 8] = [
     "name",
     "password",
     "ha1_md5",
@@ -233,6 +238,7 @@ const USER_FIELDS: [&str; 7] = [
     "read",
     "playback",
     "publish",
+    "ptz",
 ];
 
 fn user_row(
@@ -256,6 +262,7 @@ fn user_row(
             "read" => cell.list().map(|l| u.read = l),
             "playback" => cell.list().map(|l| u.playback = l),
             "publish" => cell.list().map(|l| u.publish = l),
+            "ptz" => cell.list().map(|l| u.ptz = l),
             _ => Err("unknown field".into()),
         };
         set.map_err(|m| FieldError::user(&u.name, field, m).at_row(row))?;

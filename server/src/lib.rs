@@ -24,6 +24,7 @@ pub mod live_sender;
 pub mod migrate;
 pub mod net;
 pub mod node;
+pub mod onvif;
 pub mod playback;
 pub mod procfs;
 pub mod record;

@@ -47,6 +47,7 @@ pub fn run(cmd: UserCmd) -> anyhow::Result<()> {
         read,
         playback,
         publish,
+        ptz: Vec::new(),
     };
     let new = add_user(&text, &name, &password, &rights)?;
     write_atomically(&config, &new)?;
@@ -125,6 +126,7 @@ mod tests {
             read: vec!["*".into()],
             playback: vec!["gate-*".into()],
             publish: vec![],
+            ptz: vec![],
         };
         let text = add_user("[auth]\nrealm = \"site\"\n", "al ice", "s3cret", &rights).unwrap();
         assert!(!text.contains("s3cret"), "{text}");

@@ -1,8 +1,9 @@
 //! Fuzz targets (`vigil_tests::fuzz::targets`, run by the mutation fuzzer of
 //! `vigil_tests::fuzz`): the RTSP parser and framing, RTSP
-//! authentication headers, SDP, RTP, RTCP, the depacketisers, the recording segment reader
-//! and the gossip report decoder. Each must return for any input — a value or an error,
-//! never a panic — and keep its contract (a frame consumes what it parsed, no more).
+//! authentication headers, SDP, RTP, RTCP, the depacketisers, the recording segment reader,
+//! the gossip report decoder and the ONVIF answers' parsers. Each must return for any
+//! input — a value or an error, never a panic — and keep its contract (a frame consumes
+//! what it parsed, no more).
 //!
 //! `cargo test -p vigil-tests --test fuzz` runs each briefly; set `VIGIL_FUZZ_ITERS` for
 //! long runs. `write_seed_corpus` (ignored) regenerates the binary seeds.
@@ -50,6 +51,11 @@ fn segment_reader() {
 #[test]
 fn gossip_report_decoder() {
     fuzz("report", targets::gossip_report);
+}
+
+#[test]
+fn onvif_response_parser() {
+    fuzz("onvif", targets::onvif_response);
 }
 
 /// Writes the binary seeds (RTP/RTCP packets, depacketiser streams, a recording segment).

@@ -6,6 +6,7 @@ pub mod console;
 mod listener;
 pub mod metrics;
 pub mod migrate_api;
+pub mod onvif_api;
 pub mod plan_api;
 pub mod registry_api;
 pub mod token;

@@ -80,18 +80,18 @@ pub struct UserView {
 
 /// The API's refusal: status, text, and what the caller needs to act on it.
 #[derive(Debug, Serialize)]
-struct Refusal {
-    error: String,
+pub(super) struct Refusal {
+    pub(super) error: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    row: Option<usize>,
+    pub(super) row: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<String>,
+    pub(super) field: Option<String>,
     /// The registry's version now (409).
     #[serde(skip_serializing_if = "Option::is_none")]
-    version: Option<u64>,
+    pub(super) version: Option<u64>,
 }
 
-struct ApiError(StatusCode, Refusal);
+pub(super) struct ApiError(pub(super) StatusCode, pub(super) Refusal);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -105,7 +105,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn refuse(status: StatusCode, error: impl Into<String>) -> ApiError {
+pub(super) fn refuse(status: StatusCode, error: impl Into<String>) -> ApiError {
     ApiError(
         status,
         Refusal {
@@ -157,7 +157,7 @@ impl From<vigil_registry::FieldError> for ApiError {
     }
 }
 
-fn shell(node: &Node) -> Result<Arc<Shell>, ApiError> {
+pub(super) fn shell(node: &Node) -> Result<Arc<Shell>, ApiError> {
     crate::registry::of(node).ok_or_else(|| {
         refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -167,7 +167,7 @@ fn shell(node: &Node) -> Result<Arc<Shell>, ApiError> {
 }
 
 /// `If-Match: "7"` (or `7`): the version the edit was made against.
-fn expected(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+pub(super) fn expected(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
     let Some(v) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
@@ -185,7 +185,7 @@ fn expected(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
 }
 
 /// Who asks, for the change log: `X-Vigil-Actor` (printable, up to 64 characters) or "api".
-fn actor(headers: &HeaderMap) -> String {
+pub(super) fn actor(headers: &HeaderMap) -> String {
     headers
         .get("x-vigil-actor")
         .and_then(|v| v.to_str().ok())
@@ -195,7 +195,7 @@ fn actor(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-fn with_version<T: Serialize>(status: StatusCode, version: u64, body: T) -> Response {
+pub(super) fn with_version<T: Serialize>(status: StatusCode, version: u64, body: T) -> Response {
     let mut r = (status, Json(body)).into_response();
     if let Ok(etag) = header::HeaderValue::from_str(&format!("\"{version}\"")) {
         r.headers_mut().insert(header::ETAG, etag);
@@ -222,7 +222,10 @@ async fn write(
 }
 
 /// A JSON body parsed here, so a bad one is a 400 naming the field like every other refusal.
-fn json<T: serde::de::DeserializeOwned>(what: &'static str, body: &str) -> Result<T, ApiError> {
+pub(super) fn json<T: serde::de::DeserializeOwned>(
+    what: &'static str,
+    body: &str,
+) -> Result<T, ApiError> {
     serde_json::from_str(body).map_err(|e| {
         let field = e
             .to_string()
@@ -384,6 +387,7 @@ struct UserPatchBody {
     read: Option<Vec<String>>,
     playback: Option<Vec<String>>,
     publish: Option<Vec<String>>,
+    ptz: Option<Vec<String>>,
 }
 
 async fn set_user(
@@ -403,6 +407,7 @@ async fn set_user(
         read: b.read,
         playback: b.playback,
         publish: b.publish,
+        ptz: b.ptz,
     };
     write(&node, &headers, Edit::SetUser { name, patch }, false).await
 }

@@ -42,6 +42,15 @@ pub fn judge(
     if method == Method::OPTIONS && path.starts_with("/whep/") {
         return None;
     }
+    // A PTZ command with an RTSP user's Basic credentials: the route checks the user's
+    // `ptz` right itself (`onvif_api::ptz`).
+    if method == Method::POST
+        && is_ptz(path)
+        && authorization
+            .is_some_and(|a| a.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("basic ")))
+    {
+        return None;
+    }
     let write = !viewing;
     if !write && (gate.loopback || super::console::is_static(path)) {
         return None;
@@ -65,6 +74,13 @@ pub fn judge(
             "missing or wrong admin token (Authorization: Bearer …)\n",
         )),
     }
+}
+
+/// `/api/cameras/<id>/ptz`.
+pub fn is_ptz(path: &str) -> bool {
+    path.strip_prefix("/api/cameras/")
+        .and_then(|r| r.strip_suffix("/ptz"))
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 pub async fn layer(State(gate): State<Gate>, req: Request, next: Next) -> Response {
@@ -132,6 +148,25 @@ mod tests {
             None
         );
         assert_eq!(judge(&with(false), &get, "/api/health", None), None);
+        // PTZ with a user's Basic credentials goes to the route, which checks the right;
+        // no other write does.
+        let basic = Some("Basic b3A6cHc=");
+        assert_eq!(
+            judge(&with(false), &post, "/api/cameras/gate/ptz", basic),
+            None
+        );
+        for path in [
+            "/api/cameras/gate/onvif",
+            "/api/cameras/ptz",
+            "/api/cameras/a/b/ptz",
+        ] {
+            assert_eq!(
+                judge(&with(false), &post, path, basic).map(|r| r.0),
+                Some(StatusCode::UNAUTHORIZED),
+                "{path}"
+            );
+        }
+        assert!(judge(&with(false), &post, "/api/cameras/gate/ptz", Some("Basé")).is_some());
         let open = Gate {
             token: None,
             loopback: false,

@@ -110,6 +110,19 @@ impl ConnAuth {
     }
 }
 
+/// Why [`Auth::http_basic`] refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BasicRefusal {
+    /// No `[auth]` users on this node.
+    NoUsers,
+    /// Too many failures from the address: retry after this.
+    BackingOff(Duration),
+    /// Unknown user, wrong password, not Basic.
+    Failed,
+    /// The user has no such right on the camera.
+    Forbidden,
+}
+
 enum Verdict {
     /// The nonce is ours but old: a new challenge with `stale=true`, not a failure.
     Stale,
@@ -230,6 +243,45 @@ impl Auth {
         let mut r = Response::new(StatusCode::FORBIDDEN);
         r.reason = format!("Forbidden (no {} right on {camera})", right.name());
         Err(r)
+    }
+
+    /// An admin API request an RTSP user may make (PTZ) with HTTP Basic credentials
+    /// (`header`: the `Authorization` value): the user, or why not. The password is checked
+    /// against the user's HA1 (MD5 of `name:realm:password`) in constant time, and failures
+    /// count toward the address's back-off like RTSP logins. The route is for HTTPS or a
+    /// trusted network: Basic carries the password.
+    pub fn http_basic(
+        &self,
+        peer: IpAddr,
+        header: &str,
+        right: Right,
+        camera: &str,
+    ) -> Result<String, BasicRefusal> {
+        let policy = self.policy().ok_or(BasicRefusal::NoUsers)?;
+        let now = Instant::now();
+        if let Some(wait) = self.failures().blocked(peer, now) {
+            self.stats.backoff_refusals.fetch_add(1, Ordering::Relaxed);
+            return Err(BasicRefusal::BackingOff(wait));
+        }
+        let verified = match parse_authorization(header) {
+            Ok(Credentials::Basic { user, password }) => policy.users.get(&user).filter(|u| {
+                let h = ha1(Algorithm::Md5, &user, &policy.cfg.realm, &password);
+                constant_time_eq(h.as_bytes(), u.ha1_md5.as_bytes())
+            }),
+            _ => None,
+        };
+        let Some(user) = verified else {
+            self.failures().failed(peer, now);
+            self.stats.failures.fetch_add(1, Ordering::Relaxed);
+            warn!(%peer, "API login (Basic) failed");
+            return Err(BasicRefusal::Failed);
+        };
+        self.failures().succeeded(peer);
+        if !grants(&user.rights, right, camera) {
+            self.stats.forbidden.fetch_add(1, Ordering::Relaxed);
+            return Err(BasicRefusal::Forbidden);
+        }
+        Ok(user.name.clone())
     }
 
     /// 401 with a Digest challenge per offered algorithm (preferred first: ffmpeg takes the

@@ -11,6 +11,8 @@ pub enum Right {
     Playback,
     /// Publish it.
     Publish,
+    /// Steer it (PTZ, through the admin API).
+    Ptz,
 }
 
 impl Right {
@@ -19,6 +21,7 @@ impl Right {
             Right::Read => "read",
             Right::Playback => "playback",
             Right::Publish => "publish",
+            Right::Ptz => "ptz",
         }
     }
 }
@@ -56,6 +59,7 @@ pub fn grants(rights: &Rights, right: Right, camera: &str) -> bool {
         Right::Read => &rights.read,
         Right::Playback => &rights.playback,
         Right::Publish => &rights.publish,
+        Right::Ptz => &rights.ptz,
     };
     patterns.iter().any(|p| glob(p, camera))
 }
@@ -146,6 +150,7 @@ mod tests {
             read: vec!["*".into()],
             playback: vec!["gate-*".into()],
             publish: vec![],
+            ptz: vec![],
         };
         assert!(grants(&rights, Right::Read, "lobby"));
         assert!(grants(&rights, Right::Playback, "gate-2"));

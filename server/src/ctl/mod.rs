@@ -71,6 +71,22 @@ pub enum What {
         #[command(subcommand)]
         cmd: registry::CameraCmd,
     },
+    /// ONVIF cameras on the node's network: a WS-Discovery probe from the node
+    /// (`[onvif] discovery_address`), the devices that answered.
+    Discover {
+        /// Probe this address (ip:port) instead of the multicast group.
+        #[arg(long)]
+        target: Option<String>,
+        /// How long to collect answers (default: the node's `[onvif] discovery_timeout_ms`).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+    },
+    /// Steer a camera added through ONVIF (PTZ): move, stop, goto, set, presets.
+    Ptz {
+        camera: String,
+        #[command(subcommand)]
+        cmd: registry::PtzCmd,
+    },
     /// The registry's RTSP users: add, set, rm, ls, import.
     User {
         #[command(subcommand)]
@@ -221,6 +237,10 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         What::Cameras => return cameras::show(api, token, json),
         What::Camera { cmd } => return registry::camera(api, token, json, cmd.clone()),
         What::User { cmd } => return registry::user(api, token, json, cmd.clone()),
+        What::Ptz { camera, cmd } => return registry::ptz(api, token, json, camera, cmd),
+        What::Discover { target, timeout_ms } => {
+            return registry::discover(api, token, json, target.clone(), *timeout_ms)
+        }
         What::Paths => get(api, "/api/paths")?,
         What::Sessions { cluster: false } => get(api, "/api/sessions")?,
         What::Sessions { cluster: true } => get(api, "/api/cluster/sessions")?,
@@ -504,7 +524,9 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         | What::Doctor
         | What::Cameras
         | What::Camera { .. }
-        | What::User { .. } => {}
+        | What::User { .. }
+        | What::Discover { .. }
+        | What::Ptz { .. } => {}
     }
     println!("{table}");
     Ok(())

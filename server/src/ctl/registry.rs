@@ -20,6 +20,16 @@ pub enum CameraCmd {
         source: String,
         #[command(flatten)]
         settings: Settings,
+        #[command(flatten)]
+        onvif: OnvifArgs,
+    },
+    /// Ask a camera added through ONVIF for its stream URI again; re-points it if the URI
+    /// changed.
+    Probe {
+        id: String,
+        /// Another profile (token or name) than the one it has.
+        #[arg(long)]
+        profile: Option<String>,
     },
     /// Change a camera's settings (the ones given; a new --source re-points it).
     Set {
@@ -47,6 +57,25 @@ pub enum CameraCmd {
         #[arg(long)]
         format: Option<String>,
     },
+}
+
+/// `camera add --onvif`: the node asks the device for the stream URI.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct OnvifArgs {
+    /// The camera's ONVIF device service (http://host/onvif/device_service): the node asks
+    /// it for the main profile's RTSP URI (or --profile's) and stores it with --user and
+    /// --password (instead of --source).
+    #[arg(long, conflicts_with = "source")]
+    onvif: Option<String>,
+    /// The ONVIF (and RTSP) user.
+    #[arg(long, requires = "onvif")]
+    user: Option<String>,
+    /// Its password (or --password-stdin).
+    #[arg(long, requires = "onvif")]
+    password: Option<String>,
+    /// A media profile token or name (default: the one with the most pixels).
+    #[arg(long, requires = "onvif")]
+    profile: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -121,6 +150,9 @@ pub struct RightsArgs {
     playback: Vec<String>,
     #[arg(long)]
     publish: Vec<String>,
+    /// Camera patterns the user may steer (PTZ).
+    #[arg(long)]
+    ptz: Vec<String>,
 }
 
 impl Settings {
@@ -184,12 +216,36 @@ fn with_stdin_password(source: String, from_stdin: bool) -> anyhow::Result<Strin
     if !from_stdin {
         return Ok(source);
     }
+    set_password(&source, &stdin_line()?)
+}
+
+/// The first line of stdin (a password), without its line end.
+fn stdin_line() -> anyhow::Result<String> {
     let mut line = String::new();
     std::io::stdin()
         .read_line(&mut line)
         .context("reading the password from stdin")?;
-    let password = line.trim_end_matches(['\r', '\n']);
-    set_password(&source, password)
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
+/// What `POST /api/cameras/{id}/onvif` answered, as one line per fact.
+fn onboarded(json_out: bool, id: &str, text: &str) -> anyhow::Result<()> {
+    if json_out {
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    let v: Value = serde_json::from_str(text).context("unexpected answer")?;
+    let o = &v["onvif"];
+    let p = &o["profile"];
+    println!(
+        "{id}: {} (profile {} {}x{} {})",
+        o["uri"].as_str().unwrap_or("?"),
+        p["token"].as_str().unwrap_or("?"),
+        p["width"],
+        p["height"],
+        p["encoding"].as_str().unwrap_or("")
+    );
+    done(false, text)
 }
 
 /// `url` with `password` (percent-encoded as URLs need) for the user it names.
@@ -270,11 +326,59 @@ pub fn camera(
         super::send(api, token, method, path, body, v)
     };
     let w = |op: Write| write(api, token, json_out, op);
+    let onvif_post = |id: &str, m: Map<String, Value>| {
+        let body = Value::Object(m).to_string();
+        send(
+            "POST",
+            &format!("/api/cameras/{id}/onvif"),
+            Some(("application/json", body)),
+            None,
+        )
+    };
     match cmd {
+        CameraCmd::Add {
+            id,
+            settings,
+            onvif:
+                OnvifArgs {
+                    onvif: Some(device),
+                    user,
+                    password,
+                    profile,
+                },
+            ..
+        } => {
+            let password = match (password, settings.password_stdin) {
+                (Some(_), true) => bail!("give --password or --password-stdin, not both"),
+                (p, false) => p,
+                (None, true) => Some(stdin_line()?),
+            };
+            let mut camera = Map::new();
+            settings.into_json(&mut camera)?;
+            let mut m = Map::new();
+            m.insert("device".into(), device.into());
+            for (k, v) in [("user", user), ("password", password), ("profile", profile)] {
+                if let Some(v) = v {
+                    m.insert(k.into(), v.into());
+                }
+            }
+            if !camera.is_empty() {
+                m.insert("camera".into(), camera.into());
+            }
+            onboarded(json_out, &id, &onvif_post(&id, m)?)
+        }
+        CameraCmd::Probe { id, profile } => {
+            let mut m = Map::new();
+            if let Some(p) = profile {
+                m.insert("profile".into(), p.into());
+            }
+            onboarded(json_out, &id, &onvif_post(&id, m)?)
+        }
         CameraCmd::Add {
             id,
             source,
             settings,
+            ..
         } => {
             let mut m = Map::new();
             m.insert("id".into(), id.into());
@@ -352,6 +456,136 @@ pub fn camera(
     }
 }
 
+#[derive(Subcommand, Debug, Clone)]
+pub enum PtzCmd {
+    /// Move at these velocities (each -1…1) until stop or --timeout-ms.
+    Move {
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        pan: f64,
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        tilt: f64,
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        zoom: f64,
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u32,
+    },
+    Stop,
+    /// Go to a preset (its token, as `presets` lists them).
+    Goto {
+        preset: String,
+    },
+    /// Save the position as a preset named NAME; prints its token.
+    Set {
+        name: String,
+    },
+    /// The camera's presets.
+    Presets,
+}
+
+/// `vigil ctl ptz CAMERA …`: `POST /api/cameras/{camera}/ptz`.
+pub fn ptz(
+    api: &str,
+    token: Option<&str>,
+    json_out: bool,
+    camera: &str,
+    cmd: &PtzCmd,
+) -> anyhow::Result<()> {
+    let body = match cmd {
+        PtzCmd::Move {
+            pan,
+            tilt,
+            zoom,
+            timeout_ms,
+        } => json!({"move": {"pan": pan, "tilt": tilt, "zoom": zoom, "timeout_ms": timeout_ms}}),
+        PtzCmd::Stop => json!("stop"),
+        PtzCmd::Goto { preset } => json!({"goto_preset": {"preset": preset}}),
+        PtzCmd::Set { name } => json!({"set_preset": {"name": name}}),
+        PtzCmd::Presets => json!("presets"),
+    };
+    let text = super::send(
+        api,
+        token,
+        "POST",
+        &format!("/api/cameras/{camera}/ptz"),
+        Some(("application/json", body.to_string())),
+        None,
+    )?;
+    if json_out {
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    let v: Value = serde_json::from_str(&text).context("unexpected answer")?;
+    let answer = &v["ptz"];
+    if let Some(list) = answer["presets"].as_array() {
+        let mut t = Table::new();
+        t.load_preset(UTF8_BORDERS_ONLY);
+        t.set_header(["TOKEN", "NAME"]);
+        for p in list {
+            t.add_row([
+                p["token"].as_str().unwrap_or(""),
+                p["name"].as_str().unwrap_or(""),
+            ]);
+        }
+        println!("{t}");
+    } else if let Some(token) = answer["preset"].as_str() {
+        println!("preset {token}");
+    } else {
+        println!("done");
+    }
+    Ok(())
+}
+
+/// `vigil ctl discover`: the node's WS-Discovery probe, as a table.
+pub fn discover(
+    api: &str,
+    token: Option<&str>,
+    json_out: bool,
+    target: Option<String>,
+    timeout_ms: Option<u64>,
+) -> anyhow::Result<()> {
+    let mut m = Map::new();
+    if let Some(t) = target {
+        m.insert("target".into(), t.into());
+    }
+    if let Some(t) = timeout_ms {
+        m.insert("timeout_ms".into(), t.into());
+    }
+    let body = Value::Object(m).to_string();
+    let text = super::send(
+        api,
+        token,
+        "POST",
+        "/api/onvif/discover",
+        Some(("application/json", body)),
+        None,
+    )?;
+    if json_out {
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        devices: Vec<crate::onvif::Found>,
+    }
+    let a: Answer = serde_json::from_str(&text).context("unexpected answer")?;
+    let mut table = Table::new();
+    table.load_preset(UTF8_BORDERS_ONLY);
+    table.set_header(["FROM", "MODEL", "NAME", "DEVICE SERVICE", "ENDPOINT"]);
+    for found in &a.devices {
+        let d = &found.device;
+        table.add_row([
+            found.from.clone(),
+            d.model.clone().unwrap_or_default(),
+            d.name.clone().unwrap_or_default(),
+            d.xaddrs.join(" "),
+            d.endpoint.clone(),
+        ]);
+    }
+    println!("{table}");
+    println!("{} device(s)", a.devices.len());
+    Ok(())
+}
+
 pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> anyhow::Result<()> {
     let send = |method: &str, path: &str, body: Option<(&str, String)>, v: Option<u64>| {
         super::send(api, token, method, path, body, v)
@@ -366,6 +600,7 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
             let body = json!({
                 "name": name, "password": password,
                 "read": rights.read, "playback": rights.playback, "publish": rights.publish,
+                "ptz": rights.ptz,
             })
             .to_string();
             done(
@@ -387,6 +622,7 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
                 ("read", rights.read),
                 ("playback", rights.playback),
                 ("publish", rights.publish),
+                ("ptz", rights.ptz),
             ] {
                 if !v.is_empty() {
                     m.insert(k.into(), json!(v));
@@ -407,13 +643,14 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
             let rows: Vec<UserView> = serde_json::from_str(&text).context("unexpected answer")?;
             let mut t = Table::new();
             t.load_preset(UTF8_BORDERS_ONLY);
-            t.set_header(["USER", "READ", "PLAYBACK", "PUBLISH"]);
+            t.set_header(["USER", "READ", "PLAYBACK", "PUBLISH", "PTZ"]);
             for u in rows {
                 t.add_row([
                     u.name,
                     u.rights.read.join(" "),
                     u.rights.playback.join(" "),
                     u.rights.publish.join(" "),
+                    u.rights.ptz.join(" "),
                 ]);
             }
             println!("{t}");

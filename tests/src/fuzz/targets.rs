@@ -97,6 +97,12 @@ pub fn segment_reader(data: &[u8]) {
     }
 }
 
+/// ONVIF answers (SOAP bodies and faults, profiles, stream URI, clock, services, PTZ
+/// presets) and WS-Discovery ProbeMatches: every `vigil_onvif` parser.
+pub fn onvif_response(data: &[u8]) {
+    vigil_onvif::fuzz_parsers(data);
+}
+
 /// The gossip `Report` decoder.
 pub fn gossip_report(data: &[u8]) {
     let _ = serde_json::from_slice::<vigil_server::cluster::report::Report>(data);
