@@ -54,12 +54,16 @@ fn ipycam_installed() -> bool {
 struct Device {
     child: Child,
     port: u16,
+    /// ipycam writes its PTZ presets file into its working directory: kept out of the tree.
+    _cwd: tempfile::TempDir,
 }
 
 impl Device {
     fn start(port: u16, cams: &Node, main: &str) -> Device {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/onvif/ipycam_device.py");
+        let cwd = tempfile::tempdir().expect("a working directory");
         let mut child = Command::new("python3")
+            .current_dir(cwd.path())
             .arg(script)
             .args(["--ip", DEVICE_IP, "--port", &port.to_string()])
             .args(["--user", USER, "--password", PASSWORD])
@@ -84,7 +88,11 @@ impl Device {
             .strip_prefix("ready ")
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("ipycam_device.py: {line}"));
-        Device { child, port }
+        Device {
+            child,
+            port,
+            _cwd: cwd,
+        }
     }
 
     fn url(&self) -> String {
