@@ -6,7 +6,9 @@
 //! (`vigil_webhook_dropped_total`). Each event is tried `max_attempts` times on the
 //! `retry::Backoff` schedule, then given up. Outcomes: `vigil_webhook_deliveries_total
 //! {result="delivered"|"retried"|"given_up"}`. The signing key is held here and in no log
-//! line: what is logged is the URL (credentials refused by the config) and the status.
+//! line, nor is the URL's path or query (many services put a token there): a log line
+//! names the receiver by its origin. Redirects are not followed: the signed body goes to
+//! the configured receiver or nowhere.
 
 use super::body::{self, EVENT_HEADER, SIGNATURE_HEADER};
 use super::retry::Backoff;
@@ -37,20 +39,22 @@ pub fn count(result: &'static str) {
 pub fn run(target: Target, mut rx: Receiver<Arc<Published>>) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
+        .max_redirects(0)
         .timeout_global(Some(target.timeout))
         .build()
         .into();
+    let origin = origin(&target.url);
     loop {
         match rx.blocking_recv() {
             Ok(p) => {
                 let name = p.event.name();
                 if target.events.is_empty() || target.events.iter().any(|e| e == name) {
-                    deliver(&agent, &target, &p);
+                    deliver(&agent, &target, &origin, &p);
                 }
             }
             Err(RecvError::Lagged(n)) => {
                 metrics::counter!("vigil_webhook_dropped_total").increment(n);
-                warn!(url = %target.url, dropped = n, "webhook queue full: oldest events dropped");
+                warn!(receiver = %origin, dropped = n, "webhook queue full: oldest events dropped");
             }
             Err(RecvError::Closed) => return,
         }
@@ -58,7 +62,7 @@ pub fn run(target: Target, mut rx: Receiver<Arc<Published>>) {
 }
 
 /// One event, tried until it is taken or the schedule gives up.
-fn deliver(agent: &ureq::Agent, t: &Target, p: &Published) {
+fn deliver(agent: &ureq::Agent, t: &Target, origin: &str, p: &Published) {
     let body = body::body(&t.node_id, t.boot_ms, p);
     let signature = t
         .key
@@ -68,24 +72,32 @@ fn deliver(agent: &ureq::Agent, t: &Target, p: &Published) {
         match post(agent, t, p.event.name(), &body, signature.as_deref()) {
             Ok(()) => {
                 count("delivered");
-                debug!(url = %t.url, event = p.event.name(), attempt, "webhook delivered");
+                debug!(receiver = %origin, event = p.event.name(), attempt, "webhook delivered");
                 return;
             }
             Err(why) => match t.backoff.after(attempt, rand::thread_rng().gen()) {
                 Some(wait) => {
                     count("retried");
-                    debug!(url = %t.url, attempt, %why, ?wait, "webhook attempt failed");
+                    debug!(receiver = %origin, attempt, %why, ?wait, "webhook attempt failed");
                     std::thread::sleep(wait);
                 }
                 None => {
                     count("given_up");
-                    warn!(url = %t.url, event = p.event.name(), attempts = attempt, %why,
+                    warn!(receiver = %origin, event = p.event.name(), attempts = attempt, %why,
                         "webhook event given up");
                     return;
                 }
             },
         }
     }
+}
+
+/// How a log line names a receiver: `http://host:port`, nothing of its path or query.
+fn origin(url: &str) -> String {
+    url::Url::parse(url).map_or_else(
+        |_| "<unparsable URL>".into(),
+        |u| u.origin().ascii_serialization(),
+    )
 }
 
 fn post(
@@ -106,5 +118,17 @@ fn post(
         Ok(r) if r.status().is_success() => Ok(()),
         Ok(r) => Err(format!("answered {}", r.status().as_u16())),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_receiver_is_logged_by_its_origin_only() {
+        assert_eq!(
+            super::origin("http://hooks.example:8080/services/T0/B0/s3cr3t?token=x"),
+            "http://hooks.example:8080"
+        );
+        assert_eq!(super::origin("not a url"), "<unparsable URL>");
     }
 }
