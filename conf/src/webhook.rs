@@ -13,8 +13,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebhookConfig {
-    /// The receivers, each sent every event (`http://` only: put a TLS-terminating proxy in
-    /// front of an `https://` receiver). Empty: no webhooks.
+    /// The receivers, each sent every event: `http://` or `https://` (the certificate
+    /// verified against `[tls] client_ca`, else the system's CAs). Empty: no webhooks.
     pub urls: Vec<String>,
     /// The key of the body's HMAC-SHA256, sent as `X-Vigil-Signature: sha256=<hex>`; or the
     /// first line of `secret_file`. Empty: events are sent unsigned.
@@ -103,13 +103,14 @@ impl WebhookConfig {
         for u in &self.urls {
             let host = u
                 .strip_prefix("http://")
+                .or_else(|| u.strip_prefix("https://"))
                 .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
             if host.is_none_or(|h| h.is_empty() || h.contains('@'))
                 || u.contains(char::is_whitespace)
             {
                 return bad(format!(
-                    "urls: {u:?} must be an http://host[:port]/path URL without credentials \
-                     (https: through a TLS-terminating proxy)"
+                    "urls: {u:?} must be an http:// or https://host[:port]/path URL without \
+                     credentials"
                 ));
             }
         }
@@ -168,7 +169,8 @@ mod tests {
         assert!(with(|_| ()).is_ok());
         assert!(with(|c| c.urls = vec!["http://127.0.0.1:9/hook".into()]).is_ok());
         for (url, ok) in [
-            ("https://h/x", false),
+            ("https://h/x", true),
+            ("https://u@h/x", false),
             ("http://", false),
             ("http://u:p@h/x", false),
             ("ftp://h/x", false),

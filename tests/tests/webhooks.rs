@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use vigil_server::webhook::body::verify;
@@ -31,27 +31,41 @@ struct Hit {
 struct Receiver {
     addr: SocketAddr,
     hits: Arc<Mutex<Vec<Hit>>>,
+    scheme: &'static str,
 }
 
 impl Receiver {
     fn start(script: &[u16]) -> Receiver {
+        Receiver::serve(script, None)
+    }
+
+    /// `tls`: serve HTTPS with this certificate chain and key.
+    fn serve(script: &[u16], tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
         let addr = listener.local_addr().expect("its address");
         let hits = Arc::new(Mutex::new(Vec::new()));
         let answers = Arc::new(Mutex::new(script.iter().copied().collect::<VecDeque<_>>()));
         let (h, a) = (hits.clone(), answers);
+        let scheme = if tls.is_some() { "https" } else { "http" };
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                // A malformed request is dropped: the node's retry is what is under test.
-                let _ = take(conn, &h, &a);
+                // A malformed request (or a refused handshake) is dropped: the node's retry
+                // is what is under test.
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ = match &tls {
+                    None => take(conn, &h, &a),
+                    Some(cfg) => rustls::ServerConnection::new(cfg.clone())
+                        .ok()
+                        .and_then(|s| take(rustls::StreamOwned::new(s, conn), &h, &a)),
+                };
             }
         });
-        Receiver { addr, hits }
+        Receiver { addr, hits, scheme }
     }
 
     /// Its URL, whose path is a token as many services' are (it must not be logged either).
     fn url(&self) -> String {
-        format!("http://{}/hook/{PATH_TOKEN}", self.addr)
+        format!("{}://{}/hook/{PATH_TOKEN}", self.scheme, self.addr)
     }
 
     fn hits(&self) -> Vec<Hit> {
@@ -59,9 +73,12 @@ impl Receiver {
     }
 }
 
-fn take(conn: TcpStream, hits: &Mutex<Vec<Hit>>, answers: &Mutex<VecDeque<u16>>) -> Option<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut r = BufReader::new(conn.try_clone().ok()?);
+fn take(
+    mut conn: impl Read + Write,
+    hits: &Mutex<Vec<Hit>>,
+    answers: &Mutex<VecDeque<u16>>,
+) -> Option<()> {
+    let mut r = BufReader::new(&mut conn);
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
     let (mut len, mut event, mut signature) = (0usize, None, None);
@@ -80,6 +97,7 @@ fn take(conn: TcpStream, hits: &Mutex<Vec<Hit>>, answers: &Mutex<VecDeque<u16>>)
     }
     let mut body = vec![0; len];
     r.read_exact(&mut body).ok()?;
+    drop(r);
     let status = answers
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -91,12 +109,12 @@ fn take(conn: TcpStream, hits: &Mutex<Vec<Hit>>, answers: &Mutex<VecDeque<u16>>)
         body,
         status,
     });
-    let mut w = conn;
     write!(
-        w,
+        conn,
         "HTTP/1.1 {status} Scripted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
-    .ok()
+    .ok()?;
+    conn.flush().ok()
 }
 
 /// A receiver that accepts connections and never answers.
@@ -275,4 +293,67 @@ fn a_dead_receiver_does_not_slow_the_node_and_its_queue_drops_the_oldest() {
     let log = node.log();
     assert!(log.contains("webhook event given up"), "{log}");
     assert!(!log.contains(SECRET) && !log.contains(PATH_TOKEN), "{log}");
+}
+
+/// A rustls server config for the certificate and key files `issue` wrote.
+fn server_tls(cert: &std::path::Path, key: &std::path::Path) -> Arc<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .expect("the certificate file")
+        .collect::<Result<_, _>>()
+        .expect("a certificate");
+    let key = PrivateKeyDer::from_pem_file(key).expect("the key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("a server config"),
+    )
+}
+
+#[test]
+fn an_https_receiver_is_verified_against_the_configured_ca() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = vigil_tests::tls::TestCa::new(dir.path());
+    let (cert, key) = ca.issue(dir.path(), "hook", vigil_tests::tls::Leaf::Good);
+    let (other, other_key) = ca.issue(
+        dir.path(),
+        "elsewhere",
+        vigil_tests::tls::Leaf::OtherHost("elsewhere.example"),
+    );
+    let good = Receiver::serve(&[], Some(server_tls(&cert, &key)));
+    let wrong_name = Receiver::serve(&[], Some(server_tls(&other, &other_key)));
+    let root = tempfile::tempdir().expect("root");
+    let node = node_with(
+        root.path(),
+        &format!(
+            "urls = [\"{}\", \"{}\"]\nsecret = \"{SECRET}\"\nmax_attempts = 2\n\
+             backoff_initial_ms = 100\nbackoff_max_ms = 100\nsample_ms = 200\n\n\
+             [tls]\nclient_ca = \"{}\"",
+            good.url(),
+            wrong_name.url(),
+            ca.pem.display()
+        ),
+    );
+    node.wait_live("live/demo");
+    add_camera(&node, "gate");
+    let changed = poll_until(WAIT, "registry_changed over HTTPS", || {
+        good.hits()
+            .into_iter()
+            .find(|h| h.event.as_deref() == Some("registry_changed"))
+    });
+    assert!(verify(
+        SECRET.as_bytes(),
+        &changed.body,
+        changed.signature.as_deref().unwrap_or("")
+    ));
+    // The receiver whose certificate names another host never gets a request.
+    poll_until(WAIT, "the wrong-name receiver's events given up", || {
+        (deliveries(&node, "given_up") >= 1.0).then_some(())
+    });
+    assert!(wrong_name.hits().is_empty(), "{:?}", wrong_name.hits());
 }

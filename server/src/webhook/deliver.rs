@@ -29,6 +29,8 @@ pub struct Target {
     pub backoff: Backoff,
     pub node_id: String,
     pub boot_ms: i64,
+    /// The CAs an `https://` receiver's certificate is verified against.
+    pub roots: Option<Arc<Vec<ureq::tls::Certificate<'static>>>>,
 }
 
 pub fn count(result: &'static str) {
@@ -37,12 +39,22 @@ pub fn count(result: &'static str) {
 
 /// Runs until the bus closes (the node is gone).
 pub fn run(target: Target, mut rx: Receiver<Arc<Published>>) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    let mut config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
-        .timeout_global(Some(target.timeout))
-        .build()
-        .into();
+        .timeout_global(Some(target.timeout));
+    if let Some(roots) = &target.roots {
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .provider(ureq::tls::TlsProvider::Rustls)
+                .root_certs(ureq::tls::RootCerts::Specific(roots.clone()))
+                .unversioned_rustls_crypto_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .build(),
+        );
+    }
+    let agent: ureq::Agent = config.build().into();
     let origin = origin(&target.url);
     loop {
         match rx.blocking_recv() {

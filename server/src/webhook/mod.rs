@@ -31,6 +31,21 @@ pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) -> anyhow::Result
     }
     metrics::counter!("vigil_webhook_dropped_total").increment(0);
     let boot_ms = vigil_storage::now_ms();
+    let roots = if c.urls.iter().any(|u| u.starts_with("https://")) {
+        let (path, certs) = crate::net::tls_client::ca_certs(node.config.tls.client_ca.as_deref())?;
+        anyhow::ensure!(
+            !certs.is_empty(),
+            "webhooks: no CA certificate in {} to verify https:// receivers",
+            path.display()
+        );
+        let certs = certs
+            .iter()
+            .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+            .collect();
+        Some(Arc::new(certs))
+    } else {
+        None
+    };
     for url in &c.urls {
         let target = deliver::Target {
             url: url.clone(),
@@ -40,6 +55,7 @@ pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) -> anyhow::Result
             backoff: retry::Backoff::of(c),
             node_id: node.config.node.id.clone(),
             boot_ms,
+            roots: roots.clone(),
         };
         let rx = node.events.subscribe();
         std::thread::Builder::new()
