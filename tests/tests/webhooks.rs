@@ -1,8 +1,10 @@
 //! Webhooks (issue 26 §4) against receivers in this test process on 127.0.0.1: a node's
 //! events arrive signed (the signature verifies over the exact body), an event answered 500
-//! comes again and is taken, the secret is in no log or answer; and a receiver that never
-//! answers costs the node nothing a viewer or the API can see, while its queue drops the
-//! oldest events and counts them.
+//! comes again and is taken, the secret and the receiver's path are in no log or answer; a
+//! receiver that never answers costs the node nothing a viewer or the API can see, while
+//! its queue drops the oldest events and counts them; an `https://` receiver is verified
+//! against `[tls] client_ca` (one whose certificate names another host gets nothing); the
+//! scheduler reports itself up and elected, and a refused move is a `migration_failed`.
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -356,4 +358,75 @@ fn an_https_receiver_is_verified_against_the_configured_ca() {
         (deliveries(&node, "given_up") >= 1.0).then_some(())
     });
     assert!(wrong_name.hits().is_empty(), "{:?}", wrong_name.hits());
+}
+
+/// The scheduler's events and a migration's: a one-member cluster is its own scheduler, so
+/// it reports itself up and elected; a move it refuses (a TCP viewer to itself) is a
+/// `migration_failed` with the reason the API gave.
+#[test]
+fn the_scheduler_reports_members_and_the_election_and_a_refused_move() {
+    let receiver = Receiver::start(&[]);
+    let root = tempfile::tempdir().expect("root");
+    let (node, _) = start_member(
+        0,
+        None,
+        "webhook-test-key",
+        10,
+        &format!(
+            "[storage]\nroot = \"{}\"\nsegment_secs = 1.0\n\n[webhooks]\nurls = [\"{}\"]\n\
+             secret = \"{SECRET}\"\nsample_ms = 200\n\n{DEMO_CAMERA}",
+            root.path().display(),
+            receiver.url()
+        ),
+    );
+    let id = node_id(&node);
+    poll_until(WAIT, "the node elected", || {
+        (scheduler_of(&node).as_deref() == Some(id.as_str())).then_some(())
+    });
+    node.wait_live("live/demo");
+    let _viewer = spawn_ffmpeg_decode(
+        &node.url("live/demo"),
+        &["-rtsp_transport", "tcp"],
+        &["-t", "20"],
+        Duration::from_secs(40),
+    );
+    let session = poll_until(WAIT, "the viewer's session", || {
+        node.api_json("/api/sessions")
+            .as_array()?
+            .first()?
+            .get("id")?
+            .as_str()
+            .map(str::to_string)
+    });
+    let (status, why) = api_send(
+        &node,
+        "POST",
+        &format!("/api/sessions/{session}/migrate"),
+        Some(("application/json", &json!({ "to": id }).to_string())),
+        &[],
+    );
+    assert!(status >= 400, "{status} {why}");
+    let events = poll_until(WAIT, "the scheduler's and the migration's events", || {
+        let bodies: Vec<Value> = receiver
+            .hits()
+            .iter()
+            .filter_map(|h| serde_json::from_slice(&h.body).ok())
+            .collect();
+        let has = |e: &str, k: &str, v: &str| bodies.iter().any(|b| b["event"] == e && b[k] == v);
+        (has("node_up", "member", &id)
+            && has("scheduler_changed", "scheduler", &id)
+            && has("migration_failed", "session", &session))
+        .then_some(bodies)
+    });
+    let failed = events
+        .iter()
+        .find(|b| b["event"] == "migration_failed")
+        .expect("migration_failed");
+    assert_eq!(failed["to"], id.as_str(), "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty() && why.contains(e)),
+        "the event's reason is the API's: {failed} / {why}"
+    );
 }
