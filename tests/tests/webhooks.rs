@@ -231,6 +231,34 @@ fn webhooks_deliver_signed_events_and_retry_a_refusal() {
             .any(|h| h.body == hits[0].body && h.status == 200),
         "the refused event was not retried: {hits:?}"
     );
+    // Disabled: the camera goes offline and its recording stops.
+    let (status, answer) = api_send(
+        &node,
+        "PUT",
+        "/api/cameras/demo",
+        Some(("application/json", r#"{"enabled": false}"#)),
+        &[],
+    );
+    assert_eq!(status, 200, "{answer}");
+    poll_until(
+        WAIT,
+        "camera_offline and recording_stopped for demo",
+        || {
+            let events: Vec<Value> = receiver
+                .hits()
+                .iter()
+                .filter_map(|h| serde_json::from_slice(&h.body).ok())
+                .collect();
+            ["camera_offline", "recording_stopped"]
+                .iter()
+                .all(|e| {
+                    events
+                        .iter()
+                        .any(|b| b["event"] == *e && b["camera"] == "demo")
+                })
+                .then_some(())
+        },
+    );
     assert!(deliveries(&node, "retried") >= 1.0);
     assert!(deliveries(&node, "delivered") >= want.len() as f64);
     assert_eq!(deliveries(&node, "given_up"), 0.0);
