@@ -12,6 +12,7 @@ mod onvif;
 mod recording;
 mod registry;
 mod tls;
+mod webhook;
 mod webrtc;
 
 pub use auth::{check_user, AuthConfig, DigestAlgorithm, Rights, UserConfig, UserFieldError};
@@ -28,6 +29,7 @@ pub use recording::{
 };
 pub use registry::{RegistryConfig, SecretKeySource};
 pub use tls::{SrtpMode, TlsConfig};
+pub use webhook::{Secret, WebhookConfig, WEBHOOK_EVENTS};
 pub use webrtc::WebRtcConfig;
 
 use serde::Deserialize;
@@ -80,6 +82,8 @@ pub struct Config {
     pub registry: RegistryConfig,
     /// ONVIF onboarding and discovery (timeouts, the discovery interface).
     pub onvif: OnvifConfig,
+    /// Signed JSON events posted to operators' receivers (none unless `urls` are given).
+    pub webhooks: WebhookConfig,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -233,19 +237,28 @@ impl Default for HttpConfig {
 impl HttpConfig {
     /// The configured token (from `token` or `token_file`), if any.
     pub fn token(&self) -> Result<Option<String>, ConfigError> {
-        if !self.token.is_empty() {
-            return Ok(Some(self.token.clone()));
-        }
-        let Some(path) = &self.token_file else {
-            return Ok(None);
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let token = text.lines().next().unwrap_or("").trim().to_string();
-        Ok((!token.is_empty()).then_some(token))
+        inline_or_file(&self.token, self.token_file.as_deref())
     }
+}
+
+/// A secret given in the file (`value`) or as the first line of another file (`file`), so
+/// it can stay out of a config file others read; None when neither gives one.
+pub(crate) fn inline_or_file(
+    value: &str,
+    file: Option<&Path>,
+) -> Result<Option<String>, ConfigError> {
+    if !value.is_empty() {
+        return Ok(Some(value.to_string()));
+    }
+    let Some(path) = file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let line = text.lines().next().unwrap_or("").trim().to_string();
+    Ok((!line.is_empty()).then_some(line))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -449,6 +462,7 @@ impl Config {
         }
         self.registry.validate()?;
         self.onvif.validate()?;
+        self.webhooks.validate()?;
         camera::validate(&self.cameras)
     }
 }

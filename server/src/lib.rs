@@ -35,4 +35,5 @@ pub mod serve;
 pub mod steering;
 pub mod systemd;
 pub mod user;
+pub mod webhook;
 pub mod webrtc;

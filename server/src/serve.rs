@@ -135,6 +135,9 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
     } else {
         None
     };
+    // Subscribed before the sources, recorders and the registry start: their first changes
+    // are heard.
+    crate::webhook::start(&node, cluster.as_ref())?;
     if let Some(registry) = &registry {
         registry.start(&node, cluster.as_ref());
     }

@@ -90,19 +90,25 @@
     constructor(status, body) {
       super(`${status}: ${body}`);
       this.status = status;
+      // A JSON refusal (the registry's `{error, row, field, version}`), else null.
+      try { this.refusal = JSON.parse(body); } catch (_) { this.refusal = null; }
     }
   }
 
+  /**
+   * The API's JSON answer to `path`. `options`: `method`, `body` (sent as JSON), `headers`
+   * (added to the token's), `etag` (answer `{body, etag}`: the version a write may name).
+   */
   async function api(path, options) {
     const opts = options || {};
     const r = await fetch(path, {
       method: opts.method || 'GET',
-      headers: { ...authHeaders(), ...(opts.body ? { 'Content-Type': 'application/json' } : {}) },
+      headers: { ...authHeaders(), ...(opts.body ? { 'Content-Type': 'application/json' } : {}), ...opts.headers },
       body: opts.body ? JSON.stringify(opts.body) : undefined,
       cache: 'no-store',
     });
     if (!r.ok) throw new ApiError(r.status, (await r.text()).trim());
-    return r.json();
+    return opts.etag ? { body: await r.json(), etag: r.headers.get('ETag') } : r.json();
   }
 
   function banner(message) {
@@ -711,10 +717,15 @@
   }
 
   // ---- tabs and refresh -------------------------------------------------------------
+  // The cameras tab also holds the registry's page (cameras.js), given what it shares.
+  const kit = { el, api, fill, explain, text, node: () => seen.node, refresh: () => refresh() };
   const TABS = {
     wall: refreshWall,
     cluster: refreshCluster,
-    cameras: refreshCameras,
+    cameras: async () => {
+      const cams = await refreshCameras();
+      if (window.vigilRegistryPage) await window.vigilRegistryPage.refresh(kit, cams);
+    },
     recordings: refreshRecordings,
     sessions: refreshSessions,
     scheduler: refreshScheduler,

@@ -665,3 +665,22 @@ pub fn api_send(
         .unwrap_or_default();
     (status, body)
 }
+
+/// Every file under `dir`, read as text (lossy): what a test greps for a secret.
+pub fn files_text(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(&p).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    out
+}

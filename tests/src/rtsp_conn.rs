@@ -212,3 +212,16 @@ a=control:streamid=0\r\n\
 m=audio 0 RTP/AVP 97\r\na=rtpmap:97 MPEG4-GENERIC/44100/1\r\n\
 a=fmtp:97 profile-level-id=1;mode=AAC-hbr;sizelength=13;indexlength=3;indexdeltalength=3;config=1208\r\n\
 a=control:streamid=1\r\n";
+
+/// The status of a DESCRIBE of `path` on `node` (404: no such camera, or a disabled one).
+pub fn describe_status(node: &crate::Node, path: &str) -> u16 {
+    let mut c = RtspConn::connect(node.rtsp);
+    c.request(
+        "DESCRIBE",
+        &node.url(path),
+        &[("Accept", "application/sdp")],
+        None,
+    )
+    .status
+    .0
+}

@@ -296,6 +296,9 @@ struct NodeInfo {
     cluster: bool,
     /// Recording and playback are on (`/api/recordings/…`, `/hls/playback/…`, export).
     recording: bool,
+    /// The camera registry is on (`/api/registry/…` answers; the console's cameras page
+    /// edits it).
+    registry: bool,
     /// The web console's `[http] console_refresh_ms` and `console_history`.
     console: ConsoleSettings,
     process: Option<crate::procfs::ProcessStats>,
@@ -325,6 +328,7 @@ async fn node_info(State(st): State<AppState>) -> Json<NodeInfo> {
         sessions: n.session_count(),
         cluster: n.config.cluster.enabled,
         recording: n.library.is_some(),
+        registry: crate::registry::of(n).is_some(),
         console: ConsoleSettings {
             refresh_ms: n.config.http.console_refresh_ms,
             history: n.config.http.console_history,

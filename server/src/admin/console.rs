@@ -44,6 +44,12 @@ const ASSETS: &[Asset] = &[
         immutable: false,
     },
     Asset {
+        name: "cameras.js",
+        body: include_bytes!("../../web/cameras.js"),
+        content_type: "text/javascript; charset=utf-8",
+        immutable: false,
+    },
+    Asset {
         name: "console.css",
         body: include_bytes!("../../web/console.css"),
         content_type: "text/css; charset=utf-8",
@@ -172,18 +178,23 @@ mod tests {
         assert!(!handler, "an inline event handler in index.html");
     }
 
-    /// The page builds its DOM from text nodes: no API string is ever parsed as markup.
+    /// The pages build their DOM from text nodes: no API string is ever parsed as markup.
     #[test]
-    fn the_script_never_assigns_markup() {
-        let js = std::str::from_utf8(ASSETS[0].body).expect("utf-8");
-        for sink in [
-            "innerHTML",
-            "outerHTML",
-            "insertAdjacentHTML",
-            "document.write",
-            "eval(",
-        ] {
-            assert!(!js.contains(sink), "console.js uses {sink}");
+    fn the_scripts_never_assign_markup() {
+        for a in ASSETS
+            .iter()
+            .filter(|a| a.name.ends_with(".js") && !a.immutable)
+        {
+            let js = std::str::from_utf8(a.body).expect("utf-8");
+            for sink in [
+                "innerHTML",
+                "outerHTML",
+                "insertAdjacentHTML",
+                "document.write",
+                "eval(",
+            ] {
+                assert!(!js.contains(sink), "{} uses {sink}", a.name);
+            }
         }
     }
 

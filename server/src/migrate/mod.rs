@@ -22,6 +22,7 @@ pub mod steer_live;
 use crate::cluster::Cluster;
 use crate::handoff::{MigrationCall, MigrationReply};
 use crate::node::command::{MoveError, MoveReport, SessionCommand, SourceMode};
+use crate::node::events::Event;
 use crate::node::Node;
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +95,18 @@ pub async fn move_local(
         Err(_) => Err(MoveError::Timeout { id: id_() }),
     };
     count(if r.is_ok() { "moved" } else { "failed" });
+    node.events.emit(match &r {
+        Ok(m) => Event::MigrationDone {
+            session: id_(),
+            to: m.to.clone(),
+            gap_ms: m.gap_ms,
+        },
+        Err(e) => Event::MigrationFailed {
+            session: id_(),
+            to: to.to_string(),
+            error: e.to_string(),
+        },
+    });
     r
 }
 

@@ -58,10 +58,11 @@ pub enum TlsClientError {
     Local(std::io::Error),
 }
 
-/// The client config for `rtsps://` pulls: roots from `client_ca`, else the system bundle.
-pub fn client_config(
+/// The trusted CAs: `client_ca`, else the system bundle (for `rtsps://` pulls and
+/// `https://` webhook receivers); certificates that do not parse are skipped.
+pub fn ca_certs(
     client_ca: Option<&Path>,
-) -> Result<Arc<rustls::ClientConfig>, TlsClientError> {
+) -> Result<(PathBuf, Vec<CertificateDer<'static>>), TlsClientError> {
     let path = match client_ca {
         Some(p) => p.to_path_buf(),
         None if Path::new(SYSTEM_BUNDLE).is_file() => PathBuf::from(SYSTEM_BUNDLE),
@@ -71,14 +72,19 @@ pub fn client_config(
         path: path.clone(),
         source,
     })?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .filter_map(Result::ok)
+        .collect();
+    Ok((path, certs))
+}
+
+/// The client config for `rtsps://` pulls: roots from `client_ca`, else the system bundle.
+pub fn client_config(
+    client_ca: Option<&Path>,
+) -> Result<Arc<rustls::ClientConfig>, TlsClientError> {
+    let (path, certs) = ca_certs(client_ca)?;
     let mut roots = rustls::RootCertStore::empty();
-    let mut skipped = 0usize;
-    for der in CertificateDer::pem_slice_iter(&pem) {
-        match der.map(|d| roots.add(d)) {
-            Ok(Ok(())) => {}
-            _ => skipped += 1,
-        }
-    }
+    let (_, skipped) = roots.add_parsable_certificates(certs);
     if roots.is_empty() {
         let detail = if skipped > 0 {
             format!(" ({skipped} unreadable)")

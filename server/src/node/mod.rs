@@ -1,6 +1,7 @@
 //! State shared by every task of one node: the paths it serves, its sessions, its UDP ports.
 
 pub mod command;
+pub mod events;
 pub mod extensions;
 pub mod recordings;
 pub mod writer_pool;
@@ -281,6 +282,8 @@ pub struct Node {
     changed: tokio::sync::Notify,
     /// The TLS client config of `rtsps://` pulls, made on the first one (see `tls_client`).
     tls_client: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
+    /// What happened, for whoever listens (webhooks): see `events`.
+    pub events: events::Bus,
 }
 
 impl Node {
@@ -326,6 +329,7 @@ impl Node {
             limit_stats: Default::default(),
             changed: tokio::sync::Notify::new(),
             tls_client: std::sync::OnceLock::new(),
+            events: events::Bus::new(config.webhooks.queue),
             config,
         };
         for cam in node.config.cameras.iter().filter(|c| c.enabled) {

@@ -454,6 +454,15 @@ impl Shell {
                     }
                     self.apply(node, Loaded { version: v, body })?;
                     info!(version = v, by, changes = items.len(), "registry changed");
+                    node.events
+                        .emit(crate::node::events::Event::RegistryChanged {
+                            version: v,
+                            by: by.to_string(),
+                            changes: items
+                                .iter()
+                                .map(|i| format!("{} {}", i.kind, i.id))
+                                .collect(),
+                        });
                     return Ok(Written {
                         version: v,
                         changes: items,

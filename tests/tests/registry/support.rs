@@ -6,8 +6,8 @@ pub use std::path::Path;
 pub use std::time::{Duration, Instant};
 pub use vigil_proto::rtsp::auth::{ha1, Algorithm};
 pub use vigil_tests::{
-    api_send, ctl, ctl_fails, ffmpeg_decode, free_udp, metric_value, poll_until, serial,
-    spawn_ffmpeg_decode, Decoded, Node, NodeBuilder, RtspConn,
+    api_send, ctl, ctl_fails, describe_status, ffmpeg_decode, files_text, free_udp, metric_value,
+    poll_until, serial, spawn_ffmpeg_decode, Decoded, Node, NodeBuilder,
 };
 
 /// The camera's password: it must appear nowhere but sealed in the registry.
@@ -119,37 +119,6 @@ pub fn watching(node: &Node, path: &str, output: &[&str]) -> std::thread::JoinHa
         (viewers(node, path) == 1).then_some(())
     });
     viewer
-}
-
-pub fn describe_status(node: &Node, path: &str) -> u16 {
-    let mut c = RtspConn::connect(node.rtsp);
-    c.request(
-        "DESCRIBE",
-        &node.url(path),
-        &[("Accept", "application/sdp")],
-        None,
-    )
-    .status
-    .0
-}
-
-/// Every file under `dir`, read as text (lossy).
-pub fn files_text(dir: &Path) -> String {
-    let mut out = String::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).expect("read dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else {
-                out.push_str(&String::from_utf8_lossy(
-                    &std::fs::read(&p).unwrap_or_default(),
-                ));
-            }
-        }
-    }
-    out
 }
 
 /// `path` through ffmpeg as `user`: None when it plays, else what ffmpeg said.

@@ -1,7 +1,10 @@
 //! The operator's web console (issue 12 §3) in a real headless Chromium: every page loads
 //! without a browser error, its tables match the API, the player reaches `playing` on a
 //! live camera and on a recording, a node name carrying markup is shown as text, and actions
-//! appear only once the admin token is given.
+//! appear only once the admin token is given. The cameras page's registry editor:
+//! `cameras`.
+
+mod cameras;
 
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -480,6 +483,13 @@ fn console_without_a_cluster_loads_every_page_cleanly() {
     wait_rows(&browser, "#cameras", || {
         strings(&node.api_json("/api/cameras"), "camera")
     });
+    // The registry is off: the page says how to turn it on (and asks nothing that answers 503).
+    browser.wait(
+        "the cameras page to say the registry is off",
+        WAIT,
+        "const p = document.getElementById('registry-off');          return !p.hidden && p.textContent.includes('[registry] enabled = true');",
+        vec![],
+    );
     // The page is served with its headers; an unknown console file is a 404.
     let page = http_get(&node, "/");
     let header = |name: &str| page.header(name).unwrap_or("").to_string();
