@@ -345,7 +345,9 @@
         body: conn.localDescription.sdp,
       });
       if (r.status !== 201) throw new ApiError(r.status, (await r.text()).trim());
-      const resource = new URL(r.headers.get('Location') || '', location.href).toString();
+      // Relative to where the answer came from: a playback offer may have been placed on
+      // another member (a 307 the fetch followed).
+      const resource = new URL(r.headers.get('Location') || '', r.url || location.href).toString();
       // The camera's tracks WebRTC does not carry (AAC audio): named by the node.
       const notCarried = r.headers.get('X-Vigil-Not-Carried');
       await conn.setRemoteDescription({ type: 'answer', sdp: await r.text() });

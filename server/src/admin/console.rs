@@ -7,6 +7,9 @@
 //! (`token::judge` lets GETs of these paths through); every API call it makes then meets the
 //! token layer like any other client. A Content-Security-Policy allows scripts from this
 //! origin only (no inline script, no `eval`), as a second wall behind the page's escaping.
+//! In a cluster its `connect-src` also names the members' API origins: a recording's WHEP
+//! offer is placed like a DESCRIBE and may be answered by a 307 to another member, which
+//! answers CORS for this page (`admin::whep_api`).
 
 use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -63,24 +66,45 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
-/// Scripts, styles, media and XHR from this origin only; hls.js starts its transmuxing
-/// worker from a `blob:` URL and feeds the video element through a `blob:` MediaSource.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-     media-src 'self' blob:; connect-src 'self'; worker-src 'self' blob:; base-uri 'none'; \
-     form-action 'none'; frame-ancestors 'none'";
+/// Scripts, styles, media and XHR from this origin only (and `connect-src` the cluster
+/// members' API origins); hls.js starts its transmuxing worker from a `blob:` URL and feeds
+/// the video element through a `blob:` MediaSource.
+fn csp(members: &[String]) -> String {
+    let connect: String = members.iter().map(|m| format!(" {m}")).collect();
+    format!(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+         media-src 'self' blob:; connect-src 'self'{connect}; worker-src 'self' blob:; \
+         base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+}
+
+type ClusterState = Option<std::sync::Arc<crate::cluster::Cluster>>;
 
 /// Whether `path` is one of the console's static files: served to anyone (GET/HEAD only).
 pub fn is_static(path: &str) -> bool {
     path == "/" || path.starts_with("/console/")
 }
 
-pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ClusterState: axum::extract::FromRef<S>,
+{
     Router::new()
-        .route(
-            "/",
-            get(|headers: HeaderMap| async move { serve(&INDEX, &headers) }),
-        )
+        .route("/", get(index))
         .route("/console/{*file}", get(asset))
+}
+
+async fn index(
+    axum::extract::State(cluster): axum::extract::State<ClusterState>,
+    headers: HeaderMap,
+) -> Response {
+    let members = cluster.map(|c| c.member_origins()).unwrap_or_default();
+    let mut r = serve(&INDEX, &headers);
+    if let Ok(v) = HeaderValue::from_str(&csp(&members)) {
+        r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    r
 }
 
 async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
@@ -144,10 +168,6 @@ fn serve(a: &'static Asset, request: &HeaderMap) -> Response {
         HeaderValue::from_static("no-referrer"),
     );
     if a.name == INDEX.name {
-        h.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        );
         h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     }
     r

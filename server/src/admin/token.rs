@@ -210,6 +210,14 @@ mod tests {
             judge(&gate(false), &Method::DELETE, "/whep/resource/x", None).map(|r| r.0),
             Some(StatusCode::UNAUTHORIZED)
         );
+        // Steering a recording beyond loopback needs the token as the offer did.
+        for m in [&post, &Method::GET] {
+            assert_eq!(
+                judge(&gate(false), m, "/whep/resource/x/control", None).map(|r| r.0),
+                Some(StatusCode::UNAUTHORIZED),
+                "{m}"
+            );
+        }
         // A CORS preflight carries no credentials: answered beyond loopback too.
         assert_eq!(
             judge(&gate(false), &Method::OPTIONS, "/whep/live/cam", None),

@@ -349,16 +349,29 @@ impl Cluster {
         let st = &mut *guard;
         let now = std::time::Instant::now();
         st.expire_reservations(now, self.policy_cfg.sched.weights);
-        // The kept view (rebuilt only for members whose entry changed), not a copy: the node
-        // left out is marked dead for this decision only.
+        // The kept view (rebuilt only for members whose entry changed), not a copy: the nodes
+        // left out (the one being drained; for a playback, the members that do not read the
+        // recordings) are marked dead for this decision only.
         let weights = self.policy_cfg.sched.weights;
-        let excluded = exclude.and_then(|id| {
-            let v = st.placement_view(weights);
-            let i = v.index_of(id)?;
-            let was = v.node(i).alive;
-            v.set_alive(id, false);
-            Some((id, was))
-        });
+        let mut out: Vec<String> = exclude.map(str::to_string).into_iter().collect();
+        if req.kind == RequestKind::Playback {
+            out.extend(
+                st.members
+                    .iter()
+                    .filter(|m| m.report.as_ref().is_some_and(|r| !r.plays_recordings))
+                    .map(|m| m.id.clone()),
+            );
+        }
+        let excluded: Vec<(String, bool)> = out
+            .into_iter()
+            .filter_map(|id| {
+                let v = st.placement_view(weights);
+                let i = v.index_of(&id)?;
+                let was = v.node(i).alive;
+                v.set_alive(&id, false);
+                Some((id, was))
+            })
+            .collect();
         let decision = {
             let State {
                 place_state,
@@ -395,8 +408,8 @@ impl Cluster {
                 }
             }
         };
-        if let Some((id, was)) = excluded {
-            st.placement_view(weights).set_alive(id, was);
+        for (id, was) in excluded.iter().rev() {
+            st.placement_view(weights).set_alive(id, *was);
         }
         let placement = match &decision {
             Decision::Assign {
@@ -498,6 +511,34 @@ impl Cluster {
             .find(|m| m.id == node)
             .and_then(|m| m.report.as_ref())
             .map(|r| r.api.clone())
+    }
+
+    /// The members' admin API origins (`http://host:port`, or the reported URL's origin),
+    /// this node's included: where the console may connect.
+    pub fn member_origins(&self) -> Vec<String> {
+        let st = self.state();
+        let mut out: Vec<String> = st
+            .members
+            .iter()
+            .filter_map(|m| m.report.as_ref())
+            .filter_map(|r| {
+                let url = if r.api.contains("://") {
+                    r.api.clone()
+                } else {
+                    format!("http://{}", r.api)
+                };
+                let u = url::Url::parse(&url).ok()?;
+                // Only a plain origin goes into a header: nothing a report could smuggle.
+                matches!(u.scheme(), "http" | "https").then(|| u.origin().ascii_serialization())
+            })
+            .filter(|o| {
+                o.chars()
+                    .all(|c| c.is_ascii_graphic() && c != ';' && c != ',')
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Whether `origin` (a browser's `Origin`, `scheme://host:port`) is the admin API of a

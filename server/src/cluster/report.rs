@@ -66,6 +66,15 @@ pub struct Report {
     /// cameras with no viewer (wall-clock ms), for the scheduler's camera moves.
     #[serde(default)]
     pub movable: Vec<vigil_cluster::gateway::CameraUsage>,
+    /// The node reads the recordings (`[storage] enabled`): a playback may be placed on it.
+    /// A relay-only member (storage off) is left out of playback placements.
+    #[serde(default = "plays_recordings_default")]
+    pub plays_recordings: bool,
+}
+
+/// A report from a node older than the field: it played recordings as every node did.
+fn plays_recordings_default() -> bool {
+    true
 }
 
 /// One session as the report lists it: compact, no counters.
@@ -294,6 +303,7 @@ pub fn build(node: &Node, cluster: &Cluster, sampler: &mut Sampler, period_s: u3
         at_ms: now_ms(),
         draining: cluster.draining.load(Ordering::Relaxed),
         recording: node.recordings.recording(),
+        plays_recordings: node.library.is_some(),
         movable: cluster
             .movable
             .lock()

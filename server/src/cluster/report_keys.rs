@@ -223,6 +223,7 @@ pub(crate) mod tests {
             at_ms: 2,
             draining: false,
             movable: Vec::new(),
+            plays_recordings: true,
             recording: (0..live).map(|i| format!("cam{i}")).collect(),
         }
     }
