@@ -333,12 +333,8 @@
     };
     try {
       await conn.setLocalDescription(await conn.createOffer());
-      // The offer goes whole (no trickle): wait for the host candidates, at most 2 s.
-      await new Promise((done) => {
-        if (conn.iceGatheringState === 'complete') return done();
-        conn.addEventListener('icegatheringstatechange', () => { if (conn.iceGatheringState === 'complete') done(); });
-        setTimeout(done, 2000);
-      });
+      // Sent at once, without waiting for this browser's candidates (≈ 120 ms in Chromium):
+      // the node is ICE-lite and learns the viewer's address from its checks.
       const r = await fetch(whep, {
         method: 'POST',
         headers: { ...authHeaders(), 'Content-Type': 'application/sdp' },
