@@ -281,11 +281,15 @@
   // A recording playing over WebRTC is steered through its resource (seek, pause, speed)
   // instead of being offered again: {camera, resource}.
   let steering = null;
+  // The camera the PTZ controls steer (see showPtz).
+  let ptzCamera = null;
 
   function stopPlayer() {
     steering = null;
     seen.steer = null;
     $('#player-steer').hidden = true;
+    ptzCamera = null;
+    $('#player-ptz').hidden = true;
     if (hls) { hls.destroy(); hls = null; }
     const conn = pc && pc.close ? pc : null;
     whepClose(conn, whepResource);
@@ -435,7 +439,55 @@
   });
 
   const playLiveHls = (cam, note) => play(`/hls/live/${encodeURIComponent(cam)}/index.m3u8`, `live/${cam}`, note);
-  const playLive = (cam) => playWebrtc(`/whep/live/${encodeURIComponent(cam)}`, `live/${cam}`, (note) => playLiveHls(cam, note));
+  const playLive = (cam) => {
+    playWebrtc(`/whep/live/${encodeURIComponent(cam)}`, `live/${cam}`, (note) => playLiveHls(cam, note));
+    showPtz(cam);
+  };
+
+  // PTZ beside the live view, for a camera the registry knows as an ONVIF device (its
+  // presets read through the node, which needs the admin token): each arrow moves for 1 s.
+  async function ptz(command) {
+    const cam = ptzCamera;
+    if (!cam) return null;
+    const op = typeof command === 'string' ? command : Object.keys(command)[0];
+    try {
+      const r = await api(`/api/cameras/${encodeURIComponent(cam)}/ptz`, { method: 'POST', body: command });
+      seen.ptz = { camera: cam, op, status: 200 };
+      $('#ptz-state').textContent = '';
+      return r.ptz;
+    } catch (err) {
+      seen.ptz = { camera: cam, op, status: err.status || 0 };
+      $('#ptz-state').textContent = `${op}: ${err.message || err}`;
+      return null;
+    }
+  }
+  async function showPtz(cam) {
+    ptzCamera = cam;
+    const records = (window.vigilRegistry && window.vigilRegistry.records) || [];
+    const rec = records.find((r) => r.id === cam);
+    if (!rec || !rec.onvif || !token()) return;
+    const answer = await ptz('presets');
+    if (ptzCamera !== cam || !answer || !Array.isArray(answer.presets)) return;
+    const list = $('#ptz-presets');
+    list.replaceChildren(...answer.presets.map((p) => el('option', { value: p.token }, p.name || p.token)));
+    $('#ptz-state').textContent = '';
+    $('#player-ptz').hidden = false;
+  }
+  document.querySelectorAll('#player-ptz .ptz-move').forEach((b) => {
+    b.addEventListener('click', () => ptz({
+      move: {
+        pan: Number(b.dataset.pan || 0),
+        tilt: Number(b.dataset.tilt || 0),
+        zoom: Number(b.dataset.zoom || 0),
+        timeout_ms: 1000,
+      },
+    }));
+  });
+  $('#ptz-stop').addEventListener('click', () => ptz('stop'));
+  $('#ptz-goto').addEventListener('click', () => {
+    const preset = $('#ptz-presets').value;
+    if (preset) ptz({ goto_preset: { preset } });
+  });
   const playRecordingHls = (cam, ms, note) => play(
     `/hls/playback/${encodeURIComponent(cam)}/index.m3u8?start=${encodeURIComponent(iso(ms))}`,
     `playback/${cam} from ${iso(ms)}`,

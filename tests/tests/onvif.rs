@@ -177,6 +177,57 @@ fn ptz_as(node: &Node, camera: &str, user: &str, password: &str, body: &str) -> 
     resp.status().as_u16()
 }
 
+/// The console's PTZ controls beside `gate`'s live view, in Chromium: shown, once signed
+/// in, with the device's presets read through the node; an arrow, Stop and a preset go to
+/// the device through the node and are answered 200.
+fn console_steers(node: &Node) {
+    let Some(browser) = vigil_tests::browser::Browser::start() else {
+        return;
+    };
+    let wait = Duration::from_secs(30);
+    browser.goto(&format!("http://{}/#cameras", node.api));
+    browser.type_into("#token-input", vigil_tests::ADMIN_TOKEN);
+    browser.click("#token-set");
+    browser.wait(
+        "gate in the registry's list and its play button",
+        wait,
+        "const b = document.querySelector('#cameras tr[data-key=gate] .act-play'); \
+         const r = (window.vigilRegistry.records || []).some((r) => r.id === 'gate' && r.onvif); \
+         return r && b && !b.disabled;",
+        vec![],
+    );
+    browser.click("#cameras tr[data-key=gate] .act-play");
+    let presets = browser.wait(
+        "the PTZ controls with the device's presets",
+        wait,
+        "const o = [...document.querySelectorAll('#ptz-presets option')].map((o) => o.value); \
+         return !document.getElementById('player-ptz').hidden && o.length ? o : null;",
+        vec![],
+    );
+    assert!(
+        presets
+            .as_array()
+            .is_some_and(|p| p.iter().any(|v| v == "home")),
+        "{presets}"
+    );
+    for (click, op) in [
+        ("#player-ptz .ptz-move[data-pan='0.5']", "move"),
+        ("#ptz-stop", "stop"),
+        ("#ptz-goto", "goto_preset"),
+    ] {
+        browser.click(click);
+        let seen = browser.wait(
+            &format!("the {op} answer"),
+            wait,
+            "const s = window.vigilConsole.ptz; return s && s.op === arguments[0] ? s : null;",
+            vec![serde_json::json!(op)],
+        );
+        assert_eq!(seen["status"], 200, "{op}: {seen}");
+        browser.eval("window.vigilConsole.ptz = null; return true;", vec![]);
+    }
+    browser.assert_no_errors("steering PTZ from the console");
+}
+
 /// PTZ of `gate` (added through ONVIF) through the node.
 fn steers(node: &Node, answers: &mut String) {
     let presets = ctl(node, &["ptz", "gate", "presets"]);
@@ -355,6 +406,7 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
     plays(&node, "live/gate");
     let out = ctl(&node, &["camera", "probe", "gate"]);
     assert!(out.contains("nothing to change"), "{out}");
+    console_steers(&node);
 
     // A wrong password: refused with what the device said.
     let err = ctl_fails(
