@@ -135,6 +135,9 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
     } else {
         None
     };
+    // The metrics recorder before anything that counts: a count made before it (a webhook's
+    // retry of the first event, at start) would be lost.
+    let prometheus = crate::admin::metrics::install();
     // Subscribed before the sources, recorders and the registry start: their first changes
     // are heard.
     crate::webhook::start(&node, cluster.as_ref())?;
@@ -154,7 +157,6 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
         config_path,
         tls.certs.clone(),
     ));
-    let prometheus = crate::admin::metrics::install();
     let webrtc = crate::webrtc::Service::start(node.clone())
         .await
         .with_context(|| format!("binding [webrtc] listen = {}", node.config.webrtc.listen))?;
