@@ -166,12 +166,7 @@ async fn offer_live(
             Err(WhepError::NotLive(_)) if cluster.is_some() => {
                 match cluster.as_ref().and_then(|c| c.live_holder_api(&camera)) {
                     Some((node, api)) => {
-                        // A report names the plain API listener (`host:port`).
-                        let base = if api.contains("://") {
-                            api.trim_end_matches('/').to_string()
-                        } else {
-                            format!("http://{api}")
-                        };
+                        let base = crate::cluster::Cluster::api_base(&api);
                         let to = format!("{base}/whep/live/{camera}");
                         tracing::info!(camera, %node, location = %to, "WHEP offer redirected");
                         (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response()
@@ -231,12 +226,7 @@ async fn place(cluster: &ClusterState, camera: &str, query: Option<&str>) -> Opt
         crate::cluster::Placement::Local => None,
         crate::cluster::Placement::Redirect { node, .. } => {
             let api = cluster.member_api(&node)?;
-            let base = if api.contains("://") {
-                api.trim_end_matches('/').to_string()
-            } else {
-                format!("http://{api}")
-            };
-            let to = cluster.redirect_url(&base, &url, "");
+            let to = cluster.redirect_url(&crate::cluster::Cluster::api_base(&api), &url, "");
             tracing::info!(camera, %node, "WHEP playback offer placed on another node");
             Some((StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response())
         }

@@ -513,6 +513,16 @@ impl Cluster {
             .map(|r| r.api.clone())
     }
 
+    /// A member's admin API as a URL base: a report names the plain listener (`host:port`)
+    /// or, for HTTPS, a URL.
+    pub fn api_base(api: &str) -> String {
+        if api.contains("://") {
+            api.trim_end_matches('/').to_string()
+        } else {
+            format!("http://{api}")
+        }
+    }
+
     /// The members' admin API origins (`http://host:port`, or the reported URL's origin),
     /// this node's included: where the console may connect.
     pub fn member_origins(&self) -> Vec<String> {
@@ -522,12 +532,7 @@ impl Cluster {
             .iter()
             .filter_map(|m| m.report.as_ref())
             .filter_map(|r| {
-                let url = if r.api.contains("://") {
-                    r.api.clone()
-                } else {
-                    format!("http://{}", r.api)
-                };
-                let u = url::Url::parse(&url).ok()?;
+                let u = url::Url::parse(&Self::api_base(&r.api)).ok()?;
                 // Only a plain origin goes into a header: nothing a report could smuggle.
                 matches!(u.scheme(), "http" | "https").then(|| u.origin().ascii_serialization())
             })
