@@ -212,6 +212,15 @@ pub struct Found {
 }
 
 impl Follower {
+    /// The version a node that has applied `applied` writes next: `seen + 1` (past a corrupt
+    /// newest file too), made on top of `applied` — but only when `applied` is the newest
+    /// good version read. A poll (the watcher's) moves the follower on before the version it
+    /// read is applied; an edit made meanwhile on the older registry and written as
+    /// `seen + 1` would silently undo every change in between. `None`: apply `good` first.
+    pub fn next_write(&self, applied: u64) -> Option<u64> {
+        (applied >= self.good).then_some(self.seen + 1)
+    }
+
     /// Reads the versions after `seen`: the next names one by one (an `open` of a known
     /// name is revalidated on NFS, where a directory listing may be served from the
     /// attribute cache), or with `list` the directory's listing too (after a gap: pruned
@@ -323,6 +332,26 @@ mod tests {
         // A fresh follower (a restart) lists, and takes the newest good.
         let mut fresh = Follower::default();
         assert_eq!(fresh.poll(&dir, true).loaded.unwrap().version, 4);
+    }
+
+    #[test]
+    fn a_write_waits_for_the_newest_version_read_to_be_applied() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = RegistryDir::open(root.path()).unwrap();
+        let mut f = Follower::default();
+        assert_eq!(f.next_write(0), Some(1));
+        dir.commit(1, &body(1, "a")).unwrap();
+        dir.commit(2, &body(2, "b")).unwrap();
+        // The watcher read 2; the node still holds 1: an edit on 1 written as 3 would undo 2.
+        assert_eq!(f.poll(&dir, false).loaded.unwrap().version, 2);
+        assert_eq!(f.next_write(1), None);
+        assert_eq!(f.next_write(2), Some(3));
+        // A corrupt newest file: written past, on top of the last good one.
+        dir.commit(3, &body(3, "c")).unwrap();
+        std::fs::write(dir.version_path(3), b"rot").unwrap();
+        assert!(f.poll(&dir, false).loaded.is_none());
+        assert_eq!(f, Follower { good: 2, seen: 3 });
+        assert_eq!(f.next_write(2), Some(4));
     }
 
     #[test]

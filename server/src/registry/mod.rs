@@ -278,6 +278,36 @@ impl Shell {
         }
     }
 
+    /// Applies the newest good version another poll has read but not applied yet (the
+    /// watcher's `take` follows its poll), so a write starts from it (`Follower::next_write`).
+    async fn catch_up(self: &Arc<Self>, node: &Arc<Node>) {
+        let (good, version) = {
+            let st = self.state();
+            (st.follower.good, st.version)
+        };
+        if good <= version {
+            return;
+        }
+        let dir = self.dir.clone();
+        match tokio::task::spawn_blocking(move || dir.read(good)).await {
+            Ok(Ok(Some(body))) => {
+                if let Err(e) = self.apply(
+                    node,
+                    Loaded {
+                        version: good,
+                        body,
+                    },
+                ) {
+                    self.unresolved(good, &e);
+                    self.report(&[e]);
+                }
+            }
+            Ok(Err(e)) => self.report(&[e]),
+            // Pruned meanwhile (a newer one exists: the next poll reads it), or the task failed.
+            Ok(Ok(None)) | Err(_) => {}
+        }
+    }
+
     /// Registers the shell with the node and watches the share until shutdown.
     pub fn start(self: &Arc<Self>, node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
         let _ = self.cluster.set(cluster.cloned());
@@ -401,6 +431,7 @@ impl Shell {
             // Up to date with the share first: the edit applies to the newest version.
             let found = self.poll(false).await;
             self.take(node, found);
+            self.catch_up(node).await;
             let (version, base, follower, unresolved) = {
                 let st = self.state();
                 (
@@ -430,7 +461,10 @@ impl Shell {
                     changes: items,
                 });
             }
-            let v = follower.seen + 1;
+            let Some(v) = follower.next_write(version) else {
+                // Still behind the newest version read (it did not read again): once more.
+                continue;
+            };
             let body = Body {
                 change: ChangeRecord::new(v, by, &self.node_id, items.clone()),
                 registry: next,
