@@ -15,6 +15,7 @@ use super::conn::Conn;
 use super::session::{Media, Session};
 use crate::library::{Library, LibraryError};
 use crate::node::Node;
+use crate::playback::locate::{locate, Bounds, LocateError, Opens};
 use crate::playback::request::{self, PlaybackRequest};
 use crate::playback::sender::{Handoff, Playback};
 use crate::playback::task::{self, Cursor, Sink, TrackOut};
@@ -297,7 +298,11 @@ impl Conn {
         };
         let camera = pb.req.camera.clone();
         let limit = read_limit(&node);
-        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
+        let bounds = Bounds {
+            end_ms: ask.play_end,
+            tolerance_ms: (node.config.playback.start_tolerance_secs * 1000.0) as i64,
+            read_limit: limit,
+        };
         let index = match within(limit, library.index(&camera), |e| {
             fail(StatusCode::NOT_FOUND, e)
         })
@@ -306,24 +311,17 @@ impl Conn {
             Ok(i) => i,
             Err(r) => return r,
         };
-        let play_end = ask.play_end;
         let seek = |t: i64| {
             let index = &index;
             let library = &library;
             async move {
-                let meta =
-                    window::start_segment(index, t, play_end, tolerance_ms).map_err(|why| {
-                        fail(
-                            StatusCode::INVALID_RANGE,
-                            format!("nothing to play from that time ({why})"),
-                        )
+                let (cursor, seg) = locate(library, index, t, bounds, Opens::Seek)
+                    .await
+                    .map_err(|e| match e {
+                        LocateError::NotRecorded(_) => fail(StatusCode::INVALID_RANGE, e),
+                        LocateError::TimedOut(_) => fail(StatusCode::SERVICE_UNAVAILABLE, e),
+                        LocateError::Read(e) => internal(e),
                     })?;
-                let seg = within(limit, library.segment(&meta), internal).await?;
-                let frame = seg.0.keyframe_at_or_before(t);
-                let cursor = Cursor {
-                    segment: meta,
-                    frame,
-                };
                 Ok::<_, Response>((cursor, Some(seg)))
             }
         };

@@ -19,6 +19,7 @@ mod recording;
 mod stun;
 
 use crate::node::{Node, SessionInfo, SessionKindView};
+use crate::playback::locate::{locate, Bounds, LocateError, Opens};
 use crate::playback::task::Cursor;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -297,9 +298,8 @@ impl Service {
             .ok_or_else(|| WhepError::NoRecording(camera.to_string()))
     }
 
-    /// Where playing `camera` from `t_ms` starts (the keyframe at or before it, or the
-    /// next recording's first frame), and that segment. Storage waits are bounded by
-    /// `[storage] request_read_timeout_ms`.
+    /// Where a recording of `camera` plays from `t_ms` (`playback::locate`, as RTSP's
+    /// seek), with its index loaded within the request's storage bound.
     async fn locate(
         &self,
         library: &crate::library::Library,
@@ -309,30 +309,24 @@ impl Service {
         opens: Opens,
     ) -> Result<(Cursor, Arc<crate::library::CachedSegment>), WhepError> {
         let node = &self.node;
-        let limit = Duration::from_millis(node.config.storage.request_read_timeout_ms);
-        let storage = |e: String| WhepError::Storage(e);
-        let index = tokio::time::timeout(limit, library.index(camera))
-            .await
-            .map_err(|_| storage("the index did not load in time".into()))?
-            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
-        let tolerance_ms = (node.config.playback.start_tolerance_secs * 1000.0) as i64;
-        let first = crate::playback::window::start_segment(&index, t_ms, end_ms, tolerance_ms)
-            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
-        let read = async {
-            match opens {
-                Opens::Counted => library.open_segment(&first).await,
-                Opens::Seek => library.segment(&first).await,
-            }
+        let bounds = Bounds {
+            end_ms,
+            tolerance_ms: (node.config.playback.start_tolerance_secs * 1000.0) as i64,
+            read_limit: Duration::from_millis(node.config.storage.request_read_timeout_ms),
         };
-        let seg = tokio::time::timeout(limit, read)
+        let index = tokio::time::timeout(bounds.read_limit, library.index(camera))
             .await
-            .map_err(|_| storage("the segment did not load in time".into()))?
-            .map_err(|e| storage(e.to_string()))?;
-        let cursor = Cursor {
-            frame: seg.0.keyframe_at_or_before(t_ms),
-            segment: first,
-        };
-        Ok((cursor, seg))
+            .map_err(|_| WhepError::Storage("the index did not load in time".into()))?
+            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
+        locate(library, &index, t_ms, bounds, opens)
+            .await
+            .map_err(|e| match e {
+                LocateError::NotRecorded(_) => WhepError::NoRecording(camera.to_string()),
+                LocateError::TimedOut(_) => {
+                    WhepError::Storage("the segment did not load in time".into())
+                }
+                LocateError::Read(e) => WhepError::Storage(e.to_string()),
+            })
     }
 
     /// Steers the recording of resource `id` (`POST /whep/resource/<id>/control`): a seek's
@@ -558,14 +552,6 @@ impl Service {
             WhepError::RateLimited(wait)
         })
     }
-}
-
-/// Which read a playback's segment is: the one that opens it (counted as a cache hit or
-/// miss, as a DESCRIBE's), or a seek within it.
-#[derive(Clone, Copy)]
-enum Opens {
-    Counted,
-    Seek,
 }
 
 /// A WHEP offer answered: the resource, the SDP answer, and the camera's tracks the peer

@@ -1,0 +1,63 @@
+//! Where a playback starts or seeks to, read from storage: the segment
+//! [`window::start_segment`] names, loaded within the request's storage bound, and the
+//! keyframe at or before the asked time in it. RTSP's PLAY seek and WebRTC's offer and seek
+//! all come here, so the two protocols land on the same frame for the same time.
+
+use super::task::Cursor;
+use super::window::{self, NotRecorded};
+use crate::library::{CachedSegment, Library, LibraryError};
+use std::sync::Arc;
+use std::time::Duration;
+use vigil_storage::CameraIndex;
+
+/// Which read the start's segment is: the one that opens a playback (counted as a cache
+/// hit or miss, as a DESCRIBE's, and kept as a start segment), or a seek within one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opens {
+    Counted,
+    Seek,
+}
+
+/// Why a playback cannot start from the asked time; each caller answers in its protocol.
+#[derive(Debug, thiserror::Error)]
+pub enum LocateError {
+    #[error("nothing to play from that time ({0})")]
+    NotRecorded(#[from] NotRecorded),
+    #[error("storage did not answer within {} ms", .0.as_millis())]
+    TimedOut(Duration),
+    #[error("reading the recording: {0}")]
+    Read(LibraryError),
+}
+
+/// How to find a start: the playback's end (nothing after it plays), how far before the
+/// first recording a start still takes it (`[playback] start_tolerance_secs`), and how
+/// long a request waits for storage (`[storage] request_read_timeout_ms`).
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub end_ms: Option<i64>,
+    pub tolerance_ms: i64,
+    pub read_limit: Duration,
+}
+
+/// The start of a playback from `t_ms` in `index`: its cursor and the segment, read.
+pub async fn locate(
+    library: &Library,
+    index: &CameraIndex,
+    t_ms: i64,
+    bounds: Bounds,
+    opens: Opens,
+) -> Result<(Cursor, Arc<CachedSegment>), LocateError> {
+    let segment = window::start_segment(index, t_ms, bounds.end_ms, bounds.tolerance_ms)?;
+    let read = async {
+        match opens {
+            Opens::Counted => library.open_segment(&segment).await,
+            Opens::Seek => library.segment(&segment).await,
+        }
+    };
+    let seg = tokio::time::timeout(bounds.read_limit, read)
+        .await
+        .map_err(|_| LocateError::TimedOut(bounds.read_limit))?
+        .map_err(LocateError::Read)?;
+    let frame = seg.0.keyframe_at_or_before(t_ms);
+    Ok((Cursor { segment, frame }, seg))
+}
