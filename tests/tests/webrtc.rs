@@ -36,19 +36,41 @@ fn whep_client(url: &str, frames: u32, timeout_s: u32, extra: &[&str]) -> serde_
     })
 }
 
-/// POST an offer: the status and the body.
-fn post_offer(node: &Node, path: &str, content_type: &str, body: &str) -> (u16, String) {
-    let mut resp = ureq::post(&format!("http://{}{path}", node.api))
+/// What a node answered an offer POSTed to it (no redirect followed).
+struct Answer {
+    status: u16,
+    headers: ureq::http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// POST `body` to `url` as `content_type`, within 10 s.
+fn post_to(url: &str, content_type: &str, body: &str) -> Answer {
+    let mut resp = ureq::post(url)
         .config()
-        .timeout_global(Some(Duration::from_secs(5)))
+        .timeout_global(Some(Duration::from_secs(10)))
         .http_status_as_error(false)
         .max_redirects(0)
         .build()
         .header("Content-Type", content_type)
         .send(body)
-        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
-    let status = resp.status().as_u16();
-    (status, resp.body_mut().read_to_string().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    Answer {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body: resp.body_mut().read_to_string().unwrap_or_default(),
+    }
+}
+
+/// POST an offer to `path` on `node`: the status and the body.
+fn post_offer(node: &Node, path: &str, content_type: &str, body: &str) -> (u16, String) {
+    let a = post_to(&format!("http://{}{path}", node.api), content_type, body);
+    (a.status, a.body)
 }
 
 fn webrtc_sessions(node: &Node) -> Vec<serde_json::Value> {
@@ -320,20 +342,13 @@ fn tracks_webrtc_does_not_carry_are_named_in_the_answer() {
         true,
     );
     let offer = |camera: &str| {
-        let mut r = ureq::post(&format!("http://{}/whep/live/{camera}", node.api))
-            .config()
-            .http_status_as_error(false)
-            .build()
-            .header("Content-Type", "application/sdp")
-            .send(OFFER)
-            .expect("the node answers");
-        let named = r
-            .headers()
-            .get("x-vigil-not-carried")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = r.body_mut().read_to_string().unwrap_or_default();
-        (r.status().as_u16(), named, body)
+        let a = post_to(
+            &format!("http://{}/whep/live/{camera}", node.api),
+            "application/sdp",
+            OFFER,
+        );
+        let named = a.header("x-vigil-not-carried").map(str::to_string);
+        (a.status, named, a.body)
     };
     let (s, named, body) = poll_until(Duration::from_secs(20), "live/av to be live", || {
         let r = offer("av");
@@ -523,22 +538,9 @@ fn a_whep_playback_offer_is_placed_by_the_scheduler_and_plays_there() {
         vigil_tests::rfc3339(start + 5_000)
     );
     let offer = |url: &str| {
-        let resp = ureq::post(url)
-            .config()
-            .timeout_global(Some(Duration::from_secs(10)))
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .build()
-            .header("Content-Type", "application/sdp")
-            .send(OFFER)
-            .unwrap_or_else(|e| panic!("POST {url}: {e}"));
-        let location = resp
-            .headers()
-            .get("location")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        (resp.status().as_u16(), location)
+        let a = post_to(url, "application/sdp", OFFER);
+        let location = a.header("location").unwrap_or_default().to_string();
+        (a.status, location)
     };
     let to_b = format!("http://{}/whep/playback/vault?start=", b.api);
     let location = poll_until(Duration::from_secs(30), "a 307 to the other member", || {
