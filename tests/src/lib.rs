@@ -413,6 +413,17 @@ pub fn placed_by_hand(url: &str, key: &str) -> String {
     )
 }
 
+/// A playback of the demo recording on `n`, from 1 s to 4 s after `first_ms`: a moment
+/// near a viewer playing from `first_ms`, which the similarity policy places with it.
+pub fn nearby_playback_url(n: &Node, first_ms: i64) -> String {
+    format!(
+        "{}?start={}&end={}",
+        n.url("playback/demo"),
+        rfc3339(first_ms + 1000),
+        rfc3339(first_ms + 4000)
+    )
+}
+
 /// An ffmpeg viewer (TCP, in the background) of the demo camera's recording from `start_ms`
 /// on node `n`, placed there by hand ([`placed_by_hand`]): a stream similarity placement
 /// can then build on.

@@ -88,7 +88,23 @@ pub fn start_with_ports(
     extra: impl Fn(usize) -> String,
     ports: Option<u16>,
 ) -> SecureCluster {
-    start_full(n, cluster_keys, extra, ports, |_| Vec::new())
+    start_full(
+        n,
+        |_| cluster_keys.to_string(),
+        extra,
+        ports,
+        |_| Vec::new(),
+    )
+}
+
+/// [`start`] with `cluster_keys(i)` in node i's `[cluster]` table (members that differ,
+/// e.g. in how soon they declare a silent peer dead).
+pub fn start_with_keys(
+    n: usize,
+    cluster_keys: impl Fn(usize) -> String,
+    extra: impl Fn(usize) -> String,
+) -> SecureCluster {
+    start_full(n, cluster_keys, extra, None, |_| Vec::new())
 }
 
 /// [`start`] with environment variables `env(i)` for node i (fault injection).
@@ -98,12 +114,12 @@ pub fn start_with_env(
     extra: impl Fn(usize) -> String,
     env: impl Fn(usize) -> Vec<(String, String)>,
 ) -> SecureCluster {
-    start_full(n, cluster_keys, extra, None, env)
+    start_full(n, |_| cluster_keys.to_string(), extra, None, env)
 }
 
 fn start_full(
     n: usize,
-    cluster_keys: &str,
+    cluster_keys: impl Fn(usize) -> String,
     extra: impl Fn(usize) -> String,
     ports: Option<u16>,
     env: impl Fn(usize) -> Vec<(String, String)>,
@@ -121,13 +137,14 @@ fn start_full(
         let gossip = format!("{ip}:{}", free_udp(&ip));
         let rpc: SocketAddr = format!("{ip}:{}", free_udp(&ip)).parse().expect("addr");
         let rpc_s = rpc.to_string();
+        let keys = cluster_keys(i);
         let mut cfg = vigil_testkit::cluster::Member {
             gossip: &gossip,
             seed: seed.as_deref(),
             key: CLUSTER_KEY,
             priority: 10 * (i as u32 + 1),
             rpc: Some((&rpc_s, &certs, &id)),
-            keys: cluster_keys,
+            keys: &keys,
         }
         .table();
         cfg.push_str(&format!(
@@ -309,16 +326,21 @@ pub fn holder_known(c: &SecureCluster) {
 
 /// Waits until every node's view says node 1 holds `camera` live.
 pub fn holder_of_known(c: &SecureCluster, camera: &str) {
+    holder_of_known_on(c, 0, camera);
+}
+
+/// Waits until every node's view says node `holder` (0-based) holds `camera` live.
+pub fn holder_of_known_on(c: &SecureCluster, holder: usize, camera: &str) {
     for m in &c.members {
         poll_until(
             Duration::from_secs(15),
-            "node 1 holds the camera live",
+            "the holder holds the camera live",
             || {
                 nodes_view(&m.node)?["nodes"]
                     .as_array()?
                     .iter()
                     .any(|n| {
-                        n["id"] == c.members[0].id.as_str()
+                        n["id"] == c.members[holder].id.as_str()
                             && n["live"]
                                 .as_array()
                                 .is_some_and(|l| l.iter().any(|x| x == camera))

@@ -148,12 +148,7 @@ fn placement_by_scheduler_over_mutual_tls() {
     // places a request for a nearby moment on node 3 (§A.4 step 3).
     let _viewer = demo_viewer_placed_on(n3, first_ms, KEY);
     wait_sees_streaming(n1, &id3, Duration::from_secs(15));
-    let url = format!(
-        "{}?start={}&end={}",
-        n2.url("playback/demo"),
-        rfc3339(first_ms + 1000),
-        rfc3339(first_ms + 4000)
-    );
+    let url = vigil_tests::nearby_playback_url(n2, first_ms);
     let mut c2 = RtspConn::connect(n2.rtsp);
     let r = c2.request("DESCRIBE", &url, &[], None);
     assert_eq!(r.status.0, 302, "{}", r.reason);
@@ -241,4 +236,72 @@ fn placement_by_scheduler_over_mutual_tls() {
         decisions(n2).iter().any(|d| d["asked_by"] == id3.as_str()),
         "the new scheduler lists node 3's request"
     );
+}
+
+/// Whether `observer` sees member `id` alive.
+fn sees_alive(observer: &Node, id: &str) -> Option<bool> {
+    let view = vigil_tests::nodes_view(observer)?;
+    Some(
+        vigil_testkit::cluster::alive_ids(&view)
+            .iter()
+            .any(|a| a == id),
+    )
+}
+
+/// A DESCRIBE of `url` on `n`, no redirect followed: the status and the Location.
+fn describe_on(n: &Node, url: &str) -> (u16, String) {
+    let mut c = RtspConn::connect(n.rtsp);
+    let resp = c.request("DESCRIBE", url, &[("Accept", "application/sdp")], None);
+    let location = resp.headers.get("Location").unwrap_or_default().to_string();
+    (resp.status.0, location)
+}
+
+#[test]
+fn a_viewer_is_never_sent_to_a_node_the_member_asked_knows_is_dead() {
+    // The members detect a death each on its own: node 2 after 1 s of silence, the
+    // scheduler (node 1) only after 10 s — so for seconds after node 3's kill the
+    // scheduler, asked by node 2 to place a playback, still names node 3.
+    let mut c = vigil_tests::secure_cluster::start_with_keys(
+        3,
+        |i| match i {
+            0 => "failure_timeout_ms = 10000".into(),
+            1 => "failure_timeout_ms = 1000".into(),
+            _ => String::new(),
+        },
+        |_| String::new(),
+    );
+    let first_ms = c.recorded_for(5000);
+    let mut third = c.members.pop().expect("node 3");
+    let (dead_id, dead_rtsp) = (third.id.clone(), third.node.rtsp.to_string());
+    let (scheduler, asked) = (&c.members[0].node, &c.members[1].node);
+    // A viewer of the recording on node 3: the similarity policy places a request for a
+    // nearby moment there (as in the test above).
+    let _viewer = demo_viewer_placed_on(&third.node, first_ms, KEY);
+    wait_sees_streaming(scheduler, &dead_id, Duration::from_secs(15));
+    let url = vigil_tests::nearby_playback_url(asked, first_ms);
+    let (status, location) = describe_on(asked, &url);
+    assert!(
+        status == 302 && location.contains(&dead_rtsp),
+        "before the kill: {status} {location}"
+    );
+
+    third.node.kill();
+    poll_until(Duration::from_secs(10), "node 2 to see node 3 dead", || {
+        (!sees_alive(asked, &dead_id)?).then_some(())
+    });
+    // The gap this is about: the scheduler still believes node 3 alive.
+    assert_eq!(
+        sees_alive(scheduler, &dead_id),
+        Some(true),
+        "the scheduler detected the death as soon as node 2: the test would show nothing"
+    );
+    let (status, location) = describe_on(asked, &url);
+    assert!(
+        !location.contains(&dead_rtsp),
+        "a viewer sent to the dead node: {status} {location}"
+    );
+    eprintln!("node 3's death known to node 2 only: DESCRIBE answered {status} {location}");
+    let newest = decisions(asked);
+    assert_eq!(newest[0]["via"], "local fallback", "{newest:?}");
+    assert_ne!(newest[0]["node"], dead_id.as_str(), "{newest:?}");
 }

@@ -88,6 +88,11 @@ impl Cluster {
             if sched == self.self_id {
                 return Ok(None);
             }
+            // Known dead here (the election has not moved on yet): no call that can only
+            // time out.
+            if !st.members.iter().any(|m| m.id == sched && m.alive) {
+                anyhow::bail!("scheduler {sched} is dead in this node's view");
+            }
             let addr = st
                 .members
                 .iter()
@@ -120,6 +125,11 @@ impl Cluster {
         };
         let placement = match (&d.node, &d.base) {
             (Some(n), _) if *n == self.self_id => Placement::Local,
+            // A viewer is never sent to a node this node knows is dead: the scheduler may
+            // not know yet (each member detects a death on its own), so decide here.
+            (Some(n), Some(_)) if !self.is_alive(n) => {
+                anyhow::bail!("scheduler {sched} chose {n}, which is dead in this node's view")
+            }
             (Some(n), Some(b)) => Placement::Redirect {
                 node: n.clone(),
                 base: b.clone(),

@@ -73,12 +73,7 @@ fn membership_election_and_redirects() {
     let _viewer = demo_viewer_placed_on(n3, first_ms, KEY);
     let id3 = node_id(n3);
     wait_sees_streaming(n1, &id3, Duration::from_secs(15));
-    let url = format!(
-        "{}?start={}&end={}",
-        n1.url("playback/demo"),
-        rfc3339(first_ms + 1000),
-        rfc3339(first_ms + 4000)
-    );
+    let url = vigil_tests::nearby_playback_url(n1, first_ms);
     let r = c1.request("DESCRIBE", &url, &[], None);
     assert_eq!(r.status.0, 302, "{}", r.reason);
     let loc = r.headers.get("Location").unwrap().to_string();
