@@ -25,7 +25,7 @@ pub mod xml;
 
 pub use discovery::ProbeMatch;
 pub use media::Profile;
-pub use onboard::{Next, Onboard, Resolved};
+pub use onboard::{Known, Next, Onboard, Resolved};
 pub use soap::{Credentials, HttpRequest};
 
 /// What went wrong talking to a device, naming what it sent.

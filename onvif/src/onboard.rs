@@ -11,7 +11,9 @@
 //! 4. GetStreamUri of it → [`Resolved`].
 //!
 //! A PTZ command ([`Onboard::ptz`]) takes steps 1–2 (for the clock and the PTZ service's
-//! address), then sends the command to the PTZ service → [`Next::Ptz`].
+//! address), then sends the command to the PTZ service → [`Next::Ptz`]. What those steps
+//! learnt ([`Onboard::known`]) lets the next command skip them ([`Onboard::ptz_known`]): a
+//! joystick's moves are then one request each, not three.
 //!
 //! At most six requests; the shell bounds each by its timeout.
 
@@ -33,6 +35,15 @@ pub struct Resolved {
     pub clock_offset_ms: Option<i64>,
     pub media: String,
     pub ptz: Option<String>,
+}
+
+/// What a PTZ flow learnt of the device that the next command can reuse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Known {
+    /// Device clock minus ours, ms (None: the device did not tell).
+    pub offset_ms: Option<i64>,
+    /// The PTZ service's address.
+    pub ptz: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +85,8 @@ pub struct Onboard {
     services: Services,
     profiles: Vec<Profile>,
     chosen: Option<Profile>,
+    /// Starts at the goal's own request (the clock and the service already known).
+    from_known: bool,
 }
 
 /// `url` must be an http(s) URL with a host and no credentials in it (they go in tokens).
@@ -102,6 +115,7 @@ impl Onboard {
             services: Services::default(),
             profiles: Vec::new(),
             chosen: None,
+            from_known: false,
         })
     }
 
@@ -115,6 +129,32 @@ impl Onboard {
         let mut flow = Onboard::new(device, creds, Some(profile.to_string()))?;
         flow.goal = Goal::Ptz(command);
         Ok(flow)
+    }
+
+    /// A PTZ `command` sent straight to the PTZ service `known` names, with its clock
+    /// offset: one request. Should it fail (the device moved, restarted, its clock jumped),
+    /// the caller runs [`Onboard::ptz`] again from the start.
+    pub fn ptz_known(
+        device: &str,
+        creds: Credentials,
+        profile: &str,
+        command: ptz::Command,
+        known: &Known,
+    ) -> Result<Self, Error> {
+        let mut flow = Onboard::ptz(device, creds, profile, command)?;
+        flow.offset = known.offset_ms.map(SignedDuration::from_millis);
+        flow.services.ptz = Some(known.ptz.clone());
+        flow.from_known = true;
+        Ok(flow)
+    }
+
+    /// What this flow learnt for the next PTZ command: the clock offset and the PTZ
+    /// service (None before the service is known).
+    pub fn known(&self) -> Option<Known> {
+        Some(Known {
+            offset_ms: self.offset.map(|o| o.as_millis() as i64),
+            ptz: self.services.ptz.clone()?,
+        })
     }
 
     /// Where the flow goes once it knows the services.
@@ -187,7 +227,11 @@ impl Onboard {
 
     /// The first request.
     pub fn start(&mut self, now: Timestamp, nonce: &[u8; 16]) -> HttpRequest {
-        self.step = Step::Time;
+        self.step = if self.from_known {
+            self.after_services()
+        } else {
+            Step::Time
+        };
         self.request(now, nonce)
     }
 
@@ -442,6 +486,34 @@ mod tests {
         assert_eq!(
             ob.on_response(200, &answer, now, &n).unwrap(),
             Next::Ptz(ptz::Answer::Preset("7".into()))
+        );
+        // What it learnt lets the next command go straight to the PTZ service, its token
+        // at the device's clock (two hours ahead here).
+        let known = ob.known().expect("the PTZ service is known");
+        assert_eq!(known.ptz, "http://cam/ptz");
+        let known = Known {
+            offset_ms: Some(7_200_000),
+            ..known
+        };
+        let mut ob = Onboard::ptz_known(
+            "http://cam/onvif/device_service",
+            creds(),
+            "main",
+            ptz::Command::Stop,
+            &known,
+        )
+        .unwrap();
+        let r = ob.start(now, &n);
+        assert_eq!((r.operation, r.url.as_str()), ("Stop", "http://cam/ptz"));
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        assert!(
+            body.contains("<wsu:Created>2026-12-05T01:00:00Z</wsu:Created>"),
+            "{body}"
+        );
+        let stopped = env("<tptz:StopResponse xmlns:tptz=\"p\"/>");
+        assert_eq!(
+            ob.on_response(200, &stopped, now, &n).unwrap(),
+            Next::Ptz(ptz::Answer::Done)
         );
         // A camera without PTZ says so.
         let mut ob = Onboard::ptz(

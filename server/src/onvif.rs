@@ -5,7 +5,10 @@
 //!   its answer by `vigil_onvif::xml::MAX_DOCUMENT` bytes. Blocking: the API calls it on a
 //!   blocking thread. No TLS (`ureq` is built without it): `https://` device services are
 //!   refused by the client with its error.
-//! - [`ptz`]: a PTZ command through the same flow (clock, PTZ service, the command).
+//! - [`ptz`]: a PTZ command through the same flow (clock, PTZ service, the command), or
+//!   straight to the PTZ service when an earlier command learnt it (`Known`), the full
+//!   flow run again if that one fails. Every request is counted in
+//!   `vigil_onvif_requests_total{operation}`.
 //! - [`discover`]: one WS-Discovery Probe from `[onvif] discovery_address` to the multicast
 //!   group (or a unicast target), ProbeMatches collected until the deadline, at most
 //!   [`MAX_DEVICES`] devices.
@@ -17,7 +20,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 use vigil_onvif::{
-    discovery, onboard, ptz, Credentials, HttpRequest, Next, Onboard, ProbeMatch, Resolved,
+    discovery, onboard, ptz, Credentials, HttpRequest, Known, Next, Onboard, ProbeMatch, Resolved,
 };
 
 /// Devices kept of one probe (a camera network of thousands answers in a burst).
@@ -51,6 +54,7 @@ fn post(agent: &ureq::Agent, req: &HttpRequest) -> Result<(u16, Vec<u8>), OnvifE
         .header("SOAPAction", format!("\"{}\"", req.action))
         .body(req.body.clone())
         .map_err(|e| unreachable(e.to_string()))?;
+    metrics::counter!("vigil_onvif_requests_total", "operation" => req.operation).increment(1);
     let mut resp = agent.run(http).map_err(|e| unreachable(e.to_string()))?;
     let status = resp.status().as_u16();
     let body = resp
@@ -63,7 +67,17 @@ fn post(agent: &ureq::Agent, req: &HttpRequest) -> Result<(u16, Vec<u8>), OnvifE
 }
 
 /// Runs `flow` to its end: the flow's last answer (never [`Next::Send`]).
-fn run(mut flow: Onboard, timeout: Duration) -> Result<Next, OnvifError> {
+fn run(flow: Onboard, timeout: Duration) -> Result<Next, OnvifError> {
+    run_keeping(flow, timeout).1
+}
+
+/// [`run`], and the flow as it ended (what it learnt).
+fn run_keeping(mut flow: Onboard, timeout: Duration) -> (Onboard, Result<Next, OnvifError>) {
+    let next = drive(&mut flow, timeout);
+    (flow, next)
+}
+
+fn drive(flow: &mut Onboard, timeout: Duration) -> Result<Next, OnvifError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
@@ -108,18 +122,32 @@ pub fn resolve(
     }
 }
 
-/// A PTZ `command` on `device`'s `profile`.
+/// A PTZ `command` on `device`'s `profile`: straight to the PTZ service when `known` (one
+/// request), else — or when that fails — through the clock and the services first. The
+/// answer, and what to reuse for the next command. (A command the device refuses on the
+/// short path is sent once more on the long one: a move or a preset twice is harmless, a
+/// device that moved or restarted is found again.)
 pub fn ptz(
     device: &str,
     creds: Credentials,
     profile: &str,
     command: ptz::Command,
+    known: Option<&Known>,
     timeout: Duration,
-) -> Result<ptz::Answer, OnvifError> {
-    match run(Onboard::ptz(device, creds, profile, command)?, timeout)? {
-        Next::Ptz(answer) => Ok(answer),
+) -> Result<(ptz::Answer, Option<Known>), OnvifError> {
+    let answered = |(flow, next): (Onboard, Result<Next, OnvifError>)| match next? {
+        Next::Ptz(answer) => Ok((answer, flow.known())),
         _ => Err(unexpected(device, "no PTZ answer")),
+    };
+    if let Some(known) = known {
+        let flow = Onboard::ptz_known(device, creds.clone(), profile, command.clone(), known)?;
+        match answered(run_keeping(flow, timeout)) {
+            Ok(done) => return Ok(done),
+            Err(e) => tracing::debug!(error = %e, "PTZ on the known service failed: the full flow"),
+        }
     }
+    let flow = Onboard::ptz(device, creds, profile, command)?;
+    answered(run_keeping(flow, timeout))
 }
 
 /// `device` as stored (the check the flow makes), for a caller that stores it before asking.

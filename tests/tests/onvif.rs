@@ -228,6 +228,16 @@ fn console_steers(node: &Node) {
     browser.assert_no_errors("steering PTZ from the console");
 }
 
+/// SOAP requests the node has sent to ONVIF devices (`vigil_onvif_requests_total`, every
+/// operation).
+fn onvif_requests(node: &Node) -> f64 {
+    let text = node.try_api("/metrics").unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("vigil_onvif_requests_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        .sum()
+}
+
 /// PTZ of `gate` (added through ONVIF) through the node.
 fn steers(node: &Node, answers: &mut String) {
     let presets = ctl(node, &["ptz", "gate", "presets"]);
@@ -247,6 +257,18 @@ fn steers(node: &Node, answers: &mut String) {
         let out = ctl(node, args);
         assert_eq!(out.trim(), "done", "{args:?}");
     }
+    // A command after the first goes straight to the PTZ service the first one found, at
+    // the device's clock: one SOAP request, not three.
+    let before = onvif_requests(node);
+    let started = std::time::Instant::now();
+    assert_eq!(ctl(node, &["ptz", "gate", "stop"]).trim(), "done");
+    let took = started.elapsed();
+    assert_eq!(
+        onvif_requests(node) - before,
+        1.0,
+        "requests for one known PTZ command"
+    );
+    eprintln!("FIGURE a PTZ stop with the device known, through vigil ctl: {took:?}");
     // An RTSP user with the ptz right on gate only.
     let (status, answer) = post(
         node,

@@ -257,6 +257,34 @@ impl PtzLimiter {
     }
 }
 
+/// How long what a PTZ command learnt of a device (its clock offset, its PTZ service) is
+/// reused: clocks drift by seconds a day, and a token is accepted within minutes of it.
+pub const PTZ_KNOWN_FOR: Duration = Duration::from_secs(600);
+
+/// Per camera, what its last PTZ command learnt, for the device and profile it was for
+/// (in `node.extensions`; a re-pointed or re-profiled camera starts again).
+#[derive(Default)]
+struct PtzKnown {
+    by_camera: Mutex<HashMap<String, (String, vigil_onvif::Known, Instant)>>,
+}
+
+impl PtzKnown {
+    fn get(&self, camera: &str, device: &str, now: Instant) -> Option<vigil_onvif::Known> {
+        let m = self.by_camera.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(camera)
+            .filter(|(d, _, at)| d == device && now.saturating_duration_since(*at) < PTZ_KNOWN_FOR)
+            .map(|(_, k, _)| k.clone())
+    }
+
+    fn put(&self, camera: &str, device: &str, known: Option<vigil_onvif::Known>, now: Instant) {
+        let mut m = self.by_camera.lock().unwrap_or_else(|p| p.into_inner());
+        match known {
+            Some(k) => m.insert(camera.to_string(), (device.to_string(), k, now)),
+            None => m.remove(camera),
+        };
+    }
+}
+
 async fn ptz(
     State(node): State<Arc<Node>>,
     Path(id): Path<String>,
@@ -327,12 +355,27 @@ async fn ptz(
     let creds = Credentials { user, password };
     let timeout = Duration::from_millis(node.config.onvif.request_timeout_ms);
     let op = command.operation();
+    let learnt = node
+        .extensions
+        .get_or_init(|| Arc::new(PtzKnown::default()));
+    // The profile is part of what the device was asked for: a new one starts again.
+    let for_device = format!("{device} {profile}");
+    let known = learnt.get(&id, &for_device, Instant::now());
     let answer = tokio::task::spawn_blocking(move || {
-        crate::onvif::ptz(&device, creds, &profile, command, timeout)
+        crate::onvif::ptz(&device, creds, &profile, command, known.as_ref(), timeout)
     })
     .await
-    .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-    .map_err(|e| refuse(StatusCode::BAD_GATEWAY, e.to_string()))?;
+    .map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let answer = match answer {
+        Ok((answer, known)) => {
+            learnt.put(&id, &for_device, known, Instant::now());
+            answer
+        }
+        Err(e) => {
+            learnt.put(&id, &for_device, None, Instant::now());
+            return Err(refuse(StatusCode::BAD_GATEWAY, e.to_string()));
+        }
+    };
     info!(camera = %id, by = %by, operation = op, "PTZ");
     Ok(Json(value!({ "ptz": answer })).into_response())
 }
@@ -340,6 +383,31 @@ async fn ptz(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_ptz_command_learnt_is_reused_for_its_device_for_a_while() {
+        let k = PtzKnown::default();
+        let t0 = Instant::now();
+        let known = vigil_onvif::Known {
+            offset_ms: Some(5),
+            ptz: "http://cam/ptz".into(),
+        };
+        k.put("gate", "http://cam/d main", Some(known.clone()), t0);
+        assert_eq!(k.get("gate", "http://cam/d main", t0), Some(known.clone()));
+        assert_eq!(
+            k.get("gate", "http://cam/d sub", t0),
+            None,
+            "another profile"
+        );
+        assert_eq!(k.get("door", "http://cam/d main", t0), None);
+        assert_eq!(k.get("gate", "http://cam/d main", t0 + PTZ_KNOWN_FOR), None);
+        k.put("gate", "http://cam/d main", None, t0);
+        assert_eq!(
+            k.get("gate", "http://cam/d main", t0),
+            None,
+            "forgotten on a failure"
+        );
+    }
 
     #[test]
     fn ptz_commands_are_limited_per_camera() {
