@@ -13,7 +13,8 @@
 //!   move, stop, go to; an RTSP user with the `ptz` right on the camera may steer it with
 //!   Basic credentials, not another camera; commands beyond the per-camera rate get 429;
 //! - a wrong password is refused with what the device said (502);
-//! - the password appears nowhere in the node's log, the API answers or ctl's output.
+//! - the password appears nowhere in the node's log, the API answers or ctl's output;
+//! - one discovery at a time per node (429 for another meanwhile; no device needed).
 //!
 //! Skipped (with a note) when `ipycam` is not installed, unless `CI=true`: then it fails.
 //! `scripts/test` installs it.
@@ -501,4 +502,45 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
     ] {
         assert!(!text.contains(PASSWORD), "the password in {what}");
     }
+}
+
+#[test]
+fn one_discovery_runs_at_a_time() {
+    let _serial = serial();
+    let node = NodeBuilder::new().start();
+    // A "device" that never answers: the first probe waits its whole timeout.
+    let mute = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let target = mute.local_addr().expect("addr");
+    let probe = |timeout_ms: u64| {
+        let body = format!(r#"{{"target": "{target}", "timeout_ms": {timeout_ms}}}"#);
+        api_send(
+            &node,
+            "POST",
+            "/api/onvif/discover",
+            Some(("application/json", &body)),
+            &[],
+        )
+    };
+    std::thread::scope(|s| {
+        // A long probe (asked again while a short one below holds the slot) …
+        let long = s.spawn(|| {
+            poll_until(Duration::from_secs(10), "the long probe admitted", || {
+                let r = probe(3000);
+                (r.0 != 429).then_some(r)
+            })
+        });
+        // … and short ones until one meets it running (only it can refuse them).
+        let (status, answer) = poll_until(Duration::from_secs(10), "a probe refused", || {
+            let (status, answer) = probe(1);
+            assert!(status == 200 || status == 429, "{status} {answer}");
+            (status == 429).then_some((status, answer))
+        });
+        assert!(answer.contains("already running"), "{status} {answer}");
+        let (status, answer) = long.join().expect("the long probe");
+        assert_eq!(status, 200, "{answer}");
+    });
+    // Its slot is given back.
+    let (status, answer) = probe(1);
+    assert_eq!(status, 200, "{answer}");
+    drop(mute);
 }

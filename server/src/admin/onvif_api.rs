@@ -21,6 +21,10 @@
 //!   of an RTSP user holding the `ptz` right on the camera (the token gate lets those
 //!   through to here). At most [`PTZ_BURST`] commands at once per camera, then
 //!   [`PTZ_PER_SEC`] a second (429 beyond).
+//!
+//! One discovery runs at a time on a node (a probe floods the camera network's multicast
+//! group and holds a thread for its wait) and [`MAX_ONBOARDING`] onboarding flows; beyond,
+//! 429.
 
 use super::api::AppState;
 use super::registry_api::{actor, expected, json, refuse, shell, with_version, ApiError};
@@ -35,6 +39,7 @@ use serde::Deserialize;
 use serde_json::{json as value, Map, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::info;
@@ -56,12 +61,53 @@ struct DiscoverBody {
     timeout_ms: Option<u64>,
 }
 
+/// Onboarding flows (`POST /api/cameras/{id}/onvif`) a node runs at once.
+pub const MAX_ONBOARDING: usize = 4;
+
+/// The device work under way for the API (in `node.extensions`).
+#[derive(Default)]
+struct OnvifWork {
+    discovering: AtomicUsize,
+    onboarding: AtomicUsize,
+}
+
+/// One unit of `counter` held until dropped.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A unit of `counter` if fewer than `max` are held.
+fn slot(counter: &AtomicUsize, max: usize) -> Option<Slot<'_>> {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Slot(counter))
+}
+
+fn work(node: &Node) -> Arc<OnvifWork> {
+    node.extensions
+        .get_or_init(|| Arc::new(OnvifWork::default()))
+}
+
 async fn discover(State(node): State<Arc<Node>>, body: String) -> Result<Response, ApiError> {
     let b: DiscoverBody = if body.trim().is_empty() {
         DiscoverBody::default()
     } else {
         json("discover", &body)?
     };
+    let work = work(&node);
+    let _one = slot(&work.discovering, 1).ok_or_else(|| {
+        refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "a discovery is already running on this node (one at a time)",
+        )
+    })?;
     let cfg = &node.config.onvif;
     let wait = Duration::from_millis(
         b.timeout_ms
@@ -129,6 +175,13 @@ async fn onboard(
     };
     // A bad id is refused before the device is asked anything.
     vigil_conf::check_camera_id(&id).map_err(|e| field("id", e))?;
+    let work = work(&node);
+    let _one = slot(&work.onboarding, MAX_ONBOARDING).ok_or_else(|| {
+        refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("{MAX_ONBOARDING} ONVIF onboardings are running on this node: try again"),
+        )
+    })?;
     let shell = shell(&node)?;
     let stored = shell.current().1.cameras.get(&id).map(|s| s.camera.clone());
     // The camera as the node runs it: its URL with the password opened.
@@ -407,6 +460,18 @@ mod tests {
             None,
             "forgotten on a failure"
         );
+    }
+
+    #[test]
+    fn device_work_is_bounded_and_a_slot_is_given_back() {
+        let n = AtomicUsize::new(0);
+        let a = slot(&n, 2).expect("first");
+        let b = slot(&n, 2).expect("second");
+        assert!(slot(&n, 2).is_none(), "a third beyond the bound");
+        drop(a);
+        let c = slot(&n, 2).expect("given back");
+        drop((b, c));
+        assert_eq!(n.load(Ordering::SeqCst), 0);
     }
 
     #[test]
