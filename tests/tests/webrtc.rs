@@ -548,6 +548,20 @@ fn a_whep_playback_offer_is_placed_by_the_scheduler_and_plays_there() {
         (s == 307 && location.starts_with(&to_b)).then_some(location)
     });
     assert!(location.contains("&vigil_placed="), "{location}");
+    // Placed at the recording's own bitrate where it starts (as an RTSP DESCRIBE is), not
+    // the default expectation.
+    let decisions = a.api_json("/api/cluster/scheduler")["decisions"].clone();
+    let vbr = decisions
+        .as_array()
+        .and_then(|d| {
+            d.iter()
+                .find(|d| d["camera"] == "vault" && d["kind"] == "playback")
+        })
+        .and_then(|d| d["vbr_bps"].as_f64());
+    assert!(
+        vbr.is_some_and(|v| v > 0.0 && v != vigil_server::cluster::report::DEFAULT_VBR_BPS),
+        "{decisions}"
+    );
     let forged = format!("http://{}{path}&vigil_placed=1.2.3.x", a.api);
     assert_eq!(
         offer(&forged).0,

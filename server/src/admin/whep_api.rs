@@ -194,7 +194,7 @@ async fn offer_playback(
     body: String,
 ) -> Response {
     let r = match offered(webrtc, &headers) {
-        Ok(svc) => match place(&cluster, &camera, query.as_deref()).await {
+        Ok(svc) => match place(&cluster, &svc, &camera, query.as_deref()).await {
             Some(r) => r,
             None => answered(
                 svc.offer_playback(&camera, query.as_deref(), &body, client)
@@ -207,9 +207,15 @@ async fn offer_playback(
 }
 
 /// Cluster placement of a playback offer: None to serve it here (no cluster, a valid
-/// marker, or the placement says so), or the 307 / 503. A bad URL is left to the offer's
-/// own refusal.
-async fn place(cluster: &ClusterState, camera: &str, query: Option<&str>) -> Option<Response> {
+/// marker, or the placement says so), or the 307 / 503. A bad URL, or a time with nothing
+/// recorded, is left to the offer's own refusal (as an RTSP DESCRIBE's 404 comes from the
+/// node asked).
+async fn place(
+    cluster: &ClusterState,
+    svc: &crate::webrtc::Service,
+    camera: &str,
+    query: Option<&str>,
+) -> Option<Response> {
     let cluster = cluster.as_ref()?;
     // The request's own URL (a path-safe camera id: `request::parse` refuses others).
     let url = match query {
@@ -221,7 +227,9 @@ async fn place(cluster: &ClusterState, camera: &str, query: Option<&str>) -> Opt
         return None;
     }
     let req = crate::playback::request::parse(&format!("playback/{camera}"), query).ok()??;
-    let vbr = crate::cluster::report::DEFAULT_VBR_BPS;
+    let vbr = svc
+        .start_bitrate(&req.camera, req.start_ms, req.end_ms)
+        .await?;
     match cluster.place_playback(&req.camera, req.start_ms, vbr).await {
         crate::cluster::Placement::Local => None,
         crate::cluster::Placement::Redirect { node, .. } => {

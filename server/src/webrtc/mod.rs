@@ -298,8 +298,48 @@ impl Service {
             .ok_or_else(|| WhepError::NoRecording(camera.to_string()))
     }
 
+    /// The bitrate of the recording where a playback of `camera` from `t_ms` starts — what
+    /// a placement expects the playback to cost, as an RTSP DESCRIBE's — or None when
+    /// nothing plays from there (the offer is then refused here, not placed).
+    pub async fn start_bitrate(&self, camera: &str, t_ms: i64, end_ms: Option<i64>) -> Option<f64> {
+        let library = self.library(camera).ok()?;
+        let index = self.index(&library, camera).await.ok()?;
+        let b = self.bounds(end_ms);
+        let first =
+            crate::playback::window::start_segment(&index, t_ms, b.end_ms, b.tolerance_ms).ok()?;
+        Some(
+            first
+                .bitrate_bps()
+                .unwrap_or(crate::cluster::report::DEFAULT_VBR_BPS),
+        )
+    }
+
+    /// How a start is found here: `[playback] start_tolerance_secs`, `[storage]
+    /// request_read_timeout_ms`.
+    fn bounds(&self, end_ms: Option<i64>) -> Bounds {
+        let config = &self.node.config;
+        Bounds {
+            end_ms,
+            tolerance_ms: (config.playback.start_tolerance_secs * 1000.0) as i64,
+            read_limit: Duration::from_millis(config.storage.request_read_timeout_ms),
+        }
+    }
+
+    /// `camera`'s index, loaded within the request's storage bound.
+    async fn index(
+        &self,
+        library: &crate::library::Library,
+        camera: &str,
+    ) -> Result<vigil_storage::CameraIndex, WhepError> {
+        let limit = self.bounds(None).read_limit;
+        tokio::time::timeout(limit, library.index(camera))
+            .await
+            .map_err(|_| WhepError::Storage("the index did not load in time".into()))?
+            .map_err(|_| WhepError::NoRecording(camera.to_string()))
+    }
+
     /// Where a recording of `camera` plays from `t_ms` (`playback::locate`, as RTSP's
-    /// seek), with its index loaded within the request's storage bound.
+    /// seek).
     async fn locate(
         &self,
         library: &crate::library::Library,
@@ -308,17 +348,8 @@ impl Service {
         end_ms: Option<i64>,
         opens: Opens,
     ) -> Result<(Cursor, Arc<crate::library::CachedSegment>), WhepError> {
-        let node = &self.node;
-        let bounds = Bounds {
-            end_ms,
-            tolerance_ms: (node.config.playback.start_tolerance_secs * 1000.0) as i64,
-            read_limit: Duration::from_millis(node.config.storage.request_read_timeout_ms),
-        };
-        let index = tokio::time::timeout(bounds.read_limit, library.index(camera))
-            .await
-            .map_err(|_| WhepError::Storage("the index did not load in time".into()))?
-            .map_err(|_| WhepError::NoRecording(camera.to_string()))?;
-        locate(library, &index, t_ms, bounds, opens)
+        let index = self.index(library, camera).await?;
+        locate(library, &index, t_ms, self.bounds(end_ms), opens)
             .await
             .map_err(|e| match e {
                 LocateError::NotRecorded(_) => WhepError::NoRecording(camera.to_string()),
