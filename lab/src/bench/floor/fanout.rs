@@ -58,8 +58,8 @@ pub enum Event {
 }
 
 /// Runs until every sender of events is gone.
-pub fn run(rx: Receiver<Event>, rtp: UdpSocket, gso: bool) {
-    let mut udp = udp::Fanout::new(rtp, gso);
+pub fn run(rx: Receiver<Event>, rtp: UdpSocket, opts: udp::Options) {
+    let mut udp = udp::Fanout::new(rtp, opts);
     let mut tcp = tcp::Fanout::default();
     loop {
         let event = if tcp.has_backlog() {

@@ -53,6 +53,14 @@ pub struct FloorArgs {
     /// measure what UDP GSO saves.
     #[arg(long)]
     pub no_gso: bool,
+    /// Give each UDP viewer its own socket and its own `sendmmsg` per frame, as a node's
+    /// sessions send today: measures what one shared socket saves.
+    #[arg(long)]
+    pub socket_per_viewer: bool,
+    /// Send each UDP packet as two iovecs (its 12-byte RTP header, then the rest), as a
+    /// node sends a viewer's own header beside the payload all viewers share.
+    #[arg(long)]
+    pub split_header: bool,
 }
 
 pub fn run(args: FloorArgs) -> anyhow::Result<()> {
@@ -64,10 +72,14 @@ pub fn run(args: FloorArgs) -> anyhow::Result<()> {
     let _rtcp = UdpSocket::bind(SocketAddr::new(ip, args.udp_port + 1))
         .with_context(|| format!("binding the RTCP port {}", args.udp_port + 1))?;
     let (tx, rx) = mpsc::channel();
-    let gso = !args.no_gso;
+    let opts = udp::Options {
+        gso: !args.no_gso,
+        socket_per_viewer: args.socket_per_viewer,
+        split_header: args.split_header,
+    };
     let sender = std::thread::Builder::new()
         .name("floor-fanout".into())
-        .spawn(move || fanout::run(rx, rtp, gso))
+        .spawn(move || fanout::run(rx, rtp, opts))
         .context("starting the sender thread")?;
     let runtime = crate::bench::runtime(1)?;
     let result = runtime.block_on(async move {
@@ -77,11 +89,8 @@ pub fn run(args: FloorArgs) -> anyhow::Result<()> {
             .with_context(|| format!("binding {}", args.listen))?;
         let answers = Arc::new(rtsp::Answers::new(upstream.payload_type(), args.udp_port));
         eprintln!(
-            "vigil bench floor: relaying {} at rtsp://{}/ (UDP from port {}, GSO {})",
-            args.source,
-            args.listen,
-            args.udp_port,
-            if gso { "on" } else { "off" }
+            "vigil bench floor: relaying {} at rtsp://{}/ (UDP from port {}, {opts:?})",
+            args.source, args.listen, args.udp_port,
         );
         // The script waits for this line.
         println!("ready");
