@@ -222,3 +222,65 @@ fn vigil_without_the_lab_binary_names_the_build_command() {
         "vigil sim without vigil-lab: {stderr}"
     );
 }
+
+/// `vigil-lab bench floor` (issue 29 §3) relays a node's camera to `vigil bench live`'s
+/// viewers over TCP and UDP: every viewer plays, starts on a keyframe and loses nothing, and
+/// the report has the floor's CPU (`--pid`). Only that it works: what it costs is
+/// docs/BENCHMARKS.md's ("Fan-out at the kernel's floor").
+#[test]
+fn the_floor_relays_a_camera_to_bench_live_viewers() {
+    use std::time::Duration;
+    let node = vigil_tests::NodeBuilder::new()
+        .extra("[[camera]]\nid = \"demo\"\nsource = \"demo\"")
+        .start();
+    node.wait_live("live/demo");
+    let listen = format!("127.0.0.1:{}", vigil_testkit::ports::free_port("127.0.0.1"));
+    // An even port pair free a moment ago, released for the floor to bind.
+    let udp = vigil_testkit::ports::udp_port_pair().2;
+    let floor = vigil_tests::spawn_background(
+        std::process::Command::new(vigil_tests::vigil_lab_bin()).args([
+            "bench",
+            "floor",
+            "--source",
+            &node.url("live/demo"),
+            "--listen",
+            &listen,
+            "--udp-port",
+            &udp.to_string(),
+        ]),
+    );
+    vigil_tests::poll_until(Duration::from_secs(20), "the floor listening", || {
+        std::net::TcpStream::connect(&listen).ok()
+    });
+    for transport in ["tcp", "udp"] {
+        let out = vigil_tests::run_with_timeout(
+            std::process::Command::new(vigil_tests::vigil_lab_bin()).args([
+                "bench",
+                "live",
+                "--url",
+                &format!("rtsp://{listen}/live/floor"),
+                "--readers",
+                "3",
+                "--transport",
+                transport,
+                "--warmup",
+                "1",
+                "--duration",
+                "2",
+                "--json",
+                "--pid",
+                &floor.0.id().to_string(),
+            ]),
+            Duration::from_secs(60),
+        );
+        assert!(out.status.success(), "bench live over {transport}: {out:?}");
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("bench live's JSON ({e}): {out:?}"));
+        assert_eq!(r["connected"], 3, "{transport}: {r:#}");
+        assert_eq!(r["steady_readers"], 3, "{transport}: {r:#}");
+        assert_eq!(r["lost_packets"], 0, "{transport}: {r:#}");
+        assert_eq!(r["first_video_packet_keyframe"], 3, "{transport}: {r:#}");
+        assert!(r["total_packets"].as_u64().unwrap_or(0) > 0, "{r:#}");
+        assert!(r["node_cpu_pct"].is_number(), "the floor's CPU: {r:#}");
+    }
+}

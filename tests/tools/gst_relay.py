@@ -17,6 +17,9 @@ upstream, address, port = sys.argv[1], sys.argv[2], sys.argv[3]
 server = GstRtspServer.RTSPServer()
 server.set_address(address)
 server.set_service(port)
+# The default listen backlog (5) refuses viewers that connect in a burst (a fan-out bench
+# ramps at 200/s); the kernel's own default for a server is far larger.
+server.set_backlog(1024)
 factory = GstRtspServer.RTSPMediaFactory()
 factory.set_launch(
     f"( rtspsrc location={upstream} protocols=tcp latency=200 ! rtph264depay ! h264parse "

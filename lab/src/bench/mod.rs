@@ -12,6 +12,7 @@
 //! N concurrent playbacks) and `vigil bench record` (N publishing cameras recorded by the
 //! node) are in [`playback`] and [`record`].
 
+pub mod floor;
 pub mod handshake;
 pub mod playback;
 pub mod record;
@@ -29,6 +30,9 @@ use vigil_testkit::client::{play, ClientTransport, PlayOptions, Stats};
 pub enum Bench {
     /// Play one live path with many viewers and measure delivery and the node's cost.
     Live(LiveArgs),
+    /// The floor of live fan-out: one camera's RTP relayed to N viewers with nothing but
+    /// the kernel's best send calls (no hub, no session state), to put beside a node.
+    Floor(floor::FloorArgs),
     /// Playback sessions of a recording: first-frame latency (cache hit or miss), or N
     /// concurrent playbacks held for a window (delivered rate, node CPU).
     Playback(playback::PlaybackArgs),
@@ -76,11 +80,17 @@ pub struct LiveArgs {
     /// The CA (PEM) that an `rtsps://` URL's certificate is verified against.
     #[arg(long)]
     pub tls_ca: Option<std::path::PathBuf>,
+    /// The serving process's pid, for a relay without vigil's admin API (`bench floor`,
+    /// GStreamer's rtsp-server, live555's proxy): its CPU and RSS are read from /proc over
+    /// the same window as a node's; `--api` is then not asked (no ingest counter).
+    #[arg(long)]
+    pub pid: Option<u32>,
 }
 
 pub fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Live(args) => live(args),
+        Bench::Floor(args) => floor::run(args),
         Bench::Playback(args) => playback::run(args),
         Bench::Record(args) => record::run(args),
         Bench::Handshake(args) => handshake::run(args),
@@ -115,7 +125,8 @@ fn live(args: LiveArgs) -> anyhow::Result<()> {
 /// The node as seen through its admin API.
 #[derive(Clone)]
 struct NodeProbe {
-    api: String,
+    /// None for a relay known only by its pid (`--pid`).
+    api: Option<String>,
     path: String,
     pid: u32,
 }
@@ -132,13 +143,26 @@ impl NodeProbe {
         let path = url::Url::parse(url)
             .map(|u| u.path().trim_matches('/').to_string())
             .context("bad --url")?;
-        Ok(NodeProbe { api, path, pid })
+        Ok(NodeProbe {
+            api: Some(api),
+            path,
+            pid,
+        })
+    }
+
+    /// A relay without an admin API: CPU and RSS from /proc, no ingest counter.
+    fn pid_only(pid: u32) -> NodeProbe {
+        NodeProbe {
+            api: None,
+            path: String::new(),
+            pid,
+        }
     }
 
     /// Packets the node has ingested on the path so far.
     fn packets_in(&self) -> Option<u64> {
-        let paths: serde_json::Value =
-            serde_json::from_str(&get(&self.api, "/api/paths").ok()?).ok()?;
+        let api = self.api.as_deref()?;
+        let paths: serde_json::Value = serde_json::from_str(&get(api, "/api/paths").ok()?).ok()?;
         paths
             .as_array()?
             .iter()
@@ -204,7 +228,9 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 async fn run_live(args: &LiveArgs) -> anyhow::Result<report::Report> {
-    let probe = {
+    let probe = if let Some(pid) = args.pid {
+        Some(NodeProbe::pid_only(pid))
+    } else {
         let (api, url) = (args.api.clone(), args.url.clone());
         match blocking(move || NodeProbe::connect(&api, &url)).await {
             Some(Ok(p)) => Some(p),
