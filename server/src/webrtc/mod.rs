@@ -7,32 +7,33 @@
 //! the HTTP resource (`admin::whep_api`).
 //!
 //! A recording's viewer steers it through its WHEP resource (`POST /whep/resource/<id>/control`:
-//! seek, pause, resume, Scale), by the rules of `vigil_session::steer`.
+//! seek, pause, resume, Scale), by the rules of `vigil_session::steer` (`playback`: the
+//! recording's offer and its steering; `recording`: the sender it runs). `negotiate`: what an
+//! answer carries and what str0m settled per track.
 //!
 //! Carried: H.264 video (packetization-mode 1, the hub's own packets, no repacketizing)
 //! and G.711 audio. H.265 and AAC are refused by name (415): browsers do not all decode
 //! the one and WebRTC has no payload format for the other, and this node does not
 //! transcode.
 
+mod negotiate;
 pub mod peer;
+mod playback;
 mod recording;
 mod stun;
 
 use crate::node::{Node, SessionInfo, SessionKindView};
-use crate::playback::locate::{locate, Bounds, LocateError, Opens};
-use crate::playback::task::Cursor;
+use negotiate::{carried_tracks, negotiated, Carried};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use str0m::change::SdpOffer;
-use str0m::format::Codec;
-use str0m::media::MediaKind;
-use str0m::{Candidate, Output, Rtc};
+use str0m::{Candidate, Rtc};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{debug, info, Instrument};
 use vigil_proto::codec::Codec as HubCodec;
 
 /// Datagrams queued for one peer before the socket task drops them (a peer task that
@@ -238,172 +239,6 @@ impl Service {
         )
     }
 
-    /// Answers a WHEP offer for a recording of `camera` (`query`: `start=…[&end=…]`, as the
-    /// RTSP playback URL's): the same sender as RTSP playback, from the keyframe at or
-    /// before `start`, to `end` or the recording's end.
-    pub async fn offer_playback(
-        self: &Arc<Service>,
-        camera: &str,
-        query: Option<&str>,
-        offer: &str,
-        client: SocketAddr,
-    ) -> Result<Answered, WhepError> {
-        self.admit(client)?;
-        let node = &self.node;
-        let req = crate::playback::request::parse(&format!("playback/{camera}"), query)
-            .map_err(|e| WhepError::BadRequest(e.message))?
-            .ok_or_else(|| WhepError::NoRecording(camera.to_string()))?;
-        let library = self.library(camera)?;
-        let (start, seg) = self
-            .locate(
-                &library,
-                &req.camera,
-                req.start_ms,
-                req.end_ms,
-                Opens::Counted,
-            )
-            .await?;
-        let sdp = vigil_proto::sdp::parse(&seg.0.header.sdp)
-            .map_err(|e| WhepError::Storage(e.to_string()))?;
-        let codecs: Vec<HubCodec> = sdp.media.iter().map(|m| m.codec()).collect();
-        let tracks = carried_tracks(camera, &codecs)?;
-        let plan = recording::Plan {
-            library,
-            tracks: vigil_session::tracks::new_tracks(&sdp, &[]),
-            template: recording::Template {
-                camera: req.camera.clone(),
-                cname: node.config.node.id.clone(),
-                payload_max: node.config.rtsp.rtp_payload_max(),
-            },
-            steer: vigil_session::Steer::new(
-                req.end_ms,
-                node.config.playback.keyframes_only_above_scale,
-            ),
-            start,
-            shown: Default::default(),
-        };
-        self.answer(
-            &format!("playback/{camera}"),
-            offer,
-            client,
-            &tracks,
-            peer::Source::Recording(Box::new(plan)),
-        )
-    }
-
-    fn library(&self, camera: &str) -> Result<crate::library::Library, WhepError> {
-        self.node
-            .library
-            .clone()
-            .ok_or_else(|| WhepError::NoRecording(camera.to_string()))
-    }
-
-    /// The bitrate of the recording where a playback of `camera` from `t_ms` starts — what
-    /// a placement expects the playback to cost, as an RTSP DESCRIBE's — or None when
-    /// nothing plays from there (the offer is then refused here, not placed).
-    pub async fn start_bitrate(&self, camera: &str, t_ms: i64, end_ms: Option<i64>) -> Option<f64> {
-        let library = self.library(camera).ok()?;
-        let index = self.index(&library, camera).await.ok()?;
-        let b = self.bounds(end_ms);
-        let first =
-            crate::playback::window::start_segment(&index, t_ms, b.end_ms, b.tolerance_ms).ok()?;
-        Some(
-            first
-                .bitrate_bps()
-                .unwrap_or(crate::cluster::report::DEFAULT_VBR_BPS),
-        )
-    }
-
-    /// How a start is found here: `[playback] start_tolerance_secs`, `[storage]
-    /// request_read_timeout_ms`.
-    fn bounds(&self, end_ms: Option<i64>) -> Bounds {
-        let config = &self.node.config;
-        Bounds {
-            end_ms,
-            tolerance_ms: (config.playback.start_tolerance_secs * 1000.0) as i64,
-            read_limit: Duration::from_millis(config.storage.request_read_timeout_ms),
-        }
-    }
-
-    /// `camera`'s index, loaded within the request's storage bound.
-    async fn index(
-        &self,
-        library: &crate::library::Library,
-        camera: &str,
-    ) -> Result<vigil_storage::CameraIndex, WhepError> {
-        let limit = self.bounds(None).read_limit;
-        tokio::time::timeout(limit, library.index(camera))
-            .await
-            .map_err(|_| WhepError::Storage("the index did not load in time".into()))?
-            .map_err(|_| WhepError::NoRecording(camera.to_string()))
-    }
-
-    /// Where a recording of `camera` plays from `t_ms` (`playback::locate`, as RTSP's
-    /// seek).
-    async fn locate(
-        &self,
-        library: &crate::library::Library,
-        camera: &str,
-        t_ms: i64,
-        end_ms: Option<i64>,
-        opens: Opens,
-    ) -> Result<(Cursor, Arc<crate::library::CachedSegment>), WhepError> {
-        let index = self.index(library, camera).await?;
-        locate(library, &index, t_ms, self.bounds(end_ms), opens)
-            .await
-            .map_err(|e| match e {
-                LocateError::NotRecorded(_) => WhepError::NoRecording(camera.to_string()),
-                LocateError::TimedOut(_) => {
-                    WhepError::Storage("the segment did not load in time".into())
-                }
-                LocateError::Read(e) => WhepError::Storage(e.to_string()),
-            })
-    }
-
-    /// Steers the recording of resource `id` (`POST /whep/resource/<id>/control`): a seek's
-    /// position is found before the peer is told, so a seek to nothing changes nothing.
-    pub async fn control(
-        &self,
-        id: &str,
-        control: vigil_session::Control,
-    ) -> Result<vigil_session::SteerState, WhepError> {
-        let (commands, playback) = {
-            let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-            let h = peers.by_id.get(id).ok_or(WhepError::NoResource)?;
-            (h.commands.clone(), h.playback.clone())
-        };
-        let (camera, end_ms, _) = playback.ok_or(WhepError::NotPlayback)?;
-        let cursor = match control {
-            vigil_session::Control::Seek(t) => {
-                // The steer's refusal (past the URL's end) before any read.
-                if let Some(end) = end_ms.filter(|e| t >= *e) {
-                    return Err(vigil_session::SteerError::PastEnd {
-                        at_ms: t,
-                        end_ms: end,
-                    }
-                    .into());
-                }
-                let library = self.library(&camera)?;
-                Some(
-                    self.locate(&library, &camera, t, end_ms, Opens::Seek)
-                        .await?
-                        .0,
-                )
-            }
-            _ => None,
-        };
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        commands
-            .send(recording::Command {
-                control,
-                cursor,
-                reply,
-            })
-            .await
-            .map_err(|_| WhepError::NoResource)?;
-        answer.await.map_err(|_| WhepError::NoResource)?
-    }
-
     /// The checks every offer passes first: its address's budget, the peer limit.
     fn admit(&self, client: SocketAddr) -> Result<(), WhepError> {
         let conf = &self.node.config.webrtc;
@@ -529,27 +364,6 @@ impl Service {
         })
     }
 
-    /// Where the recording of resource `id` is: its steer state (None for a live viewer).
-    pub fn steer_state(&self, id: &str) -> Result<vigil_session::SteerState, WhepError> {
-        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        let h = peers.by_id.get(id).ok_or(WhepError::NoResource)?;
-        let (_, _, shown) = h.playback.as_ref().ok_or(WhepError::NotPlayback)?;
-        let state = *shown.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(state)
-    }
-
-    /// The media time (UTC ms) of the last frame resource `id` was sent.
-    pub fn position_ms(&self, id: &str) -> Option<i64> {
-        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        let ms = peers
-            .by_id
-            .get(id)?
-            .info
-            .position_ms
-            .load(std::sync::atomic::Ordering::Relaxed);
-        (ms > 0).then_some(ms)
-    }
-
     /// Whether resource `id` is a peer of this node.
     pub fn exists(&self, id: &str) -> bool {
         self.peers
@@ -591,127 +405,6 @@ pub struct Answered {
     pub id: String,
     pub sdp: String,
     pub not_carried: Vec<String>,
-}
-
-/// The hub tracks a WebRTC viewer gets: the H.264 video (required) and a G.711 audio; the
-/// others named.
-pub(crate) struct Carried {
-    pub video: usize,
-    pub audio: Option<(usize, HubCodec)>,
-    pub not_carried: Vec<String>,
-}
-
-fn carried_tracks(camera: &str, codecs: &[HubCodec]) -> Result<Carried, WhepError> {
-    let video = codecs
-        .iter()
-        .position(|c| *c == HubCodec::H264)
-        .ok_or_else(|| WhepError::Codec {
-            camera: camera.to_string(),
-            codec: codecs
-                .iter()
-                .find(|c| c.is_video())
-                .map_or("without video".to_string(), |c| format!("{c:?}")),
-        })?;
-    let audio = codecs
-        .iter()
-        .enumerate()
-        .find(|(_, c)| matches!(c, HubCodec::Pcmu | HubCodec::Pcma))
-        .map(|(i, c)| (i, *c));
-    let not_carried = codecs
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != video && audio.is_none_or(|(a, _)| a != *i))
-        .map(|(_, c)| {
-            let kind = if c.is_video() { "video" } else { "audio" };
-            format!("{kind} {}", c.name())
-        })
-        .collect();
-    Ok(Carried {
-        video,
-        audio,
-        not_carried,
-    })
-}
-
-/// What the answer settled, per carried hub track: the mid, the payload type and the
-/// sending SSRC str0m declared.
-fn negotiated(
-    rtc: &mut Rtc,
-    answer: &str,
-    tracks: &Carried,
-) -> Result<Vec<peer::TrackOut>, WhepError> {
-    // str0m declares a send stream per media as time first moves.
-    rtc.handle_input(str0m::Input::Timeout(Instant::now()))
-        .map_err(|e| WhepError::Rtc(e.to_string()))?;
-    loop {
-        match rtc.poll_output() {
-            Ok(Output::Timeout(_)) => break,
-            Ok(_) => {}
-            Err(e) => return Err(WhepError::Rtc(e.to_string())),
-        }
-    }
-    let mids = answer_mids(answer);
-    let pick =
-        |rtc: &mut Rtc, kind: MediaKind, want: &dyn Fn(&str0m::format::PayloadParams) -> bool| {
-            mids.iter()
-                .filter(|(_, k)| *k == kind)
-                .find_map(|(mid, _)| {
-                    let pts = rtc.media(*mid)?.remote_pts().to_vec();
-                    let pt = rtc
-                        .codec_config()
-                        .params()
-                        .iter()
-                        .find(|p| pts.contains(&p.pt()) && want(p))?
-                        .pt();
-                    let ssrc = rtc.direct_api().stream_tx_by_mid(*mid, None)?.ssrc();
-                    Some((*mid, pt, ssrc))
-                })
-        };
-    let (mid, pt, ssrc) = pick(rtc, MediaKind::Video, &|p| {
-        p.spec().codec == Codec::H264 && p.spec().format.packetization_mode == Some(1)
-    })
-    .ok_or(WhepError::NoVideo)?;
-    let mut out = vec![peer::TrackOut::new(
-        tracks.video,
-        mid,
-        pt,
-        ssrc,
-        false,
-        90_000,
-    )];
-    if let Some((track, codec)) = tracks.audio {
-        let want = if codec == HubCodec::Pcmu {
-            Codec::PCMU
-        } else {
-            Codec::PCMA
-        };
-        match pick(rtc, MediaKind::Audio, &|p| p.spec().codec == want) {
-            // G.711 is 8 kHz (RFC 3551).
-            Some((mid, pt, ssrc)) => {
-                out.push(peer::TrackOut::new(track, mid, pt, ssrc, true, 8_000))
-            }
-            None => warn!("the offer takes no {want:?} audio: video only"),
-        }
-    }
-    Ok(out)
-}
-
-/// The media sections of an answer: (mid, kind), in order.
-fn answer_mids(sdp: &str) -> Vec<(str0m::media::Mid, MediaKind)> {
-    let mut out = Vec::new();
-    let mut kind = None;
-    for line in sdp.lines().map(str::trim) {
-        if let Some(m) = line.strip_prefix("m=") {
-            kind = match m.split_whitespace().next() {
-                Some("video") => Some(MediaKind::Video),
-                Some("audio") => Some(MediaKind::Audio),
-                _ => None,
-            };
-        } else if let (Some(mid), Some(k)) = (line.strip_prefix("a=mid:"), kind) {
-            out.push((str0m::media::Mid::from(mid), k));
-        }
-    }
-    out
 }
 
 /// 128 random bits, hex: the WHEP resource's name (unguessable: it is what DELETE takes).
