@@ -67,17 +67,7 @@ fn post(agent: &ureq::Agent, req: &HttpRequest) -> Result<(u16, Vec<u8>), OnvifE
 }
 
 /// Runs `flow` to its end: the flow's last answer (never [`Next::Send`]).
-fn run(flow: Onboard, timeout: Duration) -> Result<Next, OnvifError> {
-    run_keeping(flow, timeout).1
-}
-
-/// [`run`], and the flow as it ended (what it learnt).
-fn run_keeping(mut flow: Onboard, timeout: Duration) -> (Onboard, Result<Next, OnvifError>) {
-    let next = drive(&mut flow, timeout);
-    (flow, next)
-}
-
-fn drive(flow: &mut Onboard, timeout: Duration) -> Result<Next, OnvifError> {
+fn run(flow: &mut Onboard, timeout: Duration) -> Result<Next, OnvifError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
@@ -116,7 +106,7 @@ pub fn resolve(
     profile: Option<String>,
     timeout: Duration,
 ) -> Result<Resolved, OnvifError> {
-    match run(Onboard::new(device, creds, profile)?, timeout)? {
+    match run(&mut Onboard::new(device, creds, profile)?, timeout)? {
         Next::Done(resolved) => Ok(resolved),
         _ => Err(unexpected(device, "no stream URI")),
     }
@@ -135,19 +125,19 @@ pub fn ptz(
     known: Option<&Known>,
     timeout: Duration,
 ) -> Result<(ptz::Answer, Option<Known>), OnvifError> {
-    let answered = |(flow, next): (Onboard, Result<Next, OnvifError>)| match next? {
+    // One flow to its PTZ answer, and what it learnt for the next command.
+    let finish = |mut flow: Onboard| match run(&mut flow, timeout)? {
         Next::Ptz(answer) => Ok((answer, flow.known())),
         _ => Err(unexpected(device, "no PTZ answer")),
     };
     if let Some(known) = known {
         let flow = Onboard::ptz_known(device, creds.clone(), profile, command.clone(), known)?;
-        match answered(run_keeping(flow, timeout)) {
+        match finish(flow) {
             Ok(done) => return Ok(done),
             Err(e) => tracing::debug!(error = %e, "PTZ on the known service failed: the full flow"),
         }
     }
-    let flow = Onboard::ptz(device, creds, profile, command)?;
-    answered(run_keeping(flow, timeout))
+    finish(Onboard::ptz(device, creds, profile, command)?)
 }
 
 /// `device` as stored (the check the flow makes), for a caller that stores it before asking.

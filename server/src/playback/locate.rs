@@ -39,6 +39,17 @@ pub struct Bounds {
     pub read_limit: Duration,
 }
 
+impl Bounds {
+    /// This node's bounds for a playback ending at `end_ms`.
+    pub fn of(config: &vigil_conf::Config, end_ms: Option<i64>) -> Bounds {
+        Bounds {
+            end_ms,
+            tolerance_ms: (config.playback.start_tolerance_secs * 1000.0) as i64,
+            read_limit: Duration::from_millis(config.storage.request_read_timeout_ms),
+        }
+    }
+}
+
 /// The start of a playback from `t_ms` in `index`: its cursor and the segment, read.
 pub async fn locate(
     library: &Library,

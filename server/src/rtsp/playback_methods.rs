@@ -56,7 +56,7 @@ pub async fn resolve(
         )
     })
     .await?;
-    let tolerance_ms = (conn.node.config.playback.start_tolerance_secs * 1000.0) as i64;
+    let tolerance_ms = Bounds::of(&conn.node.config, req.end_ms).tolerance_ms;
     let first =
         window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms).map_err(|why| {
             fail(
@@ -298,11 +298,7 @@ impl Conn {
         };
         let camera = pb.req.camera.clone();
         let limit = read_limit(&node);
-        let bounds = Bounds {
-            end_ms: ask.play_end,
-            tolerance_ms: (node.config.playback.start_tolerance_secs * 1000.0) as i64,
-            read_limit: limit,
-        };
+        let bounds = Bounds::of(&node.config, ask.play_end);
         let index = match within(limit, library.index(&camera), |e| {
             fail(StatusCode::NOT_FOUND, e)
         })

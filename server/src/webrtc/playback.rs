@@ -8,7 +8,6 @@ use crate::playback::locate::{locate, Bounds, LocateError, Opens};
 use crate::playback::task::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use vigil_proto::codec::Codec as HubCodec;
 
 impl Service {
@@ -91,12 +90,7 @@ impl Service {
     /// How a start is found here: `[playback] start_tolerance_secs`, `[storage]
     /// request_read_timeout_ms`.
     fn bounds(&self, end_ms: Option<i64>) -> Bounds {
-        let config = &self.node.config;
-        Bounds {
-            end_ms,
-            tolerance_ms: (config.playback.start_tolerance_secs * 1000.0) as i64,
-            read_limit: Duration::from_millis(config.storage.request_read_timeout_ms),
-        }
+        Bounds::of(&self.node.config, end_ms)
     }
 
     /// `camera`'s index, loaded within the request's storage bound.
