@@ -31,7 +31,7 @@ pub use config::{
     LoadWeights, NodeClass, PlannerConfig, Replicas, SchedConfig, TrainingSample,
 };
 pub use edge::{place_live, LiveRequest};
-pub use election::{elect, next_term, Candidate};
+pub use election::{elect, elect_watched, next_term, Candidate, Watched};
 pub use feedback::{next_period, period_delta, FeedbackPeriod};
 pub use knn::{classify, load_weight, Indicators};
 pub use liveness::{Liveness, LivenessConfig};

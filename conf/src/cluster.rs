@@ -44,6 +44,13 @@ pub struct ClusterConf {
     /// This node's own pause (a starved or stopped process) longer than this is not held
     /// against the other members' heartbeats.
     pub failure_stall_ms: u64,
+    /// The scheduler watch (needs the cluster certificates): every member keeps a QUIC
+    /// connection to the scheduler, pinged every `scheduler_watch_ms`; the scheduler is dead
+    /// to a member that heard nothing from it for `scheduler_timeout_ms` and could not
+    /// connect again at once, without waiting for the gossip's `failure_timeout_ms`
+    /// (scheduler failover ≈ this + 0.3 s). 0: off.
+    pub scheduler_timeout_ms: u64,
+    pub scheduler_watch_ms: u64,
     /// Override of Load_max (ALGORITHMS.md §A.1, 0–100, default 95): a node whose estimated
     /// load after a placement would exceed it receives no new session, and a request no node
     /// can take is answered 503 with the reason. For operators who want head-room, and for
@@ -171,6 +178,8 @@ impl Default for ClusterConf {
             phi_threshold: 8.0,
             failure_timeout_ms: 2000,
             failure_stall_ms: 500,
+            scheduler_timeout_ms: 800,
+            scheduler_watch_ms: 100,
             load_max: None,
             ca_cert: None,
             node_cert: None,
@@ -245,6 +254,21 @@ impl ClusterConf {
         if c.failure_stall_ms < 100 {
             return Err(ConfigError::Invalid(
                 "cluster.failure_stall_ms must be at least 100 (the membership's refresh)".into(),
+            ));
+        }
+        if !(10..=5000).contains(&c.scheduler_watch_ms) {
+            return Err(ConfigError::Invalid(
+                "cluster.scheduler_watch_ms must be between 10 and 5000".into(),
+            ));
+        }
+        if c.scheduler_timeout_ms != 0
+            && (c.scheduler_timeout_ms < 3 * c.scheduler_watch_ms
+                || c.scheduler_timeout_ms > 600_000)
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.scheduler_timeout_ms must be 0 or between 3 scheduler_watch_ms and \
+                 600000"
+                    .into(),
             ));
         }
         let tls = [&c.ca_cert, &c.node_cert, &c.node_key];

@@ -189,6 +189,21 @@ fn start_full(
 }
 
 impl SecureCluster {
+    /// A certificate from the cluster CA for `id` (a node, an operator, an impostor), made
+    /// by `vigil cluster cert` into the certificate directory: `<id>.pem`, `<id>.key`.
+    pub fn add_cert(&self, id: &str) {
+        vigil_ok(&[
+            "cluster",
+            "cert",
+            "--ca",
+            &s(&self.ca),
+            "--node",
+            id,
+            "--out",
+            &s(&self.certs),
+        ]);
+    }
+
     pub fn node(&self, i: usize) -> &Node {
         &self.members[i].node
     }

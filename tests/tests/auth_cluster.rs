@@ -139,16 +139,7 @@ fn migration_calls_need_a_cluster_certificate() {
         "--out",
         &s(&rogue),
     ]);
-    vigil_ok(&[
-        "cluster",
-        "cert",
-        "--ca",
-        &s(&c.ca),
-        "--node",
-        "operator",
-        "--out",
-        &s(&c.certs),
-    ]);
+    c.add_cert("operator");
     let ca_pem = c.ca.join("ca.pem");
     let call = |i: usize, identity: Option<(&std::path::Path, &std::path::Path)>, call| {
         let m = &c.members[i];

@@ -305,3 +305,105 @@ fn a_viewer_is_never_sent_to_a_node_the_member_asked_knows_is_dead() {
     assert_eq!(newest[0]["via"], "local fallback", "{newest:?}");
     assert_ne!(newest[0]["node"], dead_id.as_str(), "{newest:?}");
 }
+
+#[test]
+fn the_scheduler_watch_fails_over_before_the_gossip_and_an_impostor_cannot_hold_it() {
+    // The gossip would take 10 s to call the killed scheduler dead; the watch, 0.5 s.
+    let mut c = vigil_tests::secure_cluster::start_with_keys(
+        3,
+        |_| {
+            "failure_timeout_ms = 10000\nscheduler_timeout_ms = 500\nscheduler_watch_ms = 50".into()
+        },
+        |_| String::new(),
+    );
+    let (id1, id2) = (c.members[0].id.clone(), c.members[1].id.clone());
+    let addr1 = c.members[0].rpc;
+    // An impostor with a certificate from the cluster CA (a compromised member's, say) takes
+    // the dead scheduler's address the moment it dies: it must not keep it elected.
+    c.add_cert("mallory");
+    let tls = vigil_server::cluster::rpc::Tls::load(
+        &c.ca.join("ca.pem"),
+        &c.certs.join("mallory.pem"),
+        &c.certs.join("mallory.key"),
+    )
+    .expect("mallory's certificate");
+    let rt = vigil_tests::secure_cluster::runtime();
+    c.members[0].node.kill();
+    let killed = Instant::now();
+    let _guard = rt.enter();
+    let impostor =
+        vigil_server::cluster::rpc::Rpc::bind(tls, addr1).expect("the dead scheduler's address");
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (endpoint, seen) = (impostor.endpoint.clone(), attempts.clone());
+    let rt_thread = std::thread::spawn(move || {
+        rt.block_on(async move {
+            while let Some(incoming) = endpoint.accept().await {
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let _ = incoming.await;
+            }
+        })
+    });
+    let (n2, n3) = (&c.members[1].node, &c.members[2].node);
+    let took = poll_until(
+        Duration::from_secs(8),
+        "node 2 elected by the survivors before the gossip's 10 s",
+        || (scheduler_of(n2)? == id2 && scheduler_of(n3)? == id2).then(|| killed.elapsed()),
+    );
+    eprintln!("scheduler watch: node 2 agreed {took:?} after kill -9 of node 1");
+    for n in [n2, n3] {
+        let log = n.log();
+        assert!(log.contains("scheduler watch lost"), "{log}");
+        assert!(
+            log.lines().any(|l| l.contains("member dead")
+                && l.contains(&id1)
+                && l.contains("scheduler watch lost")),
+            "{log}"
+        );
+    }
+    // The gossip still has node 1 alive: only the watch passed it over.
+    assert!(
+        !n2.log()
+            .lines()
+            .any(|l| l.contains("member dead") && l.contains("heartbeat stale")),
+        "the gossip declared a death: the test shows nothing about the watch"
+    );
+    // Both survivors keep trying node 1's address and reach the impostor, whose certificate
+    // does not name node 1: node 2 stays the scheduler.
+    poll_until(
+        Duration::from_secs(5),
+        "the survivors' watches to reach the impostor",
+        || (attempts.load(std::sync::atomic::Ordering::Relaxed) >= 4).then_some(()),
+    );
+    assert_eq!(scheduler_of(n2).as_deref(), Some(id2.as_str()));
+    assert_eq!(scheduler_of(n3).as_deref(), Some(id2.as_str()));
+    assert!(
+        !n2.log().contains("scheduler watch answered again")
+            && !n2.log().contains("reconnected at once"),
+        "the impostor passed for node 1"
+    );
+    impostor.endpoint.close(0u32.into(), b"done");
+    rt_thread.join().expect("impostor thread");
+
+    // A member's own stall is not the scheduler's death: node 3 stopped for 1.5 s (three
+    // timeouts; node 2 drops its side of the watch meanwhile) times its watch out on
+    // resuming, reconnects at once and keeps node 2.
+    let lost_before = n3.log().matches("scheduler watch lost").count();
+    let pid = n3.pid().expect("node 3's pid") as libc::pid_t;
+    // SAFETY: signals to a child process this test started and still owns.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    // The fault's length, not a wait for a condition.
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    poll_until(
+        Duration::from_secs(5),
+        "node 3's watch to reconnect at once after its stall",
+        || n3.log().contains("reconnected at once").then_some(()),
+    );
+    assert_eq!(
+        n3.log().matches("scheduler watch lost").count(),
+        lost_before,
+        "node 3 took its own stall for node 2's death"
+    );
+    assert_eq!(scheduler_of(n3).as_deref(), Some(id2.as_str()));
+}

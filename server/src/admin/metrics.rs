@@ -154,6 +154,10 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_cluster_scheduler_changes_total",
         "Times the elected scheduler changed away from a known one (failover, partition, heal)"
     );
+    describe_counter!(
+        "vigil_cluster_watch_lost_total",
+        "Times this member's scheduler watch lost its connection (the scheduler dead to it before the gossip says so)"
+    );
     describe_gauge!("vigil_cluster_enabled", "1 when [cluster] enabled");
     describe_gauge!(
         "vigil_cluster_members",

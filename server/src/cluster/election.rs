@@ -7,9 +7,15 @@ use vigil_cluster::Candidate;
 use super::now_ms;
 use super::shell::{Member, State};
 
-/// The scheduler the members elect: only members that published a report are candidates
-/// (the report carries their priority and start time).
-pub(super) fn elect(members: &[Member], grace_ms: i64) -> Option<String> {
+/// The scheduler the members elect, and the candidates this member watches and passes
+/// over for a lost watch (`vigil_cluster::elect_watched`): only members that published a
+/// report are candidates (the report carries their priority and start time).
+pub(super) fn elect(
+    members: &[Member],
+    grace_ms: i64,
+    self_id: &str,
+    lost: impl Fn(&str) -> bool,
+) -> (Option<String>, Vec<String>, Vec<String>) {
     let candidates: Vec<Candidate> = members
         .iter()
         .filter_map(|m| {
@@ -22,7 +28,8 @@ pub(super) fn elect(members: &[Member], grace_ms: i64) -> Option<String> {
             })
         })
         .collect();
-    vigil_cluster::elect(&candidates, now_ms(), grace_ms).map(|c| c.id.clone())
+    let w = vigil_cluster::elect_watched(&candidates, now_ms(), grace_ms, self_id, lost);
+    (w.elected.map(|c| c.id.clone()), w.watch, w.excluded)
 }
 
 /// Counts a known scheduler replaced (failover, partition, heal) in

@@ -29,6 +29,7 @@ pub mod rpc;
 mod shell;
 pub mod synthetic;
 pub mod transport;
+mod watch;
 
 use std::sync::atomic::Ordering;
 

@@ -23,6 +23,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 
+/// The client side's configuration (for callers outside the node: the CLI, tests).
+pub use quinn::ClientConfig;
+
 /// ALPN of the cluster RPC.
 const ALPN: &[u8] = b"vigil-rpc/1";
 /// Largest frame accepted (a placement request or decision is a few hundred bytes).
@@ -363,6 +366,8 @@ pub struct Rpc {
     pub local: SocketAddr,
     /// Open connections to other nodes by (id, address), reused across calls.
     conns: Mutex<HashMap<(String, SocketAddr), quinn::Connection>>,
+    /// The endpoint's client side, for connections that need other transport settings.
+    client: quinn::ClientConfig,
 }
 
 /// The node's side of session migration, as the RPC server dispatches it.
@@ -381,13 +386,26 @@ impl Rpc {
     pub fn bind(tls: Tls, listen: SocketAddr) -> anyhow::Result<Rpc> {
         let mut endpoint = quinn::Endpoint::server(tls.server, listen)
             .with_context(|| format!("cannot bind the cluster RPC endpoint on {listen}"))?;
-        endpoint.set_default_client_config(tls.client);
+        endpoint.set_default_client_config(tls.client.clone());
         let local = endpoint.local_addr()?;
         Ok(Rpc {
             endpoint,
             local,
             conns: Mutex::new(HashMap::new()),
+            client: tls.client,
         })
+    }
+
+    /// The client config of a scheduler watch (`super::watch`): a keep-alive every `ping`
+    /// and the connection lost after `timeout` without a packet from the peer (QUIC takes
+    /// the smaller of the two sides' idle timeouts, and the server's is 5 s).
+    pub fn watch_config(&self, ping: Duration, timeout: Duration) -> quinn::ClientConfig {
+        let mut t = quinn::TransportConfig::default();
+        t.max_idle_timeout(quinn::IdleTimeout::try_from(timeout).ok());
+        t.keep_alive_interval(Some(ping));
+        let mut c = self.client.clone();
+        c.transport_config(Arc::new(t));
+        c
     }
 
     /// Accepts connections until the endpoint closes.

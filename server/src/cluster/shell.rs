@@ -172,6 +172,9 @@ pub struct Cluster {
     /// `failure_timeout_ms = 0`: chitchat's phi-accrual detector decides instead (the former
     /// behaviour, kept for comparison).
     pub(super) phi_liveness: bool,
+    /// This member's scheduler watches (`watch`): a lost one passes its node over in the
+    /// election before the gossip's `liveness` says it is dead.
+    pub(super) watches: super::watch::Watches,
     /// The origin of the monotonic milliseconds `liveness` is fed.
     pub(super) epoch: std::time::Instant,
     /// Serves the migration calls of other nodes (set once at start-up by `crate::migrate`,
@@ -284,6 +287,8 @@ impl Cluster {
             }
             a
         });
+        let watches =
+            super::watch::Watches::new(rpc.as_ref(), c.scheduler_watch_ms, c.scheduler_timeout_ms);
         let cluster = Arc::new(Cluster {
             self_id: config.node.id.clone(),
             rtsp_base,
@@ -309,6 +314,7 @@ impl Cluster {
                 },
             )),
             phi_liveness: c.failure_timeout_ms == 0,
+            watches,
             epoch: std::time::Instant::now(),
             state: Mutex::new(State {
                 members: Vec::new(),

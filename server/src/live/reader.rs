@@ -495,6 +495,43 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_handoff_names_the_last_packets_sent_across_batches() {
+        let s = stream();
+        let e = s.current_epoch();
+        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
+        let named = |r: &Reader| -> Vec<u64> {
+            let h = r.handoff(None);
+            let t = h.tracks[0].as_ref().expect("track 0");
+            t.mark
+                .as_ref()
+                .map_or_else(Vec::new, |m| m.packets.iter().map(|&(_, d)| d).collect())
+        };
+        let payload = |i: u8| vec![0x41, i, i, i];
+        let digests =
+            |ids: &[u8]| -> Vec<u64> { ids.iter().map(|&i| super::digest(&payload(i))).collect() };
+        let mut out = vec![];
+        // Batches of two, then of one: the mark fills up to MARK_RUN across them.
+        for (i, ts) in [(1u8, 0u32), (2, 3000)] {
+            push_payload(&s, e, i.into(), ts, i == 1, payload(i));
+        }
+        r.poll_batch(&mut out, 64);
+        assert_eq!(named(&r), digests(&[1, 2]));
+        push_payload(&s, e, 3, 6000, false, payload(3));
+        r.poll_batch(&mut out, 64);
+        assert_eq!(named(&r), digests(&[1, 2, 3]));
+        // A batch of six: only its last four are named.
+        for i in 4..10u8 {
+            push_payload(&s, e, i.into(), u32::from(i) * 3000, false, payload(i));
+        }
+        r.poll_batch(&mut out, 64);
+        assert_eq!(named(&r), digests(&[6, 7, 8, 9]));
+        // Then one more: the oldest named gives way.
+        push_payload(&s, e, 10, 30_000, false, payload(10));
+        r.poll_batch(&mut out, 64);
+        assert_eq!(named(&r), digests(&[7, 8, 9, 10]));
+    }
+
+    #[test]
     fn new_producer_is_spliced_continuously() {
         let s = stream();
         let e1 = s.current_epoch();

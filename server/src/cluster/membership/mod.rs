@@ -143,7 +143,23 @@ impl Cluster {
         }
         self.reports
             .retain(&members.iter().map(|m| m.id.clone()).collect());
-        let elected = election::elect(&members, self.grace_ms);
+        let (elected, watch, excluded) =
+            election::elect(&members, self.grace_ms, &self.self_id, |id| {
+                self.watches.is_lost(id)
+            });
+        for m in members.iter_mut().filter(|m| excluded.contains(&m.id)) {
+            m.alive = false;
+        }
+        self.watches.follow(
+            &watch
+                .iter()
+                .filter_map(|id| {
+                    let m = members.iter().find(|m| m.id == *id)?;
+                    let addr = m.report.as_ref()?.rpc.as_ref()?.parse().ok()?;
+                    Some((id.clone(), addr))
+                })
+                .collect::<Vec<_>>(),
+        );
         let new_term = {
             let mut st = self.state();
             let before = st.scheduler.clone();
@@ -154,6 +170,7 @@ impl Cluster {
                 .filter(|m| m.alive && m.report.is_some())
                 .count()
                 > 1;
+            log_liveness(&st.members, &members, &excluded);
             st.set_members(members, self.policy_cfg.sched.weights);
             let new_term = bindings::adopt(&mut st, seen_bindings, &self.self_id).or(new_term);
             let publish = self.bind_cameras(&mut st);
@@ -170,6 +187,28 @@ impl Cluster {
                 cc.self_node_state()
                     .set(KEY_BINDINGS, serde_json::to_string(&b).unwrap_or_default());
             }
+        }
+    }
+}
+
+/// Logs every member that died or came back since the last refresh, and why it died: the
+/// failover timeline of docs/BENCHMARKS.md is read from these lines.
+fn log_liveness(before: &[Member], now: &[Member], excluded: &[String]) {
+    for m in now {
+        let Some(was) = before.iter().find(|b| b.id == m.id) else {
+            continue;
+        };
+        match (was.alive, m.alive) {
+            (true, false) => {
+                let cause = if excluded.contains(&m.id) {
+                    "scheduler watch lost"
+                } else {
+                    "heartbeat stale"
+                };
+                info!(node = %m.id, cause, "member dead");
+            }
+            (false, true) => info!(node = %m.id, "member alive"),
+            _ => {}
         }
     }
 }
@@ -281,6 +320,7 @@ pub(super) async fn refresh_loop(node: Arc<Node>, cluster: Arc<Cluster>) {
             }
         }
     }
+    cluster.watches.stop_all();
     if let Some(r) = &cluster.rpc {
         r.endpoint.close(0u32.into(), b"shutdown");
     }
