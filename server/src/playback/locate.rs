@@ -1,14 +1,16 @@
 //! Where a playback starts or seeks to, read from storage: the segment
 //! [`window::start_segment`] names, loaded within the request's storage bound, and the
 //! keyframe at or before the asked time in it. RTSP's PLAY seek and WebRTC's offer and seek
-//! all come here, so the two protocols land on the same frame for the same time.
+//! all come here, so the two protocols land on the same frame for the same time; an RTSP
+//! DESCRIBE, a WHEP offer and the price a placement puts on it find their first segment here
+//! too ([`first_segment`]).
 
 use super::task::Cursor;
 use super::window::{self, NotRecorded};
 use crate::library::{CachedSegment, Library, LibraryError};
 use std::sync::Arc;
 use std::time::Duration;
-use vigil_storage::CameraIndex;
+use vigil_storage::{CameraIndex, SegmentMeta};
 
 /// Which read the start's segment is: the one that opens a playback (counted as a cache
 /// hit or miss, as a DESCRIBE's, and kept as a start segment), or a seek within one.
@@ -21,6 +23,8 @@ pub enum Opens {
 /// Why a playback cannot start from the asked time; each caller answers in its protocol.
 #[derive(Debug, thiserror::Error)]
 pub enum LocateError {
+    #[error("no recordings of camera {0}")]
+    NoCamera(String),
     #[error("nothing to play from that time ({0})")]
     NotRecorded(#[from] NotRecorded),
     #[error("storage did not answer within {} ms", .0.as_millis())]
@@ -48,6 +52,32 @@ impl Bounds {
             read_limit: Duration::from_millis(config.storage.request_read_timeout_ms),
         }
     }
+}
+
+/// `camera`'s index, loaded within `limit` (a hung shared volume answers `TimedOut`, not
+/// a request held open).
+pub async fn index(
+    library: &Library,
+    camera: &str,
+    limit: Duration,
+) -> Result<CameraIndex, LocateError> {
+    tokio::time::timeout(limit, library.index(camera))
+        .await
+        .map_err(|_| LocateError::TimedOut(limit))?
+        .map_err(|_| LocateError::NoCamera(camera.to_string()))
+}
+
+/// Where a playback of `camera` from `t_ms` starts: the camera's index and the segment that
+/// [`window::start_segment`] names, not read yet.
+pub async fn first_segment(
+    library: &Library,
+    camera: &str,
+    t_ms: i64,
+    bounds: Bounds,
+) -> Result<(CameraIndex, SegmentMeta), LocateError> {
+    let index = index(library, camera, bounds.read_limit).await?;
+    let segment = window::start_segment(&index, t_ms, bounds.end_ms, bounds.tolerance_ms)?;
+    Ok((index, segment))
 }
 
 /// The start of a playback from `t_ms` in `index`: its cursor and the segment, read.

@@ -15,7 +15,7 @@ use super::conn::Conn;
 use super::session::{Media, Session};
 use crate::library::{Library, LibraryError};
 use crate::node::Node;
-use crate::playback::locate::{locate, Bounds, LocateError, Opens};
+use crate::playback::locate::{first_segment, index, locate, Bounds, LocateError, Opens};
 use crate::playback::request::{self, PlaybackRequest};
 use crate::playback::sender::{Handoff, Playback};
 use crate::playback::task::{self, Cursor, Sink, TrackOut};
@@ -49,20 +49,17 @@ pub async fn resolve(
             "recording is disabled on this node",
         ));
     };
-    let index = within(read_limit(&conn.node), library.index(&req.camera), |_| {
-        fail(
-            StatusCode::NOT_FOUND,
-            format!("no recordings of camera {}", req.camera),
-        )
-    })
-    .await?;
-    let tolerance_ms = Bounds::of(&conn.node.config, req.end_ms).tolerance_ms;
-    let first =
-        window::start_segment(&index, req.start_ms, req.end_ms, tolerance_ms).map_err(|why| {
-            fail(
+    let bounds = Bounds::of(&conn.node.config, req.end_ms);
+    let (index, first) = first_segment(library, &req.camera, req.start_ms, bounds)
+        .await
+        .map_err(|e| match e {
+            LocateError::NoCamera(_) => fail(StatusCode::NOT_FOUND, e),
+            LocateError::NotRecorded(why) => fail(
                 StatusCode::NOT_FOUND,
                 format!("no recording of {} at that time ({why})", req.camera),
-            )
+            ),
+            LocateError::TimedOut(_) => fail(StatusCode::SERVICE_UNAVAILABLE, e),
+            LocateError::Read(e) => internal(e),
         })?;
     Ok((req, index, first))
 }
@@ -299,13 +296,10 @@ impl Conn {
         let camera = pb.req.camera.clone();
         let limit = read_limit(&node);
         let bounds = Bounds::of(&node.config, ask.play_end);
-        let index = match within(limit, library.index(&camera), |e| {
-            fail(StatusCode::NOT_FOUND, e)
-        })
-        .await
-        {
+        let index = match index(&library, &camera, limit).await {
             Ok(i) => i,
-            Err(r) => return r,
+            Err(e @ LocateError::TimedOut(_)) => return fail(StatusCode::SERVICE_UNAVAILABLE, e),
+            Err(e) => return fail(StatusCode::NOT_FOUND, e),
         };
         let seek = |t: i64| {
             let index = &index;
@@ -315,6 +309,7 @@ impl Conn {
                     .await
                     .map_err(|e| match e {
                         LocateError::NotRecorded(_) => fail(StatusCode::INVALID_RANGE, e),
+                        LocateError::NoCamera(_) => fail(StatusCode::NOT_FOUND, e),
                         LocateError::TimedOut(_) => fail(StatusCode::SERVICE_UNAVAILABLE, e),
                         LocateError::Read(e) => internal(e),
                     })?;

@@ -4,7 +4,7 @@
 
 use super::negotiate::carried_tracks;
 use super::{peer, recording, Answered, Service, WhepError};
-use crate::playback::locate::{locate, Bounds, LocateError, Opens};
+use crate::playback::locate::{first_segment, index, locate, Bounds, LocateError, Opens};
 use crate::playback::task::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,10 +76,9 @@ impl Service {
     /// nothing plays from there (the offer is then refused here, not placed).
     pub async fn start_bitrate(&self, camera: &str, t_ms: i64, end_ms: Option<i64>) -> Option<f64> {
         let library = self.library(camera).ok()?;
-        let index = self.index(&library, camera).await.ok()?;
-        let b = self.bounds(end_ms);
-        let first =
-            crate::playback::window::start_segment(&index, t_ms, b.end_ms, b.tolerance_ms).ok()?;
+        let (_, first) = first_segment(&library, camera, t_ms, self.bounds(end_ms))
+            .await
+            .ok()?;
         Some(
             first
                 .bitrate_bps()
@@ -93,19 +92,6 @@ impl Service {
         Bounds::of(&self.node.config, end_ms)
     }
 
-    /// `camera`'s index, loaded within the request's storage bound.
-    async fn index(
-        &self,
-        library: &crate::library::Library,
-        camera: &str,
-    ) -> Result<vigil_storage::CameraIndex, WhepError> {
-        let limit = self.bounds(None).read_limit;
-        tokio::time::timeout(limit, library.index(camera))
-            .await
-            .map_err(|_| WhepError::Storage("the index did not load in time".into()))?
-            .map_err(|_| WhepError::NoRecording(camera.to_string()))
-    }
-
     /// Where a recording of `camera` plays from `t_ms` (`playback::locate`, as RTSP's
     /// seek).
     async fn locate(
@@ -116,16 +102,18 @@ impl Service {
         end_ms: Option<i64>,
         opens: Opens,
     ) -> Result<(Cursor, Arc<crate::library::CachedSegment>), WhepError> {
-        let index = self.index(library, camera).await?;
-        locate(library, &index, t_ms, self.bounds(end_ms), opens)
-            .await
-            .map_err(|e| match e {
-                LocateError::NotRecorded(_) => WhepError::NoRecording(camera.to_string()),
-                LocateError::TimedOut(_) => {
-                    WhepError::Storage("the segment did not load in time".into())
-                }
-                LocateError::Read(e) => WhepError::Storage(e.to_string()),
-            })
+        let bounds = self.bounds(end_ms);
+        let found = async {
+            let index = index(library, camera, bounds.read_limit).await?;
+            locate(library, &index, t_ms, bounds, opens).await
+        };
+        found.await.map_err(|e| match e {
+            LocateError::NoCamera(_) | LocateError::NotRecorded(_) => {
+                WhepError::NoRecording(camera.to_string())
+            }
+            LocateError::TimedOut(_) => WhepError::Storage(e.to_string()),
+            LocateError::Read(e) => WhepError::Storage(e.to_string()),
+        })
     }
 
     /// Steers the recording of resource `id` (`POST /whep/resource/<id>/control`): a seek's
