@@ -76,14 +76,17 @@ pub struct ProcessStats {
     pub pid: u32,
     /// User + system CPU time consumed so far.
     pub cpu_seconds: f64,
+    /// Of that, user space: on loopback the receivers' softirq work runs in the sender's
+    /// system time, so what a relay itself spends is clearer here.
+    pub user_seconds: f64,
     /// Resident set size.
     pub rss_bytes: u64,
     /// OS threads of the process.
     pub threads: u64,
 }
 
-/// (utime + stime ticks, threads) from /proc/<pid>/stat's text.
-fn parse_pid_stat(stat: &str) -> Option<(f64, u64)> {
+/// (utime + stime ticks, utime ticks, threads) from /proc/<pid>/stat's text.
+fn parse_pid_stat(stat: &str) -> Option<(f64, f64, u64)> {
     // The command name (field 2) may contain spaces; fields resume after its ')'.
     let rest = stat.get(stat.rfind(')')? + 2..)?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -92,7 +95,7 @@ fn parse_pid_stat(stat: &str) -> Option<(f64, u64)> {
     let stime: f64 = fields.get(12)?.parse().ok()?;
     // num_threads (field 20) is index 17.
     let threads: u64 = fields.get(17).and_then(|t| t.parse().ok()).unwrap_or(0);
-    Some((utime + stime, threads))
+    Some((utime + stime, utime, threads))
 }
 
 /// The value of a `Name: value` line (first word) in /proc/meminfo, /proc/<pid>/status or io.
@@ -106,12 +109,13 @@ fn field(text: &str, name: &str) -> Option<u64> {
 /// Stats of process `pid` (None if it is gone or /proc is unreadable).
 pub fn process(pid: u32) -> Option<ProcessStats> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (ticks, threads) = parse_pid_stat(&stat)?;
+    let (ticks, user_ticks, threads) = parse_pid_stat(&stat)?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let rss_kb = field(&status, "VmRSS:").unwrap_or(0);
     Some(ProcessStats {
         pid,
         cpu_seconds: ticks / ticks_per_sec(),
+        user_seconds: user_ticks / ticks_per_sec(),
         rss_bytes: rss_kb * 1024,
         threads,
     })
@@ -335,7 +339,7 @@ eth0\t0C0012C6\t010012C6\t0007\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n";
     #[test]
     fn process_stat_with_spaces_in_the_name() {
         let stat = "42 (a b) S 1 2 3 4 5 6 7 8 9 10 30 12 0 0 20 0 5 0 100";
-        assert_eq!(parse_pid_stat(stat), Some((42.0, 5)));
+        assert_eq!(parse_pid_stat(stat), Some((42.0, 30.0, 5)));
         assert_eq!(parse_pid_stat("42 (x"), None);
         assert_eq!(field("wchar: 123\nrchar: 4\n", "wchar:"), Some(123));
     }

@@ -19,6 +19,9 @@ pub struct NodeWindow {
     pub secs: f64,
     /// CPU time of the node over the window, in % of one core.
     pub cpu_pct: f64,
+    /// Of that, user space (the rest is the kernel's, including the loopback receivers'
+    /// softirq work charged to the sender).
+    pub user_pct: f64,
     pub rss_max_bytes: u64,
     /// Packets the node ingested on the path during the window.
     pub ingest_packets: Option<u64>,
@@ -48,6 +51,7 @@ impl NodeWindow {
         Some(NodeWindow {
             secs,
             cpu_pct: (b.0.cpu_seconds - a.0.cpu_seconds) / secs * 100.0,
+            user_pct: (b.0.user_seconds - a.0.user_seconds) / secs * 100.0,
             rss_max_bytes: rss_max.max(b.0.rss_bytes),
             ingest_packets: match (a.1, b.1) {
                 (Some(x), Some(y)) => Some(y.saturating_sub(x)),
@@ -321,6 +325,7 @@ impl Report {
             "first_video_packet_keyframe": self.keyframe_first,
             "readers_with_video": self.with_video,
             "node_cpu_pct": n.map(|n| n.cpu_pct),
+            "node_user_cpu_pct": n.map(|n| n.user_pct),
             "node_cpu_pct_per_reader": self.per_reader_cpu(),
             "node_rss_max_bytes": n.map(|n| n.rss_max_bytes),
             "bench_cpu_pct": n.and_then(|n| n.bench_cpu_pct),

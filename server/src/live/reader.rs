@@ -328,6 +328,11 @@ impl Reader {
         n
     }
 
+    /// Where this reader is in the hub: the position of the next packet it reads.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
     /// Resolves when the hub may have packets beyond this reader's cursor.
     pub async fn wait(&self) {
         self.stream.wait_beyond(self.cursor).await

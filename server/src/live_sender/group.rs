@@ -1,0 +1,439 @@
+//! One task sends every UDP viewer this node serves of one stream (issue 29 §3).
+//!
+//! A task per viewer, woken by the hub once per frame, cost ≈ 4 µs of user space per viewer
+//! per frame at 1000 viewers (docs/BENCHMARKS.md "Fan-out at the kernel's floor"): the
+//! scheduling of the task, the hub's `Notify` waiter list, the task's `select!` and
+//! cancellation tokens, for a few microseconds of real work (the header rewrite and the
+//! send call). Here the hub wakes one task per frame, whatever the number of viewers, and
+//! the task walks its viewers: each keeps its own cursor and RTP identity (its `Reader`), so
+//! what a viewer receives, pauses, reports and hands over is what its own task did before.
+//!
+//! The sends are awaited in turn. A UDP socket's buffer fills only when the interface
+//! cannot take the packets, which every viewer of the node shares; one viewer's full buffer
+//! does not stand for a slow reader as a TCP connection's does (UDP has no back-pressure
+//! from the receiver), so waiting for it holds nobody back that the interface would not.
+//!
+//! A group holds at most [`GROUP_MAX`] viewers; a stream with more has more groups, so that
+//! its fan-out still spreads over the runtime's threads (one group is one task on one core
+//! at a time). A group lives while it has viewers: the last one leaving takes its entry out
+//! of the node's map under the map's lock, so a viewer arriving then starts a new group.
+
+use super::{Progress, Pumped};
+use crate::live::reader::{OutPacket, Reader};
+use crate::live::stream::Stream;
+use crate::net::udp::BYE_AFTER_LAST_RTP;
+use crate::node::{Node, SessionInfo};
+use crate::playback::task::{wall_us, UdpOut};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{info, Instrument, Span};
+use vigil_proto::rtcp;
+
+/// Packets one viewer takes from the hub per pass (a keyframe of a 2 Mb/s camera is ≈ 30).
+const PUMP_BATCH: usize = 256;
+/// How often a viewer's RTCP sender report goes out.
+const SR_EVERY: Duration = Duration::from_secs(5);
+/// How often the group looks at its viewers' timers (reports, SR, BYE after the end).
+const TICK: Duration = Duration::from_millis(100);
+/// Viewers per group: one wake per frame for this many is already a small cost per viewer
+/// (a 256th), and a thousand viewers of one camera still make four tasks the runtime can run
+/// on four cores.
+pub(super) const GROUP_MAX: usize = 256;
+
+/// What a viewer's handle asks of its group.
+pub(super) enum Cmd {
+    Add(Box<Slot>),
+    Pause(u64, bool),
+    /// Stop for good, with an RTCP BYE.
+    End(u64),
+    /// Stop without a BYE (another sender continues the viewer) and give its state back.
+    Stop(u64, oneshot::Sender<Pumped>),
+}
+
+/// What a viewer's handle and its group share.
+#[derive(Default)]
+pub(super) struct Shared {
+    pub finished: AtomicBool,
+    /// The viewer's state when its group ended it on its own (the publisher ended, the node
+    /// shuts down): what a later `stop` gets.
+    pub left: Mutex<Option<Pumped>>,
+}
+
+impl Shared {
+    pub fn left(&self) -> MutexGuard<'_, Option<Pumped>> {
+        self.left.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One viewer in its group.
+pub(super) struct Slot {
+    id: u64,
+    info: Arc<SessionInfo>,
+    reader: Reader,
+    outs: Vec<UdpOut>,
+    first_sent: Option<oneshot::Sender<i64>>,
+    last_sent_us: Option<i64>,
+    progress: Option<Progress>,
+    next_report: Instant,
+    next_sr: Instant,
+    paused: bool,
+    /// The publisher ended: the BYE goes out then (the receiver reads its backlog first).
+    bye_at: Option<Instant>,
+    /// The viewer's session span, for what is logged of it.
+    span: Span,
+    shared: Arc<Shared>,
+}
+
+impl Slot {
+    pub fn new(
+        id: u64,
+        info: Arc<SessionInfo>,
+        reader: Reader,
+        outs: Vec<UdpOut>,
+        first_sent: Option<oneshot::Sender<i64>>,
+        progress: Option<Progress>,
+        shared: Arc<Shared>,
+    ) -> Slot {
+        let now = Instant::now();
+        Slot {
+            id,
+            info,
+            reader,
+            outs,
+            first_sent,
+            last_sent_us: None,
+            progress,
+            next_report: now,
+            next_sr: now,
+            paused: false,
+            bye_at: None,
+            span: Span::current(),
+            shared,
+        }
+    }
+
+    fn sending(&self) -> bool {
+        !self.paused && self.bye_at.is_none()
+    }
+
+    /// Sends what the hub has for this viewer (up to a batch); when the publisher ended and
+    /// the viewer has had everything, sets the time of its BYE.
+    async fn pump(
+        &mut self,
+        node: &Node,
+        out: &mut Vec<OutPacket>,
+        per_track: &mut Vec<OutPacket>,
+    ) {
+        out.clear();
+        let skips = self.reader.skips;
+        let consumed = self.reader.poll_batch(out, PUMP_BATCH);
+        if self.reader.skips != skips {
+            Node::bump(&node.counters.reader_skips);
+        }
+        if consumed == 0 {
+            if self.reader.stream().is_finished() {
+                self.span.in_scope(|| info!("publisher ended the stream"));
+                self.bye_at = Some(Instant::now() + BYE_AFTER_LAST_RTP);
+            }
+            return;
+        }
+        if out.is_empty() {
+            return;
+        }
+        self.info
+            .packets
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
+        let bytes: u64 = out.iter().map(|p| 12 + p.payload.len() as u64).sum();
+        self.info.bytes.fetch_add(bytes, Ordering::Relaxed);
+        for o in &self.outs {
+            // A batch of one track (a camera without audio) goes as it is, uncloned.
+            if out.iter().all(|p| p.track == o.track) {
+                o.send_rtp(out).await;
+                continue;
+            }
+            per_track.clear();
+            per_track.extend(out.iter().filter(|p| p.track == o.track).cloned());
+            if !per_track.is_empty() {
+                o.send_rtp(per_track).await;
+            }
+        }
+        let now = wall_us();
+        self.last_sent_us = Some(now);
+        if let Some(tx) = self.first_sent.take() {
+            let _ = tx.send(now);
+        }
+    }
+
+    async fn send_rtcp(&self, node: &Node, bye: bool) {
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let reports = self.reader.sender_reports(Instant::now(), wall);
+        let cname = &node.config.node.id;
+        for (track, ssrc) in self.reader.ssrcs() {
+            let sr = reports.iter().find(|(t, _)| *t == track).map(|(_, sr)| *sr);
+            if sr.is_none() && !bye {
+                continue;
+            }
+            let sr = sr.unwrap_or(rtcp::SenderReport {
+                ssrc,
+                ntp: rtcp::ntp_timestamp(wall),
+                rtp_timestamp: 0,
+                packet_count: 0,
+                octet_count: 0,
+            });
+            let pkt = if bye {
+                rtcp::goodbye(&sr, cname)
+            } else {
+                rtcp::sender_report(&sr, cname)
+            };
+            if let Some(o) = self.outs.iter().find(|o| o.track == track) {
+                o.send_rtcp(&pkt).await;
+            }
+        }
+    }
+
+    /// The viewer leaves its group: its state where its handle finds it.
+    fn into_pumped(self) -> Pumped {
+        self.shared.finished.store(true, Ordering::Release);
+        Pumped {
+            reader: self.reader,
+            last_sent_us: self.last_sent_us,
+        }
+    }
+
+    /// The viewer ends here (BYE sent or not): its state kept for a later `stop`.
+    fn finish(self) {
+        let shared = self.shared.clone();
+        let pumped = self.into_pumped();
+        *shared.left() = Some(pumped);
+    }
+}
+
+/// The node's groups, by stream.
+#[derive(Default)]
+pub(super) struct Groups {
+    map: Mutex<HashMap<usize, Vec<Entry>>>,
+    next_id: AtomicU64,
+}
+
+struct Entry {
+    tx: mpsc::UnboundedSender<Cmd>,
+    group: u64,
+    /// Viewers added and not yet gone (counted up by `add`, down by the group).
+    members: Arc<AtomicUsize>,
+}
+
+impl Groups {
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<usize, Vec<Entry>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts the viewer in its stream's group, starting one if there is none; returns where
+    /// its handle sends its commands.
+    pub fn add(self: &Arc<Self>, node: &Arc<Node>, slot: Slot) -> mpsc::UnboundedSender<Cmd> {
+        let stream = slot.reader.stream().clone();
+        let key = Arc::as_ptr(&stream) as usize;
+        let mut map = self.map();
+        let entries = map.entry(key).or_default();
+        let mut cmd = Cmd::Add(Box::new(slot));
+        for e in entries.iter() {
+            if e.members.load(Ordering::Acquire) >= GROUP_MAX {
+                continue;
+            }
+            match e.tx.send(cmd) {
+                Ok(()) => {
+                    e.members.fetch_add(1, Ordering::AcqRel);
+                    return e.tx.clone();
+                }
+                // The group ended without taking its entry out (its task was dropped).
+                Err(mpsc::error::SendError(back)) => cmd = back,
+            }
+        }
+        entries.retain(|e| !e.tx.is_closed());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(cmd);
+        let group = self.next_id();
+        let members = Arc::new(AtomicUsize::new(1));
+        entries.push(Entry {
+            tx: tx.clone(),
+            group,
+            members: members.clone(),
+        });
+        let span = tracing::info_span!(parent: None, "live_group", path = %stream.path);
+        let task = Group {
+            node: node.clone(),
+            groups: self.clone(),
+            stream,
+            key,
+            group,
+            members,
+            rx,
+            slots: Vec::new(),
+        };
+        node.tasks.spawn(task.run().instrument(span));
+        tx
+    }
+}
+
+struct Group {
+    node: Arc<Node>,
+    groups: Arc<Groups>,
+    /// Held so that the stream's address, the group's key, is not reused while it runs.
+    stream: Arc<Stream>,
+    key: usize,
+    group: u64,
+    members: Arc<AtomicUsize>,
+    rx: mpsc::UnboundedReceiver<Cmd>,
+    slots: Vec<Slot>,
+}
+
+impl Group {
+    async fn run(mut self) {
+        let mut out: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
+        let mut per_track: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            if self.slots.is_empty() && self.retire() {
+                return;
+            }
+            // The hub wakes the group when any sending viewer has something new.
+            let cursor = self
+                .slots
+                .iter()
+                .filter(|s| s.sending())
+                .map(|s| s.reader.cursor())
+                .min();
+            tokio::select! {
+                biased;
+                _ = self.node.shutdown.cancelled() => {
+                    for slot in std::mem::take(&mut self.slots) {
+                        if slot.bye_at.is_some() {
+                            slot.info.cancel.cancel();
+                        }
+                        slot.send_rtcp(&self.node, true).await;
+                        slot.finish();
+                    }
+                    return;
+                }
+                cmd = self.rx.recv() => match cmd {
+                    Some(cmd) => self.command(cmd).await,
+                    None => return,
+                },
+                _ = self.stream.wait_beyond(cursor.unwrap_or(0)), if cursor.is_some() => {
+                    for slot in self.slots.iter_mut().filter(|s| s.sending()) {
+                        slot.pump(&self.node, &mut out, &mut per_track).await;
+                    }
+                }
+                _ = tick.tick() => self.timers().await,
+            }
+        }
+    }
+
+    /// Ends the group if no viewer is on its way to it: under the map's lock, which every
+    /// `add` holds while it sends, so none can arrive once the entry is gone.
+    fn retire(&mut self) -> bool {
+        let mut map = self.groups.map();
+        match self.rx.try_recv() {
+            Ok(Cmd::Add(slot)) => {
+                self.slots.push(*slot);
+                false
+            }
+            // A command for a viewer that has left: nothing to do, look again.
+            Ok(Cmd::Stop(..) | Cmd::Pause(..) | Cmd::End(..)) => false,
+            Err(_) => {
+                if let Some(entries) = map.get_mut(&self.key) {
+                    entries.retain(|e| e.group != self.group);
+                    if entries.is_empty() {
+                        map.remove(&self.key);
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    fn take(&mut self, id: u64) -> Option<Slot> {
+        let i = self.slots.iter().position(|s| s.id == id)?;
+        Some(self.remove(i))
+    }
+
+    fn remove(&mut self, i: usize) -> Slot {
+        self.members.fetch_sub(1, Ordering::AcqRel);
+        self.slots.swap_remove(i)
+    }
+
+    async fn command(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Add(slot) => self.slots.push(*slot),
+            Cmd::Pause(id, paused) => {
+                if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
+                    s.paused = paused;
+                }
+            }
+            Cmd::End(id) => {
+                if let Some(slot) = self.take(id) {
+                    if slot.bye_at.is_some() {
+                        slot.info.cancel.cancel();
+                    }
+                    slot.send_rtcp(&self.node, true).await;
+                    slot.finish();
+                }
+            }
+            // An unknown id (the viewer ended on its own) drops `tx`: its handle then takes
+            // what `finish` left.
+            Cmd::Stop(id, tx) => {
+                if let Some(slot) = self.take(id) {
+                    if slot.bye_at.is_some() {
+                        slot.info.cancel.cancel();
+                    }
+                    let _ = tx.send(slot.into_pumped());
+                }
+            }
+        }
+    }
+
+    /// Sender reports, progress reports and the BYE after a publisher's end, when due.
+    async fn timers(&mut self) {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.slots.len() {
+            let slot = &mut self.slots[i];
+            if slot.bye_at.is_some_and(|t| t <= now) {
+                let slot = self.remove(i);
+                slot.info.cancel.cancel();
+                slot.send_rtcp(&self.node, true).await;
+                slot.finish();
+                continue;
+            }
+            if slot.next_sr <= now {
+                slot.next_sr = now + SR_EVERY;
+                slot.send_rtcp(&self.node, false).await;
+            }
+            if let Some(p) = &slot.progress {
+                if slot.next_report <= now {
+                    slot.next_report = now + p.every;
+                    let state = slot.reader.handoff(slot.last_sent_us);
+                    *p.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
+                }
+            }
+            i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+impl Groups {
+    /// Groups running, for the tests.
+    pub fn len(&self) -> usize {
+        self.map().values().map(Vec::len).sum()
+    }
+}
