@@ -228,3 +228,44 @@ fn the_stores_defaults_are_the_configs() {
         vigil_storage::DEFAULT_WRITEBACK_BYTES
     );
 }
+
+/// A camera moved between nodes: the old holder's last frame came before a keyframe, but
+/// its lease was freed only after it (its last commit). The new holder kept that GOP while
+/// it waited, so its recording starts at that keyframe, not one GOP later.
+#[test]
+fn a_lease_freed_after_a_keyframe_records_from_that_keyframe() {
+    use crate::node::writer_pool::LaneWriter;
+    let dir = TestDir::new();
+    let old = Store::open(dir.path(), "n1", StoreConfig::default()).unwrap();
+    let new = Store::open(dir.path(), "n2", StoreConfig::default()).unwrap();
+    let t0 = 1_700_000_000_000;
+    let mut holder = old.recorder("cam", header()).unwrap();
+    for i in 0..=45 {
+        holder.write(frame(t0, i)).unwrap();
+    }
+    let recordings = Arc::new(Recordings::default());
+    let mut w = CameraWriter::new(recordings.clone(), new.clone(), "cam".into(), header())
+        .with_lease_retry(Duration::ZERO);
+    // Keyframe 50 and the frames after it reach the new holder while the old one holds the lease.
+    for i in 50..=55 {
+        w.handle(WriterMsg::Frame(frame(t0, i)));
+    }
+    assert_eq!(recordings.get("cam").unwrap().state, "error");
+    holder.finish().unwrap();
+    for i in 56..=250 {
+        w.handle(WriterMsg::Frame(frame(t0, i)));
+    }
+    let (done, _) = tokio::sync::oneshot::channel();
+    w.handle(WriterMsg::Finish(done));
+    let starts: Vec<(i64, i64)> = new
+        .index("cam")
+        .unwrap()
+        .segments()
+        .map(|m| ((m.start_ms - t0) / 40, (m.end_ms - t0) / 40))
+        .collect();
+    assert_eq!(starts.first().map(|s| s.0), Some(0), "{starts:?}");
+    let after: Vec<_> = starts.iter().filter(|s| s.0 > 45).collect();
+    assert_eq!(after.first().map(|s| s.0), Some(50), "{starts:?}");
+    let status = recordings.get("cam").unwrap();
+    assert_eq!(status.state, "recording", "{status:?}");
+}

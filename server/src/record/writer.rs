@@ -10,10 +10,16 @@ use vigil_storage::{Frame, StorageError, Store, StreamHeader};
 
 /// How often a failed writer (full disk) tries again.
 const RETRY: Duration = Duration::from_secs(2);
-/// A lease held elsewhere is retried on every keyframe (a segment can only start on one),
-/// at most this often: after a camera move the lease is freed as the source's last segment
-/// closes, and the recording goes on from the next keyframe (each try is one file check).
+/// A lease held elsewhere is retried at most this often (each try is one file check): after
+/// a camera move the lease is freed once the old holder's last segment is committed.
 const LEASE_RETRY: Duration = Duration::from_millis(100);
+/// While the lease is held elsewhere the frames of the GOP in progress are kept, up to this
+/// many bytes (a GOP of an 8 Mb/s camera at one keyframe a second), so that a lease freed
+/// in the middle of a GOP records from that GOP's keyframe rather than from the next one:
+/// the old holder's commit (a `syncfs`) takes long enough on a busy disk to miss the
+/// keyframe after its last frame, which made a move's recording gap two GOPs, not one.
+/// The recorder itself drops what is older than the newest stored segment.
+const HELD_MAX_BYTES: usize = 1 << 20;
 
 pub enum WriterMsg {
     Frame(Frame),
@@ -30,6 +36,11 @@ pub struct CameraWriter {
     next_attempt: Instant,
     /// The last try found the camera's lease held by another node.
     lease_elsewhere: bool,
+    lease_retry: Duration,
+    /// While the lease is elsewhere: the GOP in progress (from its keyframe), see
+    /// [`HELD_MAX_BYTES`].
+    held: Vec<Frame>,
+    held_bytes: usize,
     /// `[storage.emulate] write_latency_ms`: a slow LUN, for experiments and fault tests.
     write_latency: Duration,
 }
@@ -49,8 +60,35 @@ impl CameraWriter {
             recorder: None,
             next_attempt: Instant::now(),
             lease_elsewhere: false,
+            lease_retry: LEASE_RETRY,
+            held: Vec::new(),
+            held_bytes: 0,
             write_latency: Duration::ZERO,
         }
+    }
+
+    /// Tries a lease held elsewhere this often (tests: at every frame).
+    #[cfg(test)]
+    pub fn with_lease_retry(mut self, every: Duration) -> CameraWriter {
+        self.lease_retry = every;
+        self
+    }
+
+    /// Keeps `frame` if it belongs to the GOP in progress (while the lease is elsewhere).
+    fn hold(&mut self, frame: &Frame) {
+        if frame.keyframe {
+            self.held.clear();
+            self.held_bytes = 0;
+        } else if self.held.is_empty() {
+            return;
+        }
+        self.held_bytes += frame.data.len();
+        if self.held_bytes > HELD_MAX_BYTES {
+            self.held.clear();
+            self.held_bytes = 0;
+            return;
+        }
+        self.held.push(frame.clone());
     }
 
     /// Every frame write takes `latency` longer (storage emulation).
@@ -60,23 +98,26 @@ impl CameraWriter {
     }
 
     fn frame(&mut self, frame: Frame) {
-        let camera = self.camera.as_str();
-        let recordings = &self.recordings;
         if self.recorder.is_none() {
             let now = Instant::now();
-            let due = match self.lease_elsewhere {
-                true => frame.keyframe && now >= self.next_attempt,
+            let was_elsewhere = self.lease_elsewhere;
+            if was_elsewhere {
+                self.hold(&frame);
+            }
+            let due = match was_elsewhere {
+                true => !self.held.is_empty() && now >= self.next_attempt,
                 false => now >= self.next_attempt,
             };
             if !due {
                 return; // dropped while the disk is full or the lease is elsewhere
             }
+            let camera = self.camera.as_str();
             match self.store.recorder(camera, self.header.clone()) {
                 Ok(r) => {
                     // After an error (full disk, lease elsewhere) the camera counts as
                     // recording again only once a segment is stored: a retry that gets a
                     // recorder on a still-full disk must not show "recording" in between.
-                    recordings.update(camera, |s| {
+                    self.recordings.update(camera, |s| {
                         if s.state != "error" {
                             info!(camera, "recording");
                             s.state = "recording".into();
@@ -85,20 +126,41 @@ impl CameraWriter {
                     });
                     self.recorder = Some(r);
                     self.lease_elsewhere = false;
+                    // The GOP kept while waiting (it ends with this frame) goes first.
+                    let held = std::mem::take(&mut self.held);
+                    self.held_bytes = 0;
+                    if !held.is_empty() {
+                        for f in held {
+                            self.write(f);
+                        }
+                        return;
+                    }
                 }
                 Err(e) => {
-                    recordings.fail(camera, &e);
+                    self.recordings.fail(camera, &e);
                     self.lease_elsewhere = matches!(e, StorageError::LeaseHeld { .. });
-                    self.next_attempt = Instant::now()
+                    self.next_attempt = now
                         + if self.lease_elsewhere {
-                            LEASE_RETRY
+                            self.lease_retry
                         } else {
                             RETRY
                         };
+                    if !self.lease_elsewhere {
+                        self.held.clear();
+                        self.held_bytes = 0;
+                    } else if !was_elsewhere {
+                        self.hold(&frame);
+                    }
                     return;
                 }
             }
         }
+        self.write(frame);
+    }
+
+    fn write(&mut self, frame: Frame) {
+        let camera = self.camera.as_str();
+        let recordings = &self.recordings;
         let Some(r) = self.recorder.as_mut() else {
             return;
         };
