@@ -188,28 +188,13 @@ fn epoch_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Days since 1970-01-01 of a civil date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468
-}
-
 /// Milliseconds since the epoch of a node's log line (its `2026-12-05T06:20:11.123456Z`
 /// prefix, UTC).
 fn line_ms(line: &str) -> Option<i64> {
-    let t = line.get(..23)?;
-    let n = |r: std::ops::Range<usize>| t.get(r)?.parse::<i64>().ok();
-    let days = days_from_civil(n(0..4)?, n(5..7)?, n(8..10)?);
-    Some(
-        days * 86_400_000
-            + n(11..13)? * 3_600_000
-            + n(14..16)? * 60_000
-            + n(17..19)? * 1000
-            + n(20..23)?,
-    )
+    let t = line.split_whitespace().next()?;
+    vigil_proto::rtsp::UtcTime::parse_rfc3339(t)
+        .ok()
+        .map(|t| t.unix_millis)
 }
 
 /// The first line of `log` at or after `since_ms` containing every one of `all`: its time

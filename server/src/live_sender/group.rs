@@ -196,6 +196,21 @@ impl Slot {
         }
     }
 
+    /// A viewer whose publisher ended ends its RTSP session as it leaves the group, whatever
+    /// makes it leave (its BYE's time, a TEARDOWN, a handoff, the node's shutdown).
+    fn end_session_if_ended(&self) {
+        if self.bye_at.is_some() {
+            self.info.cancel.cancel();
+        }
+    }
+
+    /// The viewer ends here with an RTCP BYE.
+    async fn bye(self, node: &Node) {
+        self.end_session_if_ended();
+        self.send_rtcp(node, true).await;
+        self.finish();
+    }
+
     /// The viewer leaves its group: its state where its handle finds it.
     fn into_pumped(self) -> Pumped {
         self.shared.finished.store(true, Ordering::Release);
@@ -316,11 +331,7 @@ impl Group {
                 biased;
                 _ = self.node.shutdown.cancelled() => {
                     for slot in std::mem::take(&mut self.slots) {
-                        if slot.bye_at.is_some() {
-                            slot.info.cancel.cancel();
-                        }
-                        slot.send_rtcp(&self.node, true).await;
-                        slot.finish();
+                        slot.bye(&self.node).await;
                     }
                     return;
                 }
@@ -381,20 +392,14 @@ impl Group {
             }
             Cmd::End(id) => {
                 if let Some(slot) = self.take(id) {
-                    if slot.bye_at.is_some() {
-                        slot.info.cancel.cancel();
-                    }
-                    slot.send_rtcp(&self.node, true).await;
-                    slot.finish();
+                    slot.bye(&self.node).await;
                 }
             }
             // An unknown id (the viewer ended on its own) drops `tx`: its handle then takes
             // what `finish` left.
             Cmd::Stop(id, tx) => {
                 if let Some(slot) = self.take(id) {
-                    if slot.bye_at.is_some() {
-                        slot.info.cancel.cancel();
-                    }
+                    slot.end_session_if_ended();
                     let _ = tx.send(slot.into_pumped());
                 }
             }
@@ -408,10 +413,7 @@ impl Group {
         while i < self.slots.len() {
             let slot = &mut self.slots[i];
             if slot.bye_at.is_some_and(|t| t <= now) {
-                let slot = self.remove(i);
-                slot.info.cancel.cancel();
-                slot.send_rtcp(&self.node, true).await;
-                slot.finish();
+                self.remove(i).bye(&self.node).await;
                 continue;
             }
             if slot.next_sr <= now {

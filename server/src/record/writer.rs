@@ -77,18 +77,22 @@ impl CameraWriter {
     /// Keeps `frame` if it belongs to the GOP in progress (while the lease is elsewhere).
     fn hold(&mut self, frame: &Frame) {
         if frame.keyframe {
-            self.held.clear();
-            self.held_bytes = 0;
+            self.take_held();
         } else if self.held.is_empty() {
             return;
         }
         self.held_bytes += frame.data.len();
         if self.held_bytes > HELD_MAX_BYTES {
-            self.held.clear();
-            self.held_bytes = 0;
+            self.take_held();
             return;
         }
         self.held.push(frame.clone());
+    }
+
+    /// The GOP kept while the lease was elsewhere, no longer kept.
+    fn take_held(&mut self) -> Vec<Frame> {
+        self.held_bytes = 0;
+        std::mem::take(&mut self.held)
     }
 
     /// Every frame write takes `latency` longer (storage emulation).
@@ -104,10 +108,8 @@ impl CameraWriter {
             if was_elsewhere {
                 self.hold(&frame);
             }
-            let due = match was_elsewhere {
-                true => !self.held.is_empty() && now >= self.next_attempt,
-                false => now >= self.next_attempt,
-            };
+            // Waiting for the lease, a try is worth it only with a GOP to start from.
+            let due = now >= self.next_attempt && (!was_elsewhere || !self.held.is_empty());
             if !due {
                 return; // dropped while the disk is full or the lease is elsewhere
             }
@@ -127,8 +129,7 @@ impl CameraWriter {
                     self.recorder = Some(r);
                     self.lease_elsewhere = false;
                     // The GOP kept while waiting (it ends with this frame) goes first.
-                    let held = std::mem::take(&mut self.held);
-                    self.held_bytes = 0;
+                    let held = self.take_held();
                     if !held.is_empty() {
                         for f in held {
                             self.write(f);
@@ -146,8 +147,7 @@ impl CameraWriter {
                             RETRY
                         };
                     if !self.lease_elsewhere {
-                        self.held.clear();
-                        self.held_bytes = 0;
+                        self.take_held();
                     } else if !was_elsewhere {
                         self.hold(&frame);
                     }

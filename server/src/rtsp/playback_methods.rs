@@ -52,14 +52,13 @@ pub async fn resolve(
     let bounds = Bounds::of(&conn.node.config, req.end_ms);
     let (index, first) = first_segment(library, &req.camera, req.start_ms, bounds)
         .await
-        .map_err(|e| match e {
-            LocateError::NoCamera(_) => fail(StatusCode::NOT_FOUND, e),
-            LocateError::NotRecorded(why) => fail(
-                StatusCode::NOT_FOUND,
-                format!("no recording of {} at that time ({why})", req.camera),
-            ),
-            LocateError::TimedOut(_) => fail(StatusCode::SERVICE_UNAVAILABLE, e),
-            LocateError::Read(e) => internal(e),
+        .map_err(|e| {
+            refused(e, |why| {
+                fail(
+                    StatusCode::NOT_FOUND,
+                    format!("no recording of {} at that time ({why})", req.camera),
+                )
+            })
         })?;
     Ok((req, index, first))
 }
@@ -298,8 +297,8 @@ impl Conn {
         let bounds = Bounds::of(&node.config, ask.play_end);
         let index = match index(&library, &camera, limit).await {
             Ok(i) => i,
-            Err(e @ LocateError::TimedOut(_)) => return fail(StatusCode::SERVICE_UNAVAILABLE, e),
-            Err(e) => return fail(StatusCode::NOT_FOUND, e),
+            // Loading an index finds no camera or times out; it never reads a segment.
+            Err(e) => return refused(e, |why| fail(StatusCode::NOT_FOUND, why)),
         };
         let seek = |t: i64| {
             let index = &index;
@@ -307,11 +306,10 @@ impl Conn {
             async move {
                 let (cursor, seg) = locate(library, index, t, bounds, Opens::Seek)
                     .await
-                    .map_err(|e| match e {
-                        LocateError::NotRecorded(_) => fail(StatusCode::INVALID_RANGE, e),
-                        LocateError::NoCamera(_) => fail(StatusCode::NOT_FOUND, e),
-                        LocateError::TimedOut(_) => fail(StatusCode::SERVICE_UNAVAILABLE, e),
-                        LocateError::Read(e) => internal(e),
+                    .map_err(|e| {
+                        refused(e, |why| {
+                            fail(StatusCode::INVALID_RANGE, LocateError::NotRecorded(why))
+                        })
                     })?;
                 Ok::<_, Response>((cursor, Some(seg)))
             }
@@ -406,6 +404,18 @@ impl Conn {
 
 fn internal(e: LibraryError) -> Response {
     fail(StatusCode::INTERNAL_SERVER_ERROR, e)
+}
+
+/// The answer to a playback start that cannot be found: the same for every request but
+/// for a time with nothing recorded, which `not_recorded` answers (a DESCRIBE's 404, a
+/// seek's 457).
+fn refused(e: LocateError, not_recorded: impl FnOnce(window::NotRecorded) -> Response) -> Response {
+    match e {
+        LocateError::NoCamera(_) => fail(StatusCode::NOT_FOUND, e),
+        LocateError::NotRecorded(why) => not_recorded(why),
+        LocateError::TimedOut(_) => fail(StatusCode::SERVICE_UNAVAILABLE, e),
+        LocateError::Read(e) => internal(e),
+    }
 }
 
 /// A refused PLAY that had to stop the running sender starts it again where it was, with
