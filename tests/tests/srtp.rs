@@ -55,6 +55,7 @@ fn savp_transport_within(api: &str, within: Duration) -> Option<String> {
 fn gstreamer_plays_live_and_a_recording_over_srtp_on_udp_and_interleaved() {
     let dir = tempfile::tempdir().unwrap();
     let (n, start, _ca) = node_with_recording(dir.path(), "");
+    n.node.wait_live("live/demo");
     let live = n.rtsps_url("live/demo");
     let playback = n.rtsps_url(&format!("playback/{CAM}?start={}", rfc3339(start + 2_000)));
     for (what, url, protocols, transport) in [
@@ -121,6 +122,8 @@ fn srtp_keys_travel_only_inside_tls_and_the_wire_carries_no_plain_video() {
     let dir = tempfile::tempdir().unwrap();
     let (n, _start, ca) = node_with_recording(dir.path(), "");
     let path = "live/demo".to_string();
+    // The demo camera starts beside the listeners: a DESCRIBE before it is live gets 404.
+    n.node.wait_live(&path);
 
     // Plain RTSP: RTP/AVP and no key, and RTP/SAVP is refused.
     let mut plain = RtspConn::connect(n.node.rtsp);
