@@ -174,8 +174,10 @@ impl Browser {
     }
 
     /// A real (WebDriver) click on the element `css` selects. The page replaces a table row
-    /// when its content changes; a row replaced between the find and the click is found
-    /// again (bounded by a deadline).
+    /// when its content changes, on its next refresh after the change: an element not there
+    /// yet (an action the row offers only after the change the test just made through the
+    /// node) or replaced between the find and the click is looked for again every 100 ms,
+    /// bounded by a deadline.
     pub fn click(&self, css: &str) {
         let c = self.client();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -187,7 +189,12 @@ impl Browser {
             });
             match r {
                 Ok(()) => return,
-                Err(e) if e.is_stale_element_reference() && Instant::now() < deadline => {}
+                Err(e)
+                    if (e.is_stale_element_reference() || e.is_no_such_element())
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
                 Err(e) => panic!("click {css}: {e:?}"),
             }
         }
