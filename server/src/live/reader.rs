@@ -383,7 +383,31 @@ impl Reader {
             .collect()
     }
 
-    /// The final sender report of each set-up track (for RTCP BYE).
+    /// What an RTCP BYE carries for each set-up track: its sender report, or a zero one
+    /// for a track that has sent nothing yet (the BYE still names its SSRC).
+    pub fn goodbye_reports(
+        &self,
+        now: Instant,
+        wall: std::time::Duration,
+    ) -> Vec<(usize, SenderReport)> {
+        let reports = self.sender_reports(now, wall);
+        self.ssrcs()
+            .into_iter()
+            .map(|(track, ssrc)| {
+                let sr = reports.iter().find(|(t, _)| *t == track).map(|(_, sr)| *sr);
+                let zero = SenderReport {
+                    ssrc,
+                    ntp: ntp_timestamp(wall),
+                    rtp_timestamp: 0,
+                    packet_count: 0,
+                    octet_count: 0,
+                };
+                (track, sr.unwrap_or(zero))
+            })
+            .collect()
+    }
+
+    /// The SSRC of each set-up track.
     pub fn ssrcs(&self) -> Vec<(usize, u32)> {
         self.tracks
             .iter()
@@ -452,6 +476,36 @@ pub(crate) mod tests {
         first_seq: 100,
         first_ts: 5000,
     };
+
+    #[test]
+    fn a_goodbye_names_every_set_up_track_and_reports_what_each_sent() {
+        let s = stream();
+        let e = s.current_epoch();
+        let r = Reader::new(s.clone(), &[Some(SETUP)]);
+        let wall = std::time::Duration::from_secs(1_000_000);
+        // Nothing sent yet: no sender report, but a BYE still names the track's SSRC.
+        assert!(r.sender_reports(Instant::now(), wall).is_empty());
+        let bye = r.goodbye_reports(Instant::now(), wall);
+        assert_eq!(bye.len(), 1);
+        assert_eq!(bye[0].0, 0);
+        assert_eq!(
+            (bye[0].1.ssrc, bye[0].1.packet_count, bye[0].1.octet_count),
+            (SETUP.ssrc, 0, 0)
+        );
+        assert_eq!(bye[0].1.ntp, ntp_timestamp(wall));
+        let mut r = r;
+        push(&s, e, 1, 0, true);
+        let mut out = vec![];
+        r.poll_batch(&mut out, 64);
+        assert_eq!(out.len(), 1);
+        let sent = r.sender_reports(Instant::now(), wall);
+        let bye = r.goodbye_reports(Instant::now(), wall);
+        assert_eq!(bye, sent, "a track that sent: its sender report");
+        assert_eq!(
+            (bye[0].1.ssrc, bye[0].1.packet_count, bye[0].1.octet_count),
+            (SETUP.ssrc, 1, 4)
+        );
+    }
 
     #[test]
     fn video_starts_at_keyframe_with_own_identity() {

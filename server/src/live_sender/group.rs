@@ -1,4 +1,5 @@
-//! One task sends every UDP viewer this node serves of one stream (issue 29 §3).
+//! One task sends every live viewer this node serves of one stream (issue 29 §3), over UDP
+//! or over the viewer's RTSP connection.
 //!
 //! A task per viewer, woken by the hub once per frame, cost ≈ 4 µs of user space per viewer
 //! per frame at 1000 viewers (docs/BENCHMARKS.md "Fan-out at the kernel's floor"): the
@@ -8,19 +9,26 @@
 //! the task walks its viewers: each keeps its own cursor and RTP identity (its `Reader`), so
 //! what a viewer receives, pauses, reports and hands over is what its own task did before.
 //!
-//! The sends are awaited in turn. A UDP socket's buffer fills only when the interface
+//! UDP sends are awaited in turn. A UDP socket's buffer fills only when the interface
 //! cannot take the packets, which every viewer of the node shares; one viewer's full buffer
 //! does not stand for a slow reader as a TCP connection's does (UDP has no back-pressure
 //! from the receiver), so waiting for it holds nobody back that the interface would not.
+//! A TCP viewer's socket is another matter: one that does not read must hold back nobody
+//! else. Its writes never wait (`net::tcp_sink`): what its socket does not take is queued
+//! for its connection task to drain under the slow-reader bound, and while anything is
+//! queued the viewer is skipped (`blocked`), its reader falling behind as it did when its
+//! own task blocked on the socket; the sink tells the group when the queue is gone.
 //!
 //! A group holds at most [`GROUP_MAX`] viewers; a stream with more has more groups, so that
 //! its fan-out still spreads over the runtime's threads (one group is one task on one core
 //! at a time). A group lives while it has viewers: the last one leaving takes its entry out
 //! of the node's map under the map's lock, so a viewer arriving then starts a new group.
 
-use super::{Progress, Pumped};
+use super::{Outs, Progress, Pumped, TcpOut};
 use crate::live::reader::{OutPacket, Reader};
 use crate::live::stream::Stream;
+use crate::net::tcp::{interleaved_frame, interleaved_header, interleaved_payload};
+use crate::net::tcp_sink::Piece;
 use crate::net::udp::BYE_AFTER_LAST_RTP;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{wall_us, UdpOut};
@@ -51,6 +59,8 @@ pub(super) enum Cmd {
     End(u64),
     /// Stop without a BYE (another sender continues the viewer) and give its state back.
     Stop(u64, oneshot::Sender<Pumped>),
+    /// A TCP viewer's socket took everything queued: it can be sent to again.
+    Drained(u64),
 }
 
 /// What a viewer's handle and its group share.
@@ -73,13 +83,15 @@ pub(super) struct Slot {
     id: u64,
     info: Arc<SessionInfo>,
     reader: Reader,
-    outs: Vec<UdpOut>,
+    outs: Outs,
     first_sent: Option<oneshot::Sender<i64>>,
     last_sent_us: Option<i64>,
     progress: Option<Progress>,
     next_report: Instant,
     next_sr: Instant,
     paused: bool,
+    /// A TCP viewer whose socket has not taken its last batch: skipped until it has.
+    blocked: bool,
     /// The publisher ended: the BYE goes out then (the receiver reads its backlog first).
     bye_at: Option<Instant>,
     /// The viewer's session span, for what is logged of it.
@@ -92,7 +104,7 @@ impl Slot {
         id: u64,
         info: Arc<SessionInfo>,
         reader: Reader,
-        outs: Vec<UdpOut>,
+        outs: Outs,
         first_sent: Option<oneshot::Sender<i64>>,
         progress: Option<Progress>,
         shared: Arc<Shared>,
@@ -109,6 +121,7 @@ impl Slot {
             next_report: now,
             next_sr: now,
             paused: false,
+            blocked: false,
             bye_at: None,
             span: Span::current(),
             shared,
@@ -119,6 +132,11 @@ impl Slot {
         !self.paused && self.bye_at.is_none()
     }
 
+    /// Sending, and not held back by its socket: what the group waits on the hub for.
+    fn ready(&self) -> bool {
+        self.sending() && !self.blocked
+    }
+
     /// Sends what the hub has for this viewer (up to a batch); when the publisher ended and
     /// the viewer has had everything, sets the time of its BYE.
     async fn pump(
@@ -127,6 +145,12 @@ impl Slot {
         out: &mut Vec<OutPacket>,
         per_track: &mut Vec<OutPacket>,
     ) {
+        if let Outs::Tcp(t) = &self.outs {
+            if t.sink.busy_or_arm() {
+                self.blocked = true;
+                return;
+            }
+        }
         out.clear();
         let skips = self.reader.skips;
         let consumed = self.reader.poll_batch(out, PUMP_BATCH);
@@ -136,7 +160,12 @@ impl Slot {
         if consumed == 0 {
             if self.reader.stream().is_finished() {
                 self.span.in_scope(|| info!("publisher ended the stream"));
-                self.bye_at = Some(Instant::now() + BYE_AFTER_LAST_RTP);
+                // A TCP viewer's bytes arrive in order: its BYE needs no wait.
+                let linger = match self.outs {
+                    Outs::Udp(_) => BYE_AFTER_LAST_RTP,
+                    Outs::Tcp(_) => Duration::ZERO,
+                };
+                self.bye_at = Some(Instant::now() + linger);
             }
             return;
         }
@@ -148,17 +177,9 @@ impl Slot {
             .fetch_add(out.len() as u64, Ordering::Relaxed);
         let bytes: u64 = out.iter().map(|p| 12 + p.payload.len() as u64).sum();
         self.info.bytes.fetch_add(bytes, Ordering::Relaxed);
-        for o in &self.outs {
-            // A batch of one track (a camera without audio) goes as it is, uncloned.
-            if out.iter().all(|p| p.track == o.track) {
-                o.send_rtp(out).await;
-                continue;
-            }
-            per_track.clear();
-            per_track.extend(out.iter().filter(|p| p.track == o.track).cloned());
-            if !per_track.is_empty() {
-                o.send_rtp(per_track).await;
-            }
+        match &self.outs {
+            Outs::Udp(outs) => send_udp(outs, out, per_track).await,
+            Outs::Tcp(t) => send_tcp(t, out),
         }
         let now = wall_us();
         self.last_sent_us = Some(now);
@@ -167,31 +188,34 @@ impl Slot {
         }
     }
 
+    /// The viewer's sender reports, or its BYE (every set-up track named).
     async fn send_rtcp(&self, node: &Node, bye: bool) {
         let wall = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
-        let reports = self.reader.sender_reports(Instant::now(), wall);
+        let reports = if bye {
+            self.reader.goodbye_reports(Instant::now(), wall)
+        } else {
+            self.reader.sender_reports(Instant::now(), wall)
+        };
         let cname = &node.config.node.id;
-        for (track, ssrc) in self.reader.ssrcs() {
-            let sr = reports.iter().find(|(t, _)| *t == track).map(|(_, sr)| *sr);
-            if sr.is_none() && !bye {
-                continue;
-            }
-            let sr = sr.unwrap_or(rtcp::SenderReport {
-                ssrc,
-                ntp: rtcp::ntp_timestamp(wall),
-                rtp_timestamp: 0,
-                packet_count: 0,
-                octet_count: 0,
-            });
+        for (track, sr) in reports {
             let pkt = if bye {
                 rtcp::goodbye(&sr, cname)
             } else {
                 rtcp::sender_report(&sr, cname)
             };
-            if let Some(o) = self.outs.iter().find(|o| o.track == track) {
-                o.send_rtcp(&pkt).await;
+            match &self.outs {
+                Outs::Udp(outs) => {
+                    if let Some(o) = outs.iter().find(|o| o.track == track) {
+                        o.send_rtcp(&pkt).await;
+                    }
+                }
+                Outs::Tcp(t) => {
+                    if let Some(ch) = t.rtcp.get(track).copied().flatten() {
+                        t.sink.send(&[Piece::Copy(&interleaved_frame(ch, &pkt))]);
+                    }
+                }
             }
         }
     }
@@ -211,21 +235,59 @@ impl Slot {
         self.finish();
     }
 
-    /// The viewer leaves its group: its state where its handle finds it.
-    fn into_pumped(self) -> Pumped {
+    /// The viewer leaves its group: its state where its handle finds it. `ended`: the
+    /// group ended it, its BYE sent.
+    fn into_pumped(self, ended: bool) -> Pumped {
         self.shared.finished.store(true, Ordering::Release);
         Pumped {
             reader: self.reader,
             last_sent_us: self.last_sent_us,
+            ended,
         }
     }
 
-    /// The viewer ends here (BYE sent or not): its state kept for a later `stop`.
+    /// The viewer ends here, its BYE sent: its state kept for a later `stop`.
     fn finish(self) {
         let shared = self.shared.clone();
-        let pumped = self.into_pumped();
+        let pumped = self.into_pumped(true);
         *shared.left() = Some(pumped);
     }
+}
+
+/// A batch to a UDP viewer, each track to its own ports.
+async fn send_udp(outs: &[UdpOut], out: &[OutPacket], per_track: &mut Vec<OutPacket>) {
+    for o in outs {
+        // A batch of one track (a camera without audio) goes as it is, uncloned.
+        if out.iter().all(|p| p.track == o.track) {
+            o.send_rtp(out).await;
+            continue;
+        }
+        per_track.clear();
+        per_track.extend(out.iter().filter(|p| p.track == o.track).cloned());
+        if !per_track.is_empty() {
+            o.send_rtp(per_track).await;
+        }
+    }
+}
+
+/// A batch to a TCP viewer as interleaved frames, the payloads by reference. A failed
+/// socket is the connection task's to notice (its read ends too); the viewer leaves then.
+fn send_tcp(t: &TcpOut, out: &[OutPacket]) {
+    let headers: Vec<[u8; 16]> = out
+        .iter()
+        .map(|p| interleaved_header(t.rtp.get(p.track).copied().flatten().unwrap_or(0), p))
+        .collect();
+    let mut pieces = Vec::with_capacity(out.len() * 2);
+    for (h, p) in headers.iter().zip(out) {
+        pieces.push(Piece::Copy(h));
+        let payload = interleaved_payload(p);
+        pieces.push(if payload.len() == p.payload.len() {
+            Piece::Shared(&p.payload)
+        } else {
+            Piece::Copy(payload)
+        });
+    }
+    t.sink.send(&pieces);
 }
 
 /// The node's groups, by stream.
@@ -284,6 +346,7 @@ impl Groups {
         });
         let span = tracing::info_span!(parent: None, "live_group", path = %stream.path);
         let task = Group {
+            me: tx.downgrade(),
             node: node.clone(),
             groups: self.clone(),
             stream,
@@ -299,6 +362,9 @@ impl Groups {
 }
 
 struct Group {
+    /// Where a TCP viewer's sink says its queue is gone (weak: the entry's sender is the
+    /// one that keeps the group).
+    me: mpsc::WeakUnboundedSender<Cmd>,
     node: Arc<Node>,
     groups: Arc<Groups>,
     /// Held so that the stream's address, the group's key, is not reused while it runs.
@@ -324,7 +390,7 @@ impl Group {
             let cursor = self
                 .slots
                 .iter()
-                .filter(|s| s.sending())
+                .filter(|s| s.ready())
                 .map(|s| s.reader.cursor())
                 .min();
             tokio::select! {
@@ -340,7 +406,7 @@ impl Group {
                     None => return,
                 },
                 _ = self.stream.wait_beyond(cursor.unwrap_or(0)), if cursor.is_some() => {
-                    for slot in self.slots.iter_mut().filter(|s| s.sending()) {
+                    for slot in self.slots.iter_mut().filter(|s| s.ready()) {
                         slot.pump(&self.node, &mut out, &mut per_track).await;
                     }
                 }
@@ -352,14 +418,15 @@ impl Group {
     /// Ends the group if no viewer is on its way to it: under the map's lock, which every
     /// `add` holds while it sends, so none can arrive once the entry is gone.
     fn retire(&mut self) -> bool {
-        let mut map = self.groups.map();
+        let groups = self.groups.clone();
+        let mut map = groups.map();
         match self.rx.try_recv() {
             Ok(Cmd::Add(slot)) => {
-                self.slots.push(*slot);
+                self.push(*slot);
                 false
             }
             // A command for a viewer that has left: nothing to do, look again.
-            Ok(Cmd::Stop(..) | Cmd::Pause(..) | Cmd::End(..)) => false,
+            Ok(Cmd::Stop(..) | Cmd::Pause(..) | Cmd::End(..) | Cmd::Drained(..)) => false,
             Err(_) => {
                 if let Some(entries) = map.get_mut(&self.key) {
                     entries.retain(|e| e.group != self.group);
@@ -370,6 +437,19 @@ impl Group {
                 true
             }
         }
+    }
+
+    /// A viewer joins; a TCP viewer's sink learns where to say its queue is gone.
+    fn push(&mut self, slot: Slot) {
+        if let Outs::Tcp(t) = &slot.outs {
+            let (me, id) = (self.me.clone(), slot.id);
+            t.sink.on_drained(Box::new(move || {
+                if let Some(tx) = me.upgrade() {
+                    let _ = tx.send(Cmd::Drained(id));
+                }
+            }));
+        }
+        self.slots.push(slot);
     }
 
     fn take(&mut self, id: u64) -> Option<Slot> {
@@ -384,7 +464,17 @@ impl Group {
 
     async fn command(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Add(slot) => self.slots.push(*slot),
+            Cmd::Add(slot) => self.push(*slot),
+            // Sent at once: it waited on its socket, not on the hub.
+            Cmd::Drained(id) => {
+                if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
+                    s.blocked = false;
+                    if s.sending() {
+                        let (mut out, mut per_track) = (Vec::new(), Vec::new());
+                        s.pump(&self.node, &mut out, &mut per_track).await;
+                    }
+                }
+            }
             Cmd::Pause(id, paused) => {
                 if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
                     s.paused = paused;
@@ -400,7 +490,7 @@ impl Group {
             Cmd::Stop(id, tx) => {
                 if let Some(slot) = self.take(id) {
                     slot.end_session_if_ended();
-                    let _ = tx.send(slot.into_pumped());
+                    let _ = tx.send(slot.into_pumped(false));
                 }
             }
         }

@@ -1,15 +1,17 @@
-//! A live UDP viewer's sender, whichever node runs it: this node's pump (`LivePump`: hub →
-//! the viewer's RTP identity → UDP, RTCP SR/BYE, its reader given back when stopped for a
-//! handoff) or the node the viewer moved to (`RemoteLiveSender`, implemented by migration).
+//! A live viewer's sender, whichever node runs it: this node's pump (`LivePump`: hub → the
+//! viewer's RTP identity → UDP or its RTSP connection, RTCP SR/BYE, its reader given back
+//! when stopped for a handoff) or, for a UDP viewer, the node the viewer moved to
+//! (`RemoteLiveSender`, implemented by migration).
 //! Above the node (the pump reads `Node` and `SessionInfo`), below both `rtsp`, whose
 //! viewers hold a `LiveSender`, and `migrate`, which moves it and runs a moved viewer's pump
 //! (`migrate::host::live`): neither names the other for it. The pumps of one stream's
-//! viewers are one task (`group`).
+//! viewers are one task (`group`), TCP and UDP viewers alike.
 
 mod group;
 
 use crate::live::handoff::LiveHandoff;
 use crate::live::reader::Reader;
+use crate::net::tcp_sink::TcpSink;
 use crate::node::command::MoveError;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::UdpOut;
@@ -45,6 +47,27 @@ pub trait RemoteLiveSender: Send + Sync {
 pub struct Pumped {
     pub reader: Reader,
     pub last_sent_us: Option<i64>,
+    /// The group had ended the viewer on its own (the publisher ended, the node shuts
+    /// down), its RTCP BYE sent.
+    pub ended: bool,
+}
+
+/// Where a viewer's packets go.
+pub(crate) enum Outs {
+    /// A UDP viewer: a socket pair and the client's ports per track.
+    Udp(Vec<UdpOut>),
+    /// A viewer playing over its RTSP connection (interleaved).
+    Tcp(TcpOut),
+}
+
+/// A TCP viewer's side of its connection: the socket its connection task shares (answers,
+/// RTCP, playback), and the interleaved channels of each track.
+pub struct TcpOut {
+    pub sink: Arc<TcpSink>,
+    /// By track: the channel of its RTP.
+    pub rtp: Vec<Option<u8>>,
+    /// By track: the channel of its RTCP.
+    pub rtcp: Vec<Option<u8>>,
 }
 
 /// A live viewer's pump: hub → the viewer's identity → UDP, sent by its stream's group
@@ -67,6 +90,24 @@ impl LivePump {
         info: Arc<SessionInfo>,
         reader: Reader,
         outs: Vec<UdpOut>,
+        first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
+        progress: Option<Progress>,
+    ) -> LivePump {
+        LivePump::start(node, info, reader, Outs::Udp(outs), first_sent, progress)
+    }
+
+    /// A live viewer playing over its plain RTSP connection: the group writes to the
+    /// connection's socket beside the connection task (`net::tcp_sink`), never waiting on
+    /// it: a viewer whose socket has not taken the last batch is skipped until it has.
+    pub fn spawn_tcp(node: Arc<Node>, info: Arc<SessionInfo>, reader: Reader, out: TcpOut) -> Self {
+        LivePump::start(node, info, reader, Outs::Tcp(out), None, None)
+    }
+
+    fn start(
+        node: Arc<Node>,
+        info: Arc<SessionInfo>,
+        reader: Reader,
+        outs: Outs,
         first_sent: Option<tokio::sync::oneshot::Sender<i64>>,
         progress: Option<Progress>,
     ) -> LivePump {
@@ -103,6 +144,13 @@ impl LivePump {
             // The viewer had ended on its own (the publisher ended, the node shuts down).
             Err(_) => self.shared.left().take(),
         }
+    }
+
+    /// Stop without a BYE and without waiting (the session is over: a TEARDOWN).
+    pub fn discard(mut self) {
+        self.open = false;
+        let (tx, _) = tokio::sync::oneshot::channel();
+        let _ = self.tx.send(Cmd::Stop(self.id, tx));
     }
 
     pub fn is_finished(&self) -> bool {

@@ -1,11 +1,13 @@
 //! The group sender over real loopback sockets: what each viewer receives is its own, its
-//! commands reach only it, and the group lives exactly as long as it has viewers.
+//! commands reach only it, a TCP viewer that does not read holds back nobody, and the
+//! group lives exactly as long as it has viewers.
 
 use super::group::Groups;
-use super::LivePump;
+use super::{LivePump, TcpOut};
 use crate::live::reader::tests::{push_payload, stream, SETUP};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;
+use crate::net::tcp_sink::TcpSink;
 use crate::node::{Node, SessionInfo, SessionKindView};
 use crate::playback::task::{UdpOut, UdpVia};
 use std::net::SocketAddr;
@@ -258,4 +260,125 @@ async fn a_stream_with_more_viewers_than_a_group_holds_gets_more_groups() {
     drop(pumps);
     let g = groups(&node);
     poll("both groups to retire", || g.len() == 0).await;
+}
+
+/// A TCP viewer of `s`: the node's side of a loopback connection (the sink the group
+/// writes to, drained by a task standing for the RTSP connection's) and the viewer's end,
+/// with a small receive buffer so that a viewer that does not read fills its socket fast.
+async fn tcp_viewer(
+    node: &Arc<Node>,
+    s: &Arc<Stream>,
+    ssrc: u32,
+) -> (LivePump, tokio::net::TcpStream, Arc<TcpSink>) {
+    let (server, client) = crate::net::tcp::slow_reader_pair(16 * 1024).await;
+    let sink = TcpSink::new(server.into_split().1);
+    let (drain, mut w) = (sink.clone(), sink.writer());
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        loop {
+            drain.queued().await;
+            if w.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let info = Arc::new(SessionInfo::new(
+        format!("t{ssrc}"),
+        "live/t".into(),
+        SessionKindView::Play,
+        client.local_addr().unwrap(),
+        CancellationToken::new(),
+    ));
+    let setup = crate::live::reader::TrackSetup { ssrc, ..SETUP };
+    let reader = Reader::new(s.clone(), &[Some(setup)]);
+    let out = TcpOut {
+        sink: sink.clone(),
+        rtp: vec![Some(0)],
+        rtcp: vec![Some(1)],
+    };
+    let pump = LivePump::spawn_tcp(node.clone(), info, reader, out);
+    (pump, client, sink)
+}
+
+/// The next interleaved frame: (channel, its bytes).
+async fn frame(r: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 4];
+    tokio::time::timeout(DEADLINE, r.read_exact(&mut head))
+        .await
+        .expect("a frame within the deadline")
+        .unwrap();
+    assert_eq!(head[0], b'$', "not at a frame's start: the stream is cut");
+    let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[2], head[3]]))];
+    tokio::time::timeout(DEADLINE, r.read_exact(&mut body))
+        .await
+        .expect("a whole frame within the deadline")
+        .unwrap();
+    (head[1], body)
+}
+
+/// The next RTP packet on channel 0 (RTCP on channel 1 passed over): (ssrc, sequence,
+/// first payload byte).
+async fn rtp(r: &mut tokio::net::TcpStream) -> (u32, u16, u8) {
+    loop {
+        let (ch, body) = frame(r).await;
+        if ch == 0 {
+            let (h, payload) = parse(&body).unwrap();
+            return (h.ssrc, h.sequence, body[payload.start]);
+        }
+        assert_eq!(ch, 1, "a frame on channel {ch}");
+    }
+}
+
+#[tokio::test]
+async fn a_tcp_viewer_that_reads_nothing_holds_back_no_other_viewer_of_its_group() {
+    let (node, s, e) = started();
+    let (a, mut ra, _) = tcp_viewer(&node, &s, 0xa).await;
+    let (b, mut rb, sink_b) = tcp_viewer(&node, &s, 0xb).await;
+    assert_eq!(groups(&node).len(), 1, "one group for both");
+    assert_eq!(rtp(&mut ra).await, (0xa, SETUP.first_seq, 1));
+    // 300 frames of 1200 bytes: far more than b's socket holds; a reads each as it comes.
+    const FRAMES: u16 = 300;
+    for i in 1..=FRAMES {
+        push_payload(
+            &s,
+            e,
+            1 + i,
+            3000 * u32::from(i),
+            false,
+            vec![i as u8; 1200],
+        );
+        assert_eq!(
+            rtp(&mut ra).await,
+            (0xa, SETUP.first_seq + i, i as u8),
+            "a's frame {i}"
+        );
+    }
+    assert!(sink_b.busy_or_arm(), "b's socket never filled");
+    // b reads at last: every packet, whole and in order, with nothing more published (the
+    // sink tells the group each time b's queue is gone).
+    for i in 0..=FRAMES {
+        assert_eq!(
+            rtp(&mut rb).await,
+            (0xb, SETUP.first_seq + i, if i == 0 { 1 } else { i as u8 }),
+            "b's packet {i}"
+        );
+    }
+    // The publisher's end: a BYE on each viewer's RTCP channel, no wait needed over TCP.
+    s.finish(e);
+    for r in [&mut ra, &mut rb] {
+        let (ch, body) = frame(r).await;
+        assert_eq!(ch, 1);
+        let pkts = parse_compound(&body).unwrap();
+        assert!(
+            pkts.iter().any(|p| matches!(p, RtcpPacket::Bye { .. })),
+            "{pkts:?}"
+        );
+    }
+    for pump in [a, b] {
+        let left = pump.stop().await.expect("the state of an ended viewer");
+        assert!(left.ended, "the group said it had ended the viewer");
+    }
+    let g = groups(&node);
+    poll("the group to retire", || g.len() == 0).await;
 }

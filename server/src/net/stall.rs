@@ -137,23 +137,13 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for StallWriter<W> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpSocket, TcpStream};
+    use tokio::net::TcpStream;
 
     /// A connected pair on loopback: the writer's send buffer and the reader's receive
     /// buffer small, so a slow reader keeps the writer's socket unwritable.
     async fn pair() -> (OwnedWriteHalf, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let reader = TcpSocket::new_v4().unwrap();
-        reader.set_recv_buffer_size(4096).unwrap();
-        let (reader, accepted) = tokio::join!(
-            reader.connect(listener.local_addr().unwrap()),
-            listener.accept()
-        );
-        let (writer, _) = accepted.unwrap();
-        socket2::SockRef::from(&writer)
-            .set_send_buffer_size(128 * 1024)
-            .unwrap();
-        (writer.into_split().1, reader.unwrap())
+        let (writer, reader) = crate::net::tcp::slow_reader_pair(128 * 1024).await;
+        (writer.into_split().1, reader)
     }
 
     const TIMEOUT: Duration = Duration::from_millis(200);

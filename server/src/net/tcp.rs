@@ -51,15 +51,11 @@ impl InterleavedWriter {
         channel_of: impl Fn(usize) -> u8,
     ) -> std::io::Result<()> {
         self.headers.clear();
-        for p in packets {
-            let len = (12 + p.payload.len()).min(u16::MAX as usize) as u16;
-            let mut h = [0u8; 16];
-            h[0] = b'$';
-            h[1] = channel_of(p.track);
-            h[2..4].copy_from_slice(&len.to_be_bytes());
-            h[4..].copy_from_slice(&p.header);
-            self.headers.push(h);
-        }
+        self.headers.extend(
+            packets
+                .iter()
+                .map(|p| interleaved_header(channel_of(p.track), p)),
+        );
         for (hs, ps) in self
             .headers
             .chunks(MAX_IOV / 2)
@@ -67,14 +63,62 @@ impl InterleavedWriter {
         {
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(hs.len() * 2);
             for (h, p) in hs.iter().zip(ps) {
-                let room = usize::from(u16::MAX) - 12;
                 slices.push(IoSlice::new(h));
-                slices.push(IoSlice::new(&p.payload[..p.payload.len().min(room)]));
+                slices.push(IoSlice::new(interleaved_payload(p)));
             }
             write_all_vectored(w, &mut slices).await?;
         }
         Ok(())
     }
+}
+
+/// A packet's interleaved frame header (`$`, channel, length) followed by its RTP header:
+/// the 16 bytes written before its payload.
+pub fn interleaved_header(channel: u8, p: &OutPacket) -> [u8; 16] {
+    let len = (12 + interleaved_payload(p).len()) as u16;
+    let mut h = [0u8; 16];
+    h[0] = b'$';
+    h[1] = channel;
+    h[2..4].copy_from_slice(&len.to_be_bytes());
+    h[4..].copy_from_slice(&p.header);
+    h
+}
+
+/// The packet's payload as a frame carries it: a frame's length is 16 bits, so a payload
+/// longer than a frame can hold (no camera sends one) is cut, never sent with a wrong length.
+pub fn interleaved_payload(p: &OutPacket) -> &[u8] {
+    let room = usize::from(u16::MAX) - 12;
+    &p.payload[..p.payload.len().min(room)]
+}
+
+/// One whole interleaved frame (`$`, channel, 16-bit length, data): an RTCP packet of ours.
+pub fn interleaved_frame(channel: u8, data: &[u8]) -> Vec<u8> {
+    let len = u16::try_from(data.len()).unwrap_or(u16::MAX);
+    let mut frame = Vec::with_capacity(4 + usize::from(len));
+    frame.extend_from_slice(&[b'$', channel]);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&data[..usize::from(len)]);
+    frame
+}
+
+/// A connected pair on loopback for tests of a writer facing a slow reader: the accepted
+/// (writing) side with a send buffer of `send_buffer` bytes, the connecting (reading) side
+/// with a 4 KiB receive buffer, so a reader that does not read fills the writer's socket
+/// after a few tens of KiB.
+#[cfg(test)]
+pub(crate) async fn slow_reader_pair(send_buffer: usize) -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let reader = tokio::net::TcpSocket::new_v4().unwrap();
+    reader.set_recv_buffer_size(4096).unwrap();
+    let (reader, accepted) = tokio::join!(
+        reader.connect(listener.local_addr().unwrap()),
+        listener.accept()
+    );
+    let (writer, _) = accepted.unwrap();
+    socket2::SockRef::from(&writer)
+        .set_send_buffer_size(send_buffer)
+        .unwrap();
+    (writer, reader.unwrap())
 }
 
 /// `write_all` for iovecs; tokio has no such helper.

@@ -10,6 +10,7 @@ use super::tcp_media::PUMP_BATCH;
 use crate::cluster::Cluster;
 use crate::live::reader::OutPacket;
 use crate::net::tcp::InterleavedWriter;
+use crate::net::tcp_sink::TcpSink;
 use crate::net::tls::Acceptor;
 use crate::node::Node;
 use crate::steering::CommandHandler;
@@ -87,16 +88,18 @@ impl Accepted {
         }
     }
 
-    /// The read and write halves, each boxed so one connection type serves both.
-    fn split(self) -> (ConnRead, ConnWrite) {
+    /// The read and write halves, each boxed so one connection type serves both; on plain
+    /// TCP the write half is a sink its stream's live sender writes to as well.
+    fn split(self) -> (ConnRead, ConnWrite, Option<Arc<TcpSink>>) {
         match self {
             Accepted::Plain(s) => {
                 let (r, w) = s.into_split();
-                (Box::new(r), Box::new(w))
+                let sink = TcpSink::new(w);
+                (Box::new(r), Box::new(sink.writer()), Some(sink))
             }
             Accepted::Tls(s) => {
                 let (r, w) = tokio::io::split(*s);
-                (Box::new(r), Box::new(w))
+                (Box::new(r), Box::new(w), None)
             }
         }
     }
@@ -129,6 +132,10 @@ pub struct Conn {
     /// The SRTP keys the last DESCRIBE on this connection gave its tracks (RTSPS only).
     pub srtp_offer: Option<crate::net::srtp::Offer>,
     pub(super) tcp: InterleavedWriter,
+    /// Plain TCP: the socket under `writer`, shared with the live sender of a viewer
+    /// playing here (`live_sender`), whose writes never wait: what the socket has not
+    /// taken is drained by this task. None on RTSPS, whose viewers this task pumps itself.
+    pub(super) sink: Option<Arc<TcpSink>>,
     pub(super) out: Vec<OutPacket>,
     pub(super) last_sr: Instant,
     /// A write timed out: the peer reads nothing, so nothing more is written.
@@ -148,6 +155,8 @@ pub(super) enum Event {
     Media,
     Playback(Option<crate::playback::task::TcpOut>),
     Command(Option<crate::node::command::SessionCommand>),
+    /// Bytes wait in the sink: drain them (bounded by the slow-reader timeout).
+    Flush,
     Tick,
 }
 
@@ -171,7 +180,7 @@ async fn connection(
     let local = tcp.local_addr()?;
     let fd = tcp.as_raw_fd();
     let tls = matches!(stream, Accepted::Tls(_));
-    let (mut rd, writer) = stream.split();
+    let (mut rd, writer, sink) = stream.split();
     let writer = Writer::over(
         writer,
         fd,
@@ -190,6 +199,7 @@ async fn connection(
         tls,
         srtp_offer: None,
         tcp: InterleavedWriter::default(),
+        sink,
         out: Vec::with_capacity(PUMP_BATCH),
         last_sr: Instant::now(),
         stalled: false,
@@ -226,13 +236,21 @@ async fn connection(
                     None => std::future::pending().await,
                 }
             };
+            let sink = conn.sink.clone();
             let media = conn.next_media();
+            let queued = async move {
+                match sink {
+                    Some(sink) => sink.queued().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = node.shutdown.cancelled() => Event::Shutdown,
                 _ = cancelled => Event::SessionCancelled,
                 r = rd.read_buf(&mut buf) => Event::Read(r),
                 m = media => m,
                 c = command => c,
+                _ = queued => Event::Flush,
                 _ = tick.tick() => Event::Tick,
             }
         };
@@ -281,6 +299,11 @@ async fn connection(
             }
             Event::Media => {
                 if let Err(e) = conn.pump_tcp().await {
+                    break Err(e);
+                }
+            }
+            Event::Flush => {
+                if let Err(e) = conn.flush_queued().await {
                     break Err(e);
                 }
             }
@@ -415,6 +438,7 @@ impl Conn {
 
     /// End of the connection: say goodbye to viewers, release the session.
     async fn close(&mut self) {
+        self.leave_group().await;
         self.goodbye_bounded().await;
         self.end_session();
         self.release_announce();

@@ -339,8 +339,10 @@ impl Conn {
         };
         if how == LivePlay::Resume {
             // Resume: live media continues from the newest keyframe.
-            if let Media::UdpPlay(p) = &mut session.media {
-                p.set_paused(false);
+            match &mut session.media {
+                Media::UdpPlay(p) => p.set_paused(false),
+                Media::TcpGroup(p) => p.set_paused(false),
+                _ => {}
             }
             session.core.commit_play_live(Instant::now());
             return Response::new(StatusCode::OK);
@@ -361,6 +363,9 @@ impl Conn {
             })
             .collect();
         if session.is_tcp() {
+            if let Media::TcpGroup(p) = std::mem::replace(&mut session.media, Media::None) {
+                p.discard();
+            }
             session.media = Media::TcpPlay(reader);
         } else {
             let tracks = session.take_udp_tracks();
@@ -383,11 +388,11 @@ impl Conn {
         };
         match session.core.check_pause() {
             Err(r) => return r.into(),
-            Ok(LivePause::Hold) => {
-                if let Media::UdpPlay(p) = &mut session.media {
-                    p.set_paused(true);
-                }
-            }
+            Ok(LivePause::Hold) => match &mut session.media {
+                Media::UdpPlay(p) => p.set_paused(true),
+                Media::TcpGroup(p) => p.set_paused(true),
+                _ => {}
+            },
             Ok(LivePause::Nothing | LivePause::StopSender) => {}
         }
         session.core.commit_pause(Instant::now());

@@ -7,6 +7,7 @@ use super::udp_session::{UdpPlay, UdpRecord};
 use crate::ingest::Producer;
 use crate::live::reader::OutPacket;
 use crate::live::reader::Reader;
+use crate::live_sender::LivePump;
 use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo};
 use crate::playback::sender::Playback;
@@ -25,8 +26,11 @@ pub type Core = crate::playback::SessionCore;
 /// Where the session's media is moved.
 pub enum Media {
     None,
-    /// Pumped by the connection task itself.
+    /// Pumped by the connection task itself (RTSPS; on plain TCP until the PLAY answer is
+    /// out and again for the BYE as the connection closes).
     TcpPlay(Reader),
+    /// Sent by its stream's group over the connection's socket (plain TCP).
+    TcpGroup(LivePump),
     /// A recording is playing (its task and channel live in `Session::playback`).
     Playback,
     UdpPlay(UdpPlay),
@@ -253,6 +257,8 @@ impl Session {
         match std::mem::replace(&mut self.media, Media::None) {
             Media::UdpPlay(p) => p.stop(),
             Media::UdpRecord(r) => r.stop(!taken_over),
+            // A TEARDOWN's end: no BYE, as over RTSPS (the connection's close sends one).
+            Media::TcpGroup(p) => p.discard(),
             Media::TcpPlay(_) | Media::Playback | Media::None => {}
         }
         if let Some(pb) = self.playback.take() {

@@ -1,6 +1,11 @@
 //! The media side of an RTSP connection whose viewer plays over TCP interleaved: live
 //! packets pumped from the hub, batches a playback task queued, RTCP sender reports and BYE.
 //!
+//! On plain TCP a live viewer's packets, reports and BYE are its stream's group's
+//! (`live_sender`), which writes to the connection's socket beside this task
+//! (`net::tcp_sink`); this task drains what the socket did not take at once. RTSPS
+//! viewers (their bytes go through the connection's TLS) are pumped by this task.
+//!
 //! Control and media share one socket writer, so every media write is bounded by the
 //! slow-reader timeout (`[live] slow_reader_timeout_ms`): a viewer whose socket takes no
 //! byte for that long is dropped. An unbounded write would block the connection task, and
@@ -10,6 +15,8 @@
 //! take longer than the timeout to drain while the viewer reads all along.
 
 use super::conn::{Conn, Event, Writer};
+use super::session::Media;
+use crate::live_sender::{LivePump, TcpOut};
 use crate::node::Node;
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
@@ -92,16 +99,58 @@ impl Conn {
         }
     }
 
-    /// Work that must follow a response on the wire (media after a PLAY answer).
+    /// Work that must follow a response on the wire (media after a PLAY answer): on plain
+    /// TCP the viewer joins its stream's group, which sends after the answer (already in the
+    /// socket or queued before anything the group writes); on RTSPS this task pumps.
     pub(super) async fn after_response(&mut self) -> std::io::Result<()> {
-        if self
-            .session
-            .as_ref()
-            .is_some_and(|s| s.tcp_reader().is_some())
-        {
-            self.pump_tcp().await?;
+        let Some(session) = self.session.as_mut() else {
+            return Ok(());
+        };
+        if session.tcp_reader().is_none() {
+            return Ok(());
+        }
+        let Some(sink) = self.sink.clone() else {
+            return self.pump_tcp().await;
+        };
+        if let Media::TcpPlay(reader) = std::mem::replace(&mut session.media, Media::None) {
+            let out = TcpOut {
+                sink,
+                rtp: session.rtp_channels(),
+                rtcp: (0..session.rtp_channels().len())
+                    .map(|t| session.rtcp_channel(t))
+                    .collect(),
+            };
+            let pump = LivePump::spawn_tcp(self.node.clone(), session.info.clone(), reader, out);
+            session.media = Media::TcpGroup(pump);
         }
         Ok(())
+    }
+
+    /// Drains what the sink queued (bytes the socket did not take at once); a viewer that
+    /// takes none of them within the slow-reader timeout is disconnected.
+    pub(super) async fn flush_queued(&mut self) -> std::io::Result<()> {
+        let flush = self.writer.flush();
+        bounded(&self.node, &mut self.stalled, flush).await
+    }
+
+    /// A viewer leaving the connection takes its reader back from the group, so that its
+    /// BYE goes out from here before the socket closes; none if the group had ended it
+    /// (BYE sent).
+    pub(super) async fn leave_group(&mut self) {
+        let Some(session) = self.session.as_mut() else {
+            return;
+        };
+        if !matches!(session.media, Media::TcpGroup(_)) {
+            return;
+        }
+        let Media::TcpGroup(pump) = std::mem::replace(&mut session.media, Media::None) else {
+            return;
+        };
+        if let Ok(Some(p)) = tokio::time::timeout(Duration::from_secs(1), pump.stop()).await {
+            if !p.ended {
+                session.media = Media::TcpPlay(p.reader);
+            }
+        }
     }
 
     /// Move what the hub has for this TCP viewer onto the socket. A viewer that does not
@@ -204,20 +253,8 @@ impl Conn {
         let wall = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
-        let reports = reader.sender_reports(Instant::now(), wall);
         let cname = self.node.config.node.id.clone();
-        for (track, ssrc) in reader.ssrcs() {
-            let sr = reports
-                .iter()
-                .find(|(t, _)| *t == track)
-                .map(|(_, sr)| *sr)
-                .unwrap_or(rtcp::SenderReport {
-                    ssrc,
-                    ntp: rtcp::ntp_timestamp(wall),
-                    rtp_timestamp: 0,
-                    packet_count: 0,
-                    octet_count: 0,
-                });
+        for (track, sr) in reader.goodbye_reports(Instant::now(), wall) {
             let ch = session.rtcp_channel(track);
             if let Some((ch, pkt)) = ch.zip(session.protect_rtcp(track, rtcp::goodbye(&sr, &cname)))
             {
@@ -250,10 +287,6 @@ async fn bounded(
 
 /// One RTCP packet on an interleaved channel (`$`, channel, 16-bit length, data).
 pub async fn write_interleaved(w: &mut Writer, channel: u8, data: &[u8]) -> std::io::Result<()> {
-    let len = u16::try_from(data.len()).unwrap_or(u16::MAX);
-    let mut frame = Vec::with_capacity(4 + data.len());
-    frame.extend_from_slice(&[b'$', channel]);
-    frame.extend_from_slice(&len.to_be_bytes());
-    frame.extend_from_slice(&data[..usize::from(len)]);
-    w.write_all(&frame).await
+    w.write_all(&crate::net::tcp::interleaved_frame(channel, data))
+        .await
 }
