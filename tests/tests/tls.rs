@@ -98,14 +98,18 @@ fn ffmpeg_and_gstreamer_publish_and_play_over_rtsps() {
     // rtspclientsink tears down from two threads at once after its end of stream: its state
     // change's PAUSE is interrupted by its CLOSE on the same connection (its own debug log of
     // a passing run: "PAUSE interrupted", then TEARDOWN from both threads). Over TLS the
-    // interrupted read sometimes ends as "Could not send message. (Received end-of-file)" in
-    // its PAUSE, after the node has answered everything (seen under load, 1 run in ≈ 5; the
-    // node closes only after the peer has: "peer closed connection without sending TLS
-    // close_notify"). That exit status says nothing about the node; any other failure does,
-    // and what the publish delivered is checked by the reader below.
-    let teardown_race = err.contains("gst_rtsp_client_sink_pause")
-        && err.contains("Received end-of-file")
-        && err.matches("ERROR:").count() <= 2;
+    // interrupted read sometimes ends as "Could not send message. (Received end-of-file)"
+    // (from its send, and again from its PAUSE), after the node has answered everything
+    // (seen under load, up to 1 run in 3; the node closes only after the peer has: "peer
+    // closed connection without sending TLS close_notify"). That exit status says nothing
+    // about the node; any other error does, and what the publish delivered is checked by
+    // the reader below.
+    let errors = err.matches("ERROR:").count();
+    let teardown_race = errors > 0
+        && errors
+            == err
+                .matches("Could not send message. (Received end-of-file)")
+                .count();
     assert!(
         status.success() || teardown_race,
         "rtspclientsink: {status}: {err}"
