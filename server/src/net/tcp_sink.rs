@@ -144,18 +144,7 @@ impl TcpSink {
                 }
             }
         }
-        let mut skip = written;
-        let mut queued = false;
-        for p in pieces {
-            let len = p.bytes().len();
-            if skip >= len {
-                skip -= len;
-                continue;
-            }
-            st.pending.push_back(p.keep(skip));
-            skip = 0;
-            queued = true;
-        }
+        let queued = st.queue_rest(pieces.iter().copied(), written);
         drop(st);
         if queued {
             self.queued.notify_one();
@@ -200,6 +189,24 @@ impl State {
         Poll::Ready(Ok(()))
     }
 
+    /// Queues what is left of a message of which the socket took `written` bytes; whether
+    /// anything was.
+    fn queue_rest<'a>(&mut self, pieces: impl Iterator<Item = Piece<'a>>, written: usize) -> bool {
+        let mut skip = written;
+        let mut queued = false;
+        for p in pieces {
+            let len = p.bytes().len();
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            self.pending.push_back(p.keep(skip));
+            skip = 0;
+            queued = true;
+        }
+        queued
+    }
+
     fn fail(&mut self, e: io::Error) -> Poll<io::Result<()>> {
         self.failed = true;
         self.pending.clear();
@@ -214,21 +221,14 @@ impl State {
         }
         ready!(self.poll_drain(cx))?;
         let total: usize = bufs.iter().map(|b| b.len()).sum();
-        let mut skip = match ready!(Pin::new(&mut self.w).poll_write_vectored(cx, bufs)) {
+        let written = match ready!(Pin::new(&mut self.w).poll_write_vectored(cx, bufs)) {
             Ok(n) => n,
             Err(e) => {
                 self.failed = true;
                 return Poll::Ready(Err(e));
             }
         };
-        for b in bufs {
-            if skip >= b.len() {
-                skip -= b.len();
-                continue;
-            }
-            self.pending.push_back(Bytes::copy_from_slice(&b[skip..]));
-            skip = 0;
-        }
+        self.queue_rest(bufs.iter().map(|b| Piece::Copy(b)), written);
         Poll::Ready(Ok(total))
     }
 }

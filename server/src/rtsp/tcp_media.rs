@@ -113,13 +113,9 @@ impl Conn {
             return self.pump_tcp().await;
         };
         if let Media::TcpPlay(reader) = std::mem::replace(&mut session.media, Media::None) {
-            let out = TcpOut {
-                sink,
-                rtp: session.rtp_channels(),
-                rtcp: (0..session.rtp_channels().len())
-                    .map(|t| session.rtcp_channel(t))
-                    .collect(),
-            };
+            let rtp = session.rtp_channels();
+            let rtcp = (0..rtp.len()).map(|t| session.rtcp_channel(t)).collect();
+            let out = TcpOut { sink, rtp, rtcp };
             let pump = LivePump::spawn_tcp(self.node.clone(), session.info.clone(), reader, out);
             session.media = Media::TcpGroup(pump);
         }
