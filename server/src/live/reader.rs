@@ -7,7 +7,6 @@ use super::handoff::{
 };
 use super::stream::{Packet, Read, Stream};
 use bytes::Bytes;
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +26,41 @@ pub struct OutPacket {
     pub track: usize,
     pub header: [u8; 12],
     pub payload: Bytes,
+}
+
+/// One read of a stream's hub, shared by its readers at one cursor (a live sender's
+/// viewers of one stream, caught up, all wait for the same next frame).
+#[derive(Default)]
+pub struct SharedRead {
+    /// The stream read (by address: the readers' `Arc` keeps it alive while they use this).
+    stream: usize,
+    first: u64,
+    /// The cursor after the read.
+    end: u64,
+    outcome: Option<Read>,
+    packets: Vec<Arc<Packet>>,
+}
+
+impl SharedRead {
+    /// Forgets the read (the hub may hold more now); keeps the buffer.
+    pub fn clear(&mut self) {
+        self.outcome = None;
+        self.packets.clear();
+    }
+
+    fn holds(&self, stream: &Arc<Stream>, cursor: u64) -> bool {
+        self.outcome.is_some()
+            && self.first == cursor
+            && self.stream == Arc::as_ptr(stream) as usize
+    }
+
+    fn fill(&mut self, stream: &Arc<Stream>, cursor: u64, max: usize) {
+        self.clear();
+        self.stream = Arc::as_ptr(stream) as usize;
+        self.first = cursor;
+        self.end = cursor;
+        self.outcome = Some(stream.read(&mut self.end, &mut self.packets, max));
+    }
 }
 
 /// Initial RTP identity of one set-up track (random values chosen by the caller's RNG).
@@ -54,8 +88,13 @@ struct TrackOut {
     /// B-frames can make it two) or one packet (audio). A splice advances the timeline by at least this much, so the first
     /// frame of the new producer never shares a presentation time with the last of the old.
     min_step: Option<u32>,
-    /// Payloads of the last packets forwarded (at most `MARK_RUN`): what a handoff names.
-    recent: VecDeque<Bytes>,
+    /// Hub positions of the last packets forwarded, oldest first (the first `recent_len`):
+    /// what a handoff names, by their payloads. Positions, not the payloads themselves:
+    /// keeping a payload costs a reference count that every viewer of the stream shares,
+    /// per packet per viewer; a handoff reads them from the hub, which holds them as long
+    /// as this viewer can still go on from them.
+    recent: [u64; MARK_RUN],
+    recent_len: usize,
     /// Packets before this hub position are not for this track (a handoff continues after
     /// the last packet the previous sender sent).
     skip_until: u64,
@@ -73,7 +112,8 @@ impl TrackOut {
             anchor: None,
             last_input_ts: None,
             min_step: None,
-            recent: VecDeque::with_capacity(MARK_RUN),
+            recent: [0; MARK_RUN],
+            recent_len: 0,
             skip_until: 0,
         }
     }
@@ -84,7 +124,8 @@ pub struct Reader {
     stream: Arc<Stream>,
     cursor: u64,
     tracks: Vec<Option<TrackOut>>,
-    scratch: Vec<Arc<Packet>>,
+    /// This reader's own read of the hub, for `poll_batch`.
+    scratch: SharedRead,
     /// Times this reader fell behind the ring and skipped ahead.
     pub skips: u64,
     pub packets_sent: u64,
@@ -120,7 +161,7 @@ impl Reader {
             stream,
             cursor,
             tracks,
-            scratch: Vec::with_capacity(64),
+            scratch: SharedRead::default(),
             skips: 0,
             packets_sent: 0,
             bytes_sent: 0,
@@ -226,13 +267,7 @@ impl Reader {
                         identity: t.identity.clone(),
                         clock_rate: t.clock_rate,
                         video: t.video,
-                        mark: (!t.recent.is_empty()).then(|| Mark {
-                            packets: t
-                                .recent
-                                .iter()
-                                .map(|p| (p.len() as u32, digest(p)))
-                                .collect(),
-                        }),
+                        mark: self.mark(t),
                         min_step: t.min_step,
                         sr_line: t.anchor.map(|(ts, at)| {
                             let ago = at.elapsed().as_micros() as i64;
@@ -243,6 +278,18 @@ impl Reader {
                 .collect(),
             last_sent_us,
         }
+    }
+
+    /// The last packets `t` sent that the hub still holds (all of them unless this viewer
+    /// fell a whole ring behind, when it would skip to a keyframe anyway).
+    fn mark(&self, t: &TrackOut) -> Option<Mark> {
+        let payloads = self.stream.payloads_at(&t.recent[..t.recent_len]);
+        (!payloads.is_empty()).then(|| Mark {
+            packets: payloads
+                .iter()
+                .map(|p| (p.len() as u32, digest(p)))
+                .collect(),
+        })
     }
 
     pub fn stream(&self) -> &Arc<Stream> {
@@ -261,19 +308,46 @@ impl Reader {
     /// Move up to `max` packets from the hub into `out`, rewritten with this reader's identity.
     /// Returns how many packets were consumed from the hub (0 = nothing new).
     pub fn poll_batch(&mut self, out: &mut Vec<OutPacket>, max: usize) -> usize {
-        self.scratch.clear();
-        let first = self.cursor;
-        let n = match self.stream.read(&mut self.cursor, &mut self.scratch, max) {
-            Read::Packets(n) => n,
-            Read::Lagged { .. } => {
+        let mut read = std::mem::take(&mut self.scratch);
+        read.clear();
+        let n = self.poll_shared(&mut read, out, max);
+        read.clear();
+        self.scratch = read;
+        n
+    }
+
+    /// [`Reader::poll_batch`] from a read of the hub that the readers of one stream at one
+    /// cursor share: the first of them reads the ring (its lock, a reference count per
+    /// packet), the others take the same packets. A reader at another cursor reads afresh
+    /// into `read`. The caller clears `read` when the hub may hold more (the next frame).
+    pub fn poll_shared(
+        &mut self,
+        read: &mut SharedRead,
+        out: &mut Vec<OutPacket>,
+        max: usize,
+    ) -> usize {
+        if !read.holds(&self.stream, self.cursor) {
+            read.fill(&self.stream, self.cursor, max);
+        }
+        self.cursor = read.end;
+        match read.outcome {
+            Some(Read::Packets(n)) => {
+                self.take(read.first, &read.packets, out);
+                n
+            }
+            Some(Read::Lagged { .. }) | None => {
                 self.skips += 1;
                 for t in self.tracks.iter_mut().flatten() {
                     t.waiting_keyframe = t.video;
                 }
-                return 1;
+                1
             }
-        };
-        for (pos, p) in (first..).zip(self.scratch.drain(..)) {
+        }
+    }
+
+    /// Rewrites `packets` (read from hub position `first`) for this viewer into `out`.
+    fn take(&mut self, first: u64, packets: &[Arc<Packet>], out: &mut Vec<OutPacket>) {
+        for (pos, p) in (first..).zip(packets) {
             let Some(Some(t)) = self.tracks.get_mut(p.track) else {
                 continue;
             };
@@ -313,10 +387,13 @@ impl Reader {
                 }
             }
             t.last_input_ts = Some(p.header.timestamp);
-            if t.recent.len() == MARK_RUN {
-                t.recent.pop_front();
+            if t.recent_len == MARK_RUN {
+                t.recent.copy_within(1.., 0);
+                t.recent[MARK_RUN - 1] = pos;
+            } else {
+                t.recent[t.recent_len] = pos;
+                t.recent_len += 1;
             }
-            t.recent.push_back(p.payload.clone());
             self.packets_sent += 1;
             self.bytes_sent += 12 + p.payload.len() as u64;
             out.push(OutPacket {
@@ -325,7 +402,6 @@ impl Reader {
                 payload: p.payload.clone(),
             });
         }
-        n
     }
 
     /// Where this reader is in the hub: the position of the next packet it reads.
@@ -424,232 +500,4 @@ impl Drop for Reader {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::live::stream::{StreamInfo, TrackInfo};
-    use vigil_proto::codec::Codec;
-    use vigil_proto::rtp::{parse, RtpHeader};
-    use vigil_proto::sdp::SessionDescription;
-
-    pub(crate) fn stream() -> Arc<Stream> {
-        let s = Arc::new(Stream::new(
-            "live/t",
-            crate::live::stream::RingLimits {
-                bytes: 1 << 20,
-                gop_max_bytes: 1 << 20,
-            },
-        ));
-        let info = StreamInfo {
-            sdp: SessionDescription::default(),
-            tracks: vec![TrackInfo {
-                codec: Codec::H264,
-                clock_rate: 90_000,
-            }],
-        };
-        s.attach_producer(info);
-        s
-    }
-
-    fn push(s: &Stream, epoch: u64, seq: u16, ts: u32, key: bool) {
-        push_payload(s, epoch, seq, ts, key, vec![0x41, 1, 2, 3]);
-    }
-
-    pub(crate) fn push_payload(s: &Stream, epoch: u64, seq: u16, ts: u32, key: bool, pl: Vec<u8>) {
-        s.push(Packet {
-            track: 0,
-            header: RtpHeader {
-                marker: true,
-                payload_type: 96,
-                sequence: seq,
-                timestamp: ts,
-                ssrc: 0xdead,
-            },
-            payload: Bytes::from(pl),
-            keyframe: key,
-            epoch,
-            received: Instant::now(),
-        });
-    }
-
-    pub(crate) const SETUP: TrackSetup = TrackSetup {
-        ssrc: 0x1234,
-        first_seq: 100,
-        first_ts: 5000,
-    };
-
-    #[test]
-    fn a_goodbye_names_every_set_up_track_and_reports_what_each_sent() {
-        let s = stream();
-        let e = s.current_epoch();
-        let r = Reader::new(s.clone(), &[Some(SETUP)]);
-        let wall = std::time::Duration::from_secs(1_000_000);
-        // Nothing sent yet: no sender report, but a BYE still names the track's SSRC.
-        assert!(r.sender_reports(Instant::now(), wall).is_empty());
-        let bye = r.goodbye_reports(Instant::now(), wall);
-        assert_eq!(bye.len(), 1);
-        assert_eq!(bye[0].0, 0);
-        assert_eq!(
-            (bye[0].1.ssrc, bye[0].1.packet_count, bye[0].1.octet_count),
-            (SETUP.ssrc, 0, 0)
-        );
-        assert_eq!(bye[0].1.ntp, ntp_timestamp(wall));
-        let mut r = r;
-        push(&s, e, 1, 0, true);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        assert_eq!(out.len(), 1);
-        let sent = r.sender_reports(Instant::now(), wall);
-        let bye = r.goodbye_reports(Instant::now(), wall);
-        assert_eq!(bye, sent, "a track that sent: its sender report");
-        assert_eq!(
-            (bye[0].1.ssrc, bye[0].1.packet_count, bye[0].1.octet_count),
-            (SETUP.ssrc, 1, 4)
-        );
-    }
-
-    #[test]
-    fn video_starts_at_keyframe_with_own_identity() {
-        let s = stream();
-        let e = s.current_epoch();
-        push(&s, e, 1, 0, false);
-        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
-        push(&s, e, 2, 3000, false);
-        push(&s, e, 3, 6000, true);
-        push(&s, e, 4, 9000, false);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        assert_eq!(out.len(), 2, "packets before the keyframe are withheld");
-        let (h, _) = parse(&[&out[0].header[..], &out[0].payload[..]].concat()).unwrap();
-        assert_eq!((h.ssrc, h.sequence, h.timestamp), (0x1234, 100, 5000));
-        let (h, _) = parse(&[&out[1].header[..], &out[1].payload[..]].concat()).unwrap();
-        assert_eq!((h.sequence, h.timestamp), (101, 8000));
-        assert_eq!(s.readers.load(Ordering::Relaxed), 1);
-        drop(r);
-        assert_eq!(s.readers.load(Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn a_keyframe_request_withholds_video_until_the_next_keyframe() {
-        let s = stream();
-        let e = s.current_epoch();
-        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
-        push(&s, e, 1, 0, true);
-        push(&s, e, 2, 3000, false);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        assert_eq!(out.len(), 2);
-        r.wait_for_keyframe();
-        push(&s, e, 3, 6000, false);
-        push(&s, e, 4, 9000, true);
-        out.clear();
-        r.poll_batch(&mut out, 64);
-        assert_eq!(
-            out.len(),
-            1,
-            "the delta frame after the request is withheld"
-        );
-        let (h, _) = parse(&[&out[0].header[..], &out[0].payload[..]].concat()).unwrap();
-        assert_eq!(h.sequence, 103, "the withheld packet is a gap, as a loss");
-        assert_eq!(h.timestamp, 5000 + 9000);
-    }
-
-    #[test]
-    fn a_handoff_names_the_last_packets_sent_across_batches() {
-        let s = stream();
-        let e = s.current_epoch();
-        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
-        let named = |r: &Reader| -> Vec<u64> {
-            let h = r.handoff(None);
-            let t = h.tracks[0].as_ref().expect("track 0");
-            t.mark
-                .as_ref()
-                .map_or_else(Vec::new, |m| m.packets.iter().map(|&(_, d)| d).collect())
-        };
-        let payload = |i: u8| vec![0x41, i, i, i];
-        let digests =
-            |ids: &[u8]| -> Vec<u64> { ids.iter().map(|&i| super::digest(&payload(i))).collect() };
-        let mut out = vec![];
-        // Batches of two, then of one: the mark fills up to MARK_RUN across them.
-        for (i, ts) in [(1u8, 0u32), (2, 3000)] {
-            push_payload(&s, e, i.into(), ts, i == 1, payload(i));
-        }
-        r.poll_batch(&mut out, 64);
-        assert_eq!(named(&r), digests(&[1, 2]));
-        push_payload(&s, e, 3, 6000, false, payload(3));
-        r.poll_batch(&mut out, 64);
-        assert_eq!(named(&r), digests(&[1, 2, 3]));
-        // A batch of six: only its last four are named.
-        for i in 4..10u8 {
-            push_payload(&s, e, i.into(), u32::from(i) * 3000, false, payload(i));
-        }
-        r.poll_batch(&mut out, 64);
-        assert_eq!(named(&r), digests(&[6, 7, 8, 9]));
-        // Then one more: the oldest named gives way.
-        push_payload(&s, e, 10, 30_000, false, payload(10));
-        r.poll_batch(&mut out, 64);
-        assert_eq!(named(&r), digests(&[7, 8, 9, 10]));
-    }
-
-    #[test]
-    fn new_producer_is_spliced_continuously() {
-        let s = stream();
-        let e1 = s.current_epoch();
-        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
-        push(&s, e1, 10, 0, true);
-        push(&s, e1, 11, 3000, false);
-        let e2 = s.attach_producer(StreamInfo {
-            sdp: SessionDescription::default(),
-            tracks: vec![TrackInfo {
-                codec: Codec::H264,
-                clock_rate: 90_000,
-            }],
-        });
-        push(&s, e2, 60000, 777, false);
-        push(&s, e2, 60001, 3777, true);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let hs: Vec<RtpHeader> = out
-            .iter()
-            .map(|o| parse(&[&o.header[..], &o.payload[..]].concat()).unwrap().0)
-            .collect();
-        assert_eq!(hs.len(), 3);
-        assert!(hs.iter().all(|h| h.ssrc == 0x1234));
-        assert_eq!(hs[2].sequence, hs[1].sequence.wrapping_add(1));
-        assert!(hs[2].timestamp > hs[1].timestamp);
-    }
-
-    #[test]
-    fn splice_after_b_frames_starts_a_frame_after_the_latest() {
-        let s = stream();
-        let e1 = s.current_epoch();
-        let mut r = Reader::new(s.clone(), &[Some(SETUP)]);
-        // Decode order I0 P3 B1 B2: the last packet is not the latest frame.
-        push(&s, e1, 10, 0, true);
-        push(&s, e1, 11, 9000, false);
-        push(&s, e1, 12, 3000, false);
-        push(&s, e1, 13, 6000, false);
-        let e2 = s.attach_producer(StreamInfo {
-            sdp: SessionDescription::default(),
-            tracks: vec![TrackInfo {
-                codec: Codec::H264,
-                clock_rate: 90_000,
-            }],
-        });
-        // The takeover is instantaneous: no wall time passes.
-        push(&s, e2, 1, 42, true);
-        let mut out = vec![];
-        r.poll_batch(&mut out, 64);
-        let ts: Vec<u32> = out
-            .iter()
-            .map(|o| {
-                parse(&[&o.header[..], &o.payload[..]].concat())
-                    .unwrap()
-                    .0
-                    .timestamp
-            })
-            .collect();
-        assert_eq!(ts.len(), 5);
-        // One frame (3000 ticks) after the P-frame, the latest presentation time.
-        assert_eq!(ts[4], ts[1].wrapping_add(3000));
-    }
-}
+pub(crate) mod tests;

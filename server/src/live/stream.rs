@@ -114,7 +114,7 @@ impl Ring {
 }
 
 /// Outcome of [`Stream::read`].
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Read {
     /// Packets were appended to the output (possibly zero if none are new).
     Packets(usize),
@@ -363,6 +363,18 @@ impl Stream {
             }
         }
         notified.await;
+    }
+
+    /// The payloads of the packets at `positions` (ascending) that the ring still holds.
+    pub fn payloads_at(&self, positions: &[u64]) -> Vec<Bytes> {
+        let ring = self.ring();
+        positions
+            .iter()
+            .filter_map(|&pos| {
+                let i = usize::try_from(pos.checked_sub(ring.base)?).ok()?;
+                Some(ring.packets.get(i)?.payload.clone())
+            })
+            .collect()
     }
 
     pub fn head(&self) -> u64 {

@@ -25,7 +25,7 @@
 //! of the node's map under the map's lock, so a viewer arriving then starts a new group.
 
 use super::{Outs, Progress, Pumped, TcpOut};
-use crate::live::reader::{OutPacket, Reader};
+use crate::live::reader::{OutPacket, Reader, SharedRead};
 use crate::live::stream::Stream;
 use crate::net::tcp::{interleaved_frame, interleaved_header, interleaved_payload};
 use crate::net::tcp_sink::Piece;
@@ -97,6 +97,10 @@ pub(super) struct Slot {
     /// The viewer's session span, for what is logged of it.
     span: Span,
     shared: Arc<Shared>,
+    /// The reader's packet and byte counts last added to the session's (`info`): added
+    /// every tick, not every frame — the session's counters sit in memory the walk would
+    /// otherwise touch once per viewer per frame for nothing else.
+    counted: (u64, u64),
 }
 
 impl Slot {
@@ -110,6 +114,7 @@ impl Slot {
         shared: Arc<Shared>,
     ) -> Slot {
         let now = Instant::now();
+        let counted = (reader.packets_sent, reader.bytes_sent);
         Slot {
             id,
             info,
@@ -125,7 +130,22 @@ impl Slot {
             bye_at: None,
             span: Span::current(),
             shared,
+            counted,
         }
+    }
+
+    /// Adds what the viewer was sent since the last call to its session's counters.
+    fn count(&mut self) {
+        let now = (self.reader.packets_sent, self.reader.bytes_sent);
+        if now == self.counted {
+            return;
+        }
+        let info = &self.info;
+        info.packets
+            .fetch_add(now.0 - self.counted.0, Ordering::Relaxed);
+        info.bytes
+            .fetch_add(now.1 - self.counted.1, Ordering::Relaxed);
+        self.counted = now;
     }
 
     fn sending(&self) -> bool {
@@ -139,12 +159,12 @@ impl Slot {
 
     /// Sends what the hub has for this viewer (up to a batch); when the publisher ended and
     /// the viewer has had everything, sets the time of its BYE.
-    async fn pump(
-        &mut self,
-        node: &Node,
-        out: &mut Vec<OutPacket>,
-        per_track: &mut Vec<OutPacket>,
-    ) {
+    async fn pump(&mut self, node: &Node, scratch: &mut Scratch) {
+        let Scratch {
+            read,
+            out,
+            per_track,
+        } = scratch;
         if let Outs::Tcp(t) = &self.outs {
             if t.sink.busy_or_arm() {
                 self.blocked = true;
@@ -153,7 +173,7 @@ impl Slot {
         }
         out.clear();
         let skips = self.reader.skips;
-        let consumed = self.reader.poll_batch(out, PUMP_BATCH);
+        let consumed = self.reader.poll_shared(read, out, PUMP_BATCH);
         if self.reader.skips != skips {
             Node::bump(&node.counters.reader_skips);
         }
@@ -172,11 +192,6 @@ impl Slot {
         if out.is_empty() {
             return;
         }
-        self.info
-            .packets
-            .fetch_add(out.len() as u64, Ordering::Relaxed);
-        let bytes: u64 = out.iter().map(|p| 12 + p.payload.len() as u64).sum();
-        self.info.bytes.fetch_add(bytes, Ordering::Relaxed);
         match &self.outs {
             Outs::Udp(outs) => send_udp(outs, out, per_track).await,
             Outs::Tcp(t) => send_tcp(t, out),
@@ -237,7 +252,8 @@ impl Slot {
 
     /// The viewer leaves its group: its state where its handle finds it. `ended`: the
     /// group ended it, its BYE sent.
-    fn into_pumped(self, ended: bool) -> Pumped {
+    fn into_pumped(mut self, ended: bool) -> Pumped {
+        self.count();
         self.shared.finished.store(true, Ordering::Release);
         Pumped {
             reader: self.reader,
@@ -251,6 +267,24 @@ impl Slot {
         let shared = self.shared.clone();
         let pumped = self.into_pumped(true);
         *shared.left() = Some(pumped);
+    }
+}
+
+/// A group's buffers, kept from frame to frame.
+struct Scratch {
+    /// The frame's read of the hub, which the viewers at one cursor share.
+    read: SharedRead,
+    out: Vec<OutPacket>,
+    per_track: Vec<OutPacket>,
+}
+
+impl Default for Scratch {
+    fn default() -> Scratch {
+        Scratch {
+            read: SharedRead::default(),
+            out: Vec::with_capacity(PUMP_BATCH),
+            per_track: Vec::with_capacity(PUMP_BATCH),
+        }
     }
 }
 
@@ -355,6 +389,7 @@ impl Groups {
             members,
             rx,
             slots: Vec::new(),
+            scratch: Scratch::default(),
         };
         node.tasks.spawn(task.run().instrument(span));
         tx
@@ -374,12 +409,11 @@ struct Group {
     members: Arc<AtomicUsize>,
     rx: mpsc::UnboundedReceiver<Cmd>,
     slots: Vec<Slot>,
+    scratch: Scratch,
 }
 
 impl Group {
     async fn run(mut self) {
-        let mut out: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
-        let mut per_track: Vec<OutPacket> = Vec::with_capacity(PUMP_BATCH);
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -406,9 +440,13 @@ impl Group {
                     None => return,
                 },
                 _ = self.stream.wait_beyond(cursor.unwrap_or(0)), if cursor.is_some() => {
+                    // Caught up, the viewers all wait at one cursor: one read of the hub
+                    // serves them all.
+                    self.scratch.read.clear();
                     for slot in self.slots.iter_mut().filter(|s| s.ready()) {
-                        slot.pump(&self.node, &mut out, &mut per_track).await;
+                        slot.pump(&self.node, &mut self.scratch).await;
                     }
+                    self.scratch.read.clear();
                 }
                 _ = tick.tick() => self.timers().await,
             }
@@ -470,8 +508,9 @@ impl Group {
                 if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
                     s.blocked = false;
                     if s.sending() {
-                        let (mut out, mut per_track) = (Vec::new(), Vec::new());
-                        s.pump(&self.node, &mut out, &mut per_track).await;
+                        self.scratch.read.clear();
+                        s.pump(&self.node, &mut self.scratch).await;
+                        self.scratch.read.clear();
                     }
                 }
             }
@@ -506,6 +545,7 @@ impl Group {
                 self.remove(i).bye(&self.node).await;
                 continue;
             }
+            slot.count();
             if slot.next_sr <= now {
                 slot.next_sr = now + SR_EVERY;
                 slot.send_rtcp(&self.node, false).await;

@@ -175,11 +175,21 @@ async fn one_group_sends_each_viewer_its_own_stream_and_obeys_each_ones_commands
         .expect("the viewer's state");
     assert_eq!(pumped.reader.cursor(), s.head());
     assert!(pumped.last_sent_us.is_some());
+    // What it was sent is in its session's counters once it left (12 + 1 bytes a packet).
+    let counted = |x: &Viewer| {
+        let o = std::sync::atomic::Ordering::Relaxed;
+        (x.info.packets.load(o), x.info.bytes.load(o))
+    };
+    assert_eq!(counted(&v[0]), (3, 39));
     // Ended: a BYE; dropped: the same.
     v[1].pump.take().unwrap().end();
     v[1].bye().await;
     drop(v[2].pump.take());
     v[2].bye().await;
+    poll("the ended viewers' counts", || {
+        v[1..].iter().all(|x| counted(x) == (3, 39))
+    })
+    .await;
     push_payload(&s, e, 4, 9000, false, vec![4]);
     let g = groups(&node);
     poll("the group to retire", || g.len() == 0).await;

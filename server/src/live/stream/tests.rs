@@ -169,6 +169,25 @@ fn lagging_reader_skips_to_keyframe_and_others_are_unaffected() {
 }
 
 #[test]
+fn payloads_are_found_by_position_while_the_ring_holds_them() {
+    let s = Stream::new("live/a", limits(16, 16));
+    for i in 0..40u16 {
+        s.push(Packet {
+            payload: Bytes::from(vec![i as u8]),
+            ..pkt(i, i % 10 == 0, true)
+        });
+    }
+    // The ring holds 24..40: of a run across its start, only what it still holds.
+    let found = s.payloads_at(&[22, 23, 24, 25]);
+    assert_eq!(
+        found,
+        [Bytes::from_static(&[24]), Bytes::from_static(&[25])]
+    );
+    assert_eq!(s.payloads_at(&[39]), [Bytes::from_static(&[39])]);
+    assert!(s.payloads_at(&[10, 40]).is_empty());
+}
+
+#[test]
 fn keyframe_position_is_forgotten_once_overwritten() {
     let s = Stream::new("live/a", limits(16, 16));
     s.push(pkt(0, true, true));
