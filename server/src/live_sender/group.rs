@@ -27,7 +27,7 @@
 use super::{Outs, Progress, Pumped, TcpOut};
 use crate::live::reader::{OutPacket, Reader, SharedRead};
 use crate::live::stream::Stream;
-use crate::net::tcp::{interleaved_frame, interleaved_header, interleaved_payload};
+use crate::net::tcp::{interleaved_frame, interleaved_headers, interleaved_payload};
 use crate::net::tcp_sink::Piece;
 use crate::net::udp::BYE_AFTER_LAST_RTP;
 use crate::node::{Node, SessionInfo};
@@ -164,6 +164,7 @@ impl Slot {
             read,
             out,
             per_track,
+            headers,
         } = scratch;
         if let Outs::Tcp(t) = &self.outs {
             if t.sink.busy_or_arm() {
@@ -194,7 +195,7 @@ impl Slot {
         }
         match &self.outs {
             Outs::Udp(outs) => send_udp(outs, out, per_track).await,
-            Outs::Tcp(t) => send_tcp(t, out),
+            Outs::Tcp(t) => send_tcp(t, out, headers),
         }
         let now = wall_us();
         self.last_sent_us = Some(now);
@@ -276,6 +277,8 @@ struct Scratch {
     read: SharedRead,
     out: Vec<OutPacket>,
     per_track: Vec<OutPacket>,
+    /// A TCP viewer's frame headers.
+    headers: Vec<[u8; 16]>,
 }
 
 impl Default for Scratch {
@@ -284,6 +287,7 @@ impl Default for Scratch {
             read: SharedRead::default(),
             out: Vec::with_capacity(PUMP_BATCH),
             per_track: Vec::with_capacity(PUMP_BATCH),
+            headers: Vec::with_capacity(PUMP_BATCH),
         }
     }
 }
@@ -306,11 +310,8 @@ async fn send_udp(outs: &[UdpOut], out: &[OutPacket], per_track: &mut Vec<OutPac
 
 /// A batch to a TCP viewer as interleaved frames, the payloads by reference. A failed
 /// socket is the connection task's to notice (its read ends too); the viewer leaves then.
-fn send_tcp(t: &TcpOut, out: &[OutPacket]) {
-    let headers: Vec<[u8; 16]> = out
-        .iter()
-        .map(|p| interleaved_header(t.rtp.get(p.track).copied().flatten().unwrap_or(0), p))
-        .collect();
+fn send_tcp(t: &TcpOut, out: &[OutPacket], headers: &mut Vec<[u8; 16]>) {
+    interleaved_headers(headers, out, &t.rtp);
     let mut pieces = Vec::with_capacity(out.len() * 2);
     for (h, p) in headers.iter().zip(out) {
         pieces.push(Piece::Copy(h));

@@ -43,19 +43,14 @@ pub struct InterleavedWriter {
 impl InterleavedWriter {
     /// Write the packets as `$ channel length` frames, the per-viewer 16 header bytes and the
     /// shared payload as separate iovecs: the payload is never copied.
-    /// `channel_of(track)` gives the RTP channel of a track.
+    /// `channels[track]` is the RTP channel of a track.
     pub async fn write<W: AsyncWrite + Unpin>(
         &mut self,
         w: &mut W,
         packets: &[OutPacket],
-        channel_of: impl Fn(usize) -> u8,
+        channels: &[Option<u8>],
     ) -> std::io::Result<()> {
-        self.headers.clear();
-        self.headers.extend(
-            packets
-                .iter()
-                .map(|p| interleaved_header(channel_of(p.track), p)),
-        );
+        interleaved_headers(&mut self.headers, packets, channels);
         for (hs, ps) in self
             .headers
             .chunks(MAX_IOV / 2)
@@ -72,9 +67,23 @@ impl InterleavedWriter {
     }
 }
 
+/// The [`interleaved_header`] of each packet into `headers` (cleared first), each on its
+/// track's RTP channel (`channels[track]`; 0 for a track set up without one).
+pub fn interleaved_headers(
+    headers: &mut Vec<[u8; 16]>,
+    packets: &[OutPacket],
+    channels: &[Option<u8>],
+) {
+    headers.clear();
+    headers.extend(packets.iter().map(|p| {
+        let channel = channels.get(p.track).copied().flatten().unwrap_or(0);
+        interleaved_header(channel, p)
+    }));
+}
+
 /// A packet's interleaved frame header (`$`, channel, length) followed by its RTP header:
 /// the 16 bytes written before its payload.
-pub fn interleaved_header(channel: u8, p: &OutPacket) -> [u8; 16] {
+fn interleaved_header(channel: u8, p: &OutPacket) -> [u8; 16] {
     let len = (12 + interleaved_payload(p).len()) as u16;
     let mut h = [0u8; 16];
     h[0] = b'$';
@@ -157,7 +166,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         InterleavedWriter::default()
-            .write(&mut out, &pkts, |t| (t * 2) as u8)
+            .write(&mut out, &pkts, &[Some(0), Some(2)])
             .await
             .unwrap();
         assert_eq!(&out[..4], &[b'$', 0, 0, 15]);

@@ -61,9 +61,7 @@ impl Conn {
             TcpOut::Packets(packets) => {
                 let channels = session.rtp_channels();
                 let packets = session.protect(&packets);
-                let write = self.tcp.write(&mut self.writer, &packets, |t| {
-                    channels.get(t).copied().flatten().unwrap_or(0)
-                });
+                let write = self.tcp.write(&mut self.writer, &packets, &channels);
                 bounded(&self.node, &mut self.stalled, write).await
             }
             TcpOut::Rtcp(reports) => {
@@ -177,9 +175,7 @@ impl Conn {
                 .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
             let channels = session.rtp_channels();
             let out = session.protect(&self.out);
-            let write = self.tcp.write(&mut self.writer, &out, |t| {
-                channels.get(t).copied().flatten().unwrap_or(0)
-            });
+            let write = self.tcp.write(&mut self.writer, &out, &channels);
             bounded(&self.node, &mut self.stalled, write).await?;
         }
         if finished {
