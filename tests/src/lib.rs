@@ -30,7 +30,7 @@ use std::process::{Command, ExitStatus};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use vigil_testkit::ports::udp_range;
-use vigil_testkit::serve::{NodeConfig, ServeProcess};
+use vigil_testkit::serve::{HarnessError, NodeConfig, ServeProcess};
 
 /// The `vigil` binary, built once per test process (a cargo test of this crate does not
 /// build another package's binaries by itself); `VIGIL_BIN` names another one instead (a
@@ -196,7 +196,28 @@ pub struct Node {
 }
 
 impl Node {
+    /// Starts the node; one that exits because a port it was given is taken starts again on
+    /// ports chosen afresh (where the test left the choice to the harness), at most twice
+    /// more. A port found free and released can be taken before the node binds it, by any
+    /// socket on the machine: an outgoing connection's ephemeral port is drawn from the same
+    /// range (a CI run lost a webhooks test to exactly that).
     fn start(b: NodeBuilder) -> Node {
+        let mut retries = 2;
+        loop {
+            match Node::try_start(b.clone()) {
+                Ok(node) => return node,
+                Err(HarnessError::Exited { log, .. })
+                    if retries > 0 && log.contains("Address already in use") =>
+                {
+                    retries -= 1;
+                    eprintln!("a port the node was given was taken; starting it on others");
+                }
+                Err(e) => panic!("vigil did not come up: {e}"),
+            }
+        }
+    }
+
+    fn try_start(b: NodeBuilder) -> Result<Node, HarnessError> {
         let ip = b.ip.clone().unwrap_or_else(|| "127.0.0.1".into());
         let rtsp_port = b.rtsp_port.unwrap_or_else(|| free_port(&ip));
         let config = NodeConfig {
@@ -221,8 +242,7 @@ impl Node {
             &config.render(),
             "info,vigil_server=debug",
             &b.env,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        )?;
         let mut node = Node {
             process,
             rtsp: vigil_testkit::serve::rtsp_socket(&config).expect("addr"),
@@ -234,15 +254,13 @@ impl Node {
             builder: b,
         };
         let api = format!("http://{}", node.api);
-        node.process
-            .wait_for(
-                "its admin API",
-                Duration::from_secs(20),
-                Duration::from_millis(20),
-                || vigil_testkit::serve::api_get(&api, "/api/health").ok(),
-            )
-            .unwrap_or_else(|e| panic!("vigil did not come up: {e}"));
-        node
+        node.process.wait_for(
+            "its admin API",
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+            || vigil_testkit::serve::api_get(&api, "/api/health").ok(),
+        )?;
+        Ok(node)
     }
 
     /// Restart a killed node with the same config and addresses.
