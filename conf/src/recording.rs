@@ -38,6 +38,10 @@ pub struct StorageConfig {
     /// Bound on what all cameras queue together, in MiB (the node's memory when the disk
     /// cannot keep up with every camera); past it cameras drop frames the same way.
     pub writer_queue_total_mb: u64,
+    /// A camera's frames wait at most this many ms for a writer thread: one wake of the
+    /// pool's threads serves every camera whose frames came in meanwhile, instead of one
+    /// wake per frame (0 = wake a writer for each). At most 1000.
+    pub writer_linger_ms: u64,
     /// Group commit: segments closed within this many ms are made durable by one sync
     /// together and listed after it (a crash of the machine loses at most that batch, one
     /// segment per camera, besides the segments being written). 0 = one `fsync` per segment
@@ -52,6 +56,12 @@ pub struct StorageConfig {
     /// Off by default: it did not measure better (docs/BENCHMARKS.md, "Recording at the
     /// disk's bandwidth").
     pub writeback_kb: u64,
+    /// Write segments past the page cache (`O_DIRECT`) where the file system allows it (else
+    /// through it, as with `false`). Off by default: it measured no better than the page
+    /// cache once the writers wake per linger, and each 256 KiB write then waits for the
+    /// device, so a slow LUN slows the writers (docs/BENCHMARKS.md, "Recording at the disk's
+    /// bandwidth").
+    pub direct_io: bool,
     /// I/O priority class of the writer threads: `idle` (the disk serves playback reads
     /// first; recording is delayed by reads, never starved; lease renewals leave the class),
     /// `low` (best effort, lowest level) or `normal`.
@@ -143,9 +153,11 @@ impl Default for StorageConfig {
             writer_threads: 0,
             writer_queue_kb: 4096,
             writer_queue_total_mb: 1024,
+            writer_linger_ms: 5,
             commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
             commit_sync: CommitSync::Syncfs,
             writeback_kb: 0,
+            direct_io: false,
             writer_io_class: WriterIoClass::Idle,
             record: None,
         }
@@ -253,6 +265,11 @@ impl StorageConfig {
         if self.writer_threads > 1024 {
             return Err(ConfigError::Invalid(
                 "storage.writer_threads must be at most 1024".into(),
+            ));
+        }
+        if self.writer_linger_ms > 1000 {
+            return Err(ConfigError::Invalid(
+                "storage.writer_linger_ms must be at most 1000".into(),
             ));
         }
         if self.writer_queue_total_mb < 16 {

@@ -232,6 +232,7 @@ fn open_library(config: &Config) -> anyhow::Result<Option<Library>> {
             vigil_conf::CommitSync::Files => vigil_storage::SyncMode::Files,
         },
         writeback_bytes: s.writeback_kb.saturating_mul(1024),
+        direct_io: s.direct_io,
         ..StoreConfig::default()
     };
     let store = Store::open(&s.root, &config.node.id, store_config)

@@ -125,6 +125,10 @@ impl WriteBehind {
         self.file
     }
 
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// The range to write back now, if a chunk is full (pure).
     fn due(&self) -> Option<(u64, u64)> {
         (self.chunk > 0 && self.written - self.started >= self.chunk)

@@ -48,6 +48,7 @@ mod lease;
 mod recorder;
 mod retention;
 mod root;
+mod segment_file;
 mod store;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]

@@ -15,23 +15,22 @@ use crate::commit::{Pending, Ticket};
 use crate::error::{IoContext, StorageError};
 use crate::format::{encode_header, Frame, SegmentEncoder, StreamHeader};
 use crate::index::{hour_dir_name, segment_file_name, SegmentMeta};
-use crate::io_priority::WriteBehind;
 use crate::lease::{sync_dir, unique_token, Lease};
+use crate::segment_file::{AlignedBuf, SegmentFile};
 use crate::store::{lock, Store, CAMERAS_DIR, TMP_DIR};
-use std::fs::{self, File};
-use std::io::{self, BufWriter};
+use std::fs;
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Without a keyframe, a segment is still cut once it is this many times the target length
 /// (the next one then starts on a non-keyframe; playback starts at its first frame).
 const MAX_SEGMENT_FACTOR: i64 = 8;
-const WRITE_BUFFER: usize = 256 * 1024;
 
 /// The segment being written.
 struct OpenSegment {
     tmp: PathBuf,
-    enc: SegmentEncoder<BufWriter<WriteBehind>>,
+    enc: SegmentEncoder<SegmentFile>,
     start_ms: i64,
     last_ms: i64,
     frames: u32,
@@ -63,6 +62,8 @@ pub struct Recorder {
     finished: bool,
     /// The camera's segment length (its own, else the store's) when this recorder started.
     segment_ms: i64,
+    /// The write buffer between segments (one per camera, reused: 260 KiB).
+    spare: Option<AlignedBuf>,
 }
 
 impl Recorder {
@@ -113,6 +114,7 @@ impl Recorder {
             resume_at_ms,
             committing: None,
             finished: false,
+            spare: None,
             store,
         })
     }
@@ -178,15 +180,14 @@ impl Recorder {
             self.store.inner.node,
             unique_token()
         ));
-        let result = (|| -> io::Result<SegmentEncoder<BufWriter<WriteBehind>>> {
+        let result = (|| -> io::Result<SegmentEncoder<SegmentFile>> {
             if let Some(e) = self.store.take_fault() {
                 return Err(e);
             }
-            let f = WriteBehind::new(File::create(&tmp)?, self.store.inner.config.writeback_bytes);
-            SegmentEncoder::new(
-                BufWriter::with_capacity(WRITE_BUFFER, f),
-                &self.header_bytes,
-            )
+            let config = &self.store.inner.config;
+            let buf = self.spare.take().unwrap_or_else(AlignedBuf::new);
+            let f = SegmentFile::create(&tmp, config.direct_io, config.writeback_bytes, buf)?;
+            SegmentEncoder::new(f, &self.header_bytes)
         })();
         match result {
             Ok(enc) => {
@@ -278,11 +279,8 @@ impl Recorder {
             return Err(StorageError::from_io(tmp, e));
         }
         let (w, bytes, crc) = cur.enc.finish(cur.frames, cur.start_ms, end_ms).at(tmp)?;
-        let file = w
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .at(tmp)?
-            .into_inner();
+        let (file, buf) = w.into_parts().at(tmp)?;
+        self.spare = Some(buf);
         let dir_name = hour_dir_name(cur.start_ms);
         let dir = self.cam_dir.join(&dir_name);
         let name = segment_file_name(cur.start_ms, end_ms, cur.frames, bytes, crc);

@@ -61,6 +61,12 @@ pub struct StoreConfig {
     /// The recorder starts the write-back of every this many bytes it writes to a segment
     /// (`crate::io_priority::WriteBehind`; 0 = leave it to the kernel).
     pub writeback_bytes: u64,
+    /// Segments are written past the page cache (`O_DIRECT`, `crate::segment_file`), where
+    /// the file system allows it; their tails and everything else go through it. Off by
+    /// default: with the writer pool's bell it measured no better than the page cache
+    /// (docs/BENCHMARKS.md), and a synchronous write per 256 KiB ties the writers'
+    /// throughput to the device's latency (a loaded IPSAN LUN's), which the page cache hides.
+    pub direct_io: bool,
 }
 
 impl Default for StoreConfig {
@@ -74,6 +80,7 @@ impl Default for StoreConfig {
             commit_interval: DEFAULT_COMMIT_INTERVAL,
             commit_sync: SyncMode::Syncfs,
             writeback_bytes: DEFAULT_WRITEBACK_BYTES,
+            direct_io: false,
         }
     }
 }

@@ -128,6 +128,10 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_recording_queued_bytes",
         "Bytes queued for the writer pool, all cameras"
     );
+    describe_counter!(
+        "vigil_recording_writer_wakes_total",
+        "Times a writer thread woke for work (the pool's bell batches the cameras' frames)"
+    );
     describe_gauge!("vigil_path_readers", "Viewers per path");
     describe_gauge!("vigil_path_bitrate_kbps", "Ingest bitrate per path");
     describe_gauge!(
@@ -330,6 +334,7 @@ pub fn render(node: &Node, cluster: Option<&Cluster>, handle: &PrometheusHandle)
         gauge!("vigil_recording_writer_threads").set(p.threads as f64);
         gauge!("vigil_recording_writer_busy").set(p.busy as f64);
         gauge!("vigil_recording_queued_bytes").set(p.queued_bytes as f64);
+        counter!("vigil_recording_writer_wakes_total").absolute(p.wakes);
     }
     render_cluster(cluster);
     handle.render()

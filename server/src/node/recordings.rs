@@ -69,6 +69,7 @@ impl Recordings {
         let p = WriterPool::new(
             threads,
             storage.writer_queue_total_mb.saturating_mul(1 << 20),
+            std::time::Duration::from_millis(storage.writer_linger_ms),
             move || {
                 // Advisory: a kernel or policy that refuses it leaves the class as it was.
                 if let Err(e) = vigil_storage::io_priority::set_current_thread(class) {

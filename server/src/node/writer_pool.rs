@@ -10,6 +10,18 @@
 //! others. The pool's threads are its own, never tokio's: playback reads keep their own lane
 //! (tokio's blocking pool) however slow the writers are.
 //!
+//! **Waking the threads.** A frame makes its idle lane ready; waking a writer for each (the
+//! first design) cost a futex wake on the runtime's thread and a context switch on the
+//! writer's, 25 000 a second at 1000 cameras, for a few microseconds of work each (a fifth of
+//! a recording node's CPU, docs/BENCHMARKS.md). Recording tolerates delay (the disk sees a
+//! segment's bytes in 256 KiB writes anyway), so a lane that becomes ready waits for the
+//! pool's *bell*: a thread that, `linger` after the first lane became ready, wakes as many
+//! writers as the lanes waiting call for ([`LANES_PER_WAKE`] each). Writers drain the ready
+//! queue before they sleep again, so a busy pool runs its threads without waking them, and a
+//! backlog of [`HURRY`] lanes wakes one at once. A writer that takes a lane with others
+//! still waiting arms the bell too, so a turn held up by a slow write delays the others by
+//! `linger`, not until the next frame. `linger` = 0 wakes a writer per ready lane.
+//!
 //! It lives under `node` because the node owns the one pool (in `Node::recordings`) that
 //! every recorder shares; it knows nothing of recording itself (`record::writer` is the
 //! [`LaneWriter`] it runs).
@@ -18,10 +30,22 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Messages a lane handles per turn before yielding its thread to the next ready lane, so a
 /// camera with a long backlog cannot starve the others.
 const TURN: usize = 64;
+
+/// `[storage] writer_linger_ms` by default: what a ready lane waits at most for the bell.
+pub const DEFAULT_LINGER: Duration = Duration::from_millis(5);
+
+/// Ready lanes per writer the bell wakes (a turn takes a few microseconds; a thread handles
+/// this many within a small part of the linger).
+const LANES_PER_WAKE: usize = 32;
+
+/// Ready lanes that wake a writer at once, without the bell (a backlog the awake threads are
+/// not getting through).
+const HURRY: usize = 256;
 
 /// What a lane's thread does with each message, in order.
 pub trait LaneWriter: Send + 'static {
@@ -43,11 +67,20 @@ trait Runnable: Send + Sync {
 struct Ready {
     lanes: VecDeque<Arc<dyn Runnable>>,
     stop: bool,
+    /// The bell will ring (a lane became ready since it last rang).
+    bell_armed: bool,
 }
 
 struct Shared {
     ready: Mutex<Ready>,
+    /// Writers wait here.
     wake: Condvar,
+    /// The bell waits here for a lane to become ready.
+    bell: Condvar,
+    linger: Duration,
+    threads: usize,
+    /// Times a writer woke from waiting for work.
+    wakes: AtomicU64,
     /// Threads handling a lane right now.
     busy: AtomicUsize,
     /// Bytes queued in all lanes.
@@ -59,9 +92,53 @@ struct Shared {
 }
 
 impl Shared {
+    /// A lane became ready: a writer takes it when the bell rings, at once past a backlog.
     fn schedule(&self, lane: Arc<dyn Runnable>) {
-        lock(&self.ready).lanes.push_back(lane);
-        self.wake.notify_one();
+        let mut ready = lock(&self.ready);
+        ready.lanes.push_back(lane);
+        if self.linger.is_zero() || ready.lanes.len() >= HURRY {
+            drop(ready);
+            self.wake.notify_one();
+        } else if !std::mem::replace(&mut ready.bell_armed, true) {
+            drop(ready);
+            self.bell.notify_one();
+        }
+    }
+}
+
+/// How many writers the bell wakes for `ready` waiting lanes (pure).
+fn writers_to_wake(ready: usize, threads: usize) -> usize {
+    ready.div_ceil(LANES_PER_WAKE).min(threads)
+}
+
+/// The bell: `linger` after a lane became ready, wakes the writers the ready lanes call for.
+fn ring(shared: &Shared) {
+    let mut ready = lock(&shared.ready);
+    loop {
+        while !ready.bell_armed && !ready.stop {
+            ready = shared.bell.wait(ready).unwrap_or_else(|p| p.into_inner());
+        }
+        if ready.stop {
+            return;
+        }
+        let due = Instant::now() + shared.linger;
+        while let Some(left) = due
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+        {
+            if ready.stop {
+                return;
+            }
+            ready = shared
+                .bell
+                .wait_timeout(ready, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        ready.bell_armed = false;
+        for _ in 0..writers_to_wake(ready.lanes.len(), shared.threads) {
+            shared.wake.notify_one();
+        }
     }
 }
 
@@ -73,6 +150,8 @@ pub struct PoolStats {
     pub ready_lanes: usize,
     pub queued_bytes: u64,
     pub refused: u64,
+    /// Times a writer woke from waiting for work (the bell keeps this far below the frames).
+    pub wakes: u64,
 }
 
 /// The writer threads.
@@ -82,26 +161,40 @@ pub struct WriterPool {
     count: usize,
 }
 
+/// The bell's thread, joined after the writers.
+fn spawn_bell(shared: &Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+    let shared = shared.clone();
+    std::thread::Builder::new()
+        .name("vigil-writer-bell".into())
+        .spawn(move || ring(&shared))
+}
+
 impl WriterPool {
     /// Starts `threads` writer threads (at least one), holding at most `limit_bytes` queued
-    /// over all lanes (each lane has its own limit too). Each thread first runs `init` (the
-    /// recorder's I/O priority class).
+    /// over all lanes (each lane has its own limit too), a ready lane waiting at most
+    /// `linger` for a writer (module doc). Each thread first runs `init` (the recorder's I/O
+    /// priority class).
     pub fn new(
         threads: usize,
         limit_bytes: u64,
+        linger: Duration,
         init: impl Fn() + Send + Sync + 'static,
     ) -> std::io::Result<WriterPool> {
         let init = Arc::new(init);
+        let count = threads.max(1);
         let shared = Arc::new(Shared {
             ready: Mutex::default(),
             wake: Condvar::new(),
+            bell: Condvar::new(),
+            linger,
+            threads: count,
+            wakes: AtomicU64::new(0),
             busy: AtomicUsize::new(0),
             queued_bytes: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             limit_bytes,
         });
-        let count = threads.max(1);
-        let mut handles = Vec::with_capacity(count);
+        let mut handles = Vec::with_capacity(count + 1);
         for i in 0..count {
             let shared = shared.clone();
             let init = init.clone();
@@ -114,6 +207,8 @@ impl WriterPool {
                     })?,
             );
         }
+        // Last, so the writers are joined before it (they may still schedule lanes).
+        handles.push(spawn_bell(&shared)?);
         Ok(WriterPool {
             shared,
             threads: Mutex::new(handles),
@@ -142,6 +237,7 @@ impl WriterPool {
             ready_lanes: lock(&self.shared.ready).lanes.len(),
             queued_bytes: self.shared.queued_bytes.load(Ordering::Relaxed),
             refused: self.shared.refused.load(Ordering::Relaxed),
+            wakes: self.shared.wakes.load(Ordering::Relaxed),
         }
     }
 
@@ -149,6 +245,7 @@ impl WriterPool {
     pub fn shutdown(&self) {
         lock(&self.shared.ready).stop = true;
         self.shared.wake.notify_all();
+        self.shared.bell.notify_all();
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }
@@ -167,19 +264,29 @@ fn work(shared: &Shared) {
             let mut ready = lock(&shared.ready);
             loop {
                 if let Some(l) = ready.lanes.pop_front() {
+                    // Lanes left behind this one: if its turn is long (a slow disk), the bell
+                    // wakes another writer for them.
+                    if !ready.lanes.is_empty()
+                        && !shared.linger.is_zero()
+                        && !std::mem::replace(&mut ready.bell_armed, true)
+                    {
+                        shared.bell.notify_one();
+                    }
                     break l;
                 }
                 if ready.stop {
                     return;
                 }
                 ready = shared.wake.wait(ready).unwrap_or_else(|p| p.into_inner());
+                shared.wakes.fetch_add(1, Ordering::Relaxed);
             }
         };
         shared.busy.fetch_add(1, Ordering::Relaxed);
         let more = lane.turn();
         shared.busy.fetch_sub(1, Ordering::Relaxed);
         if more {
-            shared.schedule(lane);
+            // This thread (or another awake one) takes it again: no one to wake.
+            lock(&shared.ready).lanes.push_back(lane);
         }
     }
 }
@@ -323,7 +430,7 @@ mod tests {
 
     #[test]
     fn lanes_keep_order_and_a_slow_lane_holds_one_thread_only() {
-        let pool = WriterPool::new(2, u64::MAX, || {}).unwrap();
+        let pool = WriterPool::new(2, u64::MAX, DEFAULT_LINGER, || {}).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let slow = probe_lane(&pool, 0, &tx, &g, 1 << 20);
@@ -354,7 +461,7 @@ mod tests {
 
     #[test]
     fn full_lane_refuses_but_control_messages_pass() {
-        let pool = WriterPool::new(1, u64::MAX, || {}).unwrap();
+        let pool = WriterPool::new(1, u64::MAX, Duration::ZERO, || {}).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let lane = probe_lane(&pool, 0, &tx, &g, 100);
@@ -379,7 +486,7 @@ mod tests {
 
     #[test]
     fn the_pool_bound_holds_over_all_lanes() {
-        let pool = WriterPool::new(1, 250, || {}).unwrap();
+        let pool = WriterPool::new(1, 250, DEFAULT_LINGER, || {}).unwrap();
         let (tx, rx) = mpsc::channel();
         let g = gate();
         let lanes: Vec<_> = (0..5)
@@ -397,5 +504,45 @@ mod tests {
             rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap();
         }
         pool.shutdown();
+    }
+
+    #[test]
+    fn the_bell_wakes_a_writer_per_lanes_per_wake_lanes_up_to_the_threads() {
+        assert_eq!(writers_to_wake(0, 16), 0);
+        assert_eq!(writers_to_wake(1, 16), 1);
+        assert_eq!(writers_to_wake(LANES_PER_WAKE, 16), 1);
+        assert_eq!(writers_to_wake(LANES_PER_WAKE + 1, 16), 2);
+        assert_eq!(writers_to_wake(1000, 16), 16);
+    }
+
+    /// Rounds of one frame on each of 100 lanes, each round written (in order) before the
+    /// next comes, as a camera's frames come between writes: each round wakes the sleeping
+    /// writers once through the bell, a few threads, not one wake per frame.
+    #[test]
+    fn frames_over_many_lanes_wake_the_writers_once_per_bell_not_per_frame() {
+        let pool = WriterPool::new(4, u64::MAX, Duration::from_millis(50), || {}).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let g = gate();
+        let lanes: Vec<_> = (0..100)
+            .map(|id| probe_lane(&pool, id, &tx, &g, 1 << 20))
+            .collect();
+        for n in 0..10u32 {
+            for l in &lanes {
+                l.push((n, false), 1).unwrap();
+            }
+            let mut seen = [false; 100];
+            for _ in 0..100 {
+                let (id, m) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+                assert_eq!(m, n, "lane {id} out of order");
+                seen[id] = true;
+            }
+            assert!(seen.iter().all(|s| *s));
+        }
+        // One ring per round (a round's frames all come before its bell), ≤ 4 writers each;
+        // a wake per frame would be up to 1000.
+        let wakes = pool.stats().wakes;
+        assert!(wakes <= 64, "{wakes} wakes for 1000 frames in 10 rounds");
+        pool.shutdown();
+        assert_eq!(pool.stats().queued_bytes, 0);
     }
 }

@@ -99,7 +99,7 @@ async fn slow_writers_fill_the_pool_and_playback_still_reads() {
         }
     })));
     let threads = 2;
-    let pool = WriterPool::new(threads, u64::MAX, || {}).unwrap();
+    let pool = WriterPool::new(threads, u64::MAX, std::time::Duration::ZERO, || {}).unwrap();
     let recordings = Arc::new(Recordings::default());
     // More slow cameras than threads: every writer thread ends up blocked in a write.
     let lanes: Vec<_> = (0..6)
@@ -172,7 +172,7 @@ fn a_full_queue_drops_to_the_next_keyframe_and_says_so() {
     let gate = Arc::new(Gate::default());
     let g = gate.clone();
     store.set_write_hook(Some(Arc::new(move |_: &str| g.pass())));
-    let pool = WriterPool::new(1, u64::MAX, || {}).unwrap();
+    let pool = WriterPool::new(1, u64::MAX, std::time::Duration::ZERO, || {}).unwrap();
     let recordings = Arc::new(Recordings::default());
     let lane = pool.lane(
         CameraWriter::new(recordings.clone(), store.clone(), "cam".into(), header()),
@@ -226,6 +226,11 @@ fn the_stores_defaults_are_the_configs() {
     assert_eq!(
         c.writeback_kb * 1024,
         vigil_storage::DEFAULT_WRITEBACK_BYTES
+    );
+    assert_eq!(c.direct_io, vigil_storage::StoreConfig::default().direct_io);
+    assert_eq!(
+        std::time::Duration::from_millis(c.writer_linger_ms),
+        crate::node::writer_pool::DEFAULT_LINGER
     );
 }
 
