@@ -198,9 +198,9 @@ pub struct Node {
 impl Node {
     /// Starts the node; one that exits because a port it was given is taken starts again on
     /// ports chosen afresh (where the test left the choice to the harness), at most twice
-    /// more. A port found free and released can be taken before the node binds it: ports now
-    /// come from below the ephemeral range (`vigil_testkit::ports`), where outgoing
-    /// connections never take one, but another process on the machine may still bind it.
+    /// more. A port found free and released can be taken before the node binds it, by any
+    /// socket on the machine: an outgoing connection's ephemeral port is drawn from the same
+    /// range (a CI run lost a webhooks test to exactly that).
     fn start(b: NodeBuilder) -> Node {
         let mut retries = 2;
         loop {
