@@ -143,6 +143,13 @@ pub struct RtspConfig {
     /// the demo camera) fits it as one IPv4 or IPv6 datagram — see [`RtspConfig::rtp_payload_max`].
     /// A camera's packets are relayed as the camera sized them.
     pub mtu: usize,
+    /// Receive and record cameras' media (publishers once they RECORD over TCP, pulled
+    /// cameras, recorders) on a runtime of their own, apart from the one that answers RTSP
+    /// requests and serves viewers: with a thousand cameras that runtime's queue holds
+    /// hundreds of ready tasks, and a viewer's request waited behind them.
+    pub ingest_runtime: bool,
+    /// Threads of that runtime (0 = one per core).
+    pub ingest_threads: usize,
 }
 
 impl RtspConfig {
@@ -167,6 +174,8 @@ impl Default for RtspConfig {
             udp_port_max: 29999,
             publisher_conflict: PublisherConflict::Refuse,
             mtu: 1400,
+            ingest_runtime: true,
+            ingest_threads: 0,
         }
     }
 }
@@ -394,6 +403,12 @@ impl Config {
                 r.udp_port_min, r.udp_port_max
             )));
         }
+        if r.ingest_threads > 1024 {
+            return Err(ConfigError::Invalid(format!(
+                "rtsp.ingest_threads = {} is above 1024",
+                r.ingest_threads
+            )));
+        }
         if !(576..=9216).contains(&r.mtu) {
             return Err(ConfigError::Invalid(format!(
                 "rtsp.mtu = {} is outside 576..=9216 (the IP MTU of the viewers' paths, bytes)",
@@ -533,6 +548,18 @@ mod tests {
         assert_eq!(c.http.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.limits.session_timeout_secs, 60);
         assert!(c.cameras.is_empty());
+    }
+
+    #[test]
+    fn the_ingest_runtime_is_on_by_default_and_its_threads_bounded() {
+        let c = Config::from_toml("").unwrap();
+        assert!(c.rtsp.ingest_runtime);
+        assert_eq!(c.rtsp.ingest_threads, 0);
+        let c = Config::from_toml("[rtsp]\ningest_runtime = false\ningest_threads = 4").unwrap();
+        assert!(!c.rtsp.ingest_runtime);
+        assert_eq!(c.rtsp.ingest_threads, 4);
+        let e = Config::from_toml("[rtsp]\ningest_threads = 5000").unwrap_err();
+        assert!(e.to_string().contains("ingest_threads"), "{e}");
     }
 
     #[test]

@@ -28,7 +28,29 @@ pub fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(config, config_path))
+    let ingest = ingest_runtime(&config.rtsp)?;
+    let handle = ingest.as_ref().map(|r| r.handle().clone());
+    let result = runtime.block_on(serve(config, config_path, handle));
+    // Its tasks ended with the node's (`serve` waits for them); what is left is dropped.
+    if let Some(r) = ingest {
+        r.shutdown_timeout(Duration::from_secs(1));
+    }
+    result
+}
+
+/// The runtime of cameras' media (`[rtsp] ingest_runtime`), its threads named apart.
+fn ingest_runtime(
+    rtsp: &vigil_conf::RtspConfig,
+) -> anyhow::Result<Option<tokio::runtime::Runtime>> {
+    if !rtsp.ingest_runtime {
+        return Ok(None);
+    }
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    b.enable_all().thread_name("vigil-ingest");
+    if rtsp.ingest_threads > 0 {
+        b.worker_threads(rtsp.ingest_threads);
+    }
+    Ok(Some(b.build().context("starting the ingest runtime")?))
 }
 
 /// Every viewer costs a socket (three with UDP); the usual soft limit of 1024 descriptors
@@ -97,7 +119,11 @@ fn stderr_is_journal() -> bool {
 }
 
 /// Run a node until SIGTERM/SIGINT. `config_path`: re-read on SIGHUP (users and rights).
-pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+pub async fn serve(
+    config: Config,
+    config_path: Option<PathBuf>,
+    ingest: Option<tokio::runtime::Handle>,
+) -> anyhow::Result<()> {
     let token = config.http.token().context("the admin API token")?;
     warn_if_open(&config, token.is_some());
     let rtsp = tokio::net::TcpListener::bind(config.rtsp.listen)
@@ -113,6 +139,9 @@ pub async fn serve(config: Config, config_path: Option<PathBuf>) -> anyhow::Resu
     let mut config = config;
     let registry = crate::registry::Shell::open(&mut config)?;
     let node = Node::new(config, library);
+    if let Some(h) = ingest {
+        node.set_ingest_runtime(h);
+    }
     let (rtsp_addr, api_addr) = (rtsp.local_addr()?, http.local_addr()?);
     info!(
         node = %node.config.node.id,

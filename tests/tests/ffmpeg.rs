@@ -14,9 +14,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 use vigil_tests::{
-    expected_window, ffmpeg_decode, ffmpeg_publish, ffprobe_streams, fixture, poll_until,
-    run_with_timeout, spawn_ffmpeg_decode, wait_background, Node, NodeBuilder, RtspConn,
-    TWO_TRACK_SDP,
+    expected_window, ffmpeg_decode, ffmpeg_publish, ffprobe_streams, fixture, metric_value,
+    poll_until, run_with_timeout, spawn_ffmpeg_decode, wait_background, Node, NodeBuilder,
+    RtspConn, TWO_TRACK_SDP,
 };
 
 const READ_TIMEOUT: Duration = Duration::from_secs(40);
@@ -193,6 +193,11 @@ fn publish_case(file: &str, codecs: Codecs, publish_tcp: bool) {
     let started = Instant::now();
     let mut publisher = ffmpeg_publish(&file, &url, publish_tcp);
     node.wait_live(path);
+    // A publisher over TCP is received on the node's ingest runtime from its RECORD on.
+    poll_until(Duration::from_secs(10), "the publisher's move", || {
+        let moved = metric_value(&node, "vigil_rtsp_connections_to_ingest_total");
+        (moved == if publish_tcp { 1.0 } else { 0.0 }).then_some(())
+    });
     let readers: Vec<_> = readers(matches!(codecs, Codecs::H264Aac))
         .into_iter()
         .map(|(label, input)| {

@@ -32,6 +32,10 @@ pub fn install() -> Option<PrometheusHandle> {
         .ok()?;
     describe_counter!("vigil_rtsp_connections_total", "RTSP connections accepted");
     describe_counter!(
+        "vigil_rtsp_connections_to_ingest_total",
+        "Publishers' connections moved to the ingest runtime after RECORD"
+    );
+    describe_counter!(
         "vigil_rtsp_bad_requests_total",
         "Malformed RTSP input answered with 4xx"
     );
@@ -276,6 +280,10 @@ pub fn render(node: &Node, cluster: Option<&Cluster>, handle: &PrometheusHandle)
         ("vigil_sessions_rejected_total", &c.sessions_rejected),
         ("vigil_sessions_opened_total", &c.sessions_opened),
         ("vigil_placements_rejected_total", &c.placements_rejected),
+        (
+            "vigil_rtsp_connections_to_ingest_total",
+            &c.connections_to_ingest,
+        ),
     ] {
         counter!(name).absolute(v.load(Ordering::Relaxed));
     }

@@ -24,7 +24,7 @@ pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEn
         vigil_conf::Source::Demo => {
             let cancel = node.shutdown.child_token();
             *path.puller.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
-            node.tasks.spawn(demo::run(
+            node.spawn_ingest(demo::run(
                 path.stream.clone(),
                 cancel,
                 node.config.rtsp.rtp_payload_max(),

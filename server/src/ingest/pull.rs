@@ -60,7 +60,7 @@ fn spawn(
         .and_then(|id| node.camera(id))
         .map_or(PullTransport::Tcp, |c| c.pull_transport);
     let span = info_span!("pull", path = %path.name);
-    node.tasks.spawn(
+    node.spawn_ingest(
         run(
             node.clone(),
             path.clone(),

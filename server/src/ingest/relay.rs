@@ -73,7 +73,7 @@ fn spawn(
     handover: Option<CancellationToken>,
 ) {
     let span = info_span!("relay", camera = %camera);
-    node.tasks.spawn(
+    node.spawn_ingest(
         run(
             node.clone(),
             cluster.clone(),

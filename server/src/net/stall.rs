@@ -53,6 +53,16 @@ impl<W: AsyncWrite + Unpin> StallWriter<W> {
         }
     }
 
+    /// The socket under the writer.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// How long the peer may take no byte.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Bytes in the socket's send queue (unsent plus unacknowledged); None if the kernel
     /// will not say, which counts as no progress.
     fn send_queue(&self) -> Option<usize> {

@@ -121,6 +121,19 @@ impl TcpSink {
         busy
     }
 
+    /// Nothing queued, the socket sound, no sender waiting on a drain: the sink can be taken
+    /// apart ([`TcpSink::into_write_half`]) without losing a byte or a wake.
+    pub fn idle(&self) -> bool {
+        let st = self.state();
+        st.pending.is_empty() && !st.failed && st.drained.is_none()
+    }
+
+    /// The socket's write half back (to move the connection to another runtime); call it
+    /// when [`TcpSink::idle`].
+    pub fn into_write_half(self) -> OwnedWriteHalf {
+        self.state.into_inner().unwrap_or_else(|e| e.into_inner()).w
+    }
+
     /// Puts one message on the socket without waiting: after whatever is queued, and what
     /// the socket does not take now is queued whole.
     pub fn send(&self, pieces: &[Piece<'_>]) -> Sent {

@@ -243,6 +243,8 @@ pub struct Counters {
     pub sessions_opened: AtomicU64,
     /// DESCRIBEs answered 503 because the placement policy found no node for them.
     pub placements_rejected: AtomicU64,
+    /// Publishers' connections handed to the ingest runtime after their RECORD.
+    pub connections_to_ingest: AtomicU64,
 }
 
 pub struct Node {
@@ -284,9 +286,36 @@ pub struct Node {
     tls_client: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
     /// What happened, for whoever listens (webhooks): see `events`.
     pub events: events::Bus,
+    /// The runtime that receives and records cameras' media (`[rtsp] ingest_runtime`);
+    /// unset: everything runs on the runtime of the caller.
+    ingest: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 impl Node {
+    /// Gives the node the runtime that receives cameras' media (once; `serve` builds it).
+    pub fn set_ingest_runtime(&self, handle: tokio::runtime::Handle) {
+        let _ = self.ingest.set(handle);
+    }
+
+    /// The runtime of cameras' media, when it is not the caller's.
+    pub fn ingest_runtime(&self) -> Option<&tokio::runtime::Handle> {
+        self.ingest.get()
+    }
+
+    /// Spawns a camera's receiving or recording task, tracked like every node task, on the
+    /// ingest runtime when there is one: a thousand cameras' tasks, each woken per packet
+    /// or frame, would otherwise fill the queue that requests and viewers wait in.
+    pub fn spawn_ingest<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self.ingest.get() {
+            Some(h) => self.tasks.spawn_on(task, h),
+            None => self.tasks.spawn(task),
+        }
+    }
+
     /// The TLS client config for `rtsps://` pulls (`[tls] client_ca`, else the system's
     /// CAs), read on the first pull that needs it; a failure is not kept, so a CA file
     /// fixed on disk is taken on the next attempt.
@@ -330,6 +359,7 @@ impl Node {
             changed: tokio::sync::Notify::new(),
             tls_client: std::sync::OnceLock::new(),
             events: events::Bus::new(config.webhooks.queue),
+            ingest: std::sync::OnceLock::new(),
             config,
         };
         for cam in node.config.cameras.iter().filter(|c| c.enabled) {

@@ -56,7 +56,7 @@ pub fn start(node: &Arc<Node>, cluster: Option<&Arc<Cluster>>, path: &Arc<PathEn
     let store = library.store.clone();
     let node = node.clone();
     let cluster = cluster.cloned();
-    node.clone().tasks.spawn(
+    node.clone().spawn_ingest(
         async move {
             run(node, cluster, path.clone(), store, stop).await;
             // Stopped (by the registry, or its path went): a later `start` may run again.

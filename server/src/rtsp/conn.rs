@@ -7,6 +7,7 @@
 
 use super::session::Session;
 use super::tcp_media::PUMP_BATCH;
+pub(super) use super::to_ingest::{ConnRead, IngestMove};
 use crate::cluster::Cluster;
 use crate::live::reader::OutPacket;
 use crate::net::tcp::InterleavedWriter;
@@ -19,7 +20,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, info_span, Instrument};
 use vigil_proto::rtcp;
@@ -54,7 +55,6 @@ pub async fn serve(
         let span = info_span!("rtsp", %peer);
         node.tasks.clone().spawn(
             async move {
-                let _slot = slot;
                 let stream = match tls {
                     None => Accepted::Plain(stream),
                     Some(tls) => match tls.handshake(stream).await {
@@ -65,7 +65,7 @@ pub async fn serve(
                         }
                     },
                 };
-                if let Err(e) = connection(node, cluster, stream, peer).await {
+                if let Err(e) = connection(node, cluster, stream, peer, slot).await {
                     debug!("connection ended: {e}");
                 }
             }
@@ -95,17 +95,16 @@ impl Accepted {
             Accepted::Plain(s) => {
                 let (r, w) = s.into_split();
                 let sink = TcpSink::new(w);
-                (Box::new(r), Box::new(sink.writer()), Some(sink))
+                (ConnRead::Plain(r), Box::new(sink.writer()), Some(sink))
             }
             Accepted::Tls(s) => {
                 let (r, w) = tokio::io::split(*s);
-                (Box::new(r), Box::new(w), None)
+                (ConnRead::Tls(r), Box::new(w), None)
             }
         }
     }
 }
 
-type ConnRead = Box<dyn AsyncRead + Send + Sync + Unpin>;
 pub type ConnWrite = Box<dyn AsyncWrite + Send + Sync + Unpin>;
 
 /// Per-connection state shared with the method handlers.
@@ -146,6 +145,27 @@ pub struct Conn {
     frames: u64,
     /// Requests allowed on this connection (`limits.requests_per_sec`).
     pub(super) requests: crate::limits::TokenBucket,
+    /// A publisher's RECORD started its media over this connection: the loop hands it to
+    /// the ingest runtime after the answer ([`Conn::detach`]). Set once per connection.
+    pub(super) to_ingest: IngestMove,
+}
+
+/// What ended a turn of the connection's loop.
+pub(super) enum Exit {
+    Closed,
+    /// Hand the connection to the ingest runtime.
+    ToIngest,
+}
+
+/// The connection loop's own state, kept when the connection moves runtime.
+pub(super) struct LoopState {
+    deadline: Duration,
+    opened: Instant,
+    /// Since when `buf` has held part of a frame without any frame completing (slowloris).
+    partial_since: Option<Instant>,
+    limits: Limits,
+    buf: BytesMut,
+    last_input: Instant,
 }
 
 pub(super) enum Event {
@@ -165,11 +185,12 @@ const TCP_SEND_BUFFER: usize = 256 * 1024;
 /// The connection's write half behind its progress timeout (see [`Conn::writer`]).
 pub type Writer = crate::net::stall::StallWriter<ConnWrite>;
 
-async fn connection(
+async fn connection<S: Send + 'static>(
     node: Arc<Node>,
     cluster: Option<Arc<Cluster>>,
     stream: Accepted,
     peer: SocketAddr,
+    slot: S,
 ) -> std::io::Result<()> {
     let tcp = stream.tcp();
     tcp.set_nodelay(true)?;
@@ -205,22 +226,59 @@ async fn connection(
         stalled: false,
         commands: None,
         frames: 0,
+        to_ingest: IngestMove::No,
         requests: {
             let per_sec = node.config.limits.requests_per_sec;
             let burst = (per_sec * 2.0).clamp(1.0, f64::from(u32::MAX)) as u32;
             crate::limits::TokenBucket::new(per_sec, burst, Instant::now())
         },
     };
-    let deadline = Duration::from_millis(node.config.limits.request_deadline_ms);
-    let opened = Instant::now();
-    // Since when `buf` has held part of a frame without any frame completing (slowloris).
-    let mut partial_since: Option<Instant> = None;
-    let limits = Limits::default();
-    let mut buf = BytesMut::with_capacity(4096);
+    let mut st = LoopState {
+        deadline: Duration::from_millis(node.config.limits.request_deadline_ms),
+        opened: Instant::now(),
+        partial_since: None,
+        limits: Limits::default(),
+        buf: BytesMut::with_capacity(4096),
+        last_input: Instant::now(),
+    };
+    let result = loop {
+        match run(&mut conn, &mut rd, &mut st).await {
+            Ok(Exit::ToIngest) => match conn.detach(rd) {
+                Ok(socket) => {
+                    super::to_ingest::go_on(conn, socket, st, slot);
+                    return Ok(());
+                }
+                Err(Some(back)) => rd = back,
+                Err(None) => break Ok(()),
+            },
+            Ok(Exit::Closed) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    conn.close().await;
+    result
+}
+
+/// The connection's loop: requests, interleaved media, the session's events, until the
+/// connection ends or moves.
+pub(super) async fn run(
+    conn: &mut Conn,
+    rd: &mut ConnRead,
+    st: &mut LoopState,
+) -> std::io::Result<Exit> {
+    let node = conn.node.clone();
+    let LoopState {
+        deadline,
+        opened,
+        partial_since,
+        limits,
+        buf,
+        last_input,
+    } = st;
+    let (deadline, opened, limits) = (*deadline, *opened, &*limits);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_input = Instant::now();
-    let result = loop {
+    loop {
         let mut commands = conn.commands.take();
         let event = {
             let command = async {
@@ -247,7 +305,7 @@ async fn connection(
             tokio::select! {
                 _ = node.shutdown.cancelled() => Event::Shutdown,
                 _ = cancelled => Event::SessionCancelled,
-                r = rd.read_buf(&mut buf) => Event::Read(r),
+                r = rd.read_buf(buf) => Event::Read(r),
                 m = media => m,
                 c = command => c,
                 _ = queued => Event::Flush,
@@ -265,11 +323,11 @@ async fn connection(
                     (handler.0)(&node, conn.cluster.as_ref(), session.steered(), cmd).await;
                 }
             }
-            Event::Shutdown => break Ok(()),
+            Event::Shutdown => break Ok(Exit::Closed),
             Event::SessionCancelled => {
                 // Deliver what a finished playback queued (its last frames and BYE) first.
                 let _ = conn.drain_playback().await;
-                break Ok(());
+                break Ok(Exit::Closed);
             }
             Event::Playback(Some(out)) => {
                 if let Err(e) = conn.write_playback(out).await {
@@ -281,21 +339,24 @@ async fn connection(
                     pb.tcp_rx = None;
                 }
             }
-            Event::Read(Ok(0)) => break Ok(()),
+            Event::Read(Ok(0)) => break Ok(Exit::Closed),
             Event::Read(Err(e)) => break Err(e),
             Event::Read(Ok(_)) => {
-                last_input = Instant::now();
+                *last_input = Instant::now();
                 let before = conn.frames;
-                match conn.process_input(&mut buf, &limits).await {
+                match conn.process_input(buf, limits).await {
                     Ok(true) => {}
-                    Ok(false) => break Ok(()),
+                    Ok(false) => break Ok(Exit::Closed),
                     Err(e) => break Err(e),
                 }
-                partial_since = match (buf.is_empty(), conn.frames != before) {
+                *partial_since = match (buf.is_empty(), conn.frames != before) {
                     (true, _) => None,
                     (false, true) => Some(Instant::now()),
                     (false, false) => partial_since.or(Some(Instant::now())),
                 };
+                if conn.to_ingest == IngestMove::Due {
+                    break Ok(Exit::ToIngest);
+                }
             }
             Event::Media => {
                 if let Err(e) = conn.pump_tcp().await {
@@ -314,28 +375,26 @@ async fn connection(
                 if trickling || (conn.frames == 0 && opened.elapsed() > deadline) {
                     crate::limits::LimitStats::bump(&node.limit_stats.request_deadline);
                     debug!("no complete request within {deadline:?}: closed");
-                    break Ok(());
+                    break Ok(Exit::Closed);
                 }
                 // A connection that never set up a session (or sent half a frame) gets the
                 // session timeout too, so idle sockets cannot pile up.
                 let idle = Duration::from_secs(node.config.limits.session_timeout_secs.into());
                 if conn.session.is_none() && last_input.elapsed() > idle {
                     debug!("idle connection closed");
-                    break Ok(());
+                    break Ok(Exit::Closed);
                 }
                 if conn.session_expired() {
                     Node::bump(&node.counters.sessions_timed_out);
                     info!("session timed out");
-                    break Ok(());
+                    break Ok(Exit::Closed);
                 }
                 if let Err(e) = conn.maybe_sender_report().await {
                     break Err(e);
                 }
             }
         }
-    };
-    conn.close().await;
-    result
+    }
 }
 
 impl Conn {
@@ -437,7 +496,7 @@ impl Conn {
     }
 
     /// End of the connection: say goodbye to viewers, release the session.
-    async fn close(&mut self) {
+    pub(super) async fn close(&mut self) {
         self.leave_group().await;
         self.goodbye_bounded().await;
         self.end_session();

@@ -1,6 +1,6 @@
 //! RTSP methods of a live node (RFC 2326 §10), one function each.
 
-use super::conn::Conn;
+use super::conn::{Conn, IngestMove};
 use super::session::Media;
 use super::udp_session::{UdpPlay, UdpRecord};
 use crate::cluster::Placement;
@@ -431,7 +431,12 @@ impl Conn {
                 session.activity.clone(),
             ));
         }
+        let tcp = session.is_tcp();
         info!(session = %session.info.id, path = %path.name, "recording");
+        // Its media comes over this connection from now on: received where cameras are.
+        if tcp && self.node.ingest_runtime().is_some() && self.to_ingest == IngestMove::No {
+            self.to_ingest = IngestMove::Due;
+        }
         Response::new(StatusCode::OK)
     }
 

@@ -8,4 +8,5 @@ pub mod playback_methods;
 pub mod session;
 pub mod setup;
 mod tcp_media;
+mod to_ingest;
 pub mod udp_session;
