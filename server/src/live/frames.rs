@@ -15,28 +15,6 @@ pub trait FrameSink {
     fn push(&mut self, frame: Frame, video: bool);
     /// `frames` were lost before reaching the sink (the consumer fell out of the ring).
     fn dropped(&self, frames: u64, why: &str);
-    /// Whether a producer that can wait should wait for this sink rather than lap it (the
-    /// recorder: every frame is to be kept; not a live HLS packager, which skips like a
-    /// viewer).
-    fn holds_producer(&self) -> bool {
-        false
-    }
-}
-
-/// A sink's hold on its stream's producer, given up however `consume` ends.
-struct Holding<'a>(&'a Stream);
-
-impl<'a> Holding<'a> {
-    fn start(stream: &'a Stream, cursor: u64) -> Holding<'a> {
-        stream.recorder_read_to(Some(cursor));
-        Holding(stream)
-    }
-}
-
-impl Drop for Holding<'_> {
-    fn drop(&mut self) {
-        self.0.recorder_read_to(None);
-    }
 }
 
 #[derive(PartialEq, Eq)]
@@ -120,16 +98,9 @@ pub async fn consume(
     let epoch = stream.current_epoch();
     let mut cursor = stream.start_position();
     let mut batch = Vec::with_capacity(256);
-    let holding = queue
-        .holds_producer()
-        .then(|| Holding::start(stream, cursor));
     loop {
         batch.clear();
-        let read = stream.read(&mut cursor, &mut batch, 256);
-        if holding.is_some() {
-            stream.recorder_read_to(Some(cursor));
-        }
-        match read {
+        match stream.read(&mut cursor, &mut batch, 256) {
             Read::Lagged { skipped } => {
                 warn!(path = %stream.path, skipped, "recorder fell behind the live stream: frames lost");
                 // The depacketisers see the sequence gap and drop the broken frames.

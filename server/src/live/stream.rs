@@ -138,11 +138,6 @@ pub struct Stream {
     /// Ingest bitrate over the last sampling period (see `admin::api::sample_bitrates`).
     pub bitrate_bps: AtomicU64,
     pub created: Instant,
-    /// Where the stream's recorder has read to (`u64::MAX`: no recorder): a producer that
-    /// can wait ([`Stream::wait_for_recorder`]) does not lap it.
-    recorder_at: AtomicU64,
-    /// Woken as the recorder reads on, for a producer waiting on it.
-    recorder_read: Notify,
 }
 
 impl std::fmt::Debug for Stream {
@@ -179,8 +174,6 @@ impl Stream {
             bytes_in: AtomicU64::new(0),
             bitrate_bps: AtomicU64::new(0),
             created: Instant::now(),
-            recorder_at: AtomicU64::new(u64::MAX),
-            recorder_read: Notify::new(),
         }
     }
 
@@ -355,47 +348,6 @@ impl Stream {
         out.extend(ring.packets.range(start..start + n).cloned());
         *cursor += n as u64;
         Read::Packets(n)
-    }
-
-    /// The recorder has read up to `cursor` (`None`: it stopped): a producer waiting for it
-    /// goes on once it is no longer far behind.
-    pub fn recorder_read_to(&self, cursor: Option<u64>) {
-        self.recorder_at
-            .store(cursor.unwrap_or(u64::MAX), Ordering::Release);
-        self.recorder_read.notify_waiters();
-    }
-
-    /// Whether the recorder is behind by more than half of what the ring holds: a producer
-    /// that goes on at that pace would soon evict packets it has not read.
-    fn recorder_behind(&self) -> bool {
-        let at = self.recorder_at.load(Ordering::Acquire);
-        if at == u64::MAX {
-            return false;
-        }
-        let ring = self.ring();
-        let lag = ring.head().saturating_sub(at);
-        lag > ring.packets.len() as u64 / 2
-    }
-
-    /// Waits, at most `max`, until the recorder is no longer far behind: a producer that can
-    /// hold its input (a publisher's connection: TCP then slows the camera down) calls it
-    /// between reads, so a camera sending faster than its recorder writes — catching up after
-    /// a stall, a file pushed without pacing — is recorded whole instead of being lapped by
-    /// the ring. Bounded so that a recorder that cannot keep up at all costs recording, not
-    /// live viewing.
-    pub async fn wait_for_recorder(&self, max: std::time::Duration) {
-        let deadline = tokio::time::Instant::now() + max;
-        loop {
-            let read = self.recorder_read.notified();
-            tokio::pin!(read);
-            read.as_mut().enable();
-            if !self.recorder_behind() {
-                return;
-            }
-            if tokio::time::timeout_at(deadline, read).await.is_err() {
-                return;
-            }
-        }
     }
 
     /// Wait until packets past `cursor` may be available. Race-free: registers interest

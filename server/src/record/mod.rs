@@ -195,12 +195,6 @@ struct CameraQueue<'a> {
 }
 
 impl FrameSink for CameraQueue<'_> {
-    /// Every frame is to be kept: a publisher sending faster than this recorder reads waits
-    /// for it (`Stream::wait_for_recorder`).
-    fn holds_producer(&self) -> bool {
-        true
-    }
-
     /// Queues one frame; `video` frames after a drop wait for the next keyframe.
     fn push(&mut self, frame: Frame, video: bool) {
         if video && self.dropping && frame.keyframe {

@@ -182,10 +182,6 @@ pub(super) enum Event {
 
 const TCP_SEND_BUFFER: usize = 256 * 1024;
 
-/// Longest a publisher's connection waits for its recorder between reads
-/// (`Stream::wait_for_recorder`).
-const RECORDER_WAIT: Duration = Duration::from_millis(500);
-
 /// The connection's write half behind its progress timeout (see [`Conn::writer`]).
 pub type Writer = crate::net::stall::StallWriter<ConnWrite>;
 
@@ -361,10 +357,6 @@ pub(super) async fn run(
                 if conn.to_ingest == IngestMove::Due {
                     break Ok(Exit::ToIngest);
                 }
-                // A publisher reads on only once its recorder is not far behind (bounded).
-                if let Some(stream) = conn.publishing() {
-                    stream.wait_for_recorder(RECORDER_WAIT).await;
-                }
             }
             Event::Media => {
                 if let Err(e) = conn.pump_tcp().await {
@@ -406,12 +398,6 @@ pub(super) async fn run(
 }
 
 impl Conn {
-    /// The stream this connection publishes into over TCP, if it does.
-    fn publishing(&self) -> Option<Arc<crate::live::stream::Stream>> {
-        let producer = self.session.as_ref()?.producer.as_ref()?;
-        Some(producer.stream().clone())
-    }
-
     fn session_expired(&mut self) -> bool {
         let now = Instant::now();
         self.session.as_mut().is_some_and(|s| s.expired(now))

@@ -1,7 +1,6 @@
 //! The ring's bounds, keyframe tracking and readers, without sockets.
 
 use super::*;
-use std::time::Duration;
 
 fn pkt(seq: u16, keyframe: bool, marker: bool) -> Packet {
     Packet {
@@ -210,59 +209,4 @@ async fn waiting_reader_is_woken_at_frame_end() {
         .await
         .unwrap()
         .unwrap();
-}
-
-/// A stream of `n` packets in a ring that holds 100, a keyframe first.
-fn with_packets(n: u16) -> Stream {
-    let s = Stream::new("live/held", limits(100, 100));
-    for seq in 0..n {
-        s.push(pkt(seq, seq == 0, true));
-    }
-    s
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_producer_never_waits_without_a_recorder_or_for_one_close_behind() {
-    let s = with_packets(80);
-    let t = tokio::time::Instant::now();
-    s.wait_for_recorder(Duration::from_secs(5)).await;
-    s.recorder_read_to(Some(60)); // 20 of 80 behind: less than half
-    s.wait_for_recorder(Duration::from_secs(5)).await;
-    assert_eq!(t.elapsed(), Duration::ZERO);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_producer_waits_for_a_recorder_half_a_ring_behind_until_it_reads_on() {
-    let s = std::sync::Arc::new(with_packets(80));
-    s.recorder_read_to(Some(10)); // 70 of 80 behind
-    let waiter = {
-        let s = s.clone();
-        tokio::spawn(async move {
-            let t = tokio::time::Instant::now();
-            s.wait_for_recorder(Duration::from_secs(5)).await;
-            t.elapsed()
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!waiter.is_finished(), "went on with the recorder 70 behind");
-    s.recorder_read_to(Some(30)); // 50 behind: still more than half
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!waiter.is_finished(), "went on with the recorder 50 behind");
-    s.recorder_read_to(Some(70));
-    let waited = waiter.await.expect("waiter");
-    assert_eq!(waited, Duration::from_millis(200));
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_stuck_recorder_holds_its_producer_no_longer_than_the_bound() {
-    let s = with_packets(80);
-    s.recorder_read_to(Some(0));
-    let t = tokio::time::Instant::now();
-    s.wait_for_recorder(Duration::from_millis(500)).await;
-    assert_eq!(t.elapsed(), Duration::from_millis(500));
-    // A recorder that stopped holds nothing.
-    s.recorder_read_to(None);
-    let t = tokio::time::Instant::now();
-    s.wait_for_recorder(Duration::from_millis(500)).await;
-    assert_eq!(t.elapsed(), Duration::ZERO);
 }
