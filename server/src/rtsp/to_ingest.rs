@@ -110,8 +110,7 @@ impl Conn {
         let w = match Arc::try_unwrap(sink) {
             Ok(sink) => sink.into_write_half(),
             Err(sink) => {
-                self.writer = Writer::over(Box::new(sink.writer()), fd, timeout);
-                self.sink = Some(sink);
+                self.write_through(sink, fd, timeout);
                 return Err(Some(ConnRead::Plain(r)));
             }
         };
@@ -119,9 +118,7 @@ impl Conn {
             Ok(s) => s,
             // Halves of one stream always reunite; were they not, nothing is lost.
             Err(e) => {
-                let sink = TcpSink::new(e.1);
-                self.writer = Writer::over(Box::new(sink.writer()), fd, timeout);
-                self.sink = Some(sink);
+                self.write_through(TcpSink::new(e.1), fd, timeout);
                 return Err(Some(ConnRead::Plain(e.0)));
             }
         };
@@ -136,9 +133,20 @@ impl Conn {
         let stream = TcpStream::from_std(socket)?;
         let fd = stream.as_raw_fd();
         let (r, w) = stream.into_split();
-        let sink = TcpSink::new(w);
-        self.writer = Writer::over(Box::new(sink.writer()), fd, self.writer.timeout());
-        self.sink = Some(sink);
+        let timeout = self.writer.timeout();
+        self.write_through(TcpSink::new(w), fd, timeout);
         Ok(ConnRead::Plain(r))
+    }
+
+    /// Makes `sink` (over socket `fd`) the connection's writer, behind the slow-reader
+    /// `timeout`.
+    fn write_through(
+        &mut self,
+        sink: Arc<TcpSink>,
+        fd: std::os::fd::RawFd,
+        timeout: std::time::Duration,
+    ) {
+        self.writer = Writer::over(Box::new(sink.writer()), fd, timeout);
+        self.sink = Some(sink);
     }
 }
