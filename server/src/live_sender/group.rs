@@ -390,7 +390,10 @@ impl Groups {
             members,
             rx,
             slots: Vec::new(),
+            index: HashMap::new(),
             scratch: Scratch::default(),
+            cursor: None,
+            changed: true,
         };
         node.tasks.spawn(task.run().instrument(span));
         tx
@@ -410,7 +413,17 @@ struct Group {
     members: Arc<AtomicUsize>,
     rx: mpsc::UnboundedReceiver<Cmd>,
     slots: Vec<Slot>,
+    /// Where each viewer is in `slots`, by id: a command names its viewer, and finding it
+    /// by a walk was a cache miss per viewer per command (a TCP viewer's `Drained` comes
+    /// many times a second at a thousand viewers).
+    index: HashMap<u64, usize>,
     scratch: Scratch,
+    /// The lowest cursor of the viewers ready to send: what the group waits on the hub
+    /// beyond. Kept from the last walk, as a walk of a thousand viewers only to find it was
+    /// a cache miss per viewer per frame.
+    cursor: Option<u64>,
+    /// Viewers came, went or changed state since `cursor` was found.
+    changed: bool,
 }
 
 impl Group {
@@ -422,34 +435,52 @@ impl Group {
                 return;
             }
             // The hub wakes the group when any sending viewer has something new.
-            let cursor = self
-                .slots
-                .iter()
-                .filter(|s| s.ready())
-                .map(|s| s.reader.cursor())
-                .min();
+            if std::mem::take(&mut self.changed) {
+                self.cursor = self
+                    .slots
+                    .iter()
+                    .filter(|s| s.ready())
+                    .map(|s| s.reader.cursor())
+                    .min();
+            }
+            let cursor = self.cursor;
             tokio::select! {
                 biased;
                 _ = self.node.shutdown.cancelled() => {
+                    self.index.clear();
                     for slot in std::mem::take(&mut self.slots) {
                         slot.bye(&self.node).await;
                     }
                     return;
                 }
                 cmd = self.rx.recv() => match cmd {
-                    Some(cmd) => self.command(cmd).await,
+                    Some(cmd) => {
+                        self.command(cmd).await;
+                        self.changed = true;
+                    }
                     None => return,
                 },
                 _ = self.stream.wait_beyond(cursor.unwrap_or(0)), if cursor.is_some() => {
                     // Caught up, the viewers all wait at one cursor: one read of the hub
                     // serves them all.
+                    // The cursor to wait beyond next is found in the same walk, each viewer
+                    // looked at once per frame.
                     self.scratch.read.clear();
+                    let mut next = None;
                     for slot in self.slots.iter_mut().filter(|s| s.ready()) {
                         slot.pump(&self.node, &mut self.scratch).await;
+                        if slot.ready() {
+                            let c = slot.reader.cursor();
+                            next = Some(next.map_or(c, |n: u64| n.min(c)));
+                        }
                     }
+                    self.cursor = next;
                     self.scratch.read.clear();
                 }
-                _ = tick.tick() => self.timers().await,
+                _ = tick.tick() => {
+                    self.timers().await;
+                    self.changed = true;
+                }
             }
         }
     }
@@ -488,17 +519,29 @@ impl Group {
                 }
             }));
         }
+        self.index.insert(slot.id, self.slots.len());
         self.slots.push(slot);
+        self.changed = true;
+    }
+
+    fn slot(&mut self, id: u64) -> Option<&mut Slot> {
+        let i = *self.index.get(&id)?;
+        self.slots.get_mut(i)
     }
 
     fn take(&mut self, id: u64) -> Option<Slot> {
-        let i = self.slots.iter().position(|s| s.id == id)?;
+        let i = *self.index.get(&id)?;
         Some(self.remove(i))
     }
 
     fn remove(&mut self, i: usize) -> Slot {
         self.members.fetch_sub(1, Ordering::AcqRel);
-        self.slots.swap_remove(i)
+        let slot = self.slots.swap_remove(i);
+        self.index.remove(&slot.id);
+        if let Some(moved) = self.slots.get(i) {
+            self.index.insert(moved.id, i);
+        }
+        slot
     }
 
     async fn command(&mut self, cmd: Cmd) {
@@ -506,7 +549,8 @@ impl Group {
             Cmd::Add(slot) => self.push(*slot),
             // Sent at once: it waited on its socket, not on the hub.
             Cmd::Drained(id) => {
-                if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
+                if let Some(&i) = self.index.get(&id) {
+                    let s = &mut self.slots[i];
                     s.blocked = false;
                     if s.sending() {
                         self.scratch.read.clear();
@@ -516,7 +560,7 @@ impl Group {
                 }
             }
             Cmd::Pause(id, paused) => {
-                if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
+                if let Some(s) = self.slot(id) {
                     s.paused = paused;
                 }
             }

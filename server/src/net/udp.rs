@@ -65,12 +65,29 @@ pub async fn send_batch(
     while sent < packets.len() {
         let end = (sent + BATCH).min(packets.len());
         let chunk = &packets[sent..end];
+        // First straight to the socket: tokio's readiness word is another cache line per
+        // viewer per frame (see `net::tcp_sink`'s `send`), and a UDP socket's buffer is
+        // almost never full. A full one falls through to tokio, whose attempt (`WouldBlock`)
+        // then clears the readiness it still believed in, and waits.
+        let mut first = true;
         let n = loop {
-            sock.writable().await?;
             let gso = GSO_WORKS.load(Ordering::Relaxed);
-            match sock.try_io(Interest::WRITABLE, || sendmmsg(sock, &addr, chunk, gso)) {
+            let r = if std::mem::take(&mut first) {
+                sendmmsg(sock, &addr, chunk, gso)
+            } else {
+                sock.writable().await?;
+                sock.try_io(Interest::WRITABLE, || sendmmsg(sock, &addr, chunk, gso))
+            };
+            match r {
                 Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
                 Err(e)
                     if gso
                         && matches!(

@@ -185,3 +185,36 @@ async fn a_gone_peer_closes_the_sink() {
     }
     assert_eq!(sink.send(&[Piece::Copy(b"x")]), Sent::Closed);
 }
+
+#[tokio::test]
+async fn a_message_of_more_pieces_than_one_write_takes_arrives_whole() {
+    let (sink, mut reader) = pair().await;
+    // 1500 pieces: past the 64 a write keeps on the stack, and past the 1024 iovecs one
+    // `sendmsg` takes, so the rest must be queued in order behind what was written.
+    let pieces: Vec<Vec<u8>> = (0..1500u32)
+        .map(|i| {
+            let mut p = i.to_be_bytes().to_vec();
+            p.resize(4 + (i % 7) as usize, i as u8);
+            p
+        })
+        .collect();
+    let want: Vec<u8> = pieces.concat();
+    let refs: Vec<Piece<'_>> = pieces.iter().map(|p| Piece::Copy(p)).collect();
+    assert_ne!(sink.send(&refs), Sent::Closed);
+    let len = want.len();
+    let read = tokio::spawn(async move {
+        let mut got = vec![0u8; len];
+        reader.read_exact(&mut got).await.unwrap();
+        got
+    });
+    let mut w = sink.writer();
+    tokio::time::timeout(DEADLINE, w.flush())
+        .await
+        .expect("the flush within the deadline")
+        .unwrap();
+    let got = tokio::time::timeout(DEADLINE, read)
+        .await
+        .expect("every byte within the deadline")
+        .unwrap();
+    assert!(got == want, "the message arrived cut or out of order");
+}
