@@ -281,6 +281,11 @@ pub struct LiveConfig {
     /// or no keyframe interval): the ring falls back to `ring_kb` and new viewers wait for the
     /// next keyframe.
     pub ring_gop_max_kb: u64,
+    /// KiB each path may keep for a consumer that must not lose packets (the camera's
+    /// recorder, its live HLS segmenter) while it is behind: a recorder that waited for a
+    /// core while its camera sent a burst keeps what it has not read, up to this much, where
+    /// a viewer would skip ahead at `ring_kb`. Costs memory only while a recorder is behind.
+    pub ring_recorder_max_kb: u64,
     /// A reader whose socket has not accepted data for this long is disconnected.
     pub slow_reader_timeout_ms: u64,
     /// How long an on-demand pull camera stays connected after its last reader left.
@@ -295,6 +300,7 @@ impl Default for LiveConfig {
         Self {
             ring_kb: 512,
             ring_gop_max_kb: 8192,
+            ring_recorder_max_kb: 2048,
             slow_reader_timeout_ms: 5000,
             on_demand_grace_ms: 10_000,
             reconnect_min_ms: 500,
@@ -460,9 +466,14 @@ impl Config {
         self.playback.validate()?;
         self.export.validate()?;
         self.hls.validate()?;
-        if self.live.ring_kb < 16 || self.live.ring_gop_max_kb < self.live.ring_kb {
+        if self.live.ring_kb < 16
+            || self.live.ring_gop_max_kb < self.live.ring_kb
+            || self.live.ring_recorder_max_kb < self.live.ring_kb
+        {
             return Err(ConfigError::Invalid(
-                "live.ring_kb must be at least 16 and live.ring_gop_max_kb at least ring_kb".into(),
+                "live.ring_kb must be at least 16, and live.ring_gop_max_kb and \
+                 live.ring_recorder_max_kb at least ring_kb"
+                    .into(),
             ));
         }
         self.cluster.validate()?;
@@ -560,6 +571,16 @@ mod tests {
         assert_eq!(c.rtsp.ingest_threads, 4);
         let e = Config::from_toml("[rtsp]\ningest_threads = 5000").unwrap_err();
         assert!(e.to_string().contains("ingest_threads"), "{e}");
+    }
+
+    #[test]
+    fn a_recorder_may_fall_behind_further_than_a_viewer_but_not_less() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!((c.live.ring_kb, c.live.ring_recorder_max_kb), (512, 2048));
+        let c = Config::from_toml("[live]\nring_kb = 256\nring_recorder_max_kb = 256").unwrap();
+        assert_eq!(c.live.ring_recorder_max_kb, 256);
+        let e = Config::from_toml("[live]\nring_recorder_max_kb = 100").unwrap_err();
+        assert!(e.to_string().contains("ring_recorder_max_kb"), "{e}");
     }
 
     #[test]

@@ -97,10 +97,13 @@ pub async fn consume(
         .collect();
     let epoch = stream.current_epoch();
     let mut cursor = stream.start_position();
+    // What this consumer has not read stays in the ring (up to its cap) while it is behind:
+    // a recording must not lose a camera's packets because its task waited for a core.
+    let hold = stream.hold(cursor);
     let mut batch = Vec::with_capacity(256);
     loop {
         batch.clear();
-        match stream.read(&mut cursor, &mut batch, 256) {
+        match hold.read(&mut cursor, &mut batch, 256) {
             Read::Lagged { skipped } => {
                 warn!(path = %stream.path, skipped, "recorder fell behind the live stream: frames lost");
                 // The depacketisers see the sequence gap and drop the broken frames.

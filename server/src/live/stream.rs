@@ -9,7 +9,12 @@
 //! joiners then wait for the next one. The producer appends and never waits for anyone; each
 //! reader keeps its own cursor. A reader that falls behind the ring's start finds its position
 //! gone and skips forward to the newest keyframe (the producer and the other readers are
-//! unaffected, which is the whole point).
+//! unaffected, which is the whole point). A consumer that must not lose packets (a camera's
+//! recorder) holds the ring instead ([`Stream::hold`]): what it has not read is kept past the
+//! byte budget up to a cap of its own, so that a recorder kept from a core for a moment while
+//! its camera sends a burst catches up rather than losing seconds of recording; the producer
+//! still never waits (holding the producer for its recorder stalled the path's viewers
+//! whenever the recorder did).
 //! This is tokio's `broadcast` idea with two additions that a media hub needs and `broadcast`
 //! does not offer: the position of the latest keyframe (the GOP cache a new reader starts from)
 //! and wake-ups batched per frame rather than per packet (one wake per frame per reader
@@ -80,6 +85,9 @@ struct Ring {
     since_wake: usize,
     /// Sum of [`cost`] over `packets`.
     bytes: usize,
+    /// The holds' ids and next positions to read (see [`Stream::hold`]).
+    holds: Vec<(u64, u64)>,
+    next_hold: u64,
 }
 
 /// What a packet costs the ring: its payload, its `Packet` allocation (with the `Arc`
@@ -95,6 +103,8 @@ pub struct RingLimits {
     pub bytes: usize,
     /// The GOP in progress is given up (its keyframe evicted) past this many bytes.
     pub gop_max_bytes: usize,
+    /// What a hold has not read is kept up to this many bytes.
+    pub hold_max_bytes: usize,
 }
 
 impl RingLimits {
@@ -103,6 +113,7 @@ impl RingLimits {
         RingLimits {
             bytes: kb(live.ring_kb),
             gop_max_bytes: kb(live.ring_gop_max_kb),
+            hold_max_bytes: kb(live.ring_recorder_max_kb),
         }
     }
 }
@@ -157,6 +168,7 @@ impl Stream {
             limits: RingLimits {
                 bytes: limits.bytes,
                 gop_max_bytes: limits.gop_max_bytes.max(limits.bytes),
+                hold_max_bytes: limits.hold_max_bytes.max(limits.bytes),
             },
             ring: Mutex::new(Ring {
                 packets: VecDeque::new(),
@@ -164,6 +176,8 @@ impl Stream {
                 last_keyframe: None,
                 since_wake: 0,
                 bytes: 0,
+                holds: Vec::new(),
+                next_hold: 0,
             }),
             notify: Notify::new(),
             info: RwLock::new(None),
@@ -305,11 +319,15 @@ impl Stream {
     }
 
     /// Drops the oldest packets while the ring is over its byte budget, except the GOP in
-    /// progress unless that is over its own cap.
+    /// progress and what a hold has not read, each unless over its own cap.
     fn evict(&self, ring: &mut Ring) {
         while ring.bytes > self.limits.bytes {
-            let protected = ring.last_keyframe.unwrap_or(u64::MAX);
-            if ring.base >= protected && ring.bytes <= self.limits.gop_max_bytes {
+            let gop = ring.last_keyframe.unwrap_or(u64::MAX);
+            if ring.base >= gop && ring.bytes <= self.limits.gop_max_bytes {
+                return;
+            }
+            let held = ring.holds.iter().map(|h| h.1).min().unwrap_or(u64::MAX);
+            if ring.base >= held && ring.bytes <= self.limits.hold_max_bytes {
                 return;
             }
             let Some(p) = ring.packets.pop_front() else {
@@ -348,6 +366,18 @@ impl Stream {
         out.extend(ring.packets.range(start..start + n).cloned());
         *cursor += n as u64;
         Read::Packets(n)
+    }
+
+    /// Holds the ring from `from` on for a consumer that must not lose packets: until the
+    /// hold is dropped, what it has not read ([`Hold::read`]) stays past the byte budget, up
+    /// to the hold cap (`[live] ring_recorder_max_kb`); beyond that the consumer is lapped
+    /// like any reader.
+    pub fn hold(&self, from: u64) -> Hold<'_> {
+        let mut ring = self.ring();
+        ring.next_hold += 1;
+        let id = ring.next_hold;
+        ring.holds.push((id, from));
+        Hold { stream: self, id }
     }
 
     /// Wait until packets past `cursor` may be available. Race-free: registers interest
@@ -430,6 +460,34 @@ impl Stream {
             }
             Some((ring.base + end as u64, p.header))
         })
+    }
+}
+
+/// A consumer's hold on a [`Stream`]'s ring (see [`Stream::hold`]); released when dropped.
+pub struct Hold<'a> {
+    stream: &'a Stream,
+    id: u64,
+}
+
+impl Hold<'_> {
+    /// [`Stream::read`], and the hold moves on to the new cursor.
+    pub fn read(&self, cursor: &mut u64, out: &mut Vec<Arc<Packet>>, max: usize) -> Read {
+        let read = self.stream.read(cursor, out, max);
+        let mut ring = self.stream.ring();
+        if let Some(h) = ring.holds.iter_mut().find(|h| h.0 == self.id) {
+            h.1 = *cursor;
+        }
+        read
+    }
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        let mut ring = self.stream.ring();
+        ring.holds.retain(|h| h.0 != self.id);
+        // What only this hold kept goes at once, not at the next packet (a camera that
+        // stopped sending would otherwise keep it).
+        self.stream.evict(&mut ring);
     }
 }
 

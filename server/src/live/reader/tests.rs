@@ -13,6 +13,7 @@ pub(crate) fn stream() -> Arc<Stream> {
         crate::live::stream::RingLimits {
             bytes: 1 << 20,
             gop_max_bytes: 1 << 20,
+            hold_max_bytes: 0,
         },
     ));
     let info = StreamInfo {

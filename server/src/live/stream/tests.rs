@@ -25,6 +25,7 @@ fn limits(n: usize, gop: usize) -> RingLimits {
     RingLimits {
         bytes: n * one,
         gop_max_bytes: gop * one,
+        hold_max_bytes: 0,
     }
 }
 
@@ -43,6 +44,7 @@ fn filled(len: usize) -> Stream {
         RingLimits {
             bytes: 100_000,
             gop_max_bytes: 1_000_000,
+            hold_max_bytes: 0,
         },
     );
     for i in 0..2000u16 {
@@ -97,6 +99,7 @@ fn gop_in_progress_is_kept_beyond_the_budget_and_late_joiner_starts_on_it() {
         RingLimits {
             bytes: 10_000,
             gop_max_bytes: 1 << 20,
+            hold_max_bytes: 0,
         },
     );
     for i in 0..175u16 {
@@ -209,4 +212,91 @@ async fn waiting_reader_is_woken_at_frame_end() {
         .await
         .unwrap()
         .unwrap();
+}
+
+/// A hold keeps what its consumer has not read past the byte budget, up to its own cap,
+/// while a plain reader at the same position is lapped at the budget; beyond the cap the
+/// holder is lapped too, and a dropped hold gives its packets up at once.
+#[test]
+fn a_hold_keeps_what_its_consumer_has_not_read_up_to_its_cap() {
+    let one = cost(&pkt(0, false, false));
+    let s = Stream::new(
+        "live/h",
+        RingLimits {
+            bytes: 10 * one,
+            gop_max_bytes: 10 * one,
+            hold_max_bytes: 30 * one,
+        },
+    );
+    let hold = s.hold(0);
+    let (mut held, mut plain) = (0u64, 0u64);
+    let mut out = Vec::new();
+    // 25 packets, no keyframe (nothing else protects them): over the budget, under the cap.
+    for i in 0..25u16 {
+        s.push(pkt(i, false, true));
+    }
+    assert_eq!(
+        s.ring_bytes(),
+        25 * one,
+        "the hold kept what it has not read"
+    );
+    assert_eq!(hold.read(&mut held, &mut out, 256), Read::Packets(25));
+    assert_eq!(
+        out.iter().map(|p| p.header.sequence).collect::<Vec<_>>(),
+        (0..25).collect::<Vec<_>>(),
+        "the holder read every packet in order"
+    );
+    // Read: the ring is back at its budget at the next push; a reader without a hold that
+    // was as far behind was lapped.
+    s.push(pkt(25, false, true));
+    assert_eq!(s.ring_bytes(), 10 * one);
+    assert!(matches!(
+        s.read(&mut plain, &mut out, 256),
+        Read::Lagged { .. }
+    ));
+    // Past the cap the holder is lapped like any reader, and the ring stays at the cap.
+    for i in 26..70u16 {
+        s.push(pkt(i, false, true));
+        assert!(s.ring_bytes() <= 30 * one);
+    }
+    out.clear();
+    // Lapped at 25 with no keyframe in the ring: on to the head (70).
+    assert_eq!(
+        hold.read(&mut held, &mut out, 256),
+        Read::Lagged { skipped: 70 - 25 }
+    );
+    assert_eq!(held, s.head());
+    // Behind again, then gone: what only the hold kept is let go at once.
+    for i in 70..90u16 {
+        s.push(pkt(i, false, true));
+    }
+    assert_eq!(s.ring_bytes(), 20 * one);
+    drop(hold);
+    assert_eq!(s.ring_bytes(), 10 * one);
+}
+
+/// Two holds: the ring keeps what the further behind has not read.
+#[test]
+fn the_furthest_hold_behind_is_the_one_kept_for() {
+    let one = cost(&pkt(0, false, false));
+    let s = Stream::new(
+        "live/h2",
+        RingLimits {
+            bytes: 4 * one,
+            gop_max_bytes: 4 * one,
+            hold_max_bytes: 100 * one,
+        },
+    );
+    let (a, b) = (s.hold(0), s.hold(0));
+    let (mut ca, mut cb) = (0u64, 0u64);
+    let mut out = Vec::new();
+    for i in 0..20u16 {
+        s.push(pkt(i, false, true));
+    }
+    assert_eq!(a.read(&mut ca, &mut out, 256), Read::Packets(20));
+    s.push(pkt(20, false, true));
+    assert_eq!(s.ring_bytes(), 21 * one, "b has read nothing yet");
+    assert_eq!(b.read(&mut cb, &mut out, 5), Read::Packets(5));
+    s.push(pkt(21, false, true));
+    assert_eq!(s.ring_bytes(), 17 * one, "b's next packet is 5");
 }
