@@ -354,7 +354,10 @@ impl Stream {
 
     /// Copy (references to) up to `max` packets from `*cursor` on into `out`.
     pub fn read(&self, cursor: &mut u64, out: &mut Vec<Arc<Packet>>, max: usize) -> Read {
-        let ring = self.ring();
+        Self::read_in(&self.ring(), cursor, out, max)
+    }
+
+    fn read_in(ring: &Ring, cursor: &mut u64, out: &mut Vec<Arc<Packet>>, max: usize) -> Read {
         if *cursor < ring.base {
             let to = ring.last_keyframe.unwrap_or_else(|| ring.head());
             let skipped = to - *cursor;
@@ -470,10 +473,10 @@ pub struct Hold<'a> {
 }
 
 impl Hold<'_> {
-    /// [`Stream::read`], and the hold moves on to the new cursor.
+    /// [`Stream::read`], and the hold moves on to the new cursor (under the same lock).
     pub fn read(&self, cursor: &mut u64, out: &mut Vec<Arc<Packet>>, max: usize) -> Read {
-        let read = self.stream.read(cursor, out, max);
         let mut ring = self.stream.ring();
+        let read = Stream::read_in(&ring, cursor, out, max);
         if let Some(h) = ring.holds.iter_mut().find(|h| h.0 == self.id) {
             h.1 = *cursor;
         }

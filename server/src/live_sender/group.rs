@@ -447,7 +447,6 @@ impl Group {
             tokio::select! {
                 biased;
                 _ = self.node.shutdown.cancelled() => {
-                    self.index.clear();
                     for slot in std::mem::take(&mut self.slots) {
                         slot.bye(&self.node).await;
                     }
@@ -477,10 +476,9 @@ impl Group {
                     self.cursor = next;
                     self.scratch.read.clear();
                 }
-                _ = tick.tick() => {
-                    self.timers().await;
-                    self.changed = true;
-                }
+                // The timers change no sending viewer's cursor: they only end viewers past
+                // their BYE time, which are not sending.
+                _ = tick.tick() => self.timers().await,
             }
         }
     }

@@ -29,6 +29,15 @@ fn limits(n: usize, gop: usize) -> RingLimits {
     }
 }
 
+/// Limits of `n` one-byte packets for the ring and the GOP, `hold` for a hold's backlog.
+fn hold_limits(n: usize, hold: usize) -> RingLimits {
+    let one = cost(&pkt(0, false, false));
+    RingLimits {
+        hold_max_bytes: hold * one,
+        ..limits(n, n)
+    }
+}
+
 fn sized(seq: u16, keyframe: bool, len: usize) -> Packet {
     Packet {
         payload: Bytes::from(vec![0u8; len]),
@@ -220,14 +229,7 @@ async fn waiting_reader_is_woken_at_frame_end() {
 #[test]
 fn a_hold_keeps_what_its_consumer_has_not_read_up_to_its_cap() {
     let one = cost(&pkt(0, false, false));
-    let s = Stream::new(
-        "live/h",
-        RingLimits {
-            bytes: 10 * one,
-            gop_max_bytes: 10 * one,
-            hold_max_bytes: 30 * one,
-        },
-    );
+    let s = Stream::new("live/h", hold_limits(10, 30));
     let hold = s.hold(0);
     let (mut held, mut plain) = (0u64, 0u64);
     let mut out = Vec::new();
@@ -279,14 +281,7 @@ fn a_hold_keeps_what_its_consumer_has_not_read_up_to_its_cap() {
 #[test]
 fn the_furthest_hold_behind_is_the_one_kept_for() {
     let one = cost(&pkt(0, false, false));
-    let s = Stream::new(
-        "live/h2",
-        RingLimits {
-            bytes: 4 * one,
-            gop_max_bytes: 4 * one,
-            hold_max_bytes: 100 * one,
-        },
-    );
+    let s = Stream::new("live/h2", hold_limits(4, 100));
     let (a, b) = (s.hold(0), s.hold(0));
     let (mut ca, mut cb) = (0u64, 0u64);
     let mut out = Vec::new();
