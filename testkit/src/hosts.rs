@@ -383,6 +383,23 @@ impl Bed {
         .map(|_| ())
     }
 
+    /// Limits what `host` sends to `bits_per_sec` (a token bucket on its own `eth0`, with
+    /// room for 4 s of it): packets wait in the host's queue, charged to the sockets that
+    /// sent them, as behind a NIC slower than the sender, and none is dropped there.
+    /// [`Bed::undelay`] removes it.
+    pub fn uplink_rate(&self, host: &Host, bits_per_sec: u64) -> Result<(), BedError> {
+        let rate = format!("{bits_per_sec}bit");
+        let limit = (bits_per_sec / 2).max(64 * 1024).to_string();
+        run_in(
+            &host.ns,
+            &[
+                "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate, "burst",
+                "32kbit", "limit", &limit,
+            ],
+        )
+        .map(|_| ())
+    }
+
     /// Sets the MTU of `host`'s link (both ends).
     pub fn mtu(&self, host: &Host, mtu: u32) -> Result<(), BedError> {
         let mtu = mtu.to_string();

@@ -8,6 +8,7 @@ use crate::live::reader::tests::{push_payload, stream, SETUP};
 use crate::live::reader::Reader;
 use crate::live::stream::Stream;
 use crate::net::tcp_sink::TcpSink;
+use crate::net::udp::SendSocket;
 use crate::node::{Node, SessionInfo, SessionKindView};
 use crate::playback::task::{UdpOut, UdpVia};
 use std::net::SocketAddr;
@@ -28,19 +29,28 @@ struct Viewer {
     pump: Option<LivePump>,
 }
 
-/// A pump for viewer `ssrc` of `s`, sending from `from` (RTP and RTCP) to `to`.
+/// The sockets viewers send from (RTP, RTCP).
+type From = (Arc<SendSocket>, Arc<UdpSocket>);
+
+async fn from() -> From {
+    let rtp = SendSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let rtcp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    (Arc::new(rtp), Arc::new(rtcp))
+}
+
+/// A pump for viewer `ssrc` of `s`, sending from `from` to `to`.
 fn pump(
     node: &Arc<Node>,
     s: &Arc<Stream>,
     ssrc: u32,
-    from: Arc<UdpSocket>,
+    from: From,
     to: (SocketAddr, SocketAddr),
 ) -> (Arc<SessionInfo>, LivePump) {
     let out = UdpOut {
         track: 0,
         via: UdpVia::Socket {
-            rtp: from.clone(),
-            rtcp: from,
+            rtp: from.0,
+            rtcp: from.1,
         },
         dest_rtp: to.0,
         dest_rtcp: to.1,
@@ -62,9 +72,8 @@ fn pump(
 async fn viewer(node: &Arc<Node>, s: &Arc<Stream>, ssrc: u32) -> Viewer {
     let rtp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let rtcp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let from = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
     let to = (rtp.local_addr().unwrap(), rtcp.local_addr().unwrap());
-    let (info, pump) = pump(node, s, ssrc, from, to);
+    let (info, pump) = pump(node, s, ssrc, from().await, to);
     Viewer {
         ssrc,
         rtp,
@@ -238,7 +247,7 @@ async fn a_stream_with_more_viewers_than_a_group_holds_gets_more_groups() {
     for _ in 0..8 {
         rxs.push(UdpSocket::bind("127.0.0.1:0").await.unwrap());
     }
-    let from = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let from = from().await;
     let n = super::group::GROUP_MAX + 44;
     let mut pumps = Vec::new();
     for ssrc in 0..n as u32 {

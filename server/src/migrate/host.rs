@@ -166,7 +166,7 @@ impl Host {
                     outs.push(UdpOut {
                         track: d.track,
                         via: UdpVia::Socket {
-                            rtp: Arc::new(pair.rtp),
+                            rtp: Arc::new(pair.rtp.connected_to(d.rtp)),
                             rtcp: Arc::new(pair.rtcp),
                         },
                         dest_rtp: d.rtp,

@@ -1,5 +1,6 @@
 //! RTP/RTCP UDP port pairs from the configured range.
 
+use crate::net::udp::SendSocket;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use tokio::net::UdpSocket;
@@ -15,7 +16,9 @@ pub struct PortAllocator {
 
 /// A bound RTP/RTCP socket pair.
 pub struct UdpPair {
-    pub rtp: UdpSocket,
+    /// Outside the reactor ([`SendSocket`]): a viewer's media leaves by it, and a
+    /// publisher's receiver registers it when it starts.
+    pub rtp: SendSocket,
     pub rtcp: UdpSocket,
     pub rtp_port: u16,
 }
@@ -38,7 +41,7 @@ impl PortAllocator {
             let Ok(port) = u16::try_from(u32::from(self.min) + 2 * i) else {
                 continue;
             };
-            let Ok(rtp) = UdpSocket::bind(SocketAddr::new(ip, port)).await else {
+            let Ok(rtp) = SendSocket::bind(SocketAddr::new(ip, port)) else {
                 continue;
             };
             let Ok(rtcp) = UdpSocket::bind(SocketAddr::new(ip, port + 1)).await else {

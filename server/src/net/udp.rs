@@ -3,7 +3,8 @@
 //! Hand-written because neither tokio nor socket2 expose `sendmmsg`, and `quinn-udp` batches
 //! only contiguous buffers (GSO) while here every packet is two buffers: the viewer's own
 //! 12-byte RTP header and the payload shared by all viewers. One syscall sends a whole frame's
-//! packets without copying a payload.
+//! packets without copying a payload. The socket a viewer's RTP leaves by stays out of
+//! tokio's reactor ([`SendSocket`]).
 
 use crate::live::reader::OutPacket;
 use socket2::SockAddr;
@@ -11,7 +12,9 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+#[cfg(test)]
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +47,76 @@ pub async fn linger_before_bye(stop: &CancellationToken) {
     }
 }
 
+/// A UDP socket the node only sends from (a viewer's RTP port), outside tokio's reactor.
+///
+/// Linux wakes a UDP socket's waiters each time one of its sent datagrams is freed
+/// (`sock_wfree`; unlike TCP it does not wait until the buffer was once full), and a
+/// socket in epoll for writability always has a waiter: every datagram sent cost an
+/// `ep_poll_callback`, and the reactor then polled the socket and set its readiness. At
+/// 1000 UDP viewers that was ≈ 9 % of a node's samples (docs/BENCHMARKS.md, "A viewer's
+/// RTP socket outside the reactor"). The buffer is almost never full; while it is,
+/// [`SendSocket::writable`] puts a duplicate of the descriptor in the reactor, and only for
+/// as long as the wait lasts.
+///
+/// Connected to its viewer ([`SendSocket::connected_to`]), it sends without naming the
+/// destination, and the kernel reuses the route it looked up at `connect` instead of
+/// looking it up again for every message.
+#[derive(Debug)]
+pub struct SendSocket {
+    sock: std::net::UdpSocket,
+    peer: Option<SocketAddr>,
+}
+
+impl SendSocket {
+    pub fn bind(addr: SocketAddr) -> std::io::Result<SendSocket> {
+        let sock = std::net::UdpSocket::bind(addr)?;
+        sock.set_nonblocking(true)?;
+        Ok(SendSocket { sock, peer: None })
+    }
+
+    /// The socket connected to `dest`, where everything it sends goes. It then receives only
+    /// from `dest`, which nothing here reads, and reports an ICMP error from it as the next
+    /// send's error (logged by the sender, as any failed send). Left unconnected if the
+    /// kernel refuses (a send still names `dest`).
+    pub fn connected_to(mut self, dest: SocketAddr) -> SendSocket {
+        match self.sock.connect(dest) {
+            Ok(()) => self.peer = Some(dest),
+            Err(e) => tracing::debug!("connecting the RTP socket to {dest}: {e}"),
+        }
+        self
+    }
+
+    /// The socket in tokio's reactor, to receive on (a publisher's RTP port).
+    pub fn into_tokio(self) -> std::io::Result<tokio::net::UdpSocket> {
+        tokio::net::UdpSocket::from_std(self.sock)
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Waits until the socket's buffer has room again.
+    ///
+    /// A descriptor of its own (`dup`) for each wait, so that two senders waiting on one
+    /// socket (a handoff's old and new) never share a registration. epoll reports the
+    /// socket's state at registration, so room made between the refused send and this call
+    /// is not missed.
+    async fn writable(&self) -> std::io::Result<()> {
+        let dup = self.sock.try_clone()?;
+        // SAFETY: `dup` owns its descriptor, which stays open, and the same, until the
+        // `AsyncFd` that owns `dup` is dropped at the end of this call.
+        let fd = unsafe { AsyncFd::register_with_interest(dup, Interest::WRITABLE)? };
+        fd.writable().await?.retain_ready();
+        Ok(())
+    }
+}
+
+impl AsRawFd for SendSocket {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
 /// Cleared the first time the kernel refuses UDP GSO (pre-4.18 kernels, some devices);
 /// then every datagram goes out on its own.
 static GSO_WORKS: AtomicBool = AtomicBool::new(true);
@@ -56,37 +129,27 @@ static GSO_WORKS: AtomicBool = AtomicBool::new(true);
 /// datagrams at the end, instead of doing the whole per-datagram path for each. The
 /// receiver still sees separate datagrams.
 pub async fn send_batch(
-    sock: &UdpSocket,
+    sock: &SendSocket,
     dest: SocketAddr,
     packets: &[OutPacket],
 ) -> std::io::Result<usize> {
-    let addr = SockAddr::from(dest);
+    // The connected peer goes unnamed (its route is the socket's); any other is named.
+    let addr = (sock.peer != Some(dest)).then(|| SockAddr::from(dest));
+    let addr = addr.as_ref();
     let mut sent = 0;
     while sent < packets.len() {
         let end = (sent + BATCH).min(packets.len());
         let chunk = &packets[sent..end];
-        // First straight to the socket: tokio's readiness word is another cache line per
-        // viewer per frame (see `net::tcp_sink`'s `send`), and a UDP socket's buffer is
-        // almost never full. A full one falls through to tokio, whose attempt (`WouldBlock`)
-        // then clears the readiness it still believed in, and waits.
-        let mut first = true;
         let n = loop {
             let gso = GSO_WORKS.load(Ordering::Relaxed);
-            let r = if std::mem::take(&mut first) {
-                sendmmsg(sock, &addr, chunk, gso)
-            } else {
-                sock.writable().await?;
-                sock.try_io(Interest::WRITABLE, || sendmmsg(sock, &addr, chunk, gso))
-            };
-            match r {
+            match sendmmsg(sock, addr, chunk, gso) {
                 Ok(n) => break n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // epoll calls the socket writable below half its buffer, and a UDP send is
+                // refused only at a full one: the retry after the wait sends something.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    sock.writable().await?;
+                    continue;
                 }
                 Err(e)
                     if gso
@@ -145,8 +208,8 @@ type CmsgBuf = [u64; 4];
 
 /// Returns the number of *packets* sent.
 fn sendmmsg(
-    sock: &UdpSocket,
-    addr: &SockAddr,
+    sock: &SendSocket,
+    addr: Option<&SockAddr>,
     packets: &[OutPacket],
     gso: bool,
 ) -> std::io::Result<usize> {
@@ -165,11 +228,13 @@ fn sendmmsg(
     let mut cmsgs: Vec<CmsgBuf> = vec![[0u64; 4]; runs.len()];
     let mut msgs: Vec<libc::mmsghdr> = Vec::with_capacity(runs.len());
     for (k, &(start, end)) in runs.iter().enumerate() {
-        // SAFETY: an all-zero msghdr is valid; the pointers set below point into `iovecs`,
-        // `cmsgs` and `addr`, which outlive the syscall.
+        // SAFETY: an all-zero msghdr is valid (no name: the connected peer); the pointers
+        // set below point into `iovecs`, `cmsgs` and `addr`, which outlive the syscall.
         let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
-        hdr.msg_namelen = addr.len();
+        if let Some(addr) = addr {
+            hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
+            hdr.msg_namelen = addr.len();
+        }
         hdr.msg_iov = iovecs[start * 2..end * 2].as_mut_ptr();
         hdr.msg_iovlen = (end - start) * 2;
         if end - start > 1 {
@@ -230,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn batch_arrives_as_separate_datagrams() {
-        let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let a = SendSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let pkts: Vec<OutPacket> = (0..100u8)
             .map(|i| OutPacket {
@@ -250,5 +315,43 @@ mod tests {
             assert_eq!(buf[0], i);
             assert_eq!(buf[111], i);
         }
+    }
+
+    /// A connected socket sends to its peer unnamed and to anyone else named: both arrive
+    /// (a sender handed another destination for the same socket is not silently sent to the
+    /// peer), each from the socket's own port.
+    #[tokio::test]
+    async fn a_connected_socket_sends_to_its_peer_and_to_others() {
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let a = SendSocket::bind("127.0.0.1:0".parse().unwrap())
+            .unwrap()
+            .connected_to(peer.local_addr().unwrap());
+        assert_eq!(a.peer, Some(peer.local_addr().unwrap()));
+        let pkt = |i: u8| OutPacket {
+            track: 0,
+            header: [i; 12],
+            payload: Bytes::from(vec![i; 100]),
+        };
+        let to_peer: Vec<OutPacket> = (0..3).map(pkt).collect();
+        assert_eq!(
+            send_batch(&a, peer.local_addr().unwrap(), &to_peer)
+                .await
+                .unwrap(),
+            3
+        );
+        assert_eq!(
+            send_batch(&a, other.local_addr().unwrap(), &[pkt(9)])
+                .await
+                .unwrap(),
+            1
+        );
+        let mut buf = [0u8; 2048];
+        for i in 0..3u8 {
+            let (len, from) = peer.recv_from(&mut buf).await.unwrap();
+            assert_eq!((len, buf[0], from), (112, i, a.local_addr().unwrap()));
+        }
+        let (len, from) = other.recv_from(&mut buf).await.unwrap();
+        assert_eq!((len, buf[0], from), (112, 9, a.local_addr().unwrap()));
     }
 }

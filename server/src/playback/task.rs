@@ -117,7 +117,7 @@ pub enum UdpVia {
     /// From the session's own server ports (the ones announced at SETUP, or the sending
     /// node's own after a migration in `own` mode).
     Socket {
-        rtp: Arc<UdpSocket>,
+        rtp: Arc<crate::net::udp::SendSocket>,
         rtcp: Arc<UdpSocket>,
     },
     /// With another node's address and ports as the source (migration in `preserve` mode).

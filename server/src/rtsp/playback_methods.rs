@@ -501,7 +501,7 @@ fn sink_of(session: &mut Session, node: &Arc<Node>) -> Sink {
         p.udp.push(task::UdpOut {
             track: t.track,
             via: task::UdpVia::Socket {
-                rtp: Arc::new(t.pair.rtp),
+                rtp: Arc::new(t.pair.rtp.connected_to(t.client_rtp)),
                 rtcp,
             },
             dest_rtp: t.client_rtp,

@@ -7,6 +7,7 @@ use crate::live::reader::Reader;
 use crate::live_sender::{LivePump, LiveSender};
 use crate::net::ports::UdpPair;
 use crate::net::srtp::Track as Srtp;
+use crate::net::udp::SendSocket;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{UdpOut, UdpVia};
 use bytes::BytesMut;
@@ -54,7 +55,7 @@ impl UdpPlay {
             .map(|t| UdpOut {
                 track: t.track,
                 via: UdpVia::Socket {
-                    rtp: Arc::new(t.pair.rtp),
+                    rtp: Arc::new(t.pair.rtp.connected_to(t.client_rtp)),
                     rtcp: Arc::new(t.pair.rtcp),
                 },
                 dest_rtp: t.client_rtp,
@@ -203,11 +204,18 @@ async fn receive_rtp(
     info: Arc<SessionInfo>,
     producer: Arc<Mutex<Producer>>,
     track: usize,
-    sock: UdpSocket,
+    sock: SendSocket,
     client_ip: std::net::IpAddr,
     activity: Arc<Activity>,
     cancel: CancellationToken,
 ) {
+    let sock = match sock.into_tokio() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("publisher's RTP port: {e}");
+            return;
+        }
+    };
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         if buf.capacity() < 2048 {
