@@ -2,5 +2,6 @@
 
 pub mod frames;
 pub mod handoff;
+pub mod prefetch;
 pub mod reader;
 pub mod stream;

@@ -133,6 +133,13 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// Asks for the memory [`Reader::poll_shared`] touches to be fetched
+    /// ([`crate::live::prefetch`]): its tracks (the reader itself is its owner's).
+    #[inline]
+    pub fn prefetch(&self) {
+        super::prefetch::prefetch_slice(&self.tracks);
+    }
+
     /// `setups[i]` is `Some` for each track the viewer SETUP.
     pub fn new(stream: Arc<Stream>, setups: &[Option<TrackSetup>]) -> Reader {
         let info = stream.info();

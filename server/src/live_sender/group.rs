@@ -25,13 +25,14 @@
 //! of the node's map under the map's lock, so a viewer arriving then starts a new group.
 
 use super::{Outs, Progress, Pumped, TcpOut};
+use crate::live::prefetch::{prefetch, prefetch_slice, prefetch_val};
 use crate::live::reader::{OutPacket, Reader, SharedRead};
 use crate::live::stream::Stream;
 use crate::net::tcp::{interleaved_frame, interleaved_headers, interleaved_payload};
-use crate::net::tcp_sink::Piece;
-use crate::net::udp::BYE_AFTER_LAST_RTP;
+use crate::net::tcp_sink::{Piece, TcpSink};
+use crate::net::udp::{SendSocket, BYE_AFTER_LAST_RTP};
 use crate::node::{Node, SessionInfo};
-use crate::playback::task::{wall_us, UdpOut};
+use crate::playback::task::{wall_us, UdpOut, UdpVia};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -155,6 +156,30 @@ impl Slot {
     /// Sending, and not held back by its socket: what the group waits on the hub for.
     fn ready(&self) -> bool {
         self.sending() && !self.blocked
+    }
+
+    /// What a pump touches one pointer away from the slot: the reader's tracks, the TCP
+    /// sink and its channels, or the UDP outs.
+    fn prefetch_owned(&self) {
+        self.reader.prefetch();
+        match &self.outs {
+            Outs::Tcp(t) => {
+                prefetch(Arc::as_ptr(&t.sink), std::mem::size_of::<TcpSink>());
+                prefetch_slice(&t.rtp);
+            }
+            Outs::Udp(outs) => prefetch_slice(outs),
+        }
+    }
+
+    /// Two pointers away: a UDP viewer's sockets, named by its outs.
+    fn prefetch_sockets(&self) {
+        if let Outs::Udp(outs) = &self.outs {
+            for o in outs {
+                if let UdpVia::Socket { rtp, .. } = &o.via {
+                    prefetch(Arc::as_ptr(rtp), std::mem::size_of::<SendSocket>());
+                }
+            }
+        }
     }
 
     /// Sends what the hub has for this viewer (up to a batch); when the publisher ended and
@@ -466,7 +491,12 @@ impl Group {
                     // looked at once per frame.
                     self.scratch.read.clear();
                     let mut next = None;
-                    for slot in self.slots.iter_mut().filter(|s| s.ready()) {
+                    for i in 0..self.slots.len() {
+                        self.fetch_ahead(i);
+                        let slot = &mut self.slots[i];
+                        if !slot.ready() {
+                            continue;
+                        }
                         slot.pump(&self.node, &mut self.scratch).await;
                         if slot.ready() {
                             let c = slot.reader.cursor();
@@ -480,6 +510,23 @@ impl Group {
                 // their BYE time, which are not sending.
                 _ = tick.tick() => self.timers().await,
             }
+        }
+    }
+
+    /// Asks for the memory of the viewers after the `i`th ahead of their turn
+    /// ([`crate::live::prefetch`]): the slot three ahead, what the slot two ahead points
+    /// to, what that points to one ahead — each pointer read from memory asked for one
+    /// viewer earlier, so no hint waits for a miss of its own. A frame's send call for each
+    /// viewer between them gives the memory time to arrive.
+    fn fetch_ahead(&self, i: usize) {
+        if let Some(s) = self.slots.get(i + 3) {
+            prefetch_val(s);
+        }
+        if let Some(s) = self.slots.get(i + 2) {
+            s.prefetch_owned();
+        }
+        if let Some(s) = self.slots.get(i + 1) {
+            s.prefetch_sockets();
         }
     }
 
@@ -583,6 +630,14 @@ impl Group {
         let now = Instant::now();
         let mut i = 0;
         while i < self.slots.len() {
+            // The counters each viewer adds to, ahead of its turn (see `fetch_ahead`).
+            if let Some(s) = self.slots.get(i + 2) {
+                prefetch_val(s);
+            }
+            if let Some(s) = self.slots.get(i + 1) {
+                prefetch_val(&s.info.packets);
+                prefetch_val(&s.info.bytes);
+            }
             let slot = &mut self.slots[i];
             if slot.bye_at.is_some_and(|t| t <= now) {
                 self.remove(i).bye(&self.node).await;
