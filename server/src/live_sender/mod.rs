@@ -8,6 +8,7 @@
 //! viewers are one task (`group`), TCP and UDP viewers alike.
 
 mod group;
+mod slot;
 
 use crate::live::handoff::LiveHandoff;
 use crate::live::reader::Reader;
@@ -16,7 +17,8 @@ use crate::node::command::MoveError;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::UdpOut;
 use futures::future::BoxFuture;
-use group::{Cmd, Groups, Shared, Slot};
+use group::{Cmd, Groups};
+use slot::{Shared, Slot};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
