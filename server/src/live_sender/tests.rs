@@ -30,9 +30,9 @@ struct Viewer {
 }
 
 /// The sockets viewers send from (RTP, RTCP).
-type From = (Arc<SendSocket>, Arc<UdpSocket>);
+type Senders = (Arc<SendSocket>, Arc<UdpSocket>);
 
-async fn from() -> From {
+async fn senders() -> Senders {
     let rtp = SendSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let rtcp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     (Arc::new(rtp), Arc::new(rtcp))
@@ -43,7 +43,7 @@ fn pump(
     node: &Arc<Node>,
     s: &Arc<Stream>,
     ssrc: u32,
-    from: From,
+    from: Senders,
     to: (SocketAddr, SocketAddr),
 ) -> (Arc<SessionInfo>, LivePump) {
     let out = UdpOut {
@@ -73,7 +73,7 @@ async fn viewer(node: &Arc<Node>, s: &Arc<Stream>, ssrc: u32) -> Viewer {
     let rtp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let rtcp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let to = (rtp.local_addr().unwrap(), rtcp.local_addr().unwrap());
-    let (info, pump) = pump(node, s, ssrc, from().await, to);
+    let (info, pump) = pump(node, s, ssrc, senders().await, to);
     Viewer {
         ssrc,
         rtp,
@@ -247,7 +247,7 @@ async fn a_stream_with_more_viewers_than_a_group_holds_gets_more_groups() {
     for _ in 0..8 {
         rxs.push(UdpSocket::bind("127.0.0.1:0").await.unwrap());
     }
-    let from = from().await;
+    let from = senders().await;
     let n = super::group::GROUP_MAX + 44;
     let mut pumps = Vec::new();
     for ssrc in 0..n as u32 {

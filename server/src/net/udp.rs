@@ -14,8 +14,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-#[cfg(test)]
-use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 
 /// Packets per `sendmmsg` call (Linux UIO_MAXIOV bounds the vector at 1024).
@@ -292,6 +290,7 @@ mod tests {
 
     use super::*;
     use bytes::Bytes;
+    use tokio::net::UdpSocket;
 
     #[tokio::test]
     async fn batch_arrives_as_separate_datagrams() {
