@@ -137,6 +137,11 @@ pub struct RtspConfig {
     /// Inclusive range of UDP ports for RTP/RTCP pairs (RTP even, RTCP the next odd port).
     pub udp_port_min: u16,
     pub udp_port_max: u16,
+    /// Every live UDP viewer's media leaves from one server port pair (the range's first
+    /// free pair on each local address), as MediaMTX's and GStreamer's do: one socket and
+    /// one `sendmmsg` per frame for all viewers of a stream instead of one per viewer.
+    /// Off: a pair per session, as publishers and playbacks always have.
+    pub udp_shared_ports: bool,
     /// What happens when a second publisher ANNOUNCEs a path that is already live.
     pub publisher_conflict: PublisherConflict,
     /// The IP MTU of the viewers' paths (bytes): every RTP packet this node makes (playback,
@@ -172,6 +177,7 @@ impl Default for RtspConfig {
             allow_plaintext: false,
             udp_port_min: 20000,
             udp_port_max: 29999,
+            udp_shared_ports: true,
             publisher_conflict: PublisherConflict::Refuse,
             mtu: 1400,
             ingest_runtime: true,

@@ -204,6 +204,21 @@ impl RtspConn {
     }
 }
 
+/// The node's RTP port from a SETUP answer's `Transport: …;server_port=RTP-RTCP`.
+pub fn server_port(setup: &vigil_proto::rtsp::Response) -> u16 {
+    let answer = setup
+        .headers
+        .get("Transport")
+        .expect("Transport answer")
+        .to_string();
+    answer
+        .split(';')
+        .find_map(|p| p.strip_prefix("server_port="))
+        .and_then(|p| p.split('-').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no server_port in {answer}"))
+}
+
 /// A minimal 2-track (H.264 + AAC) SDP for raw ANNOUNCE, controls `streamid=0` and `=1`.
 pub const TWO_TRACK_SDP: &str = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=test\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
 m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n\

@@ -361,3 +361,108 @@ fn retina_plays_live_demo_over_tcp() {
         );
     });
 }
+
+/// The first RTP datagram on `sock`: where it came from and its SSRC.
+fn first_rtp(sock: &std::net::UdpSocket) -> (std::net::SocketAddr, u32) {
+    sock.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut buf = [0u8; 2048];
+    let (n, from) = sock.recv_from(&mut buf).expect("an RTP packet within 5 s");
+    assert!(n >= 12, "a {n}-byte datagram is no RTP packet");
+    (from, u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]))
+}
+
+/// Live UDP viewers share the node's one server port pair (`[rtsp] udp_shared_ports`, the
+/// default): both are sent from it, each its own stream (SSRC), and the viewers' RTCP on
+/// the one port is told apart by its source: the viewer that reports keeps its session,
+/// the silent one times out beside it.
+#[test]
+fn udp_viewers_share_one_port_pair_and_only_a_viewers_own_rtcp_keeps_it() {
+    let node = demo_node("[limits]\nsession_timeout_secs = 2");
+    let url = node.url(DEMO);
+    let (rtp_a, rtcp_a, port_a) = vigil_tests::udp_port_pair();
+    let (rtp_b, _rtcp_b, port_b) = vigil_tests::udp_port_pair();
+    let mut a = vigil_tests::RtspConn::connect(node.rtsp);
+    let mut b = vigil_tests::RtspConn::connect(node.rtsp);
+    let server = vigil_tests::server_port(&a.play_udp(&url, port_a));
+    assert_eq!(
+        vigil_tests::server_port(&b.play_udp(&url, port_b)),
+        server,
+        "the second viewer was given ports of its own"
+    );
+    let played = Instant::now();
+    let (from_a, ssrc_a) = first_rtp(&rtp_a);
+    let (from_b, ssrc_b) = first_rtp(&rtp_b);
+    let shared: std::net::SocketAddr = ([127, 0, 0, 1], server).into();
+    assert_eq!(
+        (from_a, from_b),
+        (shared, shared),
+        "media from another port"
+    );
+    assert_ne!(ssrc_a, ssrc_b, "two viewers, one RTP identity");
+
+    // A reports (a receiver report from its RTCP port, as ffmpeg sends one); B is silent.
+    let report = vigil_proto::rtcp::receiver_report(0x00a0_0001, "viewer-a");
+    let report_a = || {
+        rtcp_a
+            .send_to(&report, ("127.0.0.1", server + 1))
+            .expect("send RTCP");
+    };
+    let remaining = poll_until(
+        Duration::from_secs(10),
+        "the silent viewer's session to time out",
+        || {
+            report_a();
+            let sessions = node.api_json("/api/sessions");
+            let list = sessions.as_array()?;
+            (list.len() == 1).then(|| list[0].clone())
+        },
+    );
+    assert!(
+        played.elapsed() >= Duration::from_millis(1900),
+        "a session ended after {:?}, before its 2 s timeout",
+        played.elapsed()
+    );
+    assert!(
+        remaining
+            .to_string()
+            .contains(&format!("client_port={port_a}")),
+        "the reporting viewer's session is the one that ended: {remaining}"
+    );
+    // A stays past another whole timeout while it reports (RTCP paced at 200 ms, as a
+    // client sends it; not a wait for a condition).
+    let until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < until {
+        report_a();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let sessions = node.api_json("/api/sessions");
+    assert_eq!(
+        sessions.as_array().map(Vec::len),
+        Some(1),
+        "the reporting viewer's session timed out: {sessions}"
+    );
+}
+
+/// `udp_shared_ports = false`: each live UDP viewer gets a pair of its own again.
+#[test]
+fn udp_viewers_get_a_pair_each_when_ports_are_not_shared() {
+    let node = NodeBuilder::new()
+        .extra("[[camera]]\nid = \"demo\"\nsource = \"demo\"")
+        .rtsp("udp_shared_ports = false")
+        .start();
+    node.wait_live(DEMO);
+    let url = node.url(DEMO);
+    let (rtp_a, _ra, port_a) = vigil_tests::udp_port_pair();
+    let (_rtp_b, _rb, port_b) = vigil_tests::udp_port_pair();
+    let mut a = vigil_tests::RtspConn::connect(node.rtsp);
+    let mut b = vigil_tests::RtspConn::connect(node.rtsp);
+    let server_a = vigil_tests::server_port(&a.play_udp(&url, port_a));
+    let server_b = vigil_tests::server_port(&b.play_udp(&url, port_b));
+    assert_ne!(
+        server_a, server_b,
+        "two viewers on one pair with sharing off"
+    );
+    let (from_a, _) = first_rtp(&rtp_a);
+    assert_eq!(from_a, ([127, 0, 0, 1], server_a).into());
+}

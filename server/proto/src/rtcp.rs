@@ -42,11 +42,19 @@ pub struct SenderReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RtcpPacket {
     SenderReport(SenderReport),
-    ReceiverReport { ssrc: u32 },
+    /// `sources`: the SSRC each report block is about (the streams the reporter receives).
+    ReceiverReport {
+        ssrc: u32,
+        sources: Vec<u32>,
+    },
     SourceDescription,
-    Bye { ssrcs: Vec<u32> },
+    Bye {
+        ssrcs: Vec<u32>,
+    },
     App,
-    Other { packet_type: u8 },
+    Other {
+        packet_type: u8,
+    },
 }
 
 /// What was wrong with the RTCP the peer sent.
@@ -217,7 +225,12 @@ pub fn parse_compound(buf: &[u8]) -> Result<Vec<RtcpPacket>, RtcpError> {
             }
             PT_RR => {
                 need(8 + 24 * usize::from(count))?;
-                RtcpPacket::ReceiverReport { ssrc: be32(pkt, 4) }
+                RtcpPacket::ReceiverReport {
+                    ssrc: be32(pkt, 4),
+                    sources: (0..usize::from(count))
+                        .map(|i| be32(pkt, 8 + 24 * i))
+                        .collect(),
+                }
             }
             PT_SDES => RtcpPacket::SourceDescription,
             PT_BYE => {
@@ -313,7 +326,10 @@ mod tests {
             assert_eq!(
                 parse_compound(&bytes).unwrap(),
                 vec![
-                    RtcpPacket::ReceiverReport { ssrc: 7 },
+                    RtcpPacket::ReceiverReport {
+                        ssrc: 7,
+                        sources: vec![]
+                    },
                     RtcpPacket::SourceDescription
                 ]
             );
@@ -330,15 +346,19 @@ mod tests {
 
     #[test]
     fn parses_report_blocks_and_app() {
-        // RR with one report block, then APP "test".
+        // RR with one report block (about SSRC 0x0a0b0c0d), then APP "test".
         let mut b = vec![0x81, 201, 0, 7, 0, 0, 0, 9];
-        b.extend_from_slice(&[0; 24]);
+        b.extend_from_slice(&[0x0a, 0x0b, 0x0c, 0x0d]);
+        b.extend_from_slice(&[0; 20]);
         b.extend_from_slice(&[0x80, 204, 0, 2, 0, 0, 0, 9, b't', b'e', b's', b't']);
         b.extend_from_slice(&[0x80, 210, 0, 0]);
         assert_eq!(
             parse_compound(&b).unwrap(),
             vec![
-                RtcpPacket::ReceiverReport { ssrc: 9 },
+                RtcpPacket::ReceiverReport {
+                    ssrc: 9,
+                    sources: vec![0x0a0b_0c0d]
+                },
                 RtcpPacket::App,
                 RtcpPacket::Other { packet_type: 210 }
             ]

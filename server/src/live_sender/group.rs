@@ -9,10 +9,15 @@
 //! the task walks its viewers: each keeps its own cursor and RTP identity (its `Reader`), so
 //! what a viewer receives, pauses, reports and hands over is what its own task did before.
 //!
-//! UDP sends are awaited in turn. A UDP socket's buffer fills only when the interface
-//! cannot take the packets, which every viewer of the node shares; one viewer's full buffer
-//! does not stand for a slow reader as a TCP connection's does (UDP has no back-pressure
-//! from the receiver), so waiting for it holds nobody back that the interface would not.
+//! A viewer on the node's shared UDP ports (`rtsp::shared_ports`) is not sent to in its
+//! turn: its packets are queued, and the walk's whole batch leaves at its end in as few
+//! `sendmmsg` calls as the kernel allows (`net::udp_fanout`), one socket and one call for
+//! hundreds of viewers. A viewer with ports of its own (sharing off, an SRTP viewer) is sent
+//! to in its turn. Either way the sends are awaited. A UDP socket's buffer fills only when
+//! the interface cannot take the packets, which every viewer of the node shares; a full
+//! buffer does not stand for a slow reader as a TCP connection's does (UDP has no
+//! back-pressure from the receiver), so waiting for it holds nobody back that the interface
+//! would not.
 //! A TCP viewer's socket is another matter: one that does not read must hold back nobody
 //! else. Its writes never wait (`net::tcp_sink`): what its socket does not take is queued
 //! for its connection task to drain under the slow-reader bound, and while anything is
@@ -208,6 +213,7 @@ impl Group {
                             next = Some(next.map_or(c, |n: u64| n.min(c)));
                         }
                     }
+                    self.scratch.flush().await;
                     self.cursor = next;
                     self.scratch.read.clear();
                 }
@@ -305,6 +311,7 @@ impl Group {
                     if s.sending() {
                         self.scratch.read.clear();
                         s.pump(&self.node, &mut self.scratch).await;
+                        self.scratch.flush().await;
                         self.scratch.read.clear();
                     }
                 }

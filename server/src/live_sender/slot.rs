@@ -9,6 +9,7 @@ use crate::live::reader::{OutPacket, Reader, SharedRead};
 use crate::net::tcp::{interleaved_frame, interleaved_headers, interleaved_payload};
 use crate::net::tcp_sink::{Piece, TcpSink};
 use crate::net::udp::{SendSocket, BYE_AFTER_LAST_RTP};
+use crate::net::udp_fanout::Fanout;
 use crate::node::{Node, SessionInfo};
 use crate::playback::task::{wall_us, UdpOut, UdpVia};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -178,6 +179,7 @@ impl Slot {
             out,
             per_track,
             headers,
+            fanout,
         } = scratch;
         if let Outs::Tcp(t) = &self.outs {
             if t.sink.busy_or_arm() {
@@ -207,7 +209,7 @@ impl Slot {
             return;
         }
         match &self.outs {
-            Outs::Udp(outs) => send_udp(outs, out, per_track).await,
+            Outs::Udp(outs) => send_udp(outs, out, per_track, fanout).await,
             Outs::Tcp(t) => send_tcp(t, out, headers),
         }
         let now = wall_us();
@@ -292,6 +294,18 @@ pub(super) struct Scratch {
     per_track: Vec<OutPacket>,
     /// A TCP viewer's frame headers.
     headers: Vec<[u8; 16]>,
+    /// What the walk sends from the node's shared UDP socket, sent at its end
+    /// ([`Scratch::flush`]).
+    fanout: Fanout,
+}
+
+impl Scratch {
+    /// Sends what the walk queued for the viewers on shared UDP ports.
+    pub(super) async fn flush(&mut self) {
+        if !self.fanout.is_empty() {
+            self.fanout.flush().await;
+        }
+    }
 }
 
 impl Default for Scratch {
@@ -301,22 +315,41 @@ impl Default for Scratch {
             out: Vec::with_capacity(PUMP_BATCH),
             per_track: Vec::with_capacity(PUMP_BATCH),
             headers: Vec::with_capacity(PUMP_BATCH),
+            fanout: Fanout::default(),
         }
     }
 }
 
-/// A batch to a UDP viewer, each track to its own ports.
-async fn send_udp(outs: &[UdpOut], out: &[OutPacket], per_track: &mut Vec<OutPacket>) {
+/// A batch to a UDP viewer, each track to its own ports: sent now from a socket of the
+/// viewer's own, queued in `fanout` for the end of the walk from the node's shared one.
+async fn send_udp(
+    outs: &[UdpOut],
+    out: &mut Vec<OutPacket>,
+    per_track: &mut Vec<OutPacket>,
+    fanout: &mut Fanout,
+) {
     for o in outs {
+        let shared = match &o.via {
+            UdpVia::Socket { rtp, .. } if rtp.is_shared() && o.srtp.is_none() => Some(rtp),
+            _ => None,
+        };
         // A batch of one track (a camera without audio) goes as it is, uncloned.
         if out.iter().all(|p| p.track == o.track) {
-            o.send_rtp(out).await;
+            match shared {
+                // The viewer's packets move to the batch (the buffer is refilled next time).
+                Some(sock) => fanout.push(sock, o.dest_rtp, out.drain(..)).await,
+                None => o.send_rtp(out).await,
+            }
             continue;
         }
         per_track.clear();
         per_track.extend(out.iter().filter(|p| p.track == o.track).cloned());
-        if !per_track.is_empty() {
-            o.send_rtp(per_track).await;
+        if per_track.is_empty() {
+            continue;
+        }
+        match shared {
+            Some(sock) => fanout.push(sock, o.dest_rtp, per_track.drain(..)).await,
+            None => o.send_rtp(per_track).await,
         }
     }
 }

@@ -63,13 +63,42 @@ pub async fn linger_before_bye(stop: &CancellationToken) {
 pub struct SendSocket {
     sock: std::net::UdpSocket,
     peer: Option<SocketAddr>,
+    /// Every UDP viewer's media leaves by it ([`SendSocket::shared`]).
+    shared: bool,
 }
+
+/// Send buffer of a socket every viewer shares: a keyframe (≈ 40 KB at 2 Mb/s) to a
+/// thousand viewers is one walk's batch, and the kernel's default (≈ 200 KB) would make the
+/// walk wait for the interface several times per keyframe; a socket per viewer had a
+/// default buffer each.
+pub const SHARED_SEND_BUFFER: usize = 8 << 20;
 
 impl SendSocket {
     pub fn bind(addr: SocketAddr) -> std::io::Result<SendSocket> {
         let sock = std::net::UdpSocket::bind(addr)?;
         sock.set_nonblocking(true)?;
-        Ok(SendSocket { sock, peer: None })
+        Ok(SendSocket {
+            sock,
+            peer: None,
+            shared: false,
+        })
+    }
+
+    /// The socket as the one every UDP viewer's media leaves by (`rtsp::shared_ports`):
+    /// never connected, its send buffer as large as the kernel allows up to
+    /// [`SHARED_SEND_BUFFER`] (`SO_SNDBUFFORCE` when root, else capped by
+    /// `net.core.wmem_max`). A live sender batches what it sends from it across viewers
+    /// ([`super::udp_fanout`]).
+    pub fn shared(mut self) -> SendSocket {
+        if let Err(e) = large_send_buffer(&self.sock, SHARED_SEND_BUFFER) {
+            tracing::debug!("the shared RTP socket's send buffer: {e}");
+        }
+        self.shared = true;
+        self
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// The socket connected to `dest`, where everything it sends goes. It then receives only
@@ -99,7 +128,7 @@ impl SendSocket {
     /// socket (a handoff's old and new) never share a registration. epoll reports the
     /// socket's state at registration, so room made between the refused send and this call
     /// is not missed.
-    async fn writable(&self) -> std::io::Result<()> {
+    pub(super) async fn writable(&self) -> std::io::Result<()> {
         let dup = self.sock.try_clone()?;
         // SAFETY: `dup` owns its descriptor, which stays open, and the same, until the
         // `AsyncFd` that owns `dup` is dropped at the end of this call.
@@ -115,9 +144,29 @@ impl AsRawFd for SendSocket {
     }
 }
 
+/// A send buffer of `bytes`, past `net.core.wmem_max` with `SO_SNDBUFFORCE` where the
+/// process may (root, `CAP_NET_ADMIN`), else `SO_SNDBUF` capped by it.
+pub fn large_send_buffer(sock: &std::net::UdpSocket, bytes: usize) -> std::io::Result<()> {
+    let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads one c_int from a valid pointer on our live socket.
+    let forced = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    } == 0;
+    if forced {
+        return Ok(());
+    }
+    socket2::SockRef::from(sock).set_send_buffer_size(bytes)
+}
+
 /// Cleared the first time the kernel refuses UDP GSO (pre-4.18 kernels, some devices);
 /// then every datagram goes out on its own.
-static GSO_WORKS: AtomicBool = AtomicBool::new(true);
+pub(super) static GSO_WORKS: AtomicBool = AtomicBool::new(true);
 
 /// Send every packet to `dest`. Waits while the socket buffer is full; returns the number of
 /// packets sent (all of them unless the socket fails).
@@ -170,7 +219,7 @@ pub async fn send_batch(
 
 /// Group packets into messages: with GSO, a run of equal sizes plus at most one shorter
 /// packet at its end (the kernel allows only the last segment to be short).
-fn plan_messages(packets: &[OutPacket], gso: bool) -> Vec<(usize, usize)> {
+pub(super) fn plan_messages(packets: &[OutPacket], gso: bool) -> Vec<(usize, usize)> {
     let size = |p: &OutPacket| p.header.len() + p.payload.len();
     let mut runs = Vec::new();
     let mut i = 0;
@@ -202,16 +251,10 @@ fn plan_messages(packets: &[OutPacket], gso: bool) -> Vec<(usize, usize)> {
 }
 
 /// Room for one cmsg carrying a u16, 8-byte aligned (CMSG_SPACE(2) is 24 on 64-bit Linux).
-type CmsgBuf = [u64; 4];
+pub(super) type CmsgBuf = [u64; 4];
 
-/// Returns the number of *packets* sent.
-fn sendmmsg(
-    sock: &SendSocket,
-    addr: Option<&SockAddr>,
-    packets: &[OutPacket],
-    gso: bool,
-) -> std::io::Result<usize> {
-    let mut iovecs: Vec<libc::iovec> = Vec::with_capacity(packets.len() * 2);
+/// Each packet as two iovecs, its header and its payload (which all viewers share).
+pub(super) fn push_iovecs(iovecs: &mut Vec<libc::iovec>, packets: &[OutPacket]) {
     for p in packets {
         iovecs.push(libc::iovec {
             iov_base: p.header.as_ptr() as *mut libc::c_void,
@@ -222,40 +265,62 @@ fn sendmmsg(
             iov_len: p.payload.len(),
         });
     }
+}
+
+/// One message of a `sendmmsg`: the packets whose iovecs are `iov` (two per packet, see
+/// [`push_iovecs`]), to `addr` (None: the connected peer); more than one packet is a UDP
+/// GSO run of their size, whose control message goes in `cmsg`. The message points into
+/// `iov`, `addr` and `cmsg`, which must outlive the syscall.
+pub(super) fn message(
+    iov: &mut [libc::iovec],
+    addr: Option<&SockAddr>,
+    cmsg: &mut CmsgBuf,
+) -> libc::mmsghdr {
+    // SAFETY: an all-zero msghdr is valid (no name: the connected peer).
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    if let Some(addr) = addr {
+        hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
+        hdr.msg_namelen = addr.len();
+    }
+    let packets = iov.len() / 2;
+    if packets > 1 {
+        let seg = (iov[0].iov_len + iov[1].iov_len) as u16;
+        // SAFETY: CMSG_* compute offsets inside `cmsg`, which is large enough and aligned
+        // for one cmsghdr plus a u16 (checked by the CMSG_SPACE assertion).
+        unsafe {
+            let space = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as usize;
+            debug_assert!(space <= std::mem::size_of::<CmsgBuf>());
+            hdr.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
+            hdr.msg_controllen = space;
+            let c = libc::CMSG_FIRSTHDR(&hdr);
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg);
+        }
+    }
+    hdr.msg_iov = iov.as_mut_ptr();
+    hdr.msg_iovlen = iov.len();
+    libc::mmsghdr {
+        msg_hdr: hdr,
+        msg_len: 0,
+    }
+}
+
+/// Returns the number of *packets* sent.
+fn sendmmsg(
+    sock: &SendSocket,
+    addr: Option<&SockAddr>,
+    packets: &[OutPacket],
+    gso: bool,
+) -> std::io::Result<usize> {
+    let mut iovecs: Vec<libc::iovec> = Vec::with_capacity(packets.len() * 2);
+    push_iovecs(&mut iovecs, packets);
     let runs = plan_messages(packets, gso);
     let mut cmsgs: Vec<CmsgBuf> = vec![[0u64; 4]; runs.len()];
     let mut msgs: Vec<libc::mmsghdr> = Vec::with_capacity(runs.len());
-    for (k, &(start, end)) in runs.iter().enumerate() {
-        // SAFETY: an all-zero msghdr is valid (no name: the connected peer); the pointers
-        // set below point into `iovecs`, `cmsgs` and `addr`, which outlive the syscall.
-        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        if let Some(addr) = addr {
-            hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
-            hdr.msg_namelen = addr.len();
-        }
-        hdr.msg_iov = iovecs[start * 2..end * 2].as_mut_ptr();
-        hdr.msg_iovlen = (end - start) * 2;
-        if end - start > 1 {
-            let seg = (packets[start].header.len() + packets[start].payload.len()) as u16;
-            let buf = &mut cmsgs[k];
-            // SAFETY: CMSG_* compute offsets inside `buf`, which is large enough and aligned
-            // for one cmsghdr plus a u16 (checked by the CMSG_SPACE assertion).
-            unsafe {
-                let space = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as usize;
-                debug_assert!(space <= std::mem::size_of::<CmsgBuf>());
-                hdr.msg_control = buf.as_mut_ptr() as *mut libc::c_void;
-                hdr.msg_controllen = space;
-                let cmsg = libc::CMSG_FIRSTHDR(&hdr);
-                (*cmsg).cmsg_level = libc::SOL_UDP;
-                (*cmsg).cmsg_type = UDP_SEGMENT;
-                (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
-                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, seg);
-            }
-        }
-        msgs.push(libc::mmsghdr {
-            msg_hdr: hdr,
-            msg_len: 0,
-        });
+    for (&(start, end), cmsg) in runs.iter().zip(cmsgs.iter_mut()) {
+        msgs.push(message(&mut iovecs[start * 2..end * 2], addr, cmsg));
     }
     // SAFETY: `msgs` holds initialised headers whose pointers stay valid for the duration
     // of the call; the fd is a live UDP socket.

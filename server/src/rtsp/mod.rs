@@ -7,6 +7,7 @@ pub mod handler;
 pub mod playback_methods;
 pub mod session;
 pub mod setup;
+pub mod shared_ports;
 mod tcp_media;
 mod to_ingest;
 pub mod udp_session;

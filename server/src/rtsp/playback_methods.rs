@@ -489,7 +489,15 @@ fn sink_of(session: &mut Session, node: &Arc<Node>) -> Sink {
         return Sink::Udp(Vec::new());
     };
     for t in fresh {
-        let rtcp = Arc::new(t.pair.rtcp);
+        // SETUP binds a playback a pair of its own (its sender paces alone).
+        let super::udp_session::TrackPorts::Own(pair) = t.pair else {
+            tracing::warn!(
+                track = t.track,
+                "a playback's track on shared ports: not sent"
+            );
+            continue;
+        };
+        let rtcp = Arc::new(pair.rtcp);
         node.tasks.spawn(super::udp_session::watch_rtcp(
             rtcp.clone(),
             t.client_rtcp.ip(),
@@ -501,7 +509,7 @@ fn sink_of(session: &mut Session, node: &Arc<Node>) -> Sink {
         p.udp.push(task::UdpOut {
             track: t.track,
             via: task::UdpVia::Socket {
-                rtp: Arc::new(t.pair.rtp.connected_to(t.client_rtp)),
+                rtp: Arc::new(pair.rtp.connected_to(t.client_rtp)),
                 rtcp,
             },
             dest_rtp: t.client_rtp,

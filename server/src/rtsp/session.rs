@@ -3,12 +3,11 @@
 //! hold — the UDP sockets, the media task, the live path and the session's entry in the
 //! node's registry.
 
-use super::udp_session::{UdpPlay, UdpRecord};
+use super::udp_session::{TrackPorts, UdpPlay, UdpRecord};
 use crate::ingest::Producer;
 use crate::live::reader::OutPacket;
 use crate::live::reader::Reader;
 use crate::live_sender::LivePump;
-use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo};
 use crate::playback::sender::Playback;
 use crate::steering::{LiveViewer, Steered, SteeredMedia};
@@ -71,9 +70,9 @@ pub struct Session {
     pub path: Option<Arc<PathEntry>>,
     /// Playback of a recording (`playback/<camera>?start=…`): its sender.
     pub playback: Option<Playback>,
-    /// By track: the UDP server port pair bound at SETUP, taken by the media task on
-    /// PLAY/RECORD.
-    pub pairs: Vec<Option<UdpPair>>,
+    /// By track: the UDP server ports of SETUP (a pair of its own, or the node's shared
+    /// one), taken by the media task on PLAY/RECORD.
+    pub pairs: Vec<Option<TrackPorts>>,
     /// By track: its SRTP, when the viewer set up `RTP/SAVP` on RTSPS.
     pub srtp: Vec<Option<Arc<crate::net::srtp::Track>>>,
     /// Shared with media tasks that see the client's RTCP; folded into the core's
@@ -177,6 +176,7 @@ impl Session {
     /// pair is taken once: later PLAYs find the task's copy).
     pub fn take_udp_tracks(&mut self) -> Vec<super::udp_session::UdpTrack> {
         let transports = self.core.transports();
+        let setups = self.core.setups();
         self.pairs
             .iter_mut()
             .enumerate()
@@ -190,6 +190,7 @@ impl Session {
                     pair,
                     client_rtp,
                     client_rtcp,
+                    ssrc: setups.get(i).and_then(|s| s.as_ref()).map(|s| s.ssrc),
                     srtp: self.srtp.get(i).cloned().flatten(),
                 }),
                 _ => None,

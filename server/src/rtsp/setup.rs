@@ -5,8 +5,9 @@
 use super::conn::Conn;
 use super::handler::{fail, is_playback, new_session_id};
 use super::session::{Activity, Core, Media, Session};
+use super::shared_ports::SharedPorts;
+use super::udp_session::TrackPorts;
 use crate::live::reader::TrackSetup;
-use crate::net::ports::UdpPair;
 use crate::node::{Node, PathEntry, SessionInfo, SessionKindView};
 use crate::playback::sender::Playback;
 use crate::playback::task::Cursor;
@@ -35,7 +36,7 @@ struct SetupPlan {
 /// A negotiated transport: the core's view, and the UDP ports bound for it.
 struct Negotiated {
     transport: vigil_session::Transport,
-    pair: Option<UdpPair>,
+    pair: Option<TrackPorts>,
     answer: Transport,
     setup: TrackSetup,
     srtp: Option<Arc<crate::net::srtp::Track>>,
@@ -60,7 +61,12 @@ impl Conn {
             Err(r) => return r,
         };
         // The transport first: a SETUP refused for its transport must not leave a session.
-        let negotiated = match self.negotiate(req, &offers, plan.track, plan.kind).await {
+        // A live viewer may share the node's server ports; a publisher or a playback not.
+        let live_viewer = plan.kind == SessionKind::Play && plan.playback.is_none();
+        let negotiated = match self
+            .negotiate(req, &offers, plan.track, plan.kind, live_viewer)
+            .await
+        {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -224,6 +230,7 @@ impl Conn {
         offers: &[Transport],
         track: usize,
         kind: SessionKind,
+        live_viewer: bool,
     ) -> Result<Negotiated, Response> {
         let value = req.headers.get("Transport").unwrap_or_default();
         let key = self
@@ -291,13 +298,28 @@ impl Conn {
                 client_rtp,
                 client_rtcp,
             } => {
-                let Some(pair) = self.node.ports.bind_pair(self.local.ip()).await else {
+                // An SRTP viewer's RTCP says whose it is only once decrypted: its own pair.
+                let shared =
+                    live_viewer && srtp.is_none() && self.node.config.rtsp.udp_shared_ports;
+                let pair = if shared {
+                    SharedPorts::pair(&self.node, self.local.ip())
+                        .await
+                        .map(TrackPorts::Shared)
+                } else {
+                    self.node
+                        .ports
+                        .bind_pair(self.local.ip())
+                        .await
+                        .map(TrackPorts::Own)
+                };
+                let Some(pair) = pair else {
                     return Err(fail(StatusCode::SERVICE_UNAVAILABLE, "no free UDP ports"));
                 };
+                let rtp_port = pair.rtp_port();
                 let mut answer = Transport::udp_unicast();
                 answer.profile = profile.to_string();
                 answer.client_port = Some((client_rtp, client_rtcp));
-                answer.server_port = Some((pair.rtp_port, pair.rtp_port + 1));
+                answer.server_port = Some((rtp_port, rtp_port + 1));
                 answer.mode = mode;
                 answer.source = Some(self.local.ip().to_string());
                 answer.ssrc = ssrc;
@@ -306,7 +328,7 @@ impl Conn {
                     transport: vigil_session::Transport::Udp {
                         client_rtp: SocketAddr::new(ip, client_rtp),
                         client_rtcp: SocketAddr::new(ip, client_rtcp),
-                        server_port: pair.rtp_port,
+                        server_port: rtp_port,
                     },
                     pair: Some(pair),
                     answer,

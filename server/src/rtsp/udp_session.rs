@@ -1,7 +1,9 @@
 //! Media tasks of UDP sessions: a live viewer's ports and RTCP watch (its sender is
-//! `live_sender`'s), a publisher's receivers.
+//! `live_sender`'s; its ports its own or the node's shared pair, `shared_ports`), a
+//! publisher's receivers.
 
 use super::session::Activity;
+use super::shared_ports::{Registration, SharedPair};
 use crate::ingest::Producer;
 use crate::live::reader::Reader;
 use crate::live_sender::{LivePump, LiveSender};
@@ -20,12 +22,31 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use vigil_proto::rtcp;
 
+/// A UDP track's server ports.
+pub enum TrackPorts {
+    /// Bound for this session alone.
+    Own(UdpPair),
+    /// The node's pair every live UDP viewer on the address shares.
+    Shared(Arc<SharedPair>),
+}
+
+impl TrackPorts {
+    pub fn rtp_port(&self) -> u16 {
+        match self {
+            TrackPorts::Own(p) => p.rtp_port,
+            TrackPorts::Shared(p) => p.rtp_port,
+        }
+    }
+}
+
 /// One set-up track of a UDP viewer.
 pub struct UdpTrack {
     pub track: usize,
-    pub pair: UdpPair,
+    pub pair: TrackPorts,
     pub client_rtp: SocketAddr,
     pub client_rtcp: SocketAddr,
+    /// The SSRC this node sends the track with (a viewer's RTCP reports on it).
+    pub ssrc: Option<u32>,
     /// SRTP of an RTSPS viewer that set up `RTP/SAVP`.
     pub srtp: Option<Arc<Srtp>>,
 }
@@ -36,6 +57,9 @@ pub struct UdpTrack {
 pub struct UdpPlay {
     pub outs: Vec<UdpOut>,
     rtcp_watch: CancellationToken,
+    /// The viewer's place in the shared ports' RTCP routes (tracks on them), held while
+    /// the session lasts.
+    _routes: Vec<Registration>,
     pub sender: LiveSender,
     /// The viewer's PAUSE: a sender that takes over starts paused too.
     pub paused: bool,
@@ -50,36 +74,47 @@ impl UdpPlay {
         activity: Arc<Activity>,
     ) -> UdpPlay {
         let rtcp_watch = CancellationToken::new();
-        let outs: Vec<UdpOut> = tracks
-            .into_iter()
-            .map(|t| UdpOut {
+        let mut outs = Vec::with_capacity(tracks.len());
+        let mut routes = Vec::new();
+        for t in tracks {
+            let via = match t.pair {
+                TrackPorts::Own(pair) => {
+                    let rtcp = Arc::new(pair.rtcp);
+                    // The viewer's RTCP (receiver reports) keeps the session alive.
+                    node.tasks.spawn(watch_rtcp(
+                        rtcp.clone(),
+                        t.client_rtcp.ip(),
+                        t.srtp.clone(),
+                        activity.clone(),
+                        node.clone(),
+                        rtcp_watch.clone(),
+                    ));
+                    UdpVia::Socket {
+                        rtp: Arc::new(pair.rtp.connected_to(t.client_rtp)),
+                        rtcp,
+                    }
+                }
+                TrackPorts::Shared(pair) => {
+                    routes.push(pair.register(t.client_rtcp, t.ssrc, activity.clone()));
+                    UdpVia::Socket {
+                        rtp: pair.rtp.clone(),
+                        rtcp: pair.rtcp.clone(),
+                    }
+                }
+            };
+            outs.push(UdpOut {
                 track: t.track,
-                via: UdpVia::Socket {
-                    rtp: Arc::new(t.pair.rtp.connected_to(t.client_rtp)),
-                    rtcp: Arc::new(t.pair.rtcp),
-                },
+                via,
                 dest_rtp: t.client_rtp,
                 dest_rtcp: t.client_rtcp,
                 srtp: t.srtp,
-            })
-            .collect();
-        // The viewer's RTCP (receiver reports) keeps the session alive.
-        for o in &outs {
-            if let UdpVia::Socket { rtcp, .. } = &o.via {
-                node.tasks.spawn(watch_rtcp(
-                    rtcp.clone(),
-                    o.dest_rtcp.ip(),
-                    o.srtp.clone(),
-                    activity.clone(),
-                    node.clone(),
-                    rtcp_watch.clone(),
-                ));
-            }
+            });
         }
         let pump = LivePump::spawn(node, info, reader, outs.clone(), None, None);
         UdpPlay {
             outs,
             rtcp_watch,
+            _routes: routes,
             sender: LiveSender::Local(pump),
             paused: false,
         }
@@ -160,7 +195,15 @@ impl UdpRecord {
         let cancel = CancellationToken::new();
         let producer = Arc::new(Mutex::new(producer));
         for t in tracks {
-            let rtcp = Arc::new(t.pair.rtcp);
+            // SETUP binds a publisher a pair of its own: its port says whose RTP it is.
+            let TrackPorts::Own(pair) = t.pair else {
+                tracing::warn!(
+                    track = t.track,
+                    "a publisher's track on shared ports: not received"
+                );
+                continue;
+            };
+            let rtcp = Arc::new(pair.rtcp);
             node.tasks.spawn(watch_rtcp(
                 rtcp,
                 t.client_rtcp.ip(),
@@ -175,7 +218,7 @@ impl UdpRecord {
                     info.clone(),
                     producer.clone(),
                     t.track,
-                    t.pair.rtp,
+                    pair.rtp,
                     t.client_rtp.ip(),
                     activity.clone(),
                     cancel.clone(),

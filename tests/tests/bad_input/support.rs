@@ -1,6 +1,7 @@
 //! What the bad-input tests share: a node with the demo camera live, and raw-socket helpers.
 
 pub use std::time::{Duration, Instant};
+pub use vigil_tests::server_port;
 pub use vigil_tests::{
     metric_value, poll_until, spawn_ffmpeg_decode, udp_port_pair, Incoming, Node, NodeBuilder,
     RtspConn, DEMO_CAMERA, TWO_TRACK_SDP,
@@ -72,19 +73,4 @@ pub fn announce_two_track_sdp(node: &Node, url: &str) -> RtspConn {
     );
     assert_eq!(r.status.0, 200, "ANNOUNCE: {}", r.reason);
     p
-}
-
-/// The node's RTP port from a SETUP answer's `Transport: …;server_port=RTP-RTCP`.
-pub fn server_port(setup: &vigil_proto::rtsp::Response) -> u16 {
-    let answer = setup
-        .headers
-        .get("Transport")
-        .expect("Transport answer")
-        .to_string();
-    answer
-        .split(';')
-        .find_map(|p| p.strip_prefix("server_port="))
-        .and_then(|p| p.split('-').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no server_port in {answer}"))
 }

@@ -9,7 +9,7 @@
 //! the viewer's own RTP header as an iovec of its own before the shared payload).
 
 use super::fanout::Frame;
-use socket2::{SockAddr, SockRef};
+use socket2::SockAddr;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
@@ -57,27 +57,10 @@ pub struct Fanout {
 /// frees it (on loopback, inside the same calls).
 const SHARED_SEND_BUFFER: usize = 64 << 20;
 
-/// Best effort: `SO_SNDBUFFORCE` (root) past net.core.wmem_max, else `SO_SNDBUF` capped by it.
-fn large_send_buffer(sock: &UdpSocket, bytes: usize) {
-    let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: setsockopt reads one c_int from a valid pointer on our live socket.
-    let forced = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUFFORCE,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    } == 0;
-    if !forced {
-        let _ = SockRef::from(sock).set_send_buffer_size(bytes);
-    }
-}
-
 impl Fanout {
     pub fn new(sock: UdpSocket, opts: Options) -> Fanout {
-        large_send_buffer(&sock, SHARED_SEND_BUFFER);
+        // Best effort: a smaller buffer only makes the sender wait for room more often.
+        let _ = vigil_server::net::udp::large_send_buffer(&sock, SHARED_SEND_BUFFER);
         Fanout {
             sock,
             opts,
