@@ -62,7 +62,9 @@ impl Conn {
         };
         // The transport first: a SETUP refused for its transport must not leave a session.
         // A live viewer may share the node's server ports; a publisher or a playback not.
-        let live_viewer = plan.kind == SessionKind::Play && plan.playback.is_none();
+        // A live plan names its path; a playback's names none (and only its first SETUP
+        // carries the playback: a later track's joins the session's).
+        let live_viewer = plan.kind == SessionKind::Play && plan.path.is_some();
         let negotiated = match self
             .negotiate(req, &offers, plan.track, plan.kind, live_viewer)
             .await

@@ -86,11 +86,6 @@ impl SharedPair {
             ssrc,
         }
     }
-
-    /// Viewers registered (for the tests).
-    pub fn viewers(&self) -> usize {
-        self.routes().len()
-    }
 }
 
 /// A viewer's place in its pair's RTCP routes, taken out when dropped (the session ends).
