@@ -643,7 +643,7 @@ impl Profiles {
     };
 }
 
-/// The first acceptable offer (unicast, UDP with client ports or TCP; RTP/AVP, or
+/// The first acceptable offer (unicast, UDP with client ports other than 0 or TCP; RTP/AVP, or
 /// RTP/SAVP where `profiles` allows) of a Transport header `value`, and whether it is
 /// SRTP. 461 when none is, 455 for `mode=record` on a viewer's session, and 461 for a UDP
 /// destination other than the client (sending media to a third party on request is an
@@ -658,7 +658,12 @@ pub fn choose_transport(
 ) -> Result<(Chosen, Option<TransportMode>, bool), Refusal> {
     let mut plain_udp_refused = false;
     let found = offers.iter().find_map(|t| {
-        if t.multicast || !(t.lower == LowerTransport::Tcp || t.client_port.is_some()) {
+        // Port 0 is no port a datagram can go to: the kernel refuses every send to it
+        // (EINVAL, which a shared socket's batch would also read as GSO refused).
+        let udp_ports = t
+            .client_port
+            .is_some_and(|(rtp, rtcp)| rtp != 0 && rtcp != 0);
+        if t.multicast || !(t.lower == LowerTransport::Tcp || udp_ports) {
             return None;
         }
         let savp = t.profile.eq_ignore_ascii_case("RTP/SAVP");

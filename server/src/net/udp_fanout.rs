@@ -77,8 +77,10 @@ impl Fanout {
         };
         let mut from = 0;
         let mut sent = 0;
+        // Read once: the plan, and so a message's index, must not change across a wait
+        // (another group may clear the flag meanwhile; a refusal here is `NoGso`).
+        let gso = GSO_WORKS.load(Ordering::Relaxed);
         loop {
-            let gso = GSO_WORKS.load(Ordering::Relaxed);
             let (stop, n) = self.send_from(&sock, from, gso);
             sent += n;
             match stop {
@@ -170,7 +172,11 @@ impl Fanout {
             match e.raw_os_error() {
                 Some(libc::EINTR) => {}
                 Some(libc::EAGAIN) => return (Stop::Full(at), sent),
-                Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT) if gso => {
+                // Only a GSO message's failure can be GSO's: a lone datagram's is its
+                // destination's.
+                Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT)
+                    if gso && plan[at].2 - plan[at].1 > 1 =>
+                {
                     return (Stop::NoGso(at), sent)
                 }
                 _ => {
@@ -262,6 +268,38 @@ mod tests {
         assert_eq!(buf[0], 1);
         assert_eq!(b.recv_from(&mut buf).await.unwrap().0, 112);
         assert_eq!(buf[0], 3);
+    }
+
+    /// A lone datagram the kernel refuses with EINVAL (port 0) is its destination's fault,
+    /// not GSO's: GSO stays on for the node, and the viewers around it get their runs.
+    #[tokio::test]
+    async fn a_refused_lone_datagram_does_not_turn_gso_off() {
+        let sock = shared_socket();
+        let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let run = |v| (0..3).map(move |i| packet(v, i, 1000));
+        let gso_before = GSO_WORKS.load(Ordering::Relaxed);
+        let mut fanout = Fanout::default();
+        fanout.push(&sock, a.local_addr().unwrap(), run(1)).await;
+        let zero = "127.0.0.1:0".parse().unwrap();
+        fanout
+            .push(&sock, zero, std::iter::once(packet(2, 0, 100)))
+            .await;
+        fanout.push(&sock, b.local_addr().unwrap(), run(3)).await;
+        assert_eq!(fanout.flush().await, 6);
+        if gso_before {
+            assert!(
+                GSO_WORKS.load(Ordering::Relaxed),
+                "GSO turned off by port 0"
+            );
+        }
+        let mut buf = [0u8; 2048];
+        for (r, v) in [(&a, 1), (&b, 3)] {
+            for i in 0..3 {
+                assert_eq!(r.recv_from(&mut buf).await.unwrap().0, 1012);
+                assert_eq!((buf[0], buf[12]), (v, i));
+            }
+        }
     }
 
     /// More messages than one call takes (1024): everything arrives, in order per viewer.

@@ -522,6 +522,21 @@ fn transports_are_chosen_from_the_offers() {
         code("RTP/AVP;unicast", SessionKind::Play),
         StatusCode::UNSUPPORTED_TRANSPORT
     );
+    // Port 0: nothing can be sent there; the next offer is taken, or none.
+    for zero in ["client_port=0-1", "client_port=5000-0"] {
+        assert_eq!(
+            code(&format!("RTP/AVP;unicast;{zero}"), SessionKind::Play),
+            StatusCode::UNSUPPORTED_TRANSPORT,
+            "{zero}"
+        );
+    }
+    assert_eq!(
+        choose(
+            "RTP/AVP;unicast;client_port=0-1,RTP/AVP/TCP;unicast",
+            SessionKind::Play
+        ),
+        Ok(Chosen::Tcp { channels: (2, 3) })
+    );
     assert_eq!(
         code("RTP/SAVP;unicast;client_port=5000-5001", SessionKind::Play),
         StatusCode::UNSUPPORTED_TRANSPORT
