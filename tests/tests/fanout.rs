@@ -17,9 +17,13 @@ const DEMO: &str = "live/demo";
 const CLOCK: u32 = 90_000;
 
 fn demo_node(extra: &str) -> Node {
-    let node = NodeBuilder::new()
+    demo_node_from(NodeBuilder::new().extra(extra))
+}
+
+/// The node `builder` makes, with the demo camera live.
+fn demo_node_from(builder: NodeBuilder) -> Node {
+    let node = builder
         .extra("[[camera]]\nid = \"demo\"\nsource = \"demo\"")
-        .extra(extra)
         .start();
     node.wait_live(DEMO);
     node
@@ -362,6 +366,29 @@ fn retina_plays_live_demo_over_tcp() {
     });
 }
 
+/// A live UDP viewer of the demo, playing: its RTP and RTCP sockets, its client RTP port,
+/// its RTSP connection (held: the session lives on it) and the node's RTP port.
+struct UdpViewer {
+    rtp: std::net::UdpSocket,
+    rtcp: std::net::UdpSocket,
+    port: u16,
+    _conn: vigil_tests::RtspConn,
+    server: u16,
+}
+
+fn udp_viewer(node: &Node) -> UdpViewer {
+    let (rtp, rtcp, port) = vigil_tests::udp_port_pair();
+    let mut conn = vigil_tests::RtspConn::connect(node.rtsp);
+    let server = vigil_tests::server_port(&conn.play_udp(&node.url(DEMO), port));
+    UdpViewer {
+        rtp,
+        rtcp,
+        port,
+        _conn: conn,
+        server,
+    }
+}
+
 /// The first RTP datagram on `sock`: where it came from and its SSRC.
 fn first_rtp(sock: &std::net::UdpSocket) -> (std::net::SocketAddr, u32) {
     sock.set_read_timeout(Some(Duration::from_secs(5)))
@@ -379,20 +406,16 @@ fn first_rtp(sock: &std::net::UdpSocket) -> (std::net::SocketAddr, u32) {
 #[test]
 fn udp_viewers_share_one_port_pair_and_only_a_viewers_own_rtcp_keeps_it() {
     let node = demo_node("[limits]\nsession_timeout_secs = 2");
-    let url = node.url(DEMO);
-    let (rtp_a, rtcp_a, port_a) = vigil_tests::udp_port_pair();
-    let (rtp_b, _rtcp_b, port_b) = vigil_tests::udp_port_pair();
-    let mut a = vigil_tests::RtspConn::connect(node.rtsp);
-    let mut b = vigil_tests::RtspConn::connect(node.rtsp);
-    let server = vigil_tests::server_port(&a.play_udp(&url, port_a));
+    let a = udp_viewer(&node);
+    let b = udp_viewer(&node);
+    let server = a.server;
     assert_eq!(
-        vigil_tests::server_port(&b.play_udp(&url, port_b)),
-        server,
+        b.server, server,
         "the second viewer was given ports of its own"
     );
     let played = Instant::now();
-    let (from_a, ssrc_a) = first_rtp(&rtp_a);
-    let (from_b, ssrc_b) = first_rtp(&rtp_b);
+    let (from_a, ssrc_a) = first_rtp(&a.rtp);
+    let (from_b, ssrc_b) = first_rtp(&b.rtp);
     let shared: std::net::SocketAddr = ([127, 0, 0, 1], server).into();
     assert_eq!(
         (from_a, from_b),
@@ -404,7 +427,7 @@ fn udp_viewers_share_one_port_pair_and_only_a_viewers_own_rtcp_keeps_it() {
     // A reports (a receiver report from its RTCP port, as ffmpeg sends one); B is silent.
     let report = vigil_proto::rtcp::receiver_report(0x00a0_0001, "viewer-a");
     let report_a = || {
-        rtcp_a
+        a.rtcp
             .send_to(&report, ("127.0.0.1", server + 1))
             .expect("send RTCP");
     };
@@ -426,7 +449,7 @@ fn udp_viewers_share_one_port_pair_and_only_a_viewers_own_rtcp_keeps_it() {
     assert!(
         remaining
             .to_string()
-            .contains(&format!("client_port={port_a}")),
+            .contains(&format!("client_port={}", a.port)),
         "the reporting viewer's session is the one that ended: {remaining}"
     );
     // A stays past another whole timeout while it reports (RTCP paced at 200 ms, as a
@@ -447,22 +470,13 @@ fn udp_viewers_share_one_port_pair_and_only_a_viewers_own_rtcp_keeps_it() {
 /// `udp_shared_ports = false`: each live UDP viewer gets a pair of its own again.
 #[test]
 fn udp_viewers_get_a_pair_each_when_ports_are_not_shared() {
-    let node = NodeBuilder::new()
-        .extra("[[camera]]\nid = \"demo\"\nsource = \"demo\"")
-        .rtsp("udp_shared_ports = false")
-        .start();
-    node.wait_live(DEMO);
-    let url = node.url(DEMO);
-    let (rtp_a, _ra, port_a) = vigil_tests::udp_port_pair();
-    let (_rtp_b, _rb, port_b) = vigil_tests::udp_port_pair();
-    let mut a = vigil_tests::RtspConn::connect(node.rtsp);
-    let mut b = vigil_tests::RtspConn::connect(node.rtsp);
-    let server_a = vigil_tests::server_port(&a.play_udp(&url, port_a));
-    let server_b = vigil_tests::server_port(&b.play_udp(&url, port_b));
+    let node = demo_node_from(NodeBuilder::new().rtsp("udp_shared_ports = false"));
+    let a = udp_viewer(&node);
+    let b = udp_viewer(&node);
     assert_ne!(
-        server_a, server_b,
+        a.server, b.server,
         "two viewers on one pair with sharing off"
     );
-    let (from_a, _) = first_rtp(&rtp_a);
-    assert_eq!(from_a, ([127, 0, 0, 1], server_a).into());
+    let (from_a, _) = first_rtp(&a.rtp);
+    assert_eq!(from_a, ([127, 0, 0, 1], a.server).into());
 }

@@ -68,9 +68,9 @@ pub struct SendSocket {
 }
 
 /// Send buffer of a socket every viewer shares: a keyframe (≈ 40 KB at 2 Mb/s) to a
-/// thousand viewers is one walk's batch, and the kernel's default (≈ 200 KB) would make the
-/// walk wait for the interface several times per keyframe; a socket per viewer had a
-/// default buffer each.
+/// group's 256 viewers is ≈ 10 MB in one walk's batch, which the kernel's doubled 8 MiB
+/// holds; its default (≈ 200 KB) would make the walk wait for the interface dozens of
+/// times per keyframe. A socket per viewer had a default buffer each.
 pub const SHARED_SEND_BUFFER: usize = 8 << 20;
 
 impl SendSocket {

@@ -3,7 +3,7 @@
 //!
 //! With a socket per viewer, each viewer cost a call per frame, and each call the
 //! descriptor's lookup, the socket's checks and the first touch of that socket's kernel
-//! memory: at 1000 viewers the floor sending the same frames that way spent ≈ 1.3 × the
+//! memory: at 1000 viewers the floor sending the same frames that way spent ≈ 1.25 × the
 //! CPU of one socket (docs/BENCHMARKS.md, "One server port pair for every UDP viewer").
 //! Here a walk of the group queues each viewer's packets (its own headers, the payloads all
 //! viewers share) and sends them at the end of the walk, up to 1024 messages a call, each
@@ -34,7 +34,7 @@ pub struct Fanout {
     dests: Vec<(SocketAddr, usize, usize)>,
 }
 
-/// How far a flush got: messages sent, and whether the kernel refused GSO.
+/// Why a pass of `send_from` stopped.
 enum Stop {
     Done,
     /// The socket's buffer is full: wait, then go on from message `.0`.

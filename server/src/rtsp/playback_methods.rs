@@ -489,12 +489,7 @@ fn sink_of(session: &mut Session, node: &Arc<Node>) -> Sink {
         return Sink::Udp(Vec::new());
     };
     for t in fresh {
-        // SETUP binds a playback a pair of its own (its sender paces alone).
-        let super::udp_session::TrackPorts::Own(pair) = t.pair else {
-            tracing::warn!(
-                track = t.track,
-                "a playback's track on shared ports: not sent"
-            );
+        let Some(pair) = t.pair.into_own(t.track) else {
             continue;
         };
         let rtcp = Arc::new(pair.rtcp);

@@ -37,6 +37,22 @@ impl TrackPorts {
             TrackPorts::Shared(p) => p.rtp_port,
         }
     }
+
+    /// The pair of a track whose session SETUP never shares (a publisher's: its port says
+    /// whose RTP it is; a playback's: its sender paces alone). Shared ports there would be
+    /// a SETUP bug: logged, and the track left out.
+    pub fn into_own(self, track: usize) -> Option<UdpPair> {
+        match self {
+            TrackPorts::Own(pair) => Some(pair),
+            TrackPorts::Shared(_) => {
+                tracing::warn!(
+                    track,
+                    "a publisher's or playback's track on shared ports: left out"
+                );
+                None
+            }
+        }
+    }
 }
 
 /// One set-up track of a UDP viewer.
@@ -195,12 +211,7 @@ impl UdpRecord {
         let cancel = CancellationToken::new();
         let producer = Arc::new(Mutex::new(producer));
         for t in tracks {
-            // SETUP binds a publisher a pair of its own: its port says whose RTP it is.
-            let TrackPorts::Own(pair) = t.pair else {
-                tracing::warn!(
-                    track = t.track,
-                    "a publisher's track on shared ports: not received"
-                );
+            let Some(pair) = t.pair.into_own(t.track) else {
                 continue;
             };
             let rtcp = Arc::new(pair.rtcp);
