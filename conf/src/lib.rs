@@ -209,7 +209,9 @@ pub struct HttpConfig {
     /// `Strict-Transport-Security: max-age` on HTTPS answers (seconds; 0: no header).
     pub hsts_max_age_secs: u64,
     /// Bearer token of the admin API: required by every write route, and by every route but
-    /// `/api/health` when `listen` is beyond loopback. Empty: read from `token_file`.
+    /// `/api/health` and the console's files unless the request is local (the plain
+    /// `listen` on loopback, a loopback peer and `Host`; never over HTTPS). Empty: read from
+    /// `token_file`.
     pub token: String,
     /// A file holding the token (first line), so it need not sit in the config.
     pub token_file: Option<std::path::PathBuf>,
@@ -228,6 +230,10 @@ pub struct HttpConfig {
     /// A response the client takes nothing of for this long (an export or HLS segment it
     /// stopped reading) ends its connection, and with it the work behind the response.
     pub write_timeout_ms: u64,
+    /// A request's body must arrive whole within this after its head (a body trickled a
+    /// byte at a time would otherwise hold a connection and its buffer for ever); else 408
+    /// and the connection is closed.
+    pub body_read_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -245,14 +251,29 @@ impl Default for HttpConfig {
             max_connections_per_address: 64,
             header_read_timeout_ms: 10_000,
             write_timeout_ms: 30_000,
+            body_read_timeout_ms: 10_000,
         }
     }
 }
 
+/// The shortest admin token accepted: 16 characters (e.g. `openssl rand -hex 16` gives 32),
+/// so it cannot be guessed at HTTP speed.
+pub const TOKEN_MIN_LEN: usize = 16;
+
 impl HttpConfig {
-    /// The configured token (from `token` or `token_file`), if any.
+    /// The configured token (from `token` or `token_file`), if any; one shorter than
+    /// [`TOKEN_MIN_LEN`] is an error.
     pub fn token(&self) -> Result<Option<String>, ConfigError> {
-        inline_or_file(&self.token, self.token_file.as_deref())
+        let token = inline_or_file(&self.token, self.token_file.as_deref())?;
+        if token
+            .as_ref()
+            .is_some_and(|t| t.chars().count() < TOKEN_MIN_LEN)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "http.token must be at least {TOKEN_MIN_LEN} characters (e.g. `openssl rand -hex 16`)"
+            )));
+        }
+        Ok(token)
     }
 }
 
@@ -340,6 +361,13 @@ pub struct Limits {
     /// A request (or interleaved frame) must arrive whole within this long after its first
     /// byte, and a new connection must complete its first request within it (slowloris).
     pub request_deadline_ms: u64,
+    /// A publisher's ANNOUNCE holds its camera's publisher slot until RECORD for at most
+    /// this long; then the slot is freed and the connection closed (an ANNOUNCE kept alive
+    /// by OPTIONS cannot keep a camera from publishing).
+    pub announce_timeout_ms: u64,
+    /// Tracks a publisher's SDP may declare; more is refused (400) at ANNOUNCE — each track
+    /// takes a SETUP and, over UDP, a port pair.
+    pub max_publish_tracks: usize,
 }
 
 impl Default for Limits {
@@ -358,6 +386,8 @@ impl Default for Limits {
             max_sessions_per_address: 1000,
             requests_per_sec: 50.0,
             request_deadline_ms: 10_000,
+            announce_timeout_ms: 10_000,
+            max_publish_tracks: 16,
         }
     }
 }
@@ -443,9 +473,15 @@ impl Config {
                 )));
             }
         }
-        if l.request_deadline_ms < 100 {
+        if l.request_deadline_ms < 100 || l.announce_timeout_ms < 100 {
             return Err(ConfigError::Invalid(
-                "limits.request_deadline_ms must be at least 100".into(),
+                "limits.request_deadline_ms and limits.announce_timeout_ms must be at least 100"
+                    .into(),
+            ));
+        }
+        if !(1..=64).contains(&l.max_publish_tracks) {
+            return Err(ConfigError::Invalid(
+                "limits.max_publish_tracks must be 1–64".into(),
             ));
         }
         if !(500..=60_000).contains(&self.http.console_refresh_ms)
@@ -461,10 +497,12 @@ impl Config {
             || h.max_connections_per_address == 0
             || !(100..=600_000).contains(&h.header_read_timeout_ms)
             || !(100..=600_000).contains(&h.write_timeout_ms)
+            || !(100..=600_000).contains(&h.body_read_timeout_ms)
         {
             return Err(ConfigError::Invalid(
                 "http.max_connections and http.max_connections_per_address must be at least 1, \
-                 http.header_read_timeout_ms and http.write_timeout_ms 100–600000"
+                 http.header_read_timeout_ms, http.write_timeout_ms and \
+                 http.body_read_timeout_ms 100–600000"
                     .into(),
             ));
         }
@@ -684,5 +722,35 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// Issue 44, L1: a token short enough to guess at HTTP speed is refused, inline or from
+    /// its file.
+    #[test]
+    fn the_admin_token_has_a_minimum_length() {
+        let http = |token: &str| HttpConfig {
+            token: token.into(),
+            ..HttpConfig::default()
+        };
+        assert!(http("short").token().is_err());
+        assert!(http("fifteen-chars-x").token().is_err());
+        assert_eq!(
+            http("sixteen-chars-xx").token().ok().flatten().as_deref(),
+            Some("sixteen-chars-xx")
+        );
+        assert_eq!(http("").token().ok(), Some(None));
+        let dir = std::env::temp_dir().join(format!("vigil-token-{}", std::process::id()));
+        std::fs::write(&dir, "tiny\n").expect("write");
+        let from_file = HttpConfig {
+            token_file: Some(dir.clone()),
+            ..HttpConfig::default()
+        };
+        let e = from_file
+            .token()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let _ = std::fs::remove_file(&dir);
+        assert!(e.contains("at least 16"), "{e}");
     }
 }

@@ -325,7 +325,17 @@ impl Store {
     /// the camera's lock, so a recorder committing a segment never waits for a listing.
     pub fn index(&self, camera: &str) -> Result<CameraIndex, StorageError> {
         validate_id(camera)?;
-        let cache = self.cache(camera);
+        // A camera is cached only once its directory exists: any valid id a client names
+        // (a playback, an export, an RPC) would otherwise leave an entry for ever (issue
+        // 44, M8). The `stat` is paid once per camera and process.
+        let known = lock(&self.inner.cams).get(camera).cloned();
+        let cache = match known {
+            Some(cache) => cache,
+            None if !self.camera_dir(camera).is_dir() => {
+                return Err(StorageError::UnknownCamera(camera.to_string()))
+            }
+            None => self.cache(camera),
+        };
         {
             let c = lock(&cache);
             if c.refreshed
@@ -655,4 +665,28 @@ fn read_noatime(path: &Path) -> io::Result<Vec<u8>> {
     let mut data = Vec::with_capacity(f.metadata().map_or(0, |m| m.len() as usize));
     f.read_to_end(&mut data)?;
     Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 44, M8: asking for the index of cameras that were never recorded leaves no
+    /// entry behind (every valid id a client named used to stay cached for ever).
+    #[test]
+    fn unknown_cameras_are_not_cached() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path(), "n1", StoreConfig::default()).expect("store");
+        for i in 0..1000 {
+            assert!(matches!(
+                store.index(&format!("never-{i}")),
+                Err(StorageError::UnknownCamera(_))
+            ));
+        }
+        assert!(lock(&store.inner.cams).is_empty());
+        // A camera whose directory exists is cached as before.
+        fs::create_dir_all(store.camera_dir("cam")).expect("mkdir");
+        assert!(store.index("cam").is_ok());
+        assert_eq!(lock(&store.inner.cams).len(), 1);
+    }
 }

@@ -695,6 +695,15 @@ pub fn api_send(
     (status, body)
 }
 
+/// The status code of a raw HTTP/1.1 (or RTSP) answer's first line; 0 when it has none.
+pub fn status_of(answer: &str) -> u16 {
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Every file under `dir`, read as text (lossy): what a test greps for a secret.
 pub fn files_text(dir: &std::path::Path) -> String {
     let mut out = String::new();

@@ -110,12 +110,7 @@ pub fn tls_request_from(
     name: &str,
     request: &str,
 ) -> Result<Shown, String> {
-    let config = vigil_testkit::client::tls_client_config(ca).map_err(|e| e.to_string())?;
-    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
-    let conn = rustls::ClientConnection::new(config, server).map_err(|e| e.to_string())?;
-    let tcp = connect_from(from, addr).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut tls = tls_stream(from, ca, addr, name)?;
     tls.write_all(request.as_bytes())
         .map_err(|e| e.to_string())?;
     let mut answer = Vec::new();
@@ -137,6 +132,51 @@ pub fn tls_request_from(
         leaf,
         answer: String::from_utf8_lossy(&answer).into_owned(),
     })
+}
+
+/// A verifying TLS client connection to `addr` (from `from` when given), trusting only `ca`
+/// and verifying `name`, reads bounded to 5 s; the handshake runs on first use.
+fn tls_stream(
+    from: Option<IpAddr>,
+    ca: &Path,
+    addr: SocketAddr,
+    name: &str,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let config = vigil_testkit::client::tls_client_config(ca).map_err(|e| e.to_string())?;
+    let server = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
+    let conn = rustls::ClientConnection::new(config, server).map_err(|e| e.to_string())?;
+    let tcp = connect_from(from, addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    Ok(rustls::StreamOwned::new(conn, tcp))
+}
+
+/// `GET path` over HTTPS to `addr` (trusting only `ca`, verifying `name`), with the bearer
+/// `token` when given: the body of a 200 answer; Err with the reason otherwise.
+pub fn https_get(
+    ca: &Path,
+    addr: SocketAddr,
+    name: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Result<String, String> {
+    let mut tls = tls_stream(None, ca, addr, name)?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {name}\r\n{auth}Connection: close\r\n\r\n");
+    tls.write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    // A server that closes without close_notify still sent the whole (identity) body.
+    if let Err(e) = tls.read_to_end(&mut answer) {
+        if answer.is_empty() {
+            return Err(e.to_string());
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").ok_or("no answer head")?;
+    if head.split(' ').nth(1) != Some("200") {
+        return Err(head.lines().next().unwrap_or("").to_string());
+    }
+    Ok(body.to_string())
 }
 
 /// The DER of the first certificate in a PEM file.

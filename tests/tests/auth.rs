@@ -313,6 +313,48 @@ fn failed_logins_back_off_per_address() {
     });
 }
 
+/// Issue 44, finding H1, as its attack: a guard with a login of their own guesses at
+/// `viewer`'s password and logs in as themselves after every few guesses. Before, each good
+/// login cleared the address's count and the back-off never started; now the guesses keep
+/// counting, and `viewer` is refused even from another connection until it ends.
+#[test]
+fn a_users_own_login_does_not_reset_the_guesses_at_another() {
+    let node = node_with_auth("max_failures = 3\nbackoff_max_secs = 30", "");
+    let (viewer_url, guard_url) = (node.url("live/demo"), node.url("live/gate-1"));
+    let mut c = RtspConn::connect(node.rtsp);
+    let guard = ("guard", "guard-pw", REALM);
+    for _ in 0..2 {
+        let guess = login(
+            &mut c,
+            &viewer_url,
+            Algorithm::Md5,
+            ("viewer", "guess", REALM),
+        );
+        assert_eq!(guess, 401);
+        let mut own = RtspConn::connect(node.rtsp);
+        // The guard's own login (404: gate-1 has no publisher yet; 401 would be a failure).
+        assert_ne!(login(&mut own, &guard_url, Algorithm::Md5, guard), 401);
+    }
+    // The third guess reaches max_failures although the guard logged in between.
+    assert_eq!(
+        login(
+            &mut c,
+            &viewer_url,
+            Algorithm::Md5,
+            ("viewer", "guess", REALM)
+        ),
+        401
+    );
+    let mut d = RtspConn::connect(node.rtsp);
+    let r = login_response(
+        &mut d,
+        &viewer_url,
+        Algorithm::Md5,
+        ("viewer", "view-pw", REALM),
+    );
+    assert_eq!(r.status.0, 503, "{}", r.reason);
+}
+
 #[test]
 fn sighup_adds_a_user_without_dropping_sessions_and_unlisted_cameras_are_not_recorded() {
     let node = node_with_auth("", "");

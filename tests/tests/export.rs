@@ -247,8 +247,9 @@ fn an_export_the_client_stops_reading_is_dropped() {
     // Four minutes (≈ 18 MB, more than both sockets' buffers hold), asked for and not read.
     let mut client = std::net::TcpStream::connect(node.api).expect("connect");
     let request = format!(
-        "GET {} HTTP/1.1\r\nHost: vigil\r\nConnection: close\r\n\r\n",
-        export_path("synth", first, last, true)
+        "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        export_path("synth", first, last, true),
+        node.api
     );
     client.write_all(request.as_bytes()).expect("send");
     poll_until(

@@ -107,6 +107,14 @@ fn recorded_hls_plays_from_a_moment() {
         )),
         404
     );
+    // Issue 44, M2: a span past `[export] max_range_secs` with `end=` is refused before
+    // any segment is planned (it used to list every segment of the camera's history).
+    let huge = http_get(
+        &node,
+        "/hls/playback/demo/index.m3u8?start=2000-01-01T00:00:00Z&end=2100-01-01T00:00:00Z",
+    );
+    assert_eq!(huge.status, 400, "{}", huge.text());
+    assert!(huge.text().contains("max_range_secs"), "{}", huge.text());
 }
 
 /// CPU time (user + system) of a process so far, seconds.

@@ -18,8 +18,12 @@ fn refusals(node: &Node, limit: &str) -> f64 {
 
 /// Whether the server closed `s` (EOF or reset) within a few seconds.
 fn closed_by_server(s: &mut TcpStream) -> bool {
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    closed_within(s, Duration::from_secs(5))
+}
+
+/// Whether the server closed `s` (EOF or reset) within `within`; false when still open.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    s.set_read_timeout(Some(within)).expect("timeout");
     let mut b = [0u8; 512];
     loop {
         match s.read(&mut b) {
@@ -154,5 +158,57 @@ fn slowloris_connections_are_dropped_at_the_request_deadline() {
             .status
             .0,
         200
+    );
+}
+
+/// An SDP of `tracks` H.264 video tracks.
+fn sdp_of(tracks: usize) -> String {
+    let mut sdp = String::from("v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=cam\r\nt=0 0\r\n");
+    for i in 0..tracks {
+        sdp.push_str(&format!(
+            "m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:trackID={i}\r\n"
+        ));
+    }
+    sdp
+}
+
+/// Issue 44, M9, as its attacks: an ANNOUNCE declaring more tracks than
+/// `[limits] max_publish_tracks` is refused, and an ANNOUNCE kept alive with OPTIONS but
+/// never followed by RECORD holds its camera only until `announce_timeout_ms`: then its
+/// connection is closed and the real camera can publish.
+#[test]
+fn an_announce_cannot_squat_a_camera_or_declare_a_thousand_tracks() {
+    let node = NodeBuilder::new()
+        .extra("[limits]\nannounce_timeout_ms = 1000\nmax_publish_tracks = 4")
+        .extra("[[camera]]\nid = \"gate-1\"\nsource = \"push\"")
+        .start();
+    let url = node.url("live/gate-1");
+    let mut many = RtspConn::connect(node.rtsp);
+    let r = many.request("ANNOUNCE", &url, &[], Some(("application/sdp", &sdp_of(5))));
+    assert_eq!(r.status.0, 400, "{}", r.reason);
+    assert!(r.reason.contains("max_publish_tracks"), "{}", r.reason);
+    // A squatter: ANNOUNCE, then only OPTIONS to keep the connection busy.
+    let mut squatter = RtspConn::connect(node.rtsp);
+    let r = squatter.request("ANNOUNCE", &url, &[], Some(("application/sdp", &sdp_of(1))));
+    assert_eq!(r.status.0, 200, "{}", r.reason);
+    let mut camera = RtspConn::connect(node.rtsp);
+    let r = camera.request("ANNOUNCE", &url, &[], Some(("application/sdp", &sdp_of(1))));
+    assert_eq!(
+        r.status.0, 455,
+        "the slot is held while the ANNOUNCE is fresh"
+    );
+    // The squatter keeps asking; its connection is closed once the ANNOUNCE is stale.
+    poll_until(Duration::from_secs(10), "the squatter to be closed", || {
+        let mut s = squatter.stream.try_clone().ok()?;
+        let _ = s.write_all(format!("OPTIONS {url} RTSP/1.0\r\nCSeq: 99\r\n\r\n").as_bytes());
+        closed_within(&mut s, Duration::from_millis(300)).then_some(())
+    });
+    assert!(refusals(&node, "announce_timeout") >= 1.0);
+    let mut camera = RtspConn::connect(node.rtsp);
+    let r = camera.request("ANNOUNCE", &url, &[], Some(("application/sdp", &sdp_of(1))));
+    assert_eq!(
+        r.status.0, 200,
+        "the camera publishes once the squatter is gone: {}",
+        r.reason
     );
 }

@@ -59,8 +59,9 @@ pub fn router(
     let gate = super::token::Gate {
         // Checked at start-up (`serve`); an unreadable file here leaves the API read-only.
         token: node.config.http.token().ok().flatten().map(Into::into),
-        loopback: node.config.http.listen.ip().is_loopback(),
     };
+    let body_timeout = node.config.http.body_read_timeout_ms;
+    let node_for_gate = node.clone();
     Router::new()
         .route("/api/paths", get(paths))
         .route("/api/sessions", get(sessions))
@@ -90,8 +91,16 @@ pub fn router(
             hls: Default::default(),
             webrtc,
         })
+        // Inside the gate: a body is read only for a request the gate let through.
         .layer(axum::middleware::from_fn_with_state(
-            gate,
+            super::body::BodyDeadline(Duration::from_millis(body_timeout)),
+            super::body::layer,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            super::token::GateState {
+                gate,
+                node: node_for_gate,
+            },
             super::token::layer,
         ))
 }

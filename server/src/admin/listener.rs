@@ -10,7 +10,8 @@
 //! connection and between the requests of a kept-alive one. A response the client takes
 //! nothing of for `write_timeout_ms` ends the connection (hyper has no write deadline of its
 //! own), and with it the work behind the response: an export stops reading segments. The
-//! token check stays in the router (`token::layer`), after a whole request head.
+//! token check stays in the router (`token::layer`), after a whole request head; it learns
+//! where the connection came in from the `token::Arrival` set here.
 
 use crate::net::tls::Acceptor;
 use crate::node::Node;
@@ -37,6 +38,10 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router, tls: Opt
         .header_read_timeout(Duration::from_millis(conf.header_read_timeout_ms));
     let http = Arc::new(http);
     let write_timeout = Duration::from_millis(conf.write_timeout_ms);
+    // Whether a request may be local (`token::Arrival`) is a property of this listener:
+    // never the HTTPS one, never one beyond loopback.
+    let plain_loopback_listener =
+        tls.is_none() && listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
     let app = match (&tls, conf.hsts_max_age_secs) {
         (Some(_), age) if age > 0 => with_hsts(app, age),
         _ => app,
@@ -55,13 +60,19 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router, tls: Opt
             debug!(%peer, "HTTPS connection refused: {e}");
             continue;
         }
+        let arrival = super::token::Arrival {
+            peer,
+            plain_loopback_listener,
+        };
         let (http, app, node, tls) = (http.clone(), app.clone(), node.clone(), tls.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let ended = match tls {
-                None => connection(&node, &http, app, stream, peer, write_timeout).await,
+                None => connection(&node, &http, app, stream, arrival, write_timeout).await,
                 Some(tls) => match tls.handshake(stream).await {
-                    Ok(stream) => connection(&node, &http, app, stream, peer, write_timeout).await,
+                    Ok(stream) => {
+                        connection(&node, &http, app, stream, arrival, write_timeout).await
+                    }
                     Err(e) => {
                         debug!(%peer, "HTTPS: {e}");
                         return;
@@ -86,14 +97,17 @@ async fn connection<S>(
     http: &hyper::server::conn::http1::Builder,
     app: Router,
     stream: S,
-    peer: std::net::SocketAddr,
+    arrival: super::token::Arrival,
     write_timeout: Duration,
 ) -> Result<(), hyper::Error>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
-    // The client's address for the routes that limit per address (WHEP offers).
-    let app = app.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+    // The client's address for the routes that limit per address (WHEP offers), and where
+    // the connection came in for the token layer.
+    let app = app
+        .layer(axum::Extension(axum::extract::ConnectInfo(arrival.peer)))
+        .layer(axum::Extension(arrival));
     let service = TowerToHyperService::new(app);
     let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
     stream.set_write_timeout(Some(write_timeout));

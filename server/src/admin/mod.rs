@@ -1,6 +1,7 @@
 //! Admin HTTP API (JSON) and Prometheus `/metrics`, and the views `vigil ctl` prints.
 
 pub mod api;
+mod body;
 pub mod cameras_api;
 pub mod console;
 mod listener;

@@ -208,13 +208,15 @@ impl Auth {
             return Ok(());
         }
         let now = Instant::now();
-        if let Some(wait) = self.failures().blocked(peer, now) {
+        let header = req.headers.get("Authorization");
+        let claimed = header.and_then(|h| claimed_user(&policy, h));
+        if let Some(wait) = self.failures().blocked(peer, claimed.as_deref(), now) {
             self.stats.backoff_refusals.fetch_add(1, Ordering::Relaxed);
             let mut r = Response::new(StatusCode::SERVICE_UNAVAILABLE);
-            r.reason = "Service Unavailable (too many failed logins from this address)".into();
+            r.reason = "Service Unavailable (too many failed logins)".into();
             return Err(r.header("Retry-After", wait.as_secs().max(1).to_string()));
         }
-        let user = match req.headers.get("Authorization") {
+        let user = match header {
             None => match &conn.user {
                 Some(u) if policy.users.contains_key(u) => u.clone(),
                 _ => return Err(self.challenge(&policy, conn, false)),
@@ -223,14 +225,14 @@ impl Auth {
                 Ok(u) => u,
                 Err(Verdict::Stale) => return Err(self.challenge(&policy, conn, true)),
                 Err(Verdict::Failed(why)) => {
-                    self.failures().failed(peer, now);
+                    self.failures().failed(peer, claimed.as_deref(), now);
                     self.stats.failures.fetch_add(1, Ordering::Relaxed);
                     warn!(%peer, reason = %why, "RTSP login failed");
                     return Err(self.challenge(&policy, conn, false));
                 }
             },
         };
-        self.failures().succeeded(peer);
+        self.failures().succeeded(&user);
         let allowed = policy
             .users
             .get(&user)
@@ -259,7 +261,8 @@ impl Auth {
     ) -> Result<String, BasicRefusal> {
         let policy = self.policy().ok_or(BasicRefusal::NoUsers)?;
         let now = Instant::now();
-        if let Some(wait) = self.failures().blocked(peer, now) {
+        let claimed = claimed_user(&policy, header);
+        if let Some(wait) = self.failures().blocked(peer, claimed.as_deref(), now) {
             self.stats.backoff_refusals.fetch_add(1, Ordering::Relaxed);
             return Err(BasicRefusal::BackingOff(wait));
         }
@@ -271,17 +274,35 @@ impl Auth {
             _ => None,
         };
         let Some(user) = verified else {
-            self.failures().failed(peer, now);
+            self.failures().failed(peer, claimed.as_deref(), now);
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
             warn!(%peer, "API login (Basic) failed");
             return Err(BasicRefusal::Failed);
         };
-        self.failures().succeeded(peer);
+        self.failures().succeeded(&user.name);
         if !grants(&user.rights, right, camera) {
             self.stats.forbidden.fetch_add(1, Ordering::Relaxed);
             return Err(BasicRefusal::Forbidden);
         }
         Ok(user.name.clone())
+    }
+
+    /// How much longer `peer` must wait before an admin API bearer token it presents is
+    /// checked, if it must: wrong tokens count toward the same back-off as wrong passwords,
+    /// so an address guessing either is slowed alike.
+    pub fn bearer_blocked(&self, peer: IpAddr) -> Option<Duration> {
+        let wait = self.failures().blocked(peer, None, Instant::now());
+        if wait.is_some() {
+            self.stats.backoff_refusals.fetch_add(1, Ordering::Relaxed);
+        }
+        wait
+    }
+
+    /// A wrong admin API bearer token from `peer`.
+    pub fn bearer_failed(&self, peer: IpAddr) {
+        self.failures().failed(peer, None, Instant::now());
+        self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        warn!(%peer, "admin API token refused");
     }
 
     /// 401 with a Digest challenge per offered algorithm (preferred first: ffmpeg takes the
@@ -378,6 +399,17 @@ impl Auth {
             }
         }
     }
+}
+
+/// The name an `Authorization` value claims, when it is one of the policy's users: what the
+/// back-off counts per user (made-up names are counted per address only, so they cannot
+/// grow the table).
+fn claimed_user(policy: &Policy, header: &str) -> Option<String> {
+    let name = match parse_authorization(header).ok()? {
+        Credentials::Basic { user, .. } => user,
+        Credentials::Digest(d) => d.username,
+    };
+    policy.users.contains_key(&name).then_some(name)
 }
 
 /// A URL without its user and password, for logs and API answers (a pulled camera's URL

@@ -58,17 +58,30 @@ pub fn range(
     end: Option<&str>,
     max_ms: i64,
 ) -> Result<(i64, i64), ExportError> {
+    let (s, e) = span(start, end, max_ms)?;
+    Ok((s, e.ok_or(TimeSpanError::Missing("end"))?))
+}
+
+/// The requested span in UTC ms: `start` as RFC 3339, `end` when given after it and at most
+/// `max_ms` past it — the one cap of every reader of a recording range over HTTP (export,
+/// HLS playback), so no request plans more than `[export] max_range_secs` of segments.
+pub fn span(
+    start: Option<&str>,
+    end: Option<&str>,
+    max_ms: i64,
+) -> Result<(i64, Option<i64>), ExportError> {
     let span = TimeSpan::parse(start, end)?;
     let s = span.start_ms;
-    let e = span.end_ms.ok_or(TimeSpanError::Missing("end"))?;
-    if e.saturating_sub(s) > max_ms {
-        return Err(ExportError::BadRequest(format!(
-            "the range is {} s long; at most {} s may be exported at once ([export] max_range_secs)",
-            (e.saturating_sub(s)) / 1000,
-            max_ms / 1000
-        )));
+    if let Some(e) = span.end_ms {
+        if e.saturating_sub(s) > max_ms {
+            return Err(ExportError::BadRequest(format!(
+                "the range is {} s long; at most {} s may be read at once ([export] max_range_secs)",
+                (e.saturating_sub(s)) / 1000,
+                max_ms / 1000
+            )));
+        }
     }
-    Ok((s, e))
+    Ok((s, span.end_ms))
 }
 
 /// The segments an export of `[start, end)` reads: from the one recording `start` (inside a
@@ -126,6 +139,18 @@ mod tests {
             Err(400)
         );
         assert!(bad(Some("2026-01-01T00:00:00Z"), Some("2026-01-01T01:00:00Z")).is_ok());
+        // HLS playback's open span: capped when `end` is given, open without it; a span of
+        // eight thousand years (issue 44, M2) is refused before any segment is planned.
+        let hls = |s, e| span(Some(s), e, 3_600_000).map_err(|e| e.status());
+        assert_eq!(
+            hls("2026-01-01T00:00:00Z", None),
+            Ok((1_767_225_600_000, None))
+        );
+        assert_eq!(
+            hls("1970-01-01T00:00:00Z", Some("9999-12-31T00:00:00Z")),
+            Err(400)
+        );
+        assert!(hls("2026-01-01T00:00:00Z", Some("2026-01-01T01:00:00Z")).is_ok());
         assert_eq!(bad(None, Some("2026-01-01T00:00:00Z")), Err(400));
         assert_eq!(
             r(Some("2026-01-01T00:00:00Z"), None).map_err(|e| e.to_string()),

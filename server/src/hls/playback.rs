@@ -14,7 +14,7 @@ use crate::node::Node;
 use axum::response::Response;
 use std::collections::HashMap;
 use std::sync::Arc;
-use vigil_proto::rtsp::{rfc3339, TimeSpan};
+use vigil_proto::rtsp::rfc3339;
 
 pub async fn serve(
     node: &Arc<Node>,
@@ -23,12 +23,12 @@ pub async fn serve(
     query: &HashMap<String, String>,
 ) -> Result<Response, ExportError> {
     let library = crate::export::library_of(node, camera)?;
-    let span = TimeSpan::parse(
+    let max_ms = (node.config.export.max_range_secs * 1000.0) as i64;
+    let (start, end_given) = plan::span(
         query.get("start").map(String::as_str),
         query.get("end").map(String::as_str),
+        max_ms,
     )?;
-    let (start, end_given) = (span.start_ms, span.end_ms);
-    let max_ms = (node.config.export.max_range_secs * 1000.0) as i64;
     let end = end_given.unwrap_or(start.saturating_add(max_ms));
     let index = crate::export::index_of(node, &library, camera).await?;
     let segments = plan::segments(camera, &index, start, end, crate::library::GAP_MS)?;

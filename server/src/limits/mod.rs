@@ -20,6 +20,8 @@ pub struct LimitStats {
     pub describe_rate: AtomicU64,
     pub request_rate: AtomicU64,
     pub request_deadline: AtomicU64,
+    /// ANNOUNCEs that held a camera past `[limits] announce_timeout_ms` without RECORD.
+    pub announce_timeout: AtomicU64,
     /// The admin API's connection limits (`[http]`).
     pub http_connections: AtomicU64,
     pub http_connections_per_address: AtomicU64,
@@ -28,7 +30,7 @@ pub struct LimitStats {
 }
 
 impl LimitStats {
-    pub fn all(&self) -> [(&'static str, &AtomicU64); 9] {
+    pub fn all(&self) -> [(&'static str, &AtomicU64); 10] {
         [
             ("connections", &self.connections),
             ("connections_per_address", &self.connections_per_address),
@@ -36,6 +38,7 @@ impl LimitStats {
             ("describe_rate", &self.describe_rate),
             ("request_rate", &self.request_rate),
             ("request_deadline", &self.request_deadline),
+            ("announce_timeout", &self.announce_timeout),
             ("http_connections", &self.http_connections),
             (
                 "http_connections_per_address",

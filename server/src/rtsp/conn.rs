@@ -384,6 +384,18 @@ pub(super) async fn run(
                     debug!("idle connection closed");
                     break Ok(Exit::Closed);
                 }
+                // An ANNOUNCE that never reached RECORD frees its camera.
+                let announce_timeout =
+                    Duration::from_millis(node.config.limits.announce_timeout_ms);
+                if conn
+                    .announced
+                    .as_ref()
+                    .is_some_and(|a| a.at.elapsed() > announce_timeout)
+                {
+                    crate::limits::LimitStats::bump(&node.limit_stats.announce_timeout);
+                    debug!("ANNOUNCE without RECORD within {announce_timeout:?}: closed");
+                    break Ok(Exit::Closed);
+                }
                 if conn.session_expired() {
                     Node::bump(&node.counters.sessions_timed_out);
                     info!("session timed out");

@@ -21,6 +21,9 @@ use vigil_session::{LivePause, LivePlay, Record};
 /// A publisher's ANNOUNCE, waiting for SETUP/RECORD on the same connection.
 pub struct Announced {
     pub path: Arc<PathEntry>,
+    /// When the ANNOUNCE was answered: the slot is held until RECORD for at most
+    /// `[limits] announce_timeout_ms` from then.
+    pub at: std::time::Instant,
     pub sdp: SessionDescription,
     pub session_id: String,
     pub cancel: CancellationToken,
@@ -269,13 +272,22 @@ impl Conn {
             Ok(s) => s,
             Err(e) => return fail(StatusCode::BAD_REQUEST, format!("SDP: {e}")),
         };
+        let max_tracks = self.node.config.limits.max_publish_tracks;
+        if sdp.media.len() > max_tracks {
+            return fail(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "SDP declares {} tracks; at most {max_tracks} ([limits] max_publish_tracks)",
+                    sdp.media.len()
+                ),
+            );
+        }
         let Some(entry) = self.node.path_for_publish(&path) else {
             return fail(
                 StatusCode::NOT_FOUND,
                 format!("{path} does not accept publishers (use live/<camera>)"),
             );
         };
-        crate::record::start(&self.node, self.cluster.as_ref(), &entry);
         let session_id = new_session_id();
         let cancel = CancellationToken::new();
         {
@@ -299,8 +311,11 @@ impl Conn {
                 cancel: cancel.clone(),
             });
         }
+        // Only once the ANNOUNCE holds the slot: a refused one starts nothing.
+        crate::record::start(&self.node, self.cluster.as_ref(), &entry);
         info!(path = %path, tracks = sdp.media.len(), "publisher announced");
         self.announced = Some(Announced {
+            at: std::time::Instant::now(),
             path: entry,
             sdp,
             session_id,

@@ -235,6 +235,55 @@ fn the_admin_api_closes_connections_without_a_request() {
     assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
 }
 
+/// Issue 44, finding M1, as its attack: a PTZ command with made-up Basic credentials (which
+/// the token gate passes to the route) announcing a 2 MB body and trickling it a byte at a
+/// time. The body must arrive whole within `[http] body_read_timeout_ms`: the node answers
+/// 408 and closes the connection before the route sees it.
+#[test]
+fn a_trickled_request_body_is_cut_off_at_its_deadline() {
+    use std::io::Write;
+    let node = NodeBuilder::new()
+        .http("body_read_timeout_ms = 500")
+        .start();
+    let mut s = std::net::TcpStream::connect(node.api).expect("connect");
+    s.write_all(
+        b"POST /api/cameras/gate/ptz HTTP/1.1\r\nHost: vigil\r\n\
+          Authorization: Basic b3A6cHc=\r\nContent-Type: application/json\r\n\
+          Content-Length: 2000000\r\n\r\n{",
+    )
+    .expect("send");
+    let started = std::time::Instant::now();
+    // One more byte now and then: each arrives well inside a per-read timeout.
+    let mut trickle = s.try_clone().expect("clone");
+    let trickler = std::thread::spawn(move || {
+        for _ in 0..40 {
+            if trickle.write_all(b" ").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let got = http_until_closed(&mut s, "a trickled body");
+    let took = started.elapsed();
+    let _ = trickler.join();
+    assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
+    assert!(took < Duration::from_secs(4), "closed after {took:?}");
+    // A whole body in time still reaches the route (which refuses the made-up user).
+    let mut whole = std::net::TcpStream::connect(node.api).expect("connect");
+    whole
+        .write_all(
+            b"POST /api/cameras/gate/ptz HTTP/1.1\r\nHost: vigil\r\n\
+              Authorization: Basic b3A6cHc=\r\nContent-Type: application/json\r\n\
+              Content-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
+        .expect("send");
+    let got = http_until_closed(&mut whole, "a whole body");
+    assert!(
+        !got.starts_with("HTTP/1.1 408") && got.starts_with("HTTP/1.1 4"),
+        "{got:?}"
+    );
+}
+
 /// Past `[http] max_connections_per_address` a new connection from that address is closed
 /// at once, unanswered, and counted; another address is still served, and the address is
 /// again once one of its connections has gone.

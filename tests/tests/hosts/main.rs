@@ -10,4 +10,5 @@ mod bench;
 mod cluster;
 mod migration;
 mod support;
+mod trust;
 mod viewers;

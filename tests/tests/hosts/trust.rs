@@ -1,0 +1,183 @@
+//! Issue 44's critical finding, as its attack: README's recommended deployment (`[http]
+//! listen` on loopback, `tls_listen` on every address, a token set, a camera recording),
+//! reached from another host over HTTPS without the token. Every route but `/api/health`
+//! must refuse; with the token the same routes answer, so the refusals are the gate's.
+
+use super::support::bed_of;
+use std::net::SocketAddr;
+use std::time::Duration;
+use vigil_testkit::serve::ServeProcess;
+use vigil_tests::tls::{tls_request_from, tls_table, Leaf, TestCa};
+use vigil_tests::{poll_every, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
+
+const HTTPS_PORT: u16 = 8443;
+const API_PORT: u16 = 8080;
+
+/// The status of `METHOD path` over HTTPS to `addr` (verified as `localhost`), with the
+/// bearer `token` when given; 0 when nothing answered.
+fn https_status(
+    ca: &std::path::Path,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> u16 {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let body = if method == "POST" { "v=0\r\n" } else { "" };
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/sdp\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    match tls_request_from(None, ca, addr, "localhost", &request) {
+        Ok(shown) => vigil_tests::status_of(&shown.answer),
+        Err(_) => 0,
+    }
+}
+
+/// The status of a plain `GET path` to `addr` naming `host`, without a token.
+fn plain_status(addr: SocketAddr, path: &str, host: &str) -> u16 {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3)) else {
+        return 0;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    vigil_tests::status_of(&answer)
+}
+
+#[test]
+fn https_beyond_loopback_answers_nothing_but_health_without_the_token() {
+    let _serial = vigil_tests::serial();
+    let Some((bed, outsider, _viewer, hosts)) = bed_of(&["node"]) else {
+        return;
+    };
+    let node_host = &hosts[0];
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = TestCa::new(dir.path());
+    let (cert, key) = ca.issue(dir.path(), "node", Leaf::Good);
+    // README's "Encrypt: RTSPS and HTTPS", to the letter: plain HTTP on loopback, HTTPS on
+    // every address, a token, one camera recording.
+    let config = format!(
+        "[node]\nid = \"trust\"\n\n[rtsp]\nlisten = \"127.0.0.1:8554\"\n\n[http]\n\
+         listen = \"127.0.0.1:{API_PORT}\"\ntls_listen = \"0.0.0.0:{HTTPS_PORT}\"\n\
+         token = \"{ADMIN_TOKEN}\"\n\n[storage]\nsegment_secs = 1\n\n{}\n{DEMO_CAMERA}\n",
+        tls_table(&cert, &key, "")
+    );
+    let mut node = ServeProcess::spawn_in(
+        Some(&node_host.ns),
+        &vigil_bin(),
+        dir.path(),
+        "trust",
+        &config,
+        "info,vigil_server=debug",
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let https = SocketAddr::from((node_host.ip, HTTPS_PORT));
+    let loopback = SocketAddr::from(([127, 0, 0, 1], API_PORT));
+    // With the token, from the outsider: the recording is there to be taken.
+    let range = node
+        .wait_for(
+            "2 s of the demo recorded, read over HTTPS with the token",
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || {
+                bed.within(&outsider, || {
+                    let body = vigil_tests::tls::https_get(
+                        &ca.pem,
+                        https,
+                        "localhost",
+                        "/api/recordings/demo",
+                        Some(ADMIN_TOKEN),
+                    )
+                    .ok()?;
+                    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+                    let r = &v["ranges"][0];
+                    let (a, b) = (r["start_ms"].as_i64()?, r["end_ms"].as_i64()?);
+                    (b - a >= 2000).then_some((a, b))
+                })
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    let iso = vigil_tests::rfc3339;
+    let export = format!(
+        "/api/export/demo?start={}&end={}",
+        iso(range.0),
+        iso(range.0 + 2000)
+    );
+    let reads = [
+        export.as_str(),
+        "/hls/live/demo/index.m3u8",
+        "/api/recordings/demo",
+        "/api/sessions",
+        "/api/cameras",
+        "/api/paths",
+        "/api/node",
+        "/api/users",
+        "/api/registry/cameras",
+        "/api/cluster/sessions",
+        "/metrics",
+    ];
+    let statuses = bed.within(&outsider, || {
+        let mut out = Vec::new();
+        for path in reads {
+            out.push((
+                format!("GET {path}"),
+                https_status(&ca.pem, https, "GET", path, None),
+            ));
+        }
+        out.push((
+            "POST /whep/live/demo".into(),
+            https_status(&ca.pem, https, "POST", "/whep/live/demo", None),
+        ));
+        out.push((
+            "GET /api/health".into(),
+            https_status(&ca.pem, https, "GET", "/api/health", None),
+        ));
+        out.push((
+            format!("GET {export} with the token"),
+            https_status(&ca.pem, https, "GET", &export, Some(ADMIN_TOKEN)),
+        ));
+        out.push((
+            "GET /hls/live/demo/index.m3u8 with the token".into(),
+            poll_every(
+                Duration::from_millis(200),
+                Duration::from_secs(15),
+                "live HLS with the token",
+                || {
+                    let s = https_status(
+                        &ca.pem,
+                        https,
+                        "GET",
+                        "/hls/live/demo/index.m3u8",
+                        Some(ADMIN_TOKEN),
+                    );
+                    (s == 200).then_some(s)
+                },
+            ),
+        ));
+        out
+    });
+    let n = reads.len() + 1;
+    for (what, status) in &statuses[..n] {
+        assert_eq!(*status, 401, "{what} over HTTPS without the token");
+    }
+    for (what, status) in &statuses[n..] {
+        assert_eq!(*status, 200, "{what}");
+    }
+    // On the node's own host, the plain loopback listener still serves a local read — but
+    // not to a page that names another host (DNS rebinding).
+    let (local, rebound) = bed.within(node_host, || {
+        (
+            plain_status(loopback, "/api/paths", "127.0.0.1:8080"),
+            plain_status(loopback, "/api/paths", "evil.example:8080"),
+        )
+    });
+    assert_eq!(local, 200, "a local read on the loopback listener");
+    assert_eq!(rebound, 401, "a local read naming another host");
+}
