@@ -109,6 +109,10 @@ pub enum ClusterCmd {
         /// Another name viewers reach the node by: a DNS name or an IP address (repeat).
         #[arg(long)]
         host: Vec<String>,
+        /// How long the certificate is valid, in days from now: a node certificate that
+        /// leaks stops working by itself (issue a new one before it ends).
+        #[arg(long, default_value_t = rpc_cert_days())]
+        days: u32,
     },
     /// Ask a node to place a playback request over QUIC (a check of the certificates):
     /// prints the decision as JSON.
@@ -137,6 +141,11 @@ pub enum ClusterCmd {
     },
 }
 
+/// `vigil cluster cert --days`' default.
+fn rpc_cert_days() -> u32 {
+    crate::cluster::rpc::NODE_CERT_DAYS
+}
+
 fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
     use crate::cluster::rpc;
     match what {
@@ -146,7 +155,8 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
             node,
             out,
             host,
-        } => rpc::make_node_cert(&ca, &node, &out, &host),
+            days,
+        } => rpc::make_node_cert(&ca, &node, &out, &host, days),
         ClusterCmd::Place {
             addr,
             node,

@@ -36,8 +36,14 @@ impl Certs {
 
     /// Issues a certificate for node `id`, signed by this CA.
     pub fn add(&self, id: &str) -> Result<(), HarnessError> {
-        vigil_server::cluster::rpc::make_node_cert(&self.ca, id, &self.certs, &[])
-            .map_err(|e| HarnessError::Certs(format!("node {id}: {e:#}")))
+        vigil_server::cluster::rpc::make_node_cert(
+            &self.ca,
+            id,
+            &self.certs,
+            &[],
+            vigil_server::cluster::rpc::NODE_CERT_DAYS,
+        )
+        .map_err(|e| HarnessError::Certs(format!("node {id}: {e:#}")))
     }
 
     /// The directory holding `ca.pem` and `ca.key`.

@@ -101,8 +101,9 @@ fn a_redirect_carries_the_login_and_markers_cannot_be_forged_or_replayed() {
 /// The migration calls (Prepare, Start, Stop, MoveOut, Drain…) ride the cluster's mutual-TLS
 /// QUIC endpoint: a peer presenting no certificate, a node certificate (with a member's own
 /// name) from another CA — whose CA has the very same name as the cluster's — or a
-/// self-signed certificate is refused, whatever it calls; the control, a certificate from
-/// the cluster CA, is answered. Nothing changed: the session plays on from A, never moved,
+/// self-signed certificate is refused, whatever it calls; so is a certificate from the
+/// cluster CA that names no live member (an operator's, a retired node's) for every call
+/// that acts; the control, such a certificate asking a Status, is answered. Nothing changed: the session plays on from A, never moved,
 /// B hosts nothing and no node drains.
 #[test]
 fn migration_calls_need_a_cluster_certificate() {
@@ -215,8 +216,25 @@ fn migration_calls_need_a_cluster_certificate() {
             (n.log().matches("cluster RPC peer refused").count() >= 3).then_some(())
         });
     }
-    // The control: a certificate from the cluster CA reaches the migration service.
+    // Issue 44, H2: a certificate from the cluster CA is not membership. An operator's, and
+    // a decommissioned node's (its name is no live member), are refused for every call
+    // that acts, with the reason.
+    c.add_cert("node-retired");
     let operator = (c.certs.join("operator.pem"), c.certs.join("operator.key"));
+    let retired = (
+        c.certs.join("node-retired.pem"),
+        c.certs.join("node-retired.key"),
+    );
+    for (what, identity) in [("an operator's", &operator), ("a retired node's", &retired)] {
+        for (i, attack) in attacks() {
+            let r = call(i, Some((&identity.0, &identity.1)), attack.clone());
+            assert!(
+                matches!(&r, Ok(RpcResponse::Error(e)) if e.contains("not a live member")),
+                "{what} certificate: {attack:?} answered {r:?}"
+            );
+        }
+    }
+    // The control: a certificate from the cluster CA may still ask, without acting.
     let r = call(
         1,
         Some((&operator.0, &operator.1)),

@@ -351,7 +351,8 @@ fn the_package_installs_and_its_node_serves_from_the_installed_files() {
         "ExecReload=/bin/kill -HUP $MAINPID",
         "ProtectSystem=strict",
         "NoNewPrivileges=yes",
-        "CapabilityBoundingSet=CAP_NET_RAW",
+        "CapabilityBoundingSet=",
+        "AmbientCapabilities=",
         "ReadWritePaths=/var/lib/vigil",
         "LimitNOFILE=65536",
         "User=vigil",
@@ -361,6 +362,13 @@ fn the_package_installs_and_its_node_serves_from_the_installed_files() {
     assert!(
         unit.lines().any(|l| l.starts_with("WatchdogSec=")),
         "no watchdog"
+    );
+    // No capability unless the operator grants one (preserve mode's CAP_NET_RAW).
+    assert!(
+        !unit
+            .lines()
+            .any(|l| !l.starts_with('#') && l.contains("CAP_NET_RAW")),
+        "the unit grants CAP_NET_RAW by default"
     );
     let verify = Command::new("systemd-analyze")
         .arg("verify")

@@ -34,6 +34,8 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// caller waits (the longest, a camera move's `TakeCamera`, is capped at 60 s).
 const SERVE_DEADLINE: Duration = Duration::from_secs(120);
 const CA_CN: &str = "vigil cluster CA";
+/// How long a node certificate is valid by default (`vigil cluster cert --days`): two years.
+pub const NODE_CERT_DAYS: u32 = 730;
 
 /// A call to another node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -162,7 +164,11 @@ pub fn make_node_cert(
     node: &str,
     out: &Path,
     hosts: &[String],
+    days: u32,
 ) -> anyhow::Result<()> {
+    if days == 0 {
+        bail!("--days must be at least 1");
+    }
     rustls::pki_types::ServerName::try_from(node)
         .map_err(|_| anyhow!("node id {node:?} is not a valid DNS name"))?;
     let mut sans = Vec::with_capacity(hosts.len());
@@ -192,6 +198,11 @@ pub fn make_node_cert(
         ExtendedKeyUsagePurpose::ClientAuth,
     ];
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    // Valid from a day ago (clocks a little behind) for `days`: rcgen's default runs to
+    // the year 4096, so a leaked node certificate used to be good for ever.
+    let now = time::OffsetDateTime::now_utc();
+    p.not_before = now - time::Duration::days(1);
+    p.not_after = now + time::Duration::days(i64::from(days));
     let key = KeyPair::generate()?;
     let cert = p.signed_by(&key, &issuer, &ca_key)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -378,9 +389,105 @@ pub trait MigrationService: Send + Sync {
     ) -> futures::future::BoxFuture<'static, crate::handoff::MigrationReply>;
 }
 
-/// Serves one call. Async: a migration `Prepare` loads a segment before it answers.
-pub type Handler =
-    Arc<dyn Fn(RpcRequest) -> futures::future::BoxFuture<'static, RpcResponse> + Send + Sync>;
+/// Serves one call from a caller. Async: a migration `Prepare` loads a segment before it
+/// answers.
+pub type Handler = Arc<
+    dyn Fn(Caller, RpcRequest) -> futures::future::BoxFuture<'static, RpcResponse> + Send + Sync,
+>;
+
+/// Who called, as the connection's TLS handshake proved it: the DNS names of the caller's
+/// certificate (a node's id is its first). A certificate chaining to the cluster CA proves
+/// only that the CA signed it — an operator's, a retired node's or a node's of another
+/// cluster sharing the CA are as valid — so what a call may do is judged by these names
+/// against the live members (`authorize`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub names: Vec<String>,
+}
+
+impl Caller {
+    /// The names of the leaf certificate a QUIC connection's peer presented (none when it
+    /// presented none, which the server's verifier does not allow).
+    fn of(conn: &quinn::Connection) -> Caller {
+        let names = conn
+            .peer_identity()
+            .and_then(|id| id.downcast::<Vec<CertificateDer<'static>>>().ok())
+            .and_then(|chain| chain.first().map(|leaf| dns_names(leaf)))
+            .unwrap_or_default();
+        Caller { names }
+    }
+
+    fn is(&self, id: &str) -> bool {
+        self.names.iter().any(|n| n.eq_ignore_ascii_case(id))
+    }
+}
+
+/// The DNS names in a certificate's subject alternative names.
+fn dns_names(der: &CertificateDer<'_>) -> Vec<String> {
+    use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+    let Ok((_, cert)) = X509Certificate::from_der(der.as_ref()) else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::DNSName(d) => Some(d.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `caller` may make `req` (issue 44, H2). Pure: `member` says whether a node id is
+/// a live member now (this node included).
+///
+/// * Whatever moves, starts, stops or drains anything — every migration call but `Status`,
+///   `TakeCamera`, `MoveCamera` — only from a live member.
+/// * `Place` (a placement question, as `vigil cluster place` asks it with an operator's
+///   certificate) from any holder of a cluster certificate, but a request that names a
+///   member as its asker only from that member.
+/// * `Status` (which of these sessions do you host) from any holder.
+pub fn authorize(
+    req: &RpcRequest,
+    caller: &Caller,
+    member: &dyn Fn(&str) -> bool,
+) -> Result<(), String> {
+    use crate::handoff::MigrationCall;
+    let is_member = caller.names.iter().any(|n| member(n));
+    let who = || {
+        caller
+            .names
+            .first()
+            .map_or("a caller without a name".to_string(), |n| format!("{n:?}"))
+    };
+    match req {
+        RpcRequest::Migration(MigrationCall::Status { .. }) => Ok(()),
+        RpcRequest::Place { request } => {
+            if member(&request.from) && !caller.is(&request.from) {
+                return Err(format!(
+                    "refused: {} may not ask for a placement as member {:?}",
+                    who(),
+                    request.from
+                ));
+            }
+            Ok(())
+        }
+        RpcRequest::Migration(_)
+        | RpcRequest::TakeCamera { .. }
+        | RpcRequest::MoveCamera { .. }
+            if !is_member =>
+        {
+            Err(format!(
+                "refused: {} is not a live member of this cluster",
+                who()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
 
 impl Rpc {
     pub fn bind(tls: Tls, listen: SocketAddr) -> anyhow::Result<Rpc> {
@@ -421,12 +528,13 @@ impl Rpc {
                         return;
                     }
                 };
+                let caller = Caller::of(&conn);
                 while let Ok((mut send, mut recv)) = conn.accept_bi().await {
-                    let handler = handler.clone();
+                    let (handler, caller) = (handler.clone(), caller.clone());
                     tokio::spawn(async move {
                         let call = async {
                             let resp = match read_frame::<RpcRequest>(&mut recv).await {
-                                Ok(req) => handler(req).await,
+                                Ok(req) => handler(caller, req).await,
                                 Err(e) => RpcResponse::Error(format!("bad request: {e}")),
                             };
                             let _ = write_frame(&mut send, &resp).await;
@@ -467,5 +575,87 @@ impl Rpc {
             }
         };
         call(&conn, req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff::MigrationCall;
+
+    fn caller(names: &[&str]) -> Caller {
+        Caller {
+            names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    fn place(from: &str) -> RpcRequest {
+        RpcRequest::Place {
+            request: PlaceRequest {
+                from: from.into(),
+                camera: "c".into(),
+                time_ms: 0,
+                vbr_bps: 1.0,
+                live: false,
+            },
+        }
+    }
+
+    /// Issue 44, H2: a certificate from the cluster CA is not membership. `node-1` and
+    /// `node-2` are live; `node-9` is a decommissioned node, `operator` an operator's.
+    #[test]
+    fn only_live_members_may_move_start_or_drain() {
+        let member = |id: &str| id == "node-1" || id == "node-2";
+        let drain = RpcRequest::Migration(MigrationCall::Drain { undrain: false });
+        let take = RpcRequest::TakeCamera {
+            camera: "c".into(),
+            timeout_ms: 1,
+        };
+        let mv = RpcRequest::MoveCamera {
+            camera: "c".into(),
+            to: "node-2".into(),
+        };
+        let stop = RpcRequest::Migration(MigrationCall::Stop {
+            session: "s".into(),
+        });
+        for req in [&drain, &take, &mv, &stop] {
+            assert!(authorize(req, &caller(&["node-1", "host.example"]), &member).is_ok());
+            for outsider in [&["node-9"][..], &["operator"], &[]] {
+                let e = authorize(req, &caller(outsider), &member).unwrap_err();
+                assert!(e.contains("not a live member"), "{e}");
+            }
+        }
+        // Status asks, it does not act: any holder of a cluster certificate.
+        let status = RpcRequest::Migration(MigrationCall::Status {
+            sessions: vec!["s".into()],
+        });
+        assert!(authorize(&status, &caller(&["operator"]), &member).is_ok());
+        // A placement question from an operator's tool, but never in a member's name.
+        assert!(authorize(&place("vigil-cli"), &caller(&["operator"]), &member).is_ok());
+        assert!(authorize(&place("node-2"), &caller(&["operator"]), &member).is_err());
+        assert!(authorize(&place("node-2"), &caller(&["node-1"]), &member).is_err());
+        assert!(authorize(&place("node-2"), &caller(&["NODE-2"]), &member).is_ok());
+    }
+
+    #[test]
+    fn a_node_certificate_names_its_node_and_ends() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        make_ca(dir.path()).expect("ca");
+        let hosts = ["cams.example".to_string(), "198.18.0.11".to_string()];
+        make_node_cert(dir.path(), "node-1", dir.path(), &hosts, 30).expect("cert");
+        let pem = dir.path().join("node-1.pem");
+        let leaf = CertificateDer::pem_file_iter(&pem)
+            .expect("pem")
+            .next()
+            .expect("a certificate")
+            .expect("parsed");
+        assert_eq!(dns_names(&leaf), ["node-1", "cams.example"]);
+        use x509_parser::prelude::{FromDer, X509Certificate};
+        let (_, cert) = X509Certificate::from_der(leaf.as_ref()).expect("x509");
+        let days = (cert.validity().not_after.timestamp()
+            - time::OffsetDateTime::now_utc().unix_timestamp())
+            / 86_400;
+        assert!((29..=30).contains(&days), "{days} days");
+        assert!(make_node_cert(dir.path(), "node-2", dir.path(), &[], 0).is_err());
     }
 }

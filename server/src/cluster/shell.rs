@@ -10,7 +10,7 @@ use anyhow::Context;
 use chitchat::{spawn_chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig};
 use rand::SeedableRng;
 use serde::Serialize;
-use tracing::info;
+use tracing::{info, warn};
 use vigil_cluster::{ClusterConfig, ClusterView, PlaceState, Policy, ViewEntry};
 use vigil_conf::Config;
 
@@ -351,12 +351,16 @@ impl Cluster {
         if let Some(r) = &cluster.rpc {
             info!(rpc = %r.local, "cluster RPC (QUIC, mutual TLS) listening");
             let weak = Arc::downgrade(&cluster);
-            let handler: rpc::Handler = Arc::new(move |req| {
+            let handler: rpc::Handler = Arc::new(move |caller, req| {
                 let cluster = weak.upgrade();
                 Box::pin(async move {
                     let Some(c) = cluster else {
                         return rpc::RpcResponse::Error("shutting down".into());
                     };
+                    if let Err(why) = rpc::authorize(&req, &caller, &|id| c.is_live_member(id)) {
+                        warn!(caller = ?caller.names, "cluster RPC call {why}");
+                        return rpc::RpcResponse::Error(why);
+                    }
                     match req {
                         rpc::RpcRequest::Migration(call) => match c.migration.get() {
                             Some(m) => rpc::RpcResponse::Migration(m.handle(call).await),
@@ -416,6 +420,11 @@ impl Cluster {
 
     pub fn members(&self) -> Vec<Member> {
         self.state().members.clone()
+    }
+
+    /// Whether `id` is this node or a member the gossip sees alive now.
+    pub fn is_live_member(&self, id: &str) -> bool {
+        id == self.self_id || self.state().members.iter().any(|m| m.alive && m.id == id)
     }
 
     pub fn scheduler(&self) -> (Option<String>, u64) {
