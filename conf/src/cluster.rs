@@ -16,8 +16,12 @@ pub struct ClusterConf {
     /// Gossip addresses of other nodes to join through (host:port).
     pub seeds: Vec<String>,
     /// Shared secret: every gossip datagram carries an HMAC-SHA256 made with it; datagrams
-    /// without a valid one are dropped. Required when enabled.
-    pub key: String,
+    /// without a valid one are dropped. Required when enabled (here or in `key_file`).
+    /// Never printed (`Secret`).
+    pub key: crate::Secret,
+    /// A file holding the key (first line), so it need not sit in the config; read when
+    /// the config is loaded, and only when `key` is empty.
+    pub key_file: Option<std::path::PathBuf>,
     /// Scheduler election: the lowest (priority, id) among live nodes wins.
     pub priority: u32,
     /// Placement policy: similarity, cache-aware, least-load, least-connections,
@@ -168,7 +172,8 @@ impl Default for ClusterConf {
             enabled: false,
             gossip_listen: SocketAddr::from(([0, 0, 0, 0], 7946)),
             seeds: Vec::new(),
-            key: String::new(),
+            key: crate::Secret::default(),
+            key_file: None,
             priority: 100,
             policy: vigil_cluster::Policy::Similarity,
             rtsp_url: None,
@@ -217,13 +222,23 @@ impl ClusterConf {
         }
     }
 
+    /// `key` from `key_file` when the key is not given inline.
+    pub(crate) fn read_key_file(&mut self) -> Result<(), ConfigError> {
+        if self.key.is_empty() {
+            if let Some(key) = crate::inline_or_file("", self.key_file.as_deref())? {
+                self.key = crate::Secret::new(key);
+            }
+        }
+        Ok(())
+    }
+
     /// The checks that apply once the cluster is enabled.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if !self.enabled {
             return Ok(());
         }
         let c = self;
-        if c.key.len() < 16 {
+        if c.key.expose().len() < 16 {
             return Err(ConfigError::Invalid(
                 "cluster.key is required when the cluster is enabled (16 characters or more)"
                     .into(),

@@ -212,7 +212,7 @@ pub struct HttpConfig {
     /// `/api/health` and the console's files unless the request is local (the plain
     /// `listen` on loopback, a loopback peer and `Host`; never over HTTPS). Empty: read from
     /// `token_file`.
-    pub token: String,
+    pub token: Secret,
     /// A file holding the token (first line), so it need not sit in the config.
     pub token_file: Option<std::path::PathBuf>,
     /// How often the web console re-reads the shown tab (ms); each open console makes 1–3
@@ -243,7 +243,7 @@ impl Default for HttpConfig {
             tls_listen: None,
             allow_plaintext: false,
             hsts_max_age_secs: 31_536_000,
-            token: String::new(),
+            token: Secret::default(),
             token_file: None,
             console_refresh_ms: 2000,
             console_history: 150,
@@ -264,7 +264,7 @@ impl HttpConfig {
     /// The configured token (from `token` or `token_file`), if any; one shorter than
     /// [`TOKEN_MIN_LEN`] is an error.
     pub fn token(&self) -> Result<Option<String>, ConfigError> {
-        let token = inline_or_file(&self.token, self.token_file.as_deref())?;
+        let token = inline_or_file(self.token.expose(), self.token_file.as_deref())?;
         if token
             .as_ref()
             .is_some_and(|t| t.chars().count() < TOKEN_MIN_LEN)
@@ -394,7 +394,8 @@ impl Default for Limits {
 
 impl Config {
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text)?;
+        let mut config: Config = toml::from_str(text)?;
+        config.cluster.read_key_file()?;
         config.validate()?;
         Ok(config)
     }
@@ -729,7 +730,7 @@ mod tests {
     #[test]
     fn the_admin_token_has_a_minimum_length() {
         let http = |token: &str| HttpConfig {
-            token: token.into(),
+            token: Secret::new(token),
             ..HttpConfig::default()
         };
         assert!(http("short").token().is_err());
@@ -752,5 +753,27 @@ mod tests {
             .unwrap_or_default();
         let _ = std::fs::remove_file(&dir);
         assert!(e.contains("at least 16"), "{e}");
+    }
+
+    /// Issue 44, L3: the cluster key may come from a file like the token, and neither
+    /// secret shows in the config's `Debug` (a log of the config would have carried both).
+    #[test]
+    fn secrets_never_print_and_the_cluster_key_may_come_from_a_file() {
+        let file = std::env::temp_dir().join(format!("vigil-gossip-key-{}", std::process::id()));
+        std::fs::write(&file, "gossip-key-from-a-file-0123456789\n").expect("write");
+        let c = Config::from_toml(&format!(
+            "[http]\ntoken = \"admin-token-0123456789\"\n[cluster]\nenabled = true\nkey_file = \"{}\"\n",
+            file.display()
+        ));
+        let _ = std::fs::remove_file(&file);
+        let c = c.expect("config");
+        assert_eq!(c.cluster.key.expose(), "gossip-key-from-a-file-0123456789");
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("gossip-key-from-a-file"), "{shown}");
+        assert!(!shown.contains("admin-token-0123456789"), "{shown}");
+        // A key file that is missing is an error, not an empty key.
+        let e =
+            Config::from_toml("[cluster]\nenabled = true\nkey_file = \"/nonexistent/vigil-key\"\n");
+        assert!(e.is_err());
     }
 }

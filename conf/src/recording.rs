@@ -302,6 +302,9 @@ pub struct ExportConfig {
     pub max_range_secs: f64,
     /// Segments read ahead of the one being sent (each is in memory while it waits).
     pub read_ahead: usize,
+    /// Exports a node streams at once; one more is answered 503 at once. Each reads up to
+    /// `max_range_secs` of segments from the shared volume, which recording writes to.
+    pub max_concurrent: usize,
 }
 
 impl Default for ExportConfig {
@@ -309,6 +312,7 @@ impl Default for ExportConfig {
         Self {
             max_range_secs: 86_400.0,
             read_ahead: 2,
+            max_concurrent: 8,
         }
     }
 }
@@ -323,6 +327,11 @@ impl ExportConfig {
         if !(1..=16).contains(&self.read_ahead) {
             return Err(ConfigError::Invalid(
                 "export.read_ahead must be between 1 and 16".into(),
+            ));
+        }
+        if !(1..=1024).contains(&self.max_concurrent) {
+            return Err(ConfigError::Invalid(
+                "export.max_concurrent must be between 1 and 1024".into(),
             ));
         }
         Ok(())

@@ -27,7 +27,8 @@ use serde::Serialize;
 /// What the flow found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Resolved {
-    /// The device's RTSP URI of the profile, as it gave it (no credentials).
+    /// The device's RTSP URI of the profile, as it gave it but on the device's host
+    /// ([`on_device_host`]; no credentials).
     pub uri: String,
     pub profile: Profile,
     pub profiles: Vec<Profile>,
@@ -103,7 +104,34 @@ pub fn check_device_url(url: &str) -> Result<String, Error> {
     Ok(u.to_string())
 }
 
+/// `url` — an address the device gave: a service's XAddr, a stream URI — moved onto the
+/// device's own host, its scheme, port and path kept. Taken as given, a device (or anyone
+/// answering for it, e.g. a spoofed discovery answer) could aim the node's next request and
+/// its WS-Security digest at any host (127.0.0.1, 169.254.169.254, the LAN), or have the
+/// camera password sent inside the RTSP URL to a server of its own (issue 44, M4). The host
+/// the operator gave is also the one that reaches a camera behind NAT that reports its LAN
+/// address, as many do.
+pub fn on_device_host(url: &str, device: &str) -> Result<String, Error> {
+    let bad = || Error::DeviceUrl(crate::printable(url));
+    let mut u = url::Url::parse(url.trim()).map_err(|_| bad())?;
+    let d = url::Url::parse(device).map_err(|_| Error::DeviceUrl(crate::printable(device)))?;
+    let host = d.host_str().filter(|h| !h.is_empty()).ok_or_else(bad)?;
+    u.set_host(Some(host)).map_err(|_| bad())?;
+    Ok(u.to_string())
+}
+
 impl Onboard {
+    /// The services a device named, on its own host.
+    fn set_services(&mut self, found: Services) -> Result<(), Error> {
+        let on_host = |x: Option<String>| -> Result<Option<String>, Error> {
+            x.map(|u| on_device_host(&u, &self.device)).transpose()
+        };
+        let (media, ptz) = (on_host(found.media)?, on_host(found.ptz)?);
+        self.services.media = self.services.media.take().or(media);
+        self.services.ptz = self.services.ptz.take().or(ptz);
+        Ok(())
+    }
+
     pub fn new(device: &str, creds: Credentials, profile: Option<String>) -> Result<Self, Error> {
         Ok(Onboard {
             device: check_device_url(device)?,
@@ -270,7 +298,8 @@ impl Onboard {
             }
             Step::Capabilities => match answer {
                 Ok(el) => {
-                    self.services = soap::capabilities(&el)?;
+                    self.services = Services::default();
+                    self.set_services(soap::capabilities(&el)?)?;
                     if self.has_service() {
                         self.after_services()
                     } else {
@@ -282,11 +311,7 @@ impl Onboard {
             },
             Step::Services => {
                 match answer {
-                    Ok(el) => {
-                        let s = soap::services(&el)?;
-                        self.services.media = self.services.media.take().or(s.media);
-                        self.services.ptz = self.services.ptz.take().or(s.ptz);
-                    }
+                    Ok(el) => self.set_services(soap::services(&el)?)?,
                     Err(e @ Error::Unauthorized { .. }) => return Err(e),
                     // No GetServices either: the media service answers at the device's
                     // address on many small cameras.
@@ -314,7 +339,7 @@ impl Onboard {
                 Step::StreamUri
             }
             Step::StreamUri | Step::Done => {
-                let uri = media::stream_uri(&answer?)?;
+                let uri = on_device_host(&media::stream_uri(&answer?)?, &self.device)?;
                 self.step = Step::Done;
                 let profile = self.chosen.clone().ok_or(Error::NoProfiles)?;
                 return Ok(Next::Done(Resolved {
@@ -416,6 +441,43 @@ mod tests {
         assert_eq!(res.profile.token, "main");
         assert_eq!(res.clock_offset_ms, Some(7_200_000));
         assert_eq!(res.media, "http://127.0.0.9/onvif/media");
+    }
+
+    /// Issue 44, M4: a device that names services and a stream elsewhere — the node itself,
+    /// the cloud metadata address, another LAN host — gets every request on its own host, and
+    /// the RTSP URI (which will carry the camera password) is on its host too.
+    #[test]
+    fn a_device_cannot_aim_the_node_at_another_host() {
+        let now: Timestamp = "2026-12-04T23:00:00Z".parse().unwrap();
+        let nonce = [3u8; 16];
+        let mut ob = Onboard::new(
+            "http://198.18.0.20:8000/onvif/device_service",
+            creds(),
+            None,
+        )
+        .unwrap();
+        ob.start(now, &nonce);
+        send(
+            ob.on_response(200, &time("2026-12-04T23:00:00Z"), now, &nonce)
+                .unwrap(),
+        );
+        let caps = env("<tds:GetCapabilitiesResponse><tds:Capabilities><tt:Media><tt:XAddr>http://169.254.169.254:8000/latest/meta-data</tt:XAddr></tt:Media><tt:PTZ><tt:XAddr>http://127.0.0.1:8080/api/cameras/x/ptz</tt:XAddr></tt:PTZ></tds:Capabilities></tds:GetCapabilitiesResponse>");
+        let r = send(ob.on_response(200, &caps, now, &nonce).unwrap());
+        assert_eq!(r.url, "http://198.18.0.20:8000/latest/meta-data");
+        assert_eq!(
+            ob.known().map(|k| k.ptz).as_deref(),
+            Some("http://198.18.0.20:8080/api/cameras/x/ptz")
+        );
+        send(ob.on_response(200, &env(PROFILES), now, &nonce).unwrap());
+        let uri = env("<trt:GetStreamUriResponse><trt:MediaUri><tt:Uri>rtsp://attacker.example:554/main</tt:Uri></trt:MediaUri></trt:GetStreamUriResponse>");
+        let Next::Done(res) = ob.on_response(200, &uri, now, &nonce).unwrap() else {
+            panic!("not done");
+        };
+        assert_eq!(res.uri, "rtsp://198.18.0.20:554/main");
+        assert_eq!(
+            crate::media::with_credentials(&res.uri, "admin", "Pa55word").unwrap(),
+            "rtsp://admin:Pa55word@198.18.0.20:554/main"
+        );
     }
 
     #[test]

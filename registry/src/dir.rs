@@ -62,7 +62,13 @@ pub struct Loaded {
 
 pub struct RegistryDir {
     dir: PathBuf,
+    /// What versions are signed with and must be signed with to read (none: unsigned).
+    key: Option<format::MacKey>,
 }
+
+/// Versions past this are names no writer reaches (a million edits a second for 285 years):
+/// a file named so is not a version, so `seen + 1` never overflows.
+pub const MAX_VERSION: u64 = 1 << 53;
 
 impl RegistryDir {
     /// `<root>/registry`, created if missing.
@@ -70,7 +76,13 @@ impl RegistryDir {
         let dir = root.join("registry");
         let changes = dir.join("changes");
         std::fs::create_dir_all(&changes).map_err(RegistryError::io("create", &changes))?;
-        Ok(RegistryDir { dir })
+        Ok(RegistryDir { dir, key: None })
+    }
+
+    /// Versions written signed with `key`, and read only when signed with it.
+    pub fn with_key(mut self, key: Option<format::MacKey>) -> RegistryDir {
+        self.key = key;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -91,6 +103,7 @@ impl RegistryDir {
                 let name = name.to_str()?;
                 name.strip_prefix('v')?.strip_suffix(".reg")?.parse().ok()
             })
+            .filter(|v| *v < MAX_VERSION)
             .collect();
         out.sort_unstable();
         Ok(out)
@@ -104,17 +117,20 @@ impl RegistryDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(RegistryError::io("read", &path)(e)),
         };
-        format::decode(v, &bytes)
+        format::decode(v, &bytes, self.key.as_ref())
             .map(Some)
             .map_err(|why| RegistryError::Corrupt {
                 path: path.display().to_string(),
-                why,
+                why: why.to_string(),
             })
     }
 
     /// Writes version `v` if nobody has: `Conflict` (with `current: v`) when it exists.
     pub fn commit(&self, v: u64, body: &Body) -> Result<(), RegistryError> {
-        let bytes = format::encode(v, body);
+        if v >= MAX_VERSION {
+            return Err(RegistryError::Conflict { current: v });
+        }
+        let bytes = format::encode(v, body, self.key.as_ref());
         let tmp = self.dir.join(format!(
             ".tmp-{}-{}-{:016x}",
             std::process::id(),
@@ -218,7 +234,7 @@ impl Follower {
     /// read is applied; an edit made meanwhile on the older registry and written as
     /// `seen + 1` would silently undo every change in between. `None`: apply `good` first.
     pub fn next_write(&self, applied: u64) -> Option<u64> {
-        (applied >= self.good).then_some(self.seen + 1)
+        (applied >= self.good).then_some(self.seen.saturating_add(1))
     }
 
     /// Reads the versions after `seen`: the next names one by one (an `open` of a known
@@ -254,7 +270,10 @@ impl Follower {
             }
         }
         loop {
-            let v = self.seen + 1;
+            let v = self.seen.saturating_add(1);
+            if v >= MAX_VERSION {
+                break;
+            }
             match dir.read(v) {
                 Ok(None) => break,
                 Ok(Some(body)) => {
@@ -352,6 +371,42 @@ mod tests {
         assert!(f.poll(&dir, false).loaded.is_none());
         assert_eq!(f, Follower { good: 2, seen: 3 });
         assert_eq!(f.next_write(2), Some(4));
+    }
+
+    /// Issue 44, H3: whoever writes the share without the key can neither add a version the
+    /// nodes read (it is reported and skipped, the next write goes past it) nor make the
+    /// version counter overflow with a file named v18446744073709551615.
+    #[test]
+    fn a_version_written_without_the_key_is_skipped_and_reported() {
+        let root = tempfile::tempdir().unwrap();
+        let key = || Some(crate::SecretKey::from_bytes([9; 32]).mac_key());
+        let dir = RegistryDir::open(root.path()).unwrap().with_key(key());
+        let intruder = RegistryDir::open(root.path()).unwrap();
+        let mut f = Follower::default();
+        dir.commit(1, &body(1, "alice")).unwrap();
+        assert_eq!(f.poll(&dir, true).loaded.unwrap().version, 1);
+        intruder.commit(2, &body(2, "mallory")).unwrap();
+        let found = f.poll(&dir, false);
+        assert!(found.loaded.is_none());
+        match &found.errors[..] {
+            [RegistryError::Corrupt { why, .. }] => assert!(why.contains("not signed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f, Follower { good: 1, seen: 2 });
+        dir.commit(f.next_write(1).unwrap(), &body(3, "bob"))
+            .unwrap();
+        assert_eq!(f.poll(&dir, false).loaded.unwrap().body.change.by, "bob");
+        // The largest name a u64 holds is no version.
+        std::fs::write(
+            root.path()
+                .join("registry")
+                .join(format!("v{}.reg", u64::MAX)),
+            b"x",
+        )
+        .unwrap();
+        let mut fresh = Follower::default();
+        assert_eq!(fresh.poll(&dir, true).loaded.unwrap().version, 3);
+        assert_eq!(fresh.next_write(3), Some(4));
     }
 
     #[test]

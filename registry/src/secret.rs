@@ -1,7 +1,9 @@
 //! Camera passwords, sealed in the registry files with XChaCha20-Poly1305 under the key of
 //! `[registry] secret_key` (or one derived from the cluster key), the camera id as
 //! associated data: a sealed password copied onto another camera does not open. The share
-//! holds ciphertext only; whoever reads it without the key learns user names and hosts.
+//! holds ciphertext only for camera passwords; users' Digest HA1s are stored as they are
+//! (an HA1 answers Digest for its realm: protect reads of the share). The same key, under
+//! another label, signs every registry version (`format::MacKey`).
 
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
@@ -49,6 +51,15 @@ impl SecretKey {
             }
             vigil_conf::SecretKeySource::None => None,
         }
+    }
+
+    /// The key registry versions are signed with: derived from this one under its own label
+    /// (one key, two purposes, never the same bytes).
+    pub fn mac_key(&self) -> crate::format::MacKey {
+        let mut h = Sha256::new();
+        h.update(b"vigil registry mac v1\0");
+        h.update(self.0.as_slice());
+        crate::format::MacKey(h.finalize().into())
     }
 
     /// `password` sealed for camera `id`: base64 of a random nonce and the ciphertext.

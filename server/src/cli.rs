@@ -114,6 +114,13 @@ pub enum ClusterCmd {
         #[arg(long, default_value_t = rpc_cert_days())]
         days: u32,
     },
+    /// Sign the registry on the storage root with this config's key: its newest version
+    /// that reads whole is written again as the next version, signed. For a registry
+    /// written before versions were signed; check what it holds first (it prints it).
+    SignRegistry {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// Ask a node to place a playback request over QUIC (a check of the certificates):
     /// prints the decision as JSON.
     Place {
@@ -157,6 +164,28 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
             host,
             days,
         } => rpc::make_node_cert(&ca, &node, &out, &host, days),
+        ClusterCmd::SignRegistry { config } => {
+            let config = vigil_conf::Config::load(&config)?;
+            let (from, to, registry) = crate::registry::Shell::sign_newest(&config)?;
+            println!(
+                "signed version {from} as version {to}: {} cameras ({}), {} users ({})",
+                registry.cameras.len(),
+                registry
+                    .cameras
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                registry.users.len(),
+                registry
+                    .users
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            Ok(())
+        }
         ClusterCmd::Place {
             addr,
             node,

@@ -24,6 +24,19 @@ pub enum StorageError {
     /// expiry); it stops writing so two nodes never write one camera.
     #[error("lost the write lease of camera {camera}")]
     LeaseLost { camera: String },
+    /// The root no longer holds the id it had when the store opened it: the share was
+    /// unmounted (its empty mount point left behind) or replaced. Nothing is written there,
+    /// so a node never records to its own disk while the cluster reads the share.
+    #[error(
+        "the storage root {root} is no longer the one this node opened (id {expected}, now {}): \
+         recording stopped until it is back",
+        found.as_deref().unwrap_or("none: is the share unmounted?")
+    )]
+    RootChanged {
+        root: PathBuf,
+        expected: String,
+        found: Option<String>,
+    },
     /// No recording exists for this camera under the root.
     #[error("unknown camera {0}")]
     UnknownCamera(String),

@@ -312,7 +312,25 @@ impl Store {
 
     pub fn recorder(&self, camera: &str, header: StreamHeader) -> Result<Recorder, StorageError> {
         validate_id(camera)?;
+        self.check_root()?;
         Recorder::start(self.clone(), camera, header)
+    }
+
+    /// Whether the root still holds the id it had at [`Store::open`] (issue 44, M7): read
+    /// again before a recorder makes its camera's directories, so an unmounted share's empty
+    /// mount point is never written to. One small read per recorder start (a camera's
+    /// start, or its retry after an error), never per segment.
+    pub fn check_root(&self) -> Result<(), StorageError> {
+        let root = &self.inner.root;
+        let found = crate::root::read_root_id(root).unwrap_or(None);
+        if found.as_deref() == Some(self.inner.root_id.as_str()) {
+            return Ok(());
+        }
+        Err(StorageError::RootChanged {
+            root: root.clone(),
+            expected: self.inner.root_id.clone(),
+            found,
+        })
     }
 
     pub(crate) fn cache(&self, camera: &str) -> Arc<Mutex<CamCache>> {

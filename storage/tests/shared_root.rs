@@ -200,3 +200,54 @@ fn nodes_opening_one_root_share_its_id() {
     let b = Store::open(other.path(), "node-a", config()).unwrap();
     assert_ne!(b.root_id(), ids[0]);
 }
+
+/// Issue 44, M7: the share is unmounted while the node runs, leaving its empty mount point
+/// behind. A recorder started then (a camera's start, or its retry after the write error
+/// the unmount caused) must not record to the node's own disk: it is refused with the
+/// reason, and nothing is created under the mount point. Once the share is back, recording
+/// starts again.
+#[test]
+fn an_unmounted_root_is_never_recorded_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("share");
+    let away = dir.path().join("share-elsewhere");
+    std::fs::create_dir(&mount).unwrap();
+    let store = Store::open(&mount, "node-a", config()).unwrap();
+    let mut rec = store.recorder("cam", header()).unwrap();
+    for f in av_frames(T0, 9) {
+        rec.write(f).unwrap();
+    }
+    rec.finish().unwrap();
+    // "Unmount": the share's files go away, an empty directory stays at the mount point.
+    std::fs::rename(&mount, &away).unwrap();
+    std::fs::create_dir(&mount).unwrap();
+    match store.recorder("cam2", header()) {
+        Err(e @ StorageError::RootChanged { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("unmounted"), "{text}");
+        }
+        other => panic!("expected RootChanged, got {:?}", other.map(|_| ())),
+    }
+    assert!(
+        std::fs::read_dir(&mount).unwrap().next().is_none(),
+        "something was written to the empty mount point"
+    );
+    // Another root mounted there (a different id) is refused too.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    Store::open(&other, "node-x", config()).unwrap();
+    std::fs::remove_dir(&mount).unwrap();
+    std::fs::rename(&other, &mount).unwrap();
+    assert!(matches!(
+        store.recorder("cam", header()),
+        Err(StorageError::RootChanged { found: Some(_), .. })
+    ));
+    // The share back: recording again.
+    std::fs::rename(&mount, &other).unwrap();
+    std::fs::rename(&away, &mount).unwrap();
+    let mut rec = store.recorder("cam", header()).unwrap();
+    for f in av_frames(T0 + 60_000, 9) {
+        rec.write(f).unwrap();
+    }
+    rec.finish().unwrap();
+}

@@ -236,7 +236,6 @@ fn bad_requests_are_refused() {
 /// holding its segments and tables for as long as the client keeps the socket open.
 #[test]
 fn an_export_the_client_stops_reading_is_dropped() {
-    use std::io::Write;
     let root = tempfile::tempdir().expect("root");
     let (first, last) = synthetic_recording(root.path(), "synth", 1_700_000_000_000, 240);
     let node = NodeBuilder::new()
@@ -244,14 +243,7 @@ fn an_export_the_client_stops_reading_is_dropped() {
         .extra("[export]\nmax_range_secs = 600.0")
         .http("write_timeout_ms = 1000")
         .start();
-    // Four minutes (≈ 18 MB, more than both sockets' buffers hold), asked for and not read.
-    let mut client = std::net::TcpStream::connect(node.api).expect("connect");
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        export_path("synth", first, last, true),
-        node.api
-    );
-    client.write_all(request.as_bytes()).expect("send");
+    let mut client = unread_export(&node, &export_path("synth", first, last, true));
     poll_until(
         Duration::from_secs(30),
         "the node to drop the export nobody reads",
@@ -270,6 +262,53 @@ fn an_export_the_client_stops_reading_is_dropped() {
         "{} bytes received of a {length}-byte export: it was not cut",
         got.len()
     );
+}
+
+/// Issue 44, L7: at most `[export] max_concurrent` exports stream at once. With one held
+/// open by a client that reads nothing, the next is answered 503 at once, naming the key;
+/// once the node drops the stalled one (`write_timeout_ms`) its place is free again.
+#[test]
+fn exports_past_the_node_bound_wait_their_turn() {
+    let root = tempfile::tempdir().expect("root");
+    let (first, last) = synthetic_recording(root.path(), "synth", 1_700_000_000_000, 240);
+    let node = NodeBuilder::new()
+        .extra(&storage(root.path(), 4.0))
+        .extra("[export]\nmax_range_secs = 600.0\nmax_concurrent = 1")
+        .http("write_timeout_ms = 1000")
+        .start();
+    let stalled = unread_export(&node, &export_path("synth", first, last, false));
+    let second = poll_until(Duration::from_secs(10), "the second export refused", || {
+        let a = http_get(&node, &export_path("synth", first, first + 8_000, false));
+        (a.status == 503).then_some(a)
+    });
+    assert!(
+        second.text().contains("max_concurrent"),
+        "{}",
+        second.text()
+    );
+    // The stalled export is dropped; the next one streams.
+    poll_until(
+        Duration::from_secs(30),
+        "a place for the next export",
+        || {
+            (http_get(&node, &export_path("synth", first, first + 8_000, false)).status == 200)
+                .then_some(())
+        },
+    );
+    drop(stalled);
+}
+
+/// An export of `path` asked for over a raw connection and never read: four minutes of a
+/// recording (≈ 18 MB) are more than both sockets' buffers hold, so it stalls.
+fn unread_export(node: &Node, path: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut client = std::net::TcpStream::connect(node.api).expect("connect");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        node.api
+    );
+    client.write_all(request.as_bytes()).expect("send");
+    client
 }
 
 /// Resident set of a process, bytes.

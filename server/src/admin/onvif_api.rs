@@ -23,8 +23,9 @@
 //!   [`PTZ_PER_SEC`] a second (429 beyond).
 //!
 //! One discovery runs at a time on a node (a probe floods the camera network's multicast
-//! group and holds a thread for its wait) and [`MAX_ONBOARDING`] onboarding flows; beyond,
-//! 429.
+//! group and holds a thread for its wait), [`MAX_ONBOARDING`] onboarding flows and
+//! [`MAX_PTZ_IN_FLIGHT`] PTZ commands; beyond, 429. Every request goes to the device's own
+//! host, whatever addresses it names (`vigil_onvif::onboard::on_device_host`).
 
 use super::api::AppState;
 use super::registry_api::{actor, expected, json, refuse, shell, with_version, ApiError};
@@ -64,11 +65,17 @@ struct DiscoverBody {
 /// Onboarding flows (`POST /api/cameras/{id}/onvif`) a node runs at once.
 pub const MAX_ONBOARDING: usize = 4;
 
+/// PTZ commands a node has in flight at once, over all cameras: each holds a blocking thread
+/// for up to a few request timeouts, so a user with the `ptz` right on a few slow or
+/// blackholed devices could otherwise take hundreds of the pool's threads (issue 44, M4).
+pub const MAX_PTZ_IN_FLIGHT: usize = 16;
+
 /// The device work under way for the API (in `node.extensions`).
 #[derive(Default)]
 struct OnvifWork {
     discovering: AtomicUsize,
     onboarding: AtomicUsize,
+    ptz: AtomicUsize,
 }
 
 /// One unit of `counter` held until dropped.
@@ -401,6 +408,13 @@ async fn ptz(
             format!("camera {id:?}: more than {PTZ_PER_SEC} PTZ commands a second"),
         ));
     }
+    let work = work(&node);
+    let _one = slot(&work.ptz, MAX_PTZ_IN_FLIGHT).ok_or_else(|| {
+        refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("{MAX_PTZ_IN_FLIGHT} PTZ commands are in flight on this node: try again"),
+        )
+    })?;
     let (user, password) = match node.camera(&id).map(|c| c.source) {
         Some(Source::Pull { url }) => url_credentials(&url),
         _ => Default::default(),

@@ -11,7 +11,7 @@
 //! * The user's own count follows the name from every address, so rotating addresses does
 //!   not buy more guesses at one account; only names of known users are counted (the caller
 //!   says), so made-up names cannot grow that table.
-//! * An IPv6 client is counted by its /64, the block one subscriber is handed.
+//! * An IPv6 client is counted by its /64 (`limits::client_key`).
 //! * When the table of addresses is full of live entries, an address not in it is refused
 //!   (fails closed) until entries age out, rather than going uncounted.
 
@@ -56,21 +56,6 @@ pub struct Failures {
     tracked_max: usize,
 }
 
-/// The key an address is counted under: IPv4 as it is (an IPv4-mapped IPv6 address as its
-/// IPv4), IPv6 by its /64.
-pub fn address_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
-    }
-}
-
 impl Failures {
     pub fn new(max_failures: u32, backoff_max: Duration) -> Self {
         Self {
@@ -87,7 +72,7 @@ impl Failures {
     /// credentials name one) is refused, if it is: the longer of the two back-offs, or the
     /// full table's refusal for an address it does not hold.
     pub fn blocked(&mut self, ip: IpAddr, user: Option<&str>, now: Instant) -> Option<Duration> {
-        let key = address_key(ip);
+        let key = crate::limits::client_key(ip);
         let by_user = user.and_then(|u| self.users.get(u)?.blocked(now));
         let by_address = match self.addresses.get(&key) {
             Some(e) => e.blocked(now),
@@ -118,7 +103,7 @@ impl Failures {
 
     /// A wrong credential from `ip`, claiming `user` when it named a known user.
     pub fn failed(&mut self, ip: IpAddr, user: Option<&str>, now: Instant) {
-        let key = address_key(ip);
+        let key = crate::limits::client_key(ip);
         if self.addresses.len() >= self.tracked_max && !self.addresses.contains_key(&key) {
             self.prune(now);
             if self.addresses.len() >= self.tracked_max {

@@ -239,7 +239,7 @@ impl Cluster {
         }
         let started_ms = now_ms();
         let stats = Arc::new(GossipStats::default());
-        let transport = AuthTransport::new(c.key.as_bytes(), stats.clone());
+        let transport = AuthTransport::new(c.key.expose().as_bytes(), stats.clone());
         let interval = Duration::from_millis(c.gossip_interval_ms);
         let chitchat_config = ChitchatConfig {
             chitchat_id: ChitchatId::new(config.node.id.clone(), started_ms as u64, advertise),
@@ -338,7 +338,7 @@ impl Cluster {
             movable: Mutex::new(Vec::new()),
             incoming: Default::default(),
             draining: Default::default(),
-            marker_key: c.key.as_bytes().into(),
+            marker_key: c.key.expose().as_bytes().into(),
             used_markers: Mutex::new(Default::default()),
         });
         info!(

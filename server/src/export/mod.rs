@@ -10,15 +10,16 @@
 //! never changed to fill or hide a gap.
 //!
 //! Who may export: the route is a read of the admin API, so the token layer applies — open
-//! on a loopback API, the admin token beyond loopback. RTSP `[auth]` rights are not
-//! consulted (the token is all or nothing).
+//! to a local request on the plain loopback listener, the admin token otherwise (always over
+//! HTTPS). RTSP `[auth]` rights are not consulted (the token is all or nothing). At most
+//! `[export] max_concurrent` exports stream at once (503 beyond).
 
 pub mod mux;
 pub mod plan;
 pub mod timeline;
 pub mod tracks;
 
-use crate::library::{CachedSegment, Library, LibraryError};
+use crate::library::{CachedSegment, Library};
 use crate::node::Node;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -45,6 +46,24 @@ pub async fn export(node: Arc<Node>, camera: String, query: HashMap<String, Stri
     }
 }
 
+/// The node's exports in flight (`[export] max_concurrent`), in `node.extensions`.
+struct ExportSlots(Arc<tokio::sync::Semaphore>);
+
+/// A place for one more export, held until its stream ends (the client read it all, went
+/// away, or the node shut down), or the refusal: an export reads a day of segments at
+/// most, and a flood of them would starve recording of the volume (issue 44, L7).
+fn export_slot(node: &Node) -> Result<tokio::sync::OwnedSemaphorePermit, ExportError> {
+    let max = node.config.export.max_concurrent;
+    let slots = node
+        .extensions
+        .get_or_init(|| Arc::new(ExportSlots(Arc::new(tokio::sync::Semaphore::new(max)))));
+    slots
+        .0
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ExportError::Busy(max))
+}
+
 /// The recordings of a node that records, or the refusal.
 pub fn library_of(node: &Node, camera: &str) -> Result<Library, ExportError> {
     node.library.clone().ok_or_else(|| {
@@ -61,13 +80,16 @@ pub async fn index_of(
 ) -> Result<CameraIndex, ExportError> {
     match library.index(camera).await {
         Ok(i) => Ok(i),
-        Err(LibraryError::Storage(
-            StorageError::UnknownCamera(_) | StorageError::InvalidCamera(_),
-        )) if known(node, camera) => Ok(CameraIndex::default()),
-        Err(LibraryError::Storage(
-            StorageError::UnknownCamera(_) | StorageError::InvalidCamera(_),
-        )) => Err(ExportError::UnknownCamera(camera.to_string())),
-        Err(e) => Err(ExportError::Unexportable(e.to_string())),
+        Err(e) => match e.storage() {
+            Some(StorageError::UnknownCamera(_) | StorageError::InvalidCamera(_)) => {
+                if known(node, camera) {
+                    Ok(CameraIndex::default())
+                } else {
+                    Err(ExportError::UnknownCamera(camera.to_string()))
+                }
+            }
+            _ => Err(ExportError::Unexportable(e.to_string())),
+        },
     }
 }
 
@@ -115,6 +137,7 @@ async fn prepare(
     query: &HashMap<String, String>,
 ) -> Result<Response, ExportError> {
     let library = library_of(node, camera)?;
+    let slot = export_slot(node)?;
     let max_ms = (node.config.export.max_range_secs * 1000.0) as i64;
     let index = index_of(node, &library, camera).await?;
     let (start, end) = plan::range(
@@ -159,6 +182,7 @@ async fn prepare(
         let layout = mux::layout(&src).await?;
         length = Some(layout.content_length());
         tokio::spawn(async move {
+            let _slot = slot;
             tokio::select! {
                 _ = mux::faststart(src, layout, tx) => {}
                 _ = cut_short => {}
@@ -166,6 +190,7 @@ async fn prepare(
         });
     } else {
         tokio::spawn(async move {
+            let _slot = slot;
             tokio::select! {
                 _ = mux::fragmented(src, tx) => {}
                 _ = cut_short => {}

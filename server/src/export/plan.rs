@@ -21,6 +21,9 @@ pub enum ExportError {
     },
     #[error("cannot export: {0}")]
     Unexportable(String),
+    /// `[export] max_concurrent` exports are streaming on this node.
+    #[error("{0} exports are running on this node ([export] max_concurrent): try again later")]
+    Busy(usize),
 }
 
 impl ExportError {
@@ -29,6 +32,7 @@ impl ExportError {
             ExportError::UnknownCamera(_) | ExportError::NotRecorded { .. } => 404,
             ExportError::BadRequest(_) => 400,
             ExportError::Unexportable(_) => 500,
+            ExportError::Busy(_) => 503,
         }
     }
 }

@@ -37,7 +37,35 @@ pub enum LibraryError {
     Shared(Arc<StorageError>),
     #[error("storage task failed: {0}")]
     Join(String),
+    /// [`INDEX_FLIGHTS_MAX`] index reads are in flight (a hung shared volume holds them):
+    /// refused at once rather than holding another blocking thread.
+    #[error("storage is not answering: {0} index reads are waiting on it")]
+    Busy(usize),
 }
+
+impl LibraryError {
+    /// The storage error behind this one, whether this request read it or shared another's
+    /// read (`Shared`).
+    pub fn storage(&self) -> Option<&StorageError> {
+        match self {
+            LibraryError::Storage(e) => Some(e),
+            LibraryError::Shared(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Index reads (`Store::index`, a listing of the shared volume on a blocking thread) in
+/// flight at once, over all cameras. A read for a camera already being read joins that
+/// read (single-flight); past this many distinct ones a request is refused at once
+/// (`LibraryError::Busy`), so a hung NFS share takes at most this many of tokio's blocking
+/// threads, and segment reads, registry polls and retention keep theirs (issue 44, M5).
+pub const INDEX_FLIGHTS_MAX: usize = 64;
+
+/// One camera's index read in flight, shared by every request that asks meanwhile.
+type IndexFlight = futures::future::Shared<
+    futures::future::BoxFuture<'static, Result<CameraIndex, Arc<StorageError>>>,
+>;
 
 /// The histogram of segment read times (one sample per storage read, never per packet),
 /// which the exporter gives buckets and the alert rules take a quantile of.
@@ -58,6 +86,12 @@ pub struct Library {
     /// the similarity placement is for (requests for nearby moments meeting in one cache),
     /// seen per request rather than per segment.
     pub opens: Arc<OpenCounts>,
+    /// Index reads in flight by camera (see [`INDEX_FLIGHTS_MAX`]).
+    flights: Arc<std::sync::Mutex<std::collections::HashMap<String, IndexFlight>>>,
+    /// Added to every index read on its blocking thread: a hung volume, in tests.
+    pub index_latency: Duration,
+    /// Index reads that reached the store (not joined to one in flight).
+    pub index_reads: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// See [`Library::opens`].
@@ -81,6 +115,9 @@ impl Library {
             read_latency,
             read_bandwidth: None,
             opens: Arc::default(),
+            flights: Arc::default(),
+            index_latency: Duration::ZERO,
+            index_reads: Arc::default(),
         }
     }
 
@@ -97,14 +134,57 @@ impl Library {
         self
     }
 
-    /// The camera's index, refreshed from disk (off the async runtime).
+    /// The camera's index, refreshed from disk (off the async runtime): one read per
+    /// camera at a time, joined by whoever asks meanwhile, at most [`INDEX_FLIGHTS_MAX`]
+    /// in all.
     pub async fn index(&self, camera: &str) -> Result<CameraIndex, LibraryError> {
+        let flight = self.index_flight(camera)?;
+        flight.await.map_err(|e| match Arc::try_unwrap(e) {
+            Ok(e) => LibraryError::Storage(e),
+            Err(shared) => LibraryError::Shared(shared),
+        })
+    }
+
+    /// The read of `camera`'s index in flight, or a new one.
+    fn index_flight(&self, camera: &str) -> Result<IndexFlight, LibraryError> {
+        use futures::FutureExt;
+        let mut flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+        // A finished read is not reused: its result is as old as the read.
+        flights.retain(|_, f| f.peek().is_none());
+        if let Some(f) = flights.get(camera) {
+            return Ok(f.clone());
+        }
+        if flights.len() >= INDEX_FLIGHTS_MAX {
+            return Err(LibraryError::Busy(flights.len()));
+        }
         let store = self.store.clone();
-        let camera = camera.to_string();
-        tokio::task::spawn_blocking(move || store.index(&camera))
-            .await
-            .map_err(|e| LibraryError::Join(e.to_string()))?
-            .map_err(LibraryError::from)
+        let (name, latency) = (camera.to_string(), self.index_latency);
+        let reads = self.index_reads.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if !latency.is_zero() {
+                std::thread::sleep(latency);
+            }
+            store.index(&name)
+        });
+        // The read runs to its end whoever awaits it: a request that gives up does not
+        // leave the next one a half-done read, and the thread is never abandoned twice.
+        let flight = async move {
+            match read.await {
+                Ok(r) => r.map_err(Arc::new),
+                Err(e) => Err(Arc::new(StorageError::Io {
+                    path: Default::default(),
+                    source: std::io::Error::other(e.to_string()),
+                })),
+            }
+        }
+        .boxed()
+        .shared();
+        // Driven to its end here too, so a flight every asker gave up on still finishes
+        // and frees its place.
+        tokio::spawn(flight.clone().map(|_| ()));
+        flights.insert(camera.to_string(), flight.clone());
+        Ok(flight)
     }
 
     fn key(meta: &SegmentMeta) -> SegmentKey {
@@ -195,6 +275,87 @@ impl Library {
     pub fn read_ahead(&self, index: &CameraIndex, meta: &SegmentMeta, end_ms: Option<i64>) {
         for next in index.following(meta, self.read_ahead, end_ms) {
             self.cache.prefetch(Self::key(&next), self.loader(&next));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    fn library(latency: Duration) -> (tempfile::TempDir, Library) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            Store::open(dir.path(), "n1", vigil_storage::StoreConfig::default()).expect("store");
+        std::fs::create_dir_all(dir.path().join("cameras").join("cam")).expect("mkdir");
+        let mut lib = Library::new(store, 1 << 20, 0, Duration::ZERO);
+        lib.index_latency = latency;
+        (dir, lib)
+    }
+
+    /// Issue 44, M5: while the volume hangs, fifty requests for one camera's index make one
+    /// read, not fifty blocking threads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_for_one_index_share_one_read() {
+        let (_dir, lib) = library(Duration::from_millis(300));
+        let asks: Vec<_> = (0..50)
+            .map(|_| {
+                let lib = lib.clone();
+                tokio::spawn(async move { lib.index("cam").await.is_ok() })
+            })
+            .collect();
+        for a in asks {
+            assert!(a.await.expect("task"));
+        }
+        assert_eq!(lib.index_reads.load(Ordering::Relaxed), 1);
+        // Once done, the next request reads afresh.
+        assert!(lib.index("cam").await.is_ok());
+        assert_eq!(lib.index_reads.load(Ordering::Relaxed), 2);
+    }
+
+    /// Past `INDEX_FLIGHTS_MAX` distinct reads in flight, a request is refused at once; a
+    /// read every asker gave up on still ends and frees its place.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hung_volume_holds_at_most_the_bound_of_threads() {
+        let (_dir, lib) = library(Duration::from_millis(400));
+        let mut waiting = Vec::new();
+        for i in 0..INDEX_FLIGHTS_MAX {
+            let lib = lib.clone();
+            waiting.push(tokio::spawn(
+                async move { lib.index(&format!("cam-{i}")).await },
+            ));
+        }
+        // Every flight is registered before the next line runs (index_flight is sync
+        // up to its spawn); wait until the tasks have all asked.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while lib.flights.lock().unwrap_or_else(|p| p.into_inner()).len() < INDEX_FLIGHTS_MAX {
+            assert!(Instant::now() < deadline, "the flights never started");
+            tokio::task::yield_now().await;
+        }
+        let started = Instant::now();
+        assert!(matches!(
+            lib.index("one-more").await,
+            Err(LibraryError::Busy(n)) if n == INDEX_FLIGHTS_MAX
+        ));
+        assert!(
+            started.elapsed() < Duration::from_millis(200),
+            "refused at once"
+        );
+        // Everyone gives up; the reads end anyway and the next request gets a place.
+        for w in waiting {
+            w.abort();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match lib.index("cam").await {
+                Ok(_) => break,
+                Err(LibraryError::Busy(_)) => {
+                    assert!(Instant::now() < deadline, "the abandoned reads never ended");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("{e}"),
+            }
         }
     }
 }

@@ -59,6 +59,23 @@ pub struct Connections {
     inner: Mutex<(usize, HashMap<IpAddr, usize>)>,
 }
 
+/// The key a client address is counted under by every per-address limit (connections,
+/// sessions, request rates, failed logins): IPv4 as it is (an IPv4-mapped IPv6 address as
+/// its IPv4), IPv6 by its /64 — the block one subscriber is handed, so rotating addresses
+/// inside it buys nothing (issue 44, M10).
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
 /// Which connection limit refused a new connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
@@ -81,6 +98,7 @@ impl Connections {
         max_total: usize,
         max_per_address: usize,
     ) -> Result<ConnectionSlot, Refused> {
+        let ip = client_key(ip);
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if g.0 >= max_total {
             return Err(Refused::Total);
@@ -141,6 +159,26 @@ impl Drop for ConnectionSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44, M10: addresses rotated inside one IPv6 /64 are one client to every
+    /// per-address limit; the next /64 is another.
+    #[test]
+    fn an_ipv6_slash_64_is_one_client() {
+        let c = Arc::new(Connections::default());
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _a = c.open(ip("2001:db8:0:1::1"), 10, 2).unwrap();
+        let _b = c.open(ip("2001:db8:0:1::ffff:2"), 10, 2).unwrap();
+        assert_eq!(
+            c.open(ip("2001:db8:0:1:abcd::3"), 10, 2).unwrap_err(),
+            Refused::PerAddress
+        );
+        assert!(c.open(ip("2001:db8:0:2::1"), 10, 2).is_ok());
+        assert_eq!(client_key(ip("::ffff:198.18.0.7")), ip("198.18.0.7"));
+        let t0 = std::time::Instant::now();
+        let mut r = rate::RateLimiter::new(1.0, 1);
+        assert!(r.take(ip("2001:db8:0:1::1"), t0).is_ok());
+        assert!(r.take(ip("2001:db8:0:1::2"), t0).is_err());
+    }
 
     #[test]
     fn total_and_per_address_places_are_released_on_drop() {

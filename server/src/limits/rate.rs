@@ -68,6 +68,7 @@ impl RateLimiter {
 
     /// Take one token for `ip`: Ok, or Err(how long until the next one).
     pub fn take(&mut self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
+        let ip = super::client_key(ip);
         if self.buckets.len() >= TRACKED_MAX && !self.buckets.contains_key(&ip) {
             self.buckets.retain(|_, b| !b.full(now));
             if self.buckets.len() >= TRACKED_MAX {

@@ -526,10 +526,12 @@ impl Node {
     }
 
     /// Sessions whose client is at `ip`.
+    /// Sessions from `ip`'s client key (`limits::client_key`: an IPv6 /64 as one).
     pub fn sessions_from(&self, ip: std::net::IpAddr) -> usize {
+        let key = crate::limits::client_key(ip);
         self.sessions_mut()
             .values()
-            .filter(|s| s.client.ip() == ip)
+            .filter(|s| crate::limits::client_key(s.client.ip()) == key)
             .count()
     }
 

@@ -64,7 +64,11 @@ pub async fn index(
     tokio::time::timeout(limit, library.index(camera))
         .await
         .map_err(|_| LocateError::TimedOut(limit))?
-        .map_err(|_| LocateError::NoCamera(camera.to_string()))
+        .map_err(|e| match e {
+            // Too many reads already wait on a hung volume: the same answer as waiting.
+            LibraryError::Busy(_) => LocateError::TimedOut(limit),
+            _ => LocateError::NoCamera(camera.to_string()),
+        })
 }
 
 /// Where a playback of `camera` from `t_ms` starts: the camera's index and the segment that

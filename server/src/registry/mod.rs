@@ -109,13 +109,20 @@ impl Shell {
             return Ok(None);
         }
         let root = &config.storage.root;
-        let dir = RegistryDir::open(root)
-            .with_context(|| format!("the registry on the storage root {}", root.display()))?;
         let cluster_key = config
             .cluster
             .enabled
-            .then_some(config.cluster.key.as_str());
+            .then_some(config.cluster.key.expose());
         let key = SecretKey::from_source(&config.registry.secret_key(cluster_key)?);
+        if key.is_none() {
+            warn!(
+                "the registry on the storage root is not signed: whoever can write the share \
+                 can add users and re-point cameras; set [registry] secret_key (or a cluster key)"
+            );
+        }
+        let dir = RegistryDir::open(root)
+            .with_context(|| format!("the registry on the storage root {}", root.display()))?
+            .with_key(key.as_ref().map(SecretKey::mac_key));
         let shell = Shell {
             dir: Arc::new(dir),
             key,
@@ -143,7 +150,12 @@ impl Shell {
         let Some(loaded) = found.loaded else {
             // Every version on the share is unreadable: nothing is served from it, and
             // nothing is written over it until a good version appears.
-            error!(dir = %shell.dir.path().display(), "no readable registry version: serving no cameras from it");
+            error!(
+                dir = %shell.dir.path().display(),
+                "no readable registry version: serving no cameras from it (a registry written \
+                 before versions were signed, or without this cluster's key, reads as \
+                 unsigned: check it and run `vigil cluster sign-registry --config FILE`)"
+            );
             config.cameras.clear();
             return Ok(Some(Arc::new(shell)));
         };
@@ -240,6 +252,50 @@ impl Shell {
             Err(e) => return Err(e).context("seeding the registry"),
         }
         Ok(self.poll_blocking(true))
+    }
+
+    /// `vigil cluster sign-registry`: the newest version on the share that reads whole
+    /// (signed or not), written again as the next version signed with this config's key —
+    /// the way from a registry written before versions were signed (or by a node that had
+    /// no key) to one the nodes read. Run once, by an operator, after checking that the
+    /// share holds what it should: an unsigned version is exactly what an intruder writes.
+    /// Returns (the version signed, the new version).
+    pub fn sign_newest(config: &Config) -> anyhow::Result<(u64, u64, Registry)> {
+        let cluster_key = config
+            .cluster
+            .enabled
+            .then_some(config.cluster.key.expose());
+        let key = SecretKey::from_source(&config.registry.secret_key(cluster_key)?)
+            .context("no key to sign with: set [registry] secret_key or the cluster key")?;
+        let root = &config.storage.root;
+        let open = || {
+            RegistryDir::open(root)
+                .with_context(|| format!("the registry on the storage root {}", root.display()))
+        };
+        let (any, signed) = (open()?, open()?.with_key(Some(key.mac_key())));
+        let versions = any.versions()?;
+        let newest = *versions.last().context("the registry holds no version")?;
+        let (from, body) = versions
+            .iter()
+            .rev()
+            .find_map(|v| Some((*v, any.read(*v).ok()??)))
+            .context("no version on the share reads whole")?;
+        let next = newest.saturating_add(1);
+        let change = ChangeRecord::new(
+            next,
+            "vigil cluster sign-registry",
+            &config.node.id,
+            Vec::new(),
+        );
+        let registry = body.registry;
+        signed.commit(
+            next,
+            &Body {
+                change,
+                registry: registry.clone(),
+            },
+        )?;
+        Ok((from, next, registry))
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

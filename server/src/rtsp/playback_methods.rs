@@ -78,6 +78,8 @@ async fn within<T>(
     failed: impl FnOnce(LibraryError) -> Response,
 ) -> Result<T, Response> {
     match tokio::time::timeout(limit, read).await {
+        // Too many reads already wait on the volume: as good as a timeout.
+        Ok(Err(e @ LibraryError::Busy(_))) => Err(fail(StatusCode::SERVICE_UNAVAILABLE, e)),
         Ok(r) => r.map_err(failed),
         Err(_) => Err(fail(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -113,14 +113,19 @@ fn a_corrupted_version_on_the_share_is_reported_and_the_last_good_one_kept() {
     let stranger = NodeBuilder::new()
         .extra(&registry_tables(root.path(), &other_key))
         .start();
+    // Every version is signed with the cluster's key (issue 44, H3): to a node with
+    // another key none reads, and it serves none.
     let status = stranger.api_json("/api/registry");
-    assert_eq!(status["version"], v + 2, "{status}");
     assert!(
         status["error"]
             .as_str()
-            .is_some_and(|e| e.contains("secret_key")),
+            .is_some_and(|e| e.contains("not signed")),
         "{status}"
     );
+    assert!(stranger
+        .api_json("/api/registry/cameras")
+        .as_array()
+        .is_some_and(|a| a.is_empty()));
     let (code, answer) = post(
         &stranger,
         "/api/cameras",
@@ -128,6 +133,75 @@ fn a_corrupted_version_on_the_share_is_reported_and_the_last_good_one_kept() {
     );
     assert_eq!(code, 503, "{answer}");
     assert_eq!(version(&node), v + 3, "the share is untouched");
+}
+
+/// Issue 44, H3, as its attack: whoever can write the share but holds no key adds a user
+/// with every right to the newest version, recomputes the checksum and drops it on the
+/// share as the next version. The node ignores it, says why (API, metric, log), and the
+/// user cannot log in; the next operator write goes past it, signed.
+#[test]
+fn a_version_written_without_the_key_is_ignored_with_an_alert() {
+    let _serial = serial();
+    let root = tempfile::tempdir().expect("root");
+    let node = NodeBuilder::new()
+        .extra(&registry_tables(
+            root.path(),
+            &format!("{}\npoll_ms = 100", with_key()),
+        ))
+        .extra("[auth]\n[[camera]]\nid = \"demo\"\nsource = \"demo\"\non_demand = false")
+        .start();
+    node.wait_live("live/demo");
+    ctl(
+        &node,
+        &[
+            "user",
+            "add",
+            "guard",
+            "--password",
+            "pw-guard",
+            "--read",
+            "*",
+        ],
+    );
+    let v = version(&node);
+    let dir = root.path().join("registry");
+    let bytes = std::fs::read(dir.join(format!("v{v:012}.reg"))).expect("version file");
+    let mut body = vigil_registry::format::decode(v, &bytes, None).expect("reads whole");
+    // Mallory with every right and a password of the intruder's choosing: valid HA1s for
+    // the node's realm, so only the signature can keep her out.
+    let mut mallory = body.registry.users["guard"].clone();
+    mallory.name = "mallory".into();
+    mallory.ha1_md5 = ha1(Algorithm::Md5, "mallory", "vigil", "pw-mallory");
+    mallory.ha1_sha256 = ha1(Algorithm::Sha256, "mallory", "vigil", "pw-mallory");
+    body.registry.users.insert("mallory".into(), mallory);
+    let forged = vigil_registry::format::encode(v + 1, &body, None);
+    std::fs::write(dir.join(format!("v{:012}.reg", v + 1)), forged).expect("write");
+    poll_until(
+        Duration::from_secs(5),
+        "the forged version reported",
+        || {
+            let s = node.api_json("/api/registry");
+            s["error"]
+                .as_str()
+                .filter(|e| e.contains("not signed"))
+                .map(|_| ())
+        },
+    );
+    assert!(metric_value(&node, "vigil_registry_errors_total") >= 1.0);
+    assert!(node.log().contains("not signed"), "logged");
+    assert_eq!(version(&node), v, "the signed version stays");
+    let users = node.api_json("/api/users");
+    assert!(!users.to_string().contains("mallory"), "{users}");
+    assert!(
+        refused_as(&node, "mallory", "pw-mallory", "live/demo").is_some(),
+        "the forged user logged in"
+    );
+    // The control: a user the operator added plays.
+    assert_eq!(refused_as(&node, "guard", "pw-guard", "live/demo"), None);
+    // The next write goes past it, signed, and clears the error.
+    ctl(&node, &["camera", "add", "b"]);
+    assert_eq!(version(&node), v + 2);
+    assert!(node.api_json("/api/registry")["error"].is_null());
 }
 
 #[test]
@@ -265,4 +339,58 @@ fn two_members_sharing_a_root_apply_each_others_changes_within_two_seconds() {
         assert_eq!(n.api_json("/api/registry/cameras"), cameras);
         assert_eq!(n.api_json("/api/users"), users);
     }
+}
+
+/// A registry written before versions were signed (or by a node without a key) reads as
+/// unsigned to a node with one; `vigil cluster sign-registry` writes its newest version
+/// again, signed, as the next version, and says what it signed.
+#[test]
+fn sign_registry_adopts_an_unsigned_registry() {
+    use vigil_registry::{ChangeRecord, RegistryDir, SecretKey};
+    let root = tempfile::tempdir().expect("root");
+    let old = RegistryDir::open(root.path()).expect("registry dir");
+    let mut registry = vigil_registry::Registry::default();
+    registry.cameras.insert(
+        "gate".into(),
+        vigil_registry::StoredCamera {
+            camera: vigil_conf::CameraConfig::new("gate", vigil_conf::Source::Push),
+            sealed_password: None,
+        },
+    );
+    old.commit(
+        1,
+        &vigil_registry::format::Body {
+            change: ChangeRecord::new(1, "seed", "old-node", Vec::new()),
+            registry,
+        },
+    )
+    .expect("an unsigned version 1");
+    let config = root.path().join("vigil.toml");
+    std::fs::write(&config, registry_tables(root.path(), &with_key())).expect("config");
+    let out = vigil_tests::run_with_timeout(
+        std::process::Command::new(vigil_tests::vigil_bin())
+            .args(["cluster", "sign-registry", "--config"])
+            .arg(&config),
+        Duration::from_secs(20),
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("signed version 1 as version 2") && said.contains("gate"),
+        "{said}"
+    );
+    let mut key = [0u8; 32];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).expect("hex");
+    }
+    let mac = SecretKey::from_bytes(key).mac_key();
+    let bytes = std::fs::read(old.version_path(2)).expect("version 2");
+    let body = vigil_registry::format::decode(2, &bytes, Some(&mac)).expect("signed");
+    assert!(body.registry.cameras.contains_key("gate"));
+    let unsigned = std::fs::read(old.version_path(1)).expect("version 1");
+    assert!(vigil_registry::format::decode(1, &unsigned, Some(&mac)).is_err());
 }

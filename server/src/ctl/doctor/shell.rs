@@ -303,7 +303,7 @@ fn peer_facts(base: &str, token: Option<&str>) -> (Vec<PeerRoot>, Vec<ClockSampl
             });
             continue;
         };
-        match fetch(&api, "/api/node", token) {
+        match fetch(&api, "/api/node", token_for(&api, token)) {
             Ok((v, (t0, t1))) => {
                 if let Some(peer_now) = v["now_ms"].as_i64() {
                     clocks.push(ClockSample {
@@ -327,14 +327,34 @@ fn peer_facts(base: &str, token: Option<&str>) -> (Vec<PeerRoot>, Vec<ClockSampl
 }
 
 /// A member's API base from the cluster view: its advertised `[http] listen`, a wildcard
-/// address replaced by the host of its gossip address.
+/// address replaced by the host of its gossip address. A loopback API of a member whose
+/// gossip is not on loopback is that member's own loopback, unreachable from here (asking it
+/// would ask this node): None.
 fn member_api(n: &serde_json::Value) -> Option<String> {
     let mut api: std::net::SocketAddr = n["api"].as_str()?.parse().ok()?;
+    let gossip: std::net::SocketAddr = n["gossip"].as_str()?.parse().ok()?;
     if api.ip().is_unspecified() {
-        let gossip: std::net::SocketAddr = n["gossip"].as_str()?.parse().ok()?;
         api.set_ip(gossip.ip());
     }
+    if api.ip().is_loopback() && !gossip.ip().is_loopback() {
+        return None;
+    }
     Some(format!("http://{api}"))
+}
+
+/// The admin token goes to a member's plain-HTTP API only on loopback: anyone on the path
+/// could read it on the wire, and a member's advertised address is what any holder of the
+/// gossip key may claim (issue 44, L2). Beyond loopback the member is asked without it.
+fn token_for<'a>(api: &str, token: Option<&'a str>) -> Option<&'a str> {
+    let loopback = url::Url::parse(api)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+        .is_some_and(|h| match h {
+            url::Host::Ipv4(ip) => ip.is_loopback(),
+            url::Host::Ipv6(ip) => ip.is_loopback(),
+            url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
+        });
+    token.filter(|_| loopback)
 }
 
 /// GET as JSON with a 3 s bound; also the local clock (Unix ms) before and after.
@@ -367,4 +387,31 @@ fn fetch(
         .map_err(|e| format!("{url}: {e}"))?;
     let v = serde_json::from_str(&body).map_err(|e| format!("{url}: not JSON ({e})"))?;
     Ok((v, (t0, t1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 44, L2: the token is never sent in clear beyond loopback, and a member
+    /// claiming a loopback API from another host is not asked (it would be this node).
+    #[test]
+    fn the_token_stays_on_loopback() {
+        assert_eq!(token_for("http://127.0.0.2:8080", Some("t")), Some("t"));
+        assert_eq!(token_for("http://[::1]:8080", Some("t")), Some("t"));
+        assert_eq!(token_for("http://198.18.0.11:8080", Some("t")), None);
+        assert_eq!(token_for("http://evil.example:8080", Some("t")), None);
+        let member = |api: &str, gossip: &str| {
+            member_api(&serde_json::json!({ "api": api, "gossip": gossip }))
+        };
+        assert_eq!(
+            member("0.0.0.0:8080", "198.18.0.11:7946").as_deref(),
+            Some("http://198.18.0.11:8080")
+        );
+        assert_eq!(member("127.0.0.1:8080", "198.18.0.11:7946"), None);
+        assert_eq!(
+            member("127.0.0.2:8080", "127.0.0.2:7946").as_deref(),
+            Some("http://127.0.0.2:8080")
+        );
+    }
 }
