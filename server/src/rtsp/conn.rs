@@ -390,7 +390,7 @@ pub(super) async fn run(
                 if conn
                     .announced
                     .as_ref()
-                    .is_some_and(|a| a.at.elapsed() > announce_timeout)
+                    .is_some_and(|a| !a.recorded && a.at.elapsed() > announce_timeout)
                 {
                     crate::limits::LimitStats::bump(&node.limit_stats.announce_timeout);
                     debug!("ANNOUNCE without RECORD within {announce_timeout:?}: closed");

@@ -24,6 +24,9 @@ pub struct Announced {
     /// When the ANNOUNCE was answered: the slot is held until RECORD for at most
     /// `[limits] announce_timeout_ms` from then.
     pub at: std::time::Instant,
+    /// RECORD has started the publisher: the timeout no longer applies (the announcement
+    /// stays, for the rights on its path and a repeated RECORD).
+    pub recorded: bool,
     pub sdp: SessionDescription,
     pub session_id: String,
     pub cancel: CancellationToken,
@@ -316,6 +319,7 @@ impl Conn {
         info!(path = %path, tracks = sdp.media.len(), "publisher announced");
         self.announced = Some(Announced {
             at: std::time::Instant::now(),
+            recorded: false,
             path: entry,
             sdp,
             session_id,
@@ -433,6 +437,13 @@ impl Conn {
             return fail(StatusCode::METHOD_NOT_VALID_IN_THIS_STATE, "no live path");
         };
         session.core.commit_record(Instant::now());
+        if let Some(a) = self.announced.as_mut() {
+            a.recorded = true;
+        }
+        let session = match self.own_session_mut(req) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
         let producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
         if session.is_tcp() {
             session.producer = Some(producer);
