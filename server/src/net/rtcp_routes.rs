@@ -12,26 +12,30 @@
 //! Plain data, no sockets: the receive loop hands it each datagram.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use vigil_proto::rtcp::{parse_compound, RtcpPacket};
 
 /// A registration, to take it out again: a newer one for the same address or SSRC
-/// replaces it, and its removal then leaves the newer one alone.
+/// replaces it in that index, and its removal then leaves the newer one alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RouteId(u64);
 
 #[derive(Debug)]
 pub struct RtcpRoutes<T> {
     next: u64,
-    by_addr: HashMap<SocketAddr, (RouteId, T)>,
-    /// SSRC → the address registered with it.
-    by_ssrc: HashMap<u32, (RouteId, SocketAddr)>,
+    /// Every registration's value, until its removal.
+    values: HashMap<RouteId, T>,
+    /// The newest registration naming each client RTCP address.
+    by_addr: HashMap<SocketAddr, RouteId>,
+    /// SSRC → its registration and the IP it was registered from.
+    by_ssrc: HashMap<u32, (RouteId, IpAddr)>,
 }
 
 impl<T> Default for RtcpRoutes<T> {
     fn default() -> Self {
         RtcpRoutes {
             next: 0,
+            values: HashMap::new(),
             by_addr: HashMap::new(),
             by_ssrc: HashMap::new(),
         }
@@ -43,20 +47,19 @@ impl<T> RtcpRoutes<T> {
     pub fn insert(&mut self, client_rtcp: SocketAddr, ssrc: Option<u32>, value: T) -> RouteId {
         let id = RouteId(self.next);
         self.next += 1;
-        self.by_addr.insert(client_rtcp, (id, value));
+        self.values.insert(id, value);
+        self.by_addr.insert(client_rtcp, id);
         if let Some(ssrc) = ssrc {
-            self.by_ssrc.insert(ssrc, (id, client_rtcp));
+            self.by_ssrc.insert(ssrc, (id, client_rtcp.ip()));
         }
         id
     }
 
-    /// Takes out what `id` put in (nothing if newer registrations replaced it).
+    /// Takes out what `id` put in (the indices only where newer registrations did not
+    /// replace it).
     pub fn remove(&mut self, id: RouteId, client_rtcp: SocketAddr, ssrc: Option<u32>) {
-        if self
-            .by_addr
-            .get(&client_rtcp)
-            .is_some_and(|(i, _)| *i == id)
-        {
+        self.values.remove(&id);
+        if self.by_addr.get(&client_rtcp) == Some(&id) {
             self.by_addr.remove(&client_rtcp);
         }
         if let Some(ssrc) = ssrc {
@@ -67,28 +70,30 @@ impl<T> RtcpRoutes<T> {
     }
 
     /// Whose RTCP `packet` from `from` is; None for a stranger's or for garbage (not a
-    /// valid compound packet).
+    /// valid compound packet). The stream a report is about decides first — the viewer's
+    /// own SSRC, from the IP it registered from — and only a report that names none is
+    /// routed by its source address. So a second viewer behind the same NAT that names
+    /// the first one's client ports at SETUP takes over only the address index, never the
+    /// first viewer's reports, which keep its session alive (issue 44, L8).
     pub fn route(&self, from: SocketAddr, packet: &[u8]) -> Option<&T> {
         let parsed = parse_compound(packet).ok()?;
-        if let Some((_, v)) = self.by_addr.get(&from) {
-            return Some(v);
-        }
-        parsed.iter().find_map(|p| match p {
+        let by_stream = parsed.iter().find_map(|p| match p {
             RtcpPacket::ReceiverReport { sources, .. } => sources.iter().find_map(|s| {
-                let (_, addr) = self.by_ssrc.get(s)?;
-                let (_, v) = self.by_addr.get(addr)?;
-                (addr.ip() == from.ip()).then_some(v)
+                let (id, ip) = self.by_ssrc.get(s)?;
+                (*ip == from.ip()).then_some(*id)
             }),
             _ => None,
-        })
+        });
+        let id = by_stream.or_else(|| self.by_addr.get(&from).copied())?;
+        self.values.get(&id)
     }
 
     pub fn len(&self) -> usize {
-        self.by_addr.len()
+        self.values.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_addr.is_empty()
+        self.values.is_empty()
     }
 }
 
@@ -138,6 +143,21 @@ mod tests {
             r.route(addr("198.18.0.7:40123"), &report_about(1, 0xbeef)),
             None
         );
+    }
+
+    /// Issue 44, L8, as its attack: a second viewer from the victim's IP (the same NAT)
+    /// names the victim's client RTCP port at its SETUP. The victim's reports, about its
+    /// own stream, still reach the victim; the intruder's own reports reach the intruder.
+    #[test]
+    fn a_viewer_behind_the_same_nat_cannot_take_another_ones_reports() {
+        let mut r = RtcpRoutes::default();
+        let victim = addr("198.18.0.7:5001");
+        r.insert(victim, Some(0xa11ce), "victim");
+        r.insert(victim, Some(0xbad), "intruder");
+        assert_eq!(r.route(victim, &report_about(1, 0xa11ce)), Some(&"victim"));
+        assert_eq!(r.route(victim, &report_about(2, 0xbad)), Some(&"intruder"));
+        // A report about no stream falls back to the address: the newest registration.
+        assert_eq!(r.route(victim, &receiver_report(3, "x")), Some(&"intruder"));
     }
 
     /// A second SETUP naming the same client ports takes them over; the first one's end
