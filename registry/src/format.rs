@@ -42,26 +42,28 @@ impl std::fmt::Debug for MacKey {
 }
 
 impl MacKey {
+    /// The MAC of version `version` with body `json`, fed and not yet finished.
+    fn mac(&self, version: u64, json: &[u8]) -> hmac::Hmac<Sha256> {
+        use hmac::Mac;
+        // HMAC takes a key of any length: 32 bytes cannot be refused.
+        let mut mac = <hmac::Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(format!("vigil-registry version={version}\n").as_bytes());
+        mac.update(json);
+        mac
+    }
+
     /// The signature of version `version` with body `json`, hex.
     fn sign(&self, version: u64, json: &[u8]) -> String {
         use hmac::Mac;
-        // A key of any length is accepted by HMAC.
-        let Ok(mut mac) = hmac::Hmac::<Sha256>::new_from_slice(&self.0) else {
-            return String::new();
-        };
-        mac.update(format!("vigil-registry version={version}\n").as_bytes());
-        mac.update(json);
-        hex::encode(mac.finalize().into_bytes())
+        hex::encode(self.mac(version, json).finalize().into_bytes())
     }
 
+    /// Whether `given` (hex) signs version `version` with body `json`: compared in constant
+    /// time by the `hmac` crate.
     fn verify(&self, version: u64, json: &[u8], given: &str) -> bool {
-        let want = self.sign(version, json);
-        want.len() == given.len()
-            && want
-                .bytes()
-                .zip(given.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        use hmac::Mac;
+        hex::decode(given).is_ok_and(|tag| self.mac(version, json).verify_slice(&tag).is_ok())
     }
 }
 

@@ -184,6 +184,23 @@ impl RtspConn {
         sdp
     }
 
+    /// After an ANNOUNCE of one track on `url`: SETUP it over TCP interleaved (channels 0-1)
+    /// to record, and RECORD — a raw publisher.
+    pub fn record_tcp(&mut self, url: &str) {
+        let r = self.request(
+            "SETUP",
+            &format!("{url}/trackID=0"),
+            &[(
+                "Transport",
+                "RTP/AVP/TCP;unicast;interleaved=0-1;mode=record",
+            )],
+            None,
+        );
+        assert_eq!(r.status.0, 200, "SETUP: {}", r.reason);
+        let r = self.request("RECORD", url, &[("Range", "npt=0-")], None);
+        assert_eq!(r.status.0, 200, "RECORD: {}", r.reason);
+    }
+
     /// SETUP of `url`'s first track over UDP to `client_port` (RTP; RTCP the next port),
     /// then PLAY. Returns the SETUP answer (its `Transport` names the node's ports).
     pub fn play_udp(&mut self, url: &str, client_port: u16) -> vigil_proto::rtsp::Response {

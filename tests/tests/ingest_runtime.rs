@@ -42,18 +42,7 @@ fn publish(node: &Node, path: &str) -> RtspConn {
     let mut c = RtspConn::connect(node.rtsp);
     let r = c.request("ANNOUNCE", &url, &[], Some(("application/sdp", SDP)));
     assert_eq!(r.status.0, 200, "ANNOUNCE: {}", r.reason);
-    let r = c.request(
-        "SETUP",
-        &format!("{url}/trackID=0"),
-        &[(
-            "Transport",
-            "RTP/AVP/TCP;unicast;interleaved=0-1;mode=record",
-        )],
-        None,
-    );
-    assert_eq!(r.status.0, 200, "SETUP: {}", r.reason);
-    let r = c.request("RECORD", &url, &[("Range", "npt=0-")], None);
-    assert_eq!(r.status.0, 200, "RECORD: {}", r.reason);
+    c.record_tcp(&url);
     c
 }
 

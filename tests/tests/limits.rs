@@ -214,18 +214,7 @@ fn an_announce_cannot_squat_a_camera_or_declare_a_thousand_tracks() {
     // The camera goes on to RECORD: from then on the timeout no longer applies, however
     // long it publishes. Kept alive as a camera does, it is still served well past
     // announce_timeout_ms (and past the 1 s tick that checks it).
-    let r = camera.request(
-        "SETUP",
-        &format!("{url}/trackID=0"),
-        &[(
-            "Transport",
-            "RTP/AVP/TCP;unicast;interleaved=0-1;mode=record",
-        )],
-        None,
-    );
-    assert_eq!(r.status.0, 200, "SETUP: {}", r.reason);
-    let r = camera.request("RECORD", &url, &[("Range", "npt=0-")], None);
-    assert_eq!(r.status.0, 200, "RECORD: {}", r.reason);
+    camera.record_tcp(&url);
     let recorded = std::time::Instant::now();
     for _ in 0..10 {
         // A keepalive every 250 ms: the pace of a client, not a wait for a condition.

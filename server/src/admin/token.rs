@@ -171,9 +171,10 @@ pub async fn layer(State(st): State<GateState>, req: Request, next: Next) -> Res
                 "too many failed logins: wait before trying again\n",
             )
                 .into_response();
-            if let Ok(v) = header::HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+            r.headers_mut().insert(
+                header::RETRY_AFTER,
+                header::HeaderValue::from(wait.as_secs().max(1)),
+            );
             return r;
         }
     }

@@ -437,13 +437,6 @@ impl Conn {
             return fail(StatusCode::METHOD_NOT_VALID_IN_THIS_STATE, "no live path");
         };
         session.core.commit_record(Instant::now());
-        if let Some(a) = self.announced.as_mut() {
-            a.recorded = true;
-        }
-        let session = match self.own_session_mut(req) {
-            Ok(s) => s,
-            Err(r) => return r,
-        };
         let producer = Producer::attach(path.stream.clone(), StreamInfo::from_sdp(sdp));
         if session.is_tcp() {
             session.producer = Some(producer);
@@ -459,6 +452,10 @@ impl Conn {
         }
         let tcp = session.is_tcp();
         info!(session = %session.info.id, path = %path.name, "recording");
+        // The publisher runs: the announcement's timeout no longer applies.
+        if let Some(a) = self.announced.as_mut() {
+            a.recorded = true;
+        }
         // Its media comes over this connection from now on: received where cameras are.
         if tcp && self.node.ingest_runtime().is_some() && self.to_ingest == IngestMove::No {
             self.to_ingest = IngestMove::Due;
