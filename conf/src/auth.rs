@@ -68,6 +68,22 @@ pub struct Rights {
     /// Steer a PTZ camera: `POST /api/cameras/<camera>/ptz` with the user's credentials.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ptz: Vec<String>,
+    /// Export recordings as MP4 files (`/api/export/<camera>`): a copy that leaves the
+    /// system, so a right of its own beside `playback`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub export: Vec<String>,
+    /// Steer the cluster: migrate sessions, drain and undrain nodes, move cameras, and read
+    /// the node and cluster views those need.
+    #[serde(skip_serializing_if = "is_false")]
+    pub operate: bool,
+    /// Everything the admin token may: cameras, users, the registry, ONVIF onboarding,
+    /// `/metrics`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub admin: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -144,6 +160,7 @@ pub fn check_user(u: &UserConfig) -> Result<(), UserFieldError> {
         .chain(&r.playback)
         .chain(&r.publish)
         .chain(&r.ptz)
+        .chain(&r.export)
     {
         if p.is_empty() || p.len() > 128 || p.chars().any(char::is_control) {
             return Err(err(

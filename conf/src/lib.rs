@@ -208,10 +208,10 @@ pub struct HttpConfig {
     pub allow_plaintext: bool,
     /// `Strict-Transport-Security: max-age` on HTTPS answers (seconds; 0: no header).
     pub hsts_max_age_secs: u64,
-    /// Bearer token of the admin API: required by every write route, and by every route but
-    /// `/api/health` and the console's files unless the request is local (the plain
-    /// `listen` on loopback, a loopback peer and `Host`; never over HTTPS). Empty: read from
-    /// `token_file`.
+    /// Bearer token of the admin API: every route. Once it (or an `[auth]` user) exists,
+    /// nothing is granted by place; only a node with neither answers reads to a local
+    /// request (the plain `listen` on loopback, a loopback peer and `Host`). Empty: read
+    /// from `token_file`.
     pub token: Secret,
     /// A file holding the token (first line), so it need not sit in the config.
     pub token_file: Option<std::path::PathBuf>,
@@ -234,6 +234,10 @@ pub struct HttpConfig {
     /// byte at a time would otherwise hold a connection and its buffer for ever); else 408
     /// and the connection is closed.
     pub body_read_timeout_ms: u64,
+    /// A console sign-in session ends after this long without a request…
+    pub session_idle_secs: u64,
+    /// …and this long after sign-in, whatever its use.
+    pub session_max_secs: u64,
 }
 
 impl Default for HttpConfig {
@@ -252,6 +256,8 @@ impl Default for HttpConfig {
             header_read_timeout_ms: 10_000,
             write_timeout_ms: 30_000,
             body_read_timeout_ms: 10_000,
+            session_idle_secs: 1800,
+            session_max_secs: 43_200,
         }
     }
 }
@@ -504,6 +510,12 @@ impl Config {
                 "http.max_connections and http.max_connections_per_address must be at least 1, \
                  http.header_read_timeout_ms, http.write_timeout_ms and \
                  http.body_read_timeout_ms 100–600000"
+                    .into(),
+            ));
+        }
+        if h.session_idle_secs == 0 || h.session_max_secs < h.session_idle_secs {
+            return Err(ConfigError::Invalid(
+                "http.session_idle_secs must be at least 1 and http.session_max_secs at least it"
                     .into(),
             ));
         }

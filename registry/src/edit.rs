@@ -61,6 +61,12 @@ pub struct UserInput {
     pub publish: Vec<String>,
     #[serde(default)]
     pub ptz: Vec<String>,
+    #[serde(default)]
+    pub export: Vec<String>,
+    #[serde(default)]
+    pub operate: bool,
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// HA1 = (MD5, SHA-256) of `name:realm:password`; the node supplies it with its realm.
@@ -88,6 +94,9 @@ impl UserInput {
                 playback: self.playback,
                 publish: self.publish,
                 ptz: self.ptz,
+                export: self.export,
+                operate: self.operate,
+                admin: self.admin,
             },
         };
         vigil_conf::check_user(&user)?;
@@ -104,6 +113,9 @@ pub struct UserPatch {
     pub playback: Option<Vec<String>>,
     pub publish: Option<Vec<String>>,
     pub ptz: Option<Vec<String>>,
+    pub export: Option<Vec<String>>,
+    pub operate: Option<bool>,
+    pub admin: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -220,10 +232,22 @@ pub fn apply(
                 ("playback", &patch.playback, &mut u.rights.playback),
                 ("publish", &patch.publish, &mut u.rights.publish),
                 ("ptz", &patch.ptz, &mut u.rights.ptz),
+                ("export", &patch.export, &mut u.rights.export),
             ] {
                 if let Some(v) = new {
                     if v != slot {
                         *slot = v.clone();
+                        fields.push(name.to_string());
+                    }
+                }
+            }
+            for (name, new, slot) in [
+                ("operate", patch.operate, &mut u.rights.operate),
+                ("admin", patch.admin, &mut u.rights.admin),
+            ] {
+                if let Some(v) = new {
+                    if v != *slot {
+                        *slot = v;
                         fields.push(name.to_string());
                     }
                 }

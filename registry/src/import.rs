@@ -7,7 +7,8 @@
 //! `pull_transport`, `retention_hours`, `segment_secs`, `group`, `labels` (`k=v;k2=v2`), `onvif`,
 //! `onvif_profile`.
 //! User CSV columns: `name` (required), `password` or `ha1_md5` + `ha1_sha256`, `read`,
-//! `playback`, `publish`, `ptz` (camera patterns separated by `;`). Empty cells take the default.
+//! `playback`, `publish`, `ptz`, `export` (camera patterns separated by `;`), `operate`, `admin`
+//! (true/false). Empty cells take the default.
 
 use crate::edit::UserInput;
 use crate::FieldError;
@@ -230,7 +231,7 @@ fn csv_rows(
     Ok((header, rows))
 }
 
-const USER_FIELDS: [&str; 8] = [
+const USER_FIELDS: [&str; 11] = [
     "name",
     "password",
     "ha1_md5",
@@ -239,6 +240,9 @@ const USER_FIELDS: [&str; 8] = [
     "playback",
     "publish",
     "ptz",
+    "export",
+    "operate",
+    "admin",
 ];
 
 fn user_row(
@@ -263,6 +267,9 @@ fn user_row(
             "playback" => cell.list().map(|l| u.playback = l),
             "publish" => cell.list().map(|l| u.publish = l),
             "ptz" => cell.list().map(|l| u.ptz = l),
+            "export" => cell.list().map(|l| u.export = l),
+            "operate" => cell.bool().map(|b| u.operate = b),
+            "admin" => cell.bool().map(|b| u.admin = b),
             _ => Err("unknown field".into()),
         };
         set.map_err(|m| FieldError::user(&u.name, field, m).at_row(row))?;

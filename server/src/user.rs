@@ -26,6 +26,18 @@ pub enum UserCmd {
         /// Camera-id patterns the user may publish.
         #[arg(long, value_delimiter = ',')]
         publish: Vec<String>,
+        /// Camera-id patterns the user may steer (PTZ).
+        #[arg(long, value_delimiter = ',')]
+        ptz: Vec<String>,
+        /// Camera-id patterns whose recordings the user may export (HTTP).
+        #[arg(long, value_delimiter = ',')]
+        export: Vec<String>,
+        /// The operate role: migrate sessions, drain nodes, move cameras (HTTP).
+        #[arg(long)]
+        operate: bool,
+        /// The admin role: everything the admin token may (HTTP).
+        #[arg(long)]
+        admin: bool,
     },
 }
 
@@ -36,6 +48,10 @@ pub fn run(cmd: UserCmd) -> anyhow::Result<()> {
         read,
         playback,
         publish,
+        ptz,
+        export,
+        operate,
+        admin,
     } = cmd;
     let text = match std::fs::read_to_string(&config) {
         Ok(t) => t,
@@ -47,7 +63,10 @@ pub fn run(cmd: UserCmd) -> anyhow::Result<()> {
         read,
         playback,
         publish,
-        ptz: Vec::new(),
+        ptz,
+        export,
+        operate,
+        admin,
     };
     let new = add_user(&text, &name, &password, &rights)?;
     write_atomically(&config, &new)?;
@@ -105,6 +124,16 @@ pub fn add_user(text: &str, name: &str, password: &str, rights: &Rights) -> anyh
         list(&rights.playback),
         list(&rights.publish),
     ));
+    for (key, v) in [("ptz", &rights.ptz), ("export", &rights.export)] {
+        if !v.is_empty() {
+            out.push_str(&format!("{key} = {}\n", list(v)));
+        }
+    }
+    for (key, on) in [("operate", rights.operate), ("admin", rights.admin)] {
+        if on {
+            out.push_str(&format!("{key} = true\n"));
+        }
+    }
     Config::from_toml(&out).context("the config with the new user does not parse")?;
     Ok(out)
 }
@@ -126,7 +155,9 @@ mod tests {
             read: vec!["*".into()],
             playback: vec!["gate-*".into()],
             publish: vec![],
-            ptz: vec![],
+            export: vec!["gate-1".into()],
+            operate: true,
+            ..Rights::default()
         };
         let text = add_user("[auth]\nrealm = \"site\"\n", "al ice", "s3cret", &rights).unwrap();
         assert!(!text.contains("s3cret"), "{text}");

@@ -57,32 +57,82 @@
   const loopbackHost = /^(localhost|127(\.\d+){3}|\[::1\])$/.test(location.hostname);
   const tokenAllowed = location.protocol === 'https:' || loopbackHost;
   const token = () => (tokenAllowed ? sessionStorage.getItem(TOKEN_KEY) || '' : '');
-  const authHeaders = () => (token() ? { Authorization: `Bearer ${token()}` } : {});
+  // Who the node says this page is (`GET /api/whoami`): a user signed in with a name and
+  // password holds a session cookie (HttpOnly: never readable here) and gets the session's
+  // CSRF token, which every write sends back.
+  const nobody = { user: null, proof: 'none', admin: false, operate: false, rights: null, csrf: null };
+  let me = nobody;
+  const authHeaders = () => ({
+    ...(token() ? { Authorization: `Bearer ${token()}` } : {}),
+    ...(me.csrf ? { 'X-Vigil-CSRF': me.csrf } : {}),
+  });
+  const canOperate = () => token() !== '' || me.operate;
+  const isAdmin = () => token() !== '' || me.admin;
+  // A signed-in user sees the tabs their rights use; the token and an open node see all.
+  const mayPlayback = () => !me.rights || me.admin || me.rights.playback.length > 0;
 
-  function showAuth() {
-    const admin = token() !== '';
-    document.body.classList.toggle('admin', admin);
-    $('#auth-state').textContent = admin ? 'token set: actions enabled' : 'read-only';
-    $('#token-clear').hidden = !admin;
-    $('#token-input').hidden = admin;
-    $('#token-set').hidden = admin;
+  async function whoami() {
+    try {
+      const r = await fetch('/api/whoami', { headers: authHeaders(), cache: 'no-store' });
+      me = r.ok ? await r.json() : nobody;
+    } catch (_) {
+      me = nobody;
+    }
+    seen.me = me;
+    showAuth();
   }
 
-  $('#token-form').addEventListener('submit', (e) => {
+  function showAuth() {
+    const session = me.proof === 'session';
+    const any = token() !== '' || session;
+    document.body.classList.toggle('admin', canOperate());
+    $('#auth-state').textContent = token() ? 'token set: actions enabled'
+      : session ? `signed in as ${me.user}` : me.proof === 'local' ? 'open node: read-only' : 'not signed in';
+    $('#token-clear').hidden = !any;
+    $('#token-form').querySelectorAll('.signin').forEach((e) => { e.hidden = any; });
+    const shown = { cluster: canOperate() || !me.rights, scheduler: canOperate() || !me.rights, recordings: mayPlayback() };
+    document.querySelectorAll('#tabs a').forEach((a) => {
+      a.hidden = Object.hasOwn(shown, a.dataset.tab) && !shown[a.dataset.tab];
+    });
+  }
+
+  // One form: a user name and password sign in (a session), a token alone is kept in the tab.
+  $('#token-form').addEventListener('submit', async (e) => {
     e.preventDefault();
     const t = $('#token-input').value.trim();
+    const user = $('#signin-user').value.trim();
+    const password = $('#signin-password').value;
     $('#token-input').value = '';
+    $('#signin-password').value = '';
     if (!tokenAllowed) {
       $('#auth-state').textContent = 'plain HTTP beyond loopback: open the console over HTTPS to sign in';
       return;
     }
-    if (t) sessionStorage.setItem(TOKEN_KEY, t);
-    showAuth();
+    if (user) {
+      const r = await fetch('/api/signin', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ user, password }),
+        cache: 'no-store',
+      }).catch((err) => ({ ok: false, status: 0, text: async () => String(err) }));
+      if (!r.ok) {
+        $('#auth-state').textContent = `sign-in refused: ${r.status} ${(await r.text()).trim()}`;
+        return;
+      }
+      seen.node = null;
+    } else if (t) {
+      sessionStorage.setItem(TOKEN_KEY, t);
+    }
+    await whoami();
     refresh();
   });
-  $('#token-clear').addEventListener('click', () => {
+  $('#token-clear').addEventListener('click', async () => {
     sessionStorage.removeItem(TOKEN_KEY);
-    showAuth();
+    if (me.proof === 'session') {
+      await fetch('/api/signout', { method: 'POST', headers: authHeaders() }).catch(() => {});
+    }
+    me = nobody;
+    await whoami();
     refresh();
   });
 
@@ -119,7 +169,7 @@
 
   function explain(err) {
     if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
-      return `${err.message}\nThis node needs the admin token to read its API: sign in above.`;
+      return `${err.message}\nThis node answers only who may ask: sign in above (a user, or the admin token).`;
     }
     return String(err.message || err);
   }
@@ -243,7 +293,7 @@
     const g = view.gossip;
     $('#cluster-summary').textContent = `Seen from ${view.self_id}; scheduler ${text(view.scheduler) || 'none'} `
       + `(term ${view.term}); gossip ${g.datagrams_sent} datagrams out, ${g.datagrams_received} in, ${g.rejected} rejected.`;
-    const admin = token() !== '';
+    const admin = canOperate();
     fill($('#nodes'), view.nodes, (nd) => nd.id, (nd) => [
       nd.id, nd.alive ? 'yes' : 'no', nd.scheduler ? 'yes' : '', text(nd.class),
       n(nd.load, 1), n(nd.load_cpu, 1), n(nd.load_mem, 1), n(nd.load_net, 1),
@@ -465,7 +515,7 @@
     ptzCamera = cam;
     const records = (window.vigilRegistry && window.vigilRegistry.records) || [];
     const rec = records.find((r) => r.id === cam);
-    if (!rec || !rec.onvif || !token()) return;
+    if (!rec || !rec.onvif || !isAdmin()) return;
     const answer = await ptz('presets');
     if (ptzCamera !== cam || !answer || !Array.isArray(answer.presets)) return;
     const list = $('#ptz-presets');
@@ -774,7 +824,9 @@
     cluster: refreshCluster,
     cameras: async () => {
       const cams = await refreshCameras();
-      if (window.vigilRegistryPage) await window.vigilRegistryPage.refresh(kit, cams);
+      // The registry's editor is the admin's (its routes answer nobody else).
+      if (window.vigilRegistryPage && isAdmin()) await window.vigilRegistryPage.refresh(kit, cams);
+      else { $('#registry-on').hidden = true; $('#registry-off').hidden = true; }
     },
     recordings: refreshRecordings,
     sessions: refreshSessions,
@@ -801,7 +853,7 @@
       }
       const current = tab();
       // The load chart keeps its history whichever tab is shown.
-      if (current !== 'cluster' && seen.node.cluster) recordLoads(await api('/api/cluster/nodes'));
+      if (current !== 'cluster' && seen.node.cluster && canOperate()) recordLoads(await api('/api/cluster/nodes'));
       await TABS[current]();
       banner('');
     } catch (err) {
@@ -835,5 +887,5 @@
 
   showAuth();
   schedule();
-  showTab();
+  whoami().then(showTab);
 })();

@@ -260,6 +260,9 @@ const onFrame = (now, meta) => {
 };
 v.requestVideoFrameCallback(onFrame);
 const fail = (e) => { g.error = String(e && e.message || e); };
+// The console's token, when it was signed in: a node with one serves nobody without it.
+const token = sessionStorage.getItem('vigil.adminToken');
+const auth = token ? { Authorization: `Bearer ${token}` } : {};
 (async () => {
   if (kind === 'webrtc') {
     const pc = new RTCPeerConnection();
@@ -273,13 +276,13 @@ const fail = (e) => { g.error = String(e && e.message || e); };
     // No wait for the browser's candidates: the node is ICE-lite and learns the viewer's
     // address from its checks (as the console does).
     g.marks.offered = performance.now() - t0;
-    const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
+    const r = await fetch(url, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
     g.marks.answered = performance.now() - t0;
     if (r.status !== 201) throw new Error(`${r.status} ${await r.text()}`);
     g.resource = new URL(r.headers.get('Location'), location.href).toString();
     await pc.setRemoteDescription({ type: 'answer', sdp: await r.text() });
   } else {
-    const h = new window.Hls();
+    const h = new window.Hls({ xhrSetup: (x) => { if (token) x.setRequestHeader('Authorization', `Bearer ${token}`); } });
     g.hls = h;
     h.on(window.Hls.Events.ERROR, (_e, d) => { if (d.fatal) fail(`${d.type}: ${d.details}`); });
     h.on(window.Hls.Events.MANIFEST_PARSED, () => {
@@ -302,7 +305,9 @@ pub const BROWSER_VIEWER_END: &str = r#"
 return (async () => {
   const g = window.__glass;
   if (!g) return true;
-  if (g.resource) await fetch(g.resource, { method: 'DELETE' }).catch(() => {});
+  const token = sessionStorage.getItem('vigil.adminToken');
+  const auth = token ? { Authorization: `Bearer ${token}` } : {};
+  if (g.resource) await fetch(g.resource, { method: 'DELETE', headers: auth }).catch(() => {});
   if (g.pc) g.pc.close();
   if (g.hls) g.hls.destroy();
   document.querySelectorAll('video').forEach((v) => { if (!v.id) v.remove(); });

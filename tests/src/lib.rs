@@ -279,7 +279,8 @@ impl Node {
     }
 
     pub fn try_api(&self, path: &str) -> Option<String> {
-        vigil_testkit::serve::api_get(&format!("http://{}", self.api), path).ok()
+        vigil_testkit::serve::api_get_as(&format!("http://{}", self.api), path, Some(ADMIN_TOKEN))
+            .ok()
     }
 
     pub fn api_json(&self, path: &str) -> serde_json::Value {

@@ -32,8 +32,8 @@ fn http_status(method: &str, url: &str, token: Option<&str>) -> u16 {
 }
 
 /// The admin API's token layer covers every write route (here: POST/DELETE to existing and
-/// unknown paths, answered 405/404 only once the token is right); reads on loopback stay
-/// open; wrong tokens count toward the address's back-off (issue 44, L1: past
+/// unknown paths, answered 405/404 only once the token is right), and on a node with a token
+/// reads on loopback need it too; wrong tokens count toward the address's back-off (issue 44, L1: past
 /// `max_failures` even the right one waits, 429 with Retry-After); `vigil ctl` takes the
 /// token from the node's config file or from the environment.
 #[test]
@@ -67,16 +67,22 @@ fn admin_writes_need_the_bearer_token() {
         429,
         "the right token while the address backs off"
     );
-    assert!(
-        metric_value(&node, "vigil_auth_refusals_total{reason=\"failure\"}") >= 5.0,
-        "wrong tokens are counted"
-    );
     poll_until(Duration::from_secs(10), "the back-off to end", || {
         (http_status("POST", &url, Some(vigil_tests::ADMIN_TOKEN)) == 405).then_some(())
     });
     assert!(
+        metric_value(&node, "vigil_auth_refusals_total{reason=\"failure\"}") >= 5.0,
+        "wrong tokens are counted"
+    );
+    // Loopback grants nothing once a token exists (issue 44): a read needs it too.
+    assert_eq!(
+        http_status("GET", &url, None),
+        401,
+        "a loopback read without the token"
+    );
+    assert!(
         node.try_api("/api/paths").is_some(),
-        "a loopback read needs no token"
+        "a read with the token"
     );
     // vigil ctl: the token from --config, or VIGIL_API_TOKEN (the harness's ctl uses it).
     let cfg = node.dir.path().join("vigil.toml");

@@ -490,3 +490,40 @@ fn the_projects_client_logs_in() {
         }
     });
 }
+
+/// The same users serve HTTP (issue 44): ffmpeg plays live HLS with the viewer's
+/// credentials in the URL (it answers the node's Basic challenge on the playlist and every
+/// segment) with zero errors; the guard, who may watch `gate-*` only, is refused `demo`
+/// (403); nobody is served without credentials on loopback, since the node has users.
+#[test]
+fn ffmpeg_plays_live_hls_with_a_users_credentials_and_only_with_the_right() {
+    let node = node_with_auth("", "");
+    node.wait_live("live/demo");
+    let hls = |user: &str| {
+        let creds = if user.is_empty() {
+            String::new()
+        } else {
+            format!("{user}@")
+        };
+        format!("http://{creds}{}/hls/live/demo/index.m3u8", node.api)
+    };
+    let viewer = ffmpeg_decode(
+        &hls("viewer:view-pw"),
+        &[],
+        &["-t", "3"],
+        Duration::from_secs(40),
+    );
+    viewer.assert_plays("the viewer over HLS", 74, 76);
+    let guard = ffmpeg_decode(&hls("guard:guard-pw"), &[], &[], Duration::from_secs(20));
+    assert!(
+        !guard.status.success() && guard.frames == 0 && guard.stderr.contains("403"),
+        "the guard played demo over HLS: {}",
+        guard.stderr
+    );
+    let nobody = ffmpeg_decode(&hls(""), &[], &[], Duration::from_secs(20));
+    assert!(
+        !nobody.status.success() && nobody.frames == 0 && nobody.stderr.contains("401"),
+        "HLS without credentials: {}",
+        nobody.stderr
+    );
+}

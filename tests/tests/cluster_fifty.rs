@@ -483,18 +483,20 @@ fn fifty_nodes_converge_elect_and_survive_the_schedulers_kill() {
         let n3 = &m.nodes[2];
         let from = epoch_ms();
         let out = vigil_tests::run_with_timeout(
-            std::process::Command::new(vigil_lab_bin()).args([
-                "bench",
-                "live",
-                "--url",
-                &n3.url("live/demo"),
-                "--readers",
-                &load.to_string(),
-                "--duration",
-                &quiet.as_secs().to_string(),
-                "--api",
-                &format!("http://{}", n3.api),
-            ]),
+            std::process::Command::new(vigil_lab_bin())
+                .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
+                .args([
+                    "bench",
+                    "live",
+                    "--url",
+                    &n3.url("live/demo"),
+                    "--readers",
+                    &load.to_string(),
+                    "--duration",
+                    &quiet.as_secs().to_string(),
+                    "--api",
+                    &format!("http://{}", n3.api),
+                ]),
             quiet + Duration::from_secs(180),
         );
         println!(

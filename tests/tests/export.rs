@@ -304,8 +304,9 @@ fn unread_export(node: &Node, path: &str) -> std::net::TcpStream {
     use std::io::Write;
     let mut client = std::net::TcpStream::connect(node.api).expect("connect");
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        node.api
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        node.api,
+        vigil_tests::ADMIN_TOKEN
     );
     client.write_all(request.as_bytes()).expect("send");
     client

@@ -10,12 +10,24 @@ fn hls_url(node: &Node, path: &str) -> String {
     format!("http://{}{path}", node.api)
 }
 
+/// ffmpeg's input options that present the admin token on the playlist and every segment
+/// (its HLS demuxer hands `-headers` to each request): a node with a token serves nobody
+/// without credentials, on loopback too.
+fn with_token() -> [String; 2] {
+    [
+        "-headers".into(),
+        format!("Authorization: Bearer {ADMIN_TOKEN}\r\n"),
+    ]
+}
+
 #[test]
 fn live_hls_plays_in_ffmpeg() {
     let node = NodeBuilder::new().extra(DEMO_CAMERA).start();
     node.wait_live("live/demo");
     let url = hls_url(&node, "/hls/live/demo/index.m3u8");
-    let decoded = ffmpeg_decode(&url, &[], &["-t", "5"], Duration::from_secs(40));
+    let auth = with_token();
+    let auth: Vec<&str> = auth.iter().map(String::as_str).collect();
+    let decoded = ffmpeg_decode(&url, &auth, &["-t", "5"], Duration::from_secs(40));
     decoded.assert_plays("live HLS", 124, 126);
     // The playlist is a live window of fMP4 segments after one init segment.
     let playlist = http_get(&node, "/hls/live/demo/index.m3u8");
@@ -85,7 +97,9 @@ fn recorded_hls_plays_from_a_moment() {
         .sum();
     // From the keyframe at or before the start (at most a GOP earlier) to the end.
     assert!((4.0..=5.05).contains(&listed), "{listed} s listed: {text}");
-    let decoded = ffmpeg_decode(&hls_url(&node, &path), &[], &[], Duration::from_secs(40));
+    let auth = with_token();
+    let auth: Vec<&str> = auth.iter().map(String::as_str).collect();
+    let decoded = ffmpeg_decode(&hls_url(&node, &path), &auth, &[], Duration::from_secs(40));
     let frames = (listed * 25.0).round() as u64;
     decoded.assert_plays("recorded HLS", frames - 1, frames + 1);
     // Bad requests.
@@ -201,7 +215,9 @@ fn hls_latency_and_cost_per_viewer() {
     std::thread::sleep(Duration::from_secs(3));
     let with_rtsp = node_cpu(pid, window);
     drop(rtsp);
-    let hls = run(&["-i".into(), hls_url(&node, "/hls/live/demo/index.m3u8")]);
+    let mut hls_args = with_token().to_vec();
+    hls_args.extend(["-i".into(), hls_url(&node, "/hls/live/demo/index.m3u8")]);
+    let hls = run(&hls_args);
     std::thread::sleep(Duration::from_secs(5));
     let with_hls = node_cpu(pid, window);
     drop(hls);

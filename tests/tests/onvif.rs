@@ -186,9 +186,10 @@ fn console_steers(node: &Node) {
         return;
     };
     let wait = Duration::from_secs(30);
-    browser.goto(&format!("http://{}/#cameras", node.api));
-    browser.type_into("#token-input", vigil_tests::ADMIN_TOKEN);
-    browser.click("#token-set");
+    browser.sign_in(
+        &format!("http://{}/#cameras", node.api),
+        vigil_tests::ADMIN_TOKEN,
+    );
     browser.wait(
         "gate in the registry's list and its play button",
         wait,

@@ -35,7 +35,9 @@ fn node_with_recording(dir: &std::path::Path, tls_extra: &str) -> (TlsNode, i64,
 fn savp_transport_within(api: &str, within: Duration) -> Option<String> {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
-        let body = vigil_testkit::serve::api_get(api, "/api/sessions").unwrap_or_default();
+        let body =
+            vigil_testkit::serve::api_get_as(api, "/api/sessions", Some(vigil_tests::ADMIN_TOKEN))
+                .unwrap_or_default();
         let sessions: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         let found = sessions.as_array().and_then(|a| {
             a.iter()

@@ -23,6 +23,7 @@ fn whep_client(url: &str, frames: u32, timeout_s: u32, extra: &[&str]) -> serde_
             .arg(url)
             .arg(frames.to_string())
             .arg(timeout_s.to_string())
+            .args(["--token", vigil_tests::ADMIN_TOKEN])
             .args(extra),
         Duration::from_secs(u64::from(timeout_s) + 30),
     );
@@ -52,6 +53,10 @@ impl Answer {
 /// POST `body` to `url` as `content_type`, within 10 s.
 fn post_to(url: &str, content_type: &str, body: &str) -> Answer {
     let mut resp = ureq::post(url)
+        .header(
+            "Authorization",
+            &format!("Bearer {}", vigil_tests::ADMIN_TOKEN),
+        )
         .config()
         .timeout_global(Some(Duration::from_secs(10)))
         .http_status_as_error(false)
@@ -112,7 +117,12 @@ fn a_third_party_whep_client_plays_live_with_zero_decode_errors() {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut seen = None;
         while Instant::now() < deadline {
-            let body = vigil_testkit::serve::api_get(&api, "/api/sessions").unwrap_or_default();
+            let body = vigil_testkit::serve::api_get_as(
+                &api,
+                "/api/sessions",
+                Some(vigil_tests::ADMIN_TOKEN),
+            )
+            .unwrap_or_default();
             let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             let now = v.as_array().and_then(|a| {
                 a.iter().find(|s| s["kind"] == "webrtc").map(|s| {
@@ -164,6 +174,10 @@ fn a_third_party_whep_client_plays_live_with_zero_decode_errors() {
     });
     let resource = run["resource"].as_str().unwrap_or_default().to_string();
     let gone = ureq::delete(&resource)
+        .header(
+            "Authorization",
+            &format!("Bearer {}", vigil_tests::ADMIN_TOKEN),
+        )
         .config()
         .http_status_as_error(false)
         .build()
@@ -425,6 +439,7 @@ fn the_webrtc_load_generator_connects_every_viewer_without_loss() {
     let node = NodeBuilder::new().extra(DEMO_CAMERA).start();
     let out = run_with_timeout(
         Command::new(vigil_tests::vigil_lab_bin())
+            .env("VIGIL_API_TOKEN", vigil_tests::ADMIN_TOKEN)
             .args([
                 "bench",
                 "webrtc",
@@ -625,6 +640,10 @@ fn glass_to_glass_and_click_to_first_frame() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (sent, publisher) = glass::publish(&clip, &node.url("live/bar"), stop.clone());
     node.wait_live("live/bar");
+    browser.sign_in(
+        &format!("http://{}/#cluster", node.api),
+        vigil_tests::ADMIN_TOKEN,
+    );
     browser.goto(&format!("http://{}/", node.api));
     let warmup = 25;
     let in_browser = |kind: &str, url: &str, count: usize| -> (Vec<(u32, f64)>, f64, Value) {

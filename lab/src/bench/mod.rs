@@ -187,7 +187,21 @@ fn machine_ticks() -> Option<(f64, f64)> {
 
 /// `GET api+path` (5 s bound): the answer's body.
 pub(crate) fn get(api: &str, path: &str) -> anyhow::Result<String> {
-    Ok(vigil_testkit::serve::api_get(api, path)?)
+    get_as(api, path, api_token().as_deref())
+}
+
+/// [`get`] with `token` (None: no credentials).
+pub(crate) fn get_as(api: &str, path: &str, token: Option<&str>) -> anyhow::Result<String> {
+    Ok(vigil_testkit::serve::api_get_as(api, path, token)?)
+}
+
+/// The admin token the load generator presents to a node's HTTP API (`VIGIL_API_TOKEN`, as
+/// `vigil ctl` reads it): a node with a token or users answers nobody without credentials,
+/// on loopback too.
+pub(crate) fn api_token() -> Option<String> {
+    std::env::var("VIGIL_API_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
 }
 
 /// A load generator's timeline: clients started over the ramp from `start`, the steady

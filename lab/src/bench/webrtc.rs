@@ -211,8 +211,11 @@ async fn viewer(url: &str, mark: Instant, end: Instant, seen: &mut Seen) -> anyh
         }
     }
     let _ = blocking(move || {
-        ureq::delete(&resource)
-            .config()
+        let mut req = ureq::delete(&resource);
+        if let Some(t) = super::api_token() {
+            req = req.header("Authorization", &format!("Bearer {t}"));
+        }
+        req.config()
             .timeout_global(Some(Duration::from_secs(5)))
             .http_status_as_error(false)
             .build()
@@ -224,7 +227,11 @@ async fn viewer(url: &str, mark: Instant, end: Instant, seen: &mut Seen) -> anyh
 
 /// POSTs the offer: the answer and the resource's absolute URL.
 fn post_offer(url: &str, offer: &str) -> anyhow::Result<(String, String)> {
-    let mut resp = ureq::post(url)
+    let mut req = ureq::post(url);
+    if let Some(t) = super::api_token() {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut resp = req
         .config()
         .timeout_global(Some(Duration::from_secs(10)))
         .http_status_as_error(false)

@@ -311,7 +311,7 @@ async fn run_arm(
         let connections: Vec<u64> = apis
             .iter()
             .map(|a| {
-                crate::bench::get(a, "/metrics")
+                crate::bench::get_as(a, "/metrics", Some(super::nodes::TOKEN))
                     .map(|t| super::probe::metric(&t, "vigil_rtsp_connections_total", ""))
                     .unwrap_or(0)
             })

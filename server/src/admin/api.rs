@@ -62,6 +62,14 @@ pub fn router(
     };
     let body_timeout = node.config.http.body_read_timeout_ms;
     let node_for_gate = node.clone();
+    let signins = Arc::new(super::signin::Sessions::new(
+        Duration::from_secs(node.config.http.session_idle_secs),
+        Duration::from_secs(node.config.http.session_max_secs),
+    ));
+    let signin = super::signin::router().with_state(super::signin::SignIn {
+        node: node.clone(),
+        sessions: signins.clone(),
+    });
     Router::new()
         .route("/api/paths", get(paths))
         .route("/api/sessions", get(sessions))
@@ -84,6 +92,7 @@ pub fn router(
         .merge(super::onvif_api::router())
         .merge(super::console::router())
         .merge(super::whep_api::router())
+        .merge(signin)
         .with_state(AppState {
             node,
             cluster,
@@ -100,6 +109,7 @@ pub fn router(
             super::token::GateState {
                 gate,
                 node: node_for_gate,
+                sessions: signins,
             },
             super::token::layer,
         ))
@@ -222,18 +232,28 @@ pub fn session_views(node: &Node) -> Vec<SessionView> {
         .collect()
 }
 
-async fn paths(State(st): State<AppState>) -> Json<Vec<PathView>> {
-    Json(path_views(&st.node))
+/// Who asks, as the gate proved it: lists show only what it may see.
+type Who = axum::Extension<super::access::Principal>;
+
+async fn paths(State(st): State<AppState>, axum::Extension(who): Who) -> Json<Vec<PathView>> {
+    let mut v = path_views(&st.node);
+    v.retain(|p| who.may_see_path(&p.path));
+    Json(v)
 }
 
-async fn sessions(State(st): State<AppState>) -> Json<Vec<SessionView>> {
-    Json(session_views(&st.node))
+async fn sessions(State(st): State<AppState>, axum::Extension(who): Who) -> Json<Vec<SessionView>> {
+    let mut v = session_views(&st.node);
+    v.retain(|s| who.may_see_path(&s.path));
+    Json(v)
 }
 
 async fn recording_status(
     State(st): State<AppState>,
+    axum::Extension(who): Who,
 ) -> Json<Vec<crate::node::recordings::RecordStatus>> {
-    Json(st.node.recordings.all())
+    let mut v = st.node.recordings.all();
+    v.retain(|r| who.may(crate::auth::Right::Playback, &r.camera));
+    Json(v)
 }
 
 async fn recordings(
@@ -601,10 +621,13 @@ pub fn cluster_sessions_view(c: &Cluster) -> super::views::ClusterSessionsView {
 
 async fn cluster_sessions(
     State(st): State<AppState>,
+    axum::Extension(who): Who,
 ) -> Result<Json<super::views::ClusterSessionsView>, (StatusCode, String)> {
-    st.cluster
+    let mut v = st
+        .cluster
         .as_deref()
         .map(cluster_sessions_view)
-        .map(Json)
-        .ok_or((StatusCode::NOT_FOUND, NO_CLUSTER.into()))
+        .ok_or((StatusCode::NOT_FOUND, NO_CLUSTER.into()))?;
+    v.sessions.retain(|s| who.may_see_path(&s.path));
+    Ok(Json(v))
 }

@@ -46,8 +46,11 @@ fn served() -> bool {
 pub(super) async fn cameras(
     State(node): State<Arc<Node>>,
     State(cluster): State<Option<Arc<Cluster>>>,
+    axum::Extension(who): axum::Extension<super::access::Principal>,
 ) -> Json<Vec<CameraView>> {
-    Json(view(&node, cluster.as_deref()))
+    let mut v = view(&node, cluster.as_deref());
+    v.retain(|c| who.may_see(&c.camera));
+    Json(v)
 }
 
 /// State, viewers and bitrate of a camera's hub on this node.

@@ -63,6 +63,7 @@ pub async fn serve(node: Arc<Node>, listener: TcpListener, app: Router, tls: Opt
         let arrival = super::token::Arrival {
             peer,
             plain_loopback_listener,
+            tls: tls.is_some(),
         };
         let (http, app, node, tls) = (http.clone(), app.clone(), node.clone(), tls.clone());
         tokio::spawn(async move {

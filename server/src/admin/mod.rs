@@ -1,5 +1,6 @@
 //! Admin HTTP API (JSON) and Prometheus `/metrics`, and the views `vigil ctl` prints.
 
+mod access;
 pub mod api;
 mod body;
 pub mod cameras_api;
@@ -10,6 +11,7 @@ pub mod migrate_api;
 pub mod onvif_api;
 pub mod plan_api;
 pub mod registry_api;
+mod signin;
 pub mod token;
 pub mod views;
 pub mod whep_api;

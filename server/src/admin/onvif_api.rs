@@ -31,7 +31,7 @@ use super::api::AppState;
 use super::registry_api::{actor, expected, json, refuse, shell, with_version, ApiError};
 use crate::node::Node;
 use crate::onvif::OnvifError;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -348,38 +348,12 @@ impl PtzKnown {
 async fn ptz(
     State(node): State<Arc<Node>>,
     Path(id): Path<String>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    axum::Extension(principal): axum::Extension<super::access::Principal>,
     body: String,
 ) -> Result<Response, ApiError> {
-    use crate::auth::{BasicRefusal, Right};
-    // Basic credentials got past the token gate: the user must hold the `ptz` right.
-    let basic = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .filter(|a| a.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("basic ")));
-    let by = match basic {
-        None => "admin".to_string(),
-        Some(a) => node
-            .auth
-            .http_basic(peer.ip(), a, Right::Ptz, &id)
-            .map_err(|e| match e {
-                BasicRefusal::Forbidden => refuse(
-                    StatusCode::FORBIDDEN,
-                    format!("no ptz right on camera {id:?}"),
-                ),
-                BasicRefusal::BackingOff(wait) => refuse(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "too many failed logins from this address: retry in {} s",
-                        wait.as_secs().max(1)
-                    ),
-                ),
-                BasicRefusal::Failed | BasicRefusal::NoUsers => {
-                    refuse(StatusCode::UNAUTHORIZED, "wrong user or password")
-                }
-            })?,
-    };
+    // The gate let the request through only for a principal with the `ptz` right on the
+    // camera (`access::need`); the command is logged under its name.
+    let by = principal.name().to_string();
     let command: vigil_onvif::ptz::Command = json("ptz", &body)?;
     let cam = shell(&node)?
         .current()

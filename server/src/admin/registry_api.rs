@@ -388,6 +388,9 @@ struct UserPatchBody {
     playback: Option<Vec<String>>,
     publish: Option<Vec<String>>,
     ptz: Option<Vec<String>>,
+    export: Option<Vec<String>>,
+    operate: Option<bool>,
+    admin: Option<bool>,
 }
 
 async fn set_user(
@@ -408,6 +411,9 @@ async fn set_user(
         playback: b.playback,
         publish: b.publish,
         ptz: b.ptz,
+        export: b.export,
+        operate: b.operate,
+        admin: b.admin,
     };
     write(&node, &headers, Edit::SetUser { name, patch }, false).await
 }

@@ -1,18 +1,22 @@
-//! Bearer-token gate of the admin API, as one layer over the whole router: every route a
-//! later change adds is covered without naming it.
+//! The HTTP gate, as one layer over the whole router: every route a later change adds is
+//! covered without naming it (`access::need` sends an unnamed route to the admin role).
 //!
-//! * Write routes (any method but GET/HEAD) always need the token; with none configured
-//!   they are refused (403) — a node without a token is read-only.
-//! * Reads need it too unless the request is *local*: it came in on the plain listener
-//!   bound to loopback, from a loopback peer, naming a loopback host (`Arrival`). The HTTPS
-//!   listener never grants anything by place — it is the one that serves the network, and it
-//!   once inherited the plain listener's loopback exemption, which served every recording to
-//!   anyone who reached it. The `Host` check keeps a web page that DNS-rebinds its own name
-//!   to 127.0.0.1 from reading the loopback API with the operator's browser.
-//! * `/api/health` is always open (load balancers, process supervisors), and so are reads
-//!   of the console's static files (`console::is_static`): the page holds no secret and asks
-//!   the operator for the token its API calls need.
+//! The gate decides *who* asks (`access::Principal`) from the request's credentials alone:
+//! the admin token (`Authorization: Bearer`), an `[auth]` user (HTTP Basic: the same users
+//! and rights as RTSP), or nobody (the `[auth] anonymous` rights). No listener or address
+//! grants anything once a token or a user exists. The one exception is the open node — no
+//! token and no users, the embedded demo — whose *local* caller reads everything and writes
+//! nothing; a request is local only when it came in on the plain listener bound to loopback,
+//! from a loopback peer, naming a loopback host (`Arrival`). The HTTPS listener never is:
+//! it once inherited the plain listener's loopback exemption and served every recording to
+//! anyone who reached it. The `Host` check keeps a page that DNS-rebinds its own name to
+//! 127.0.0.1 from reading a loopback API through the operator's browser.
+//!
+//! The principal rides on in the request's extensions: routes that list cameras show only
+//! what it may see, PTZ names it.
 
+use super::access::{self, Need, Principal};
+use super::signin::Proof;
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
@@ -27,24 +31,40 @@ pub struct Gate {
     pub token: Option<Arc<str>>,
 }
 
-/// The gate's state in the router: the rule above, and the node whose back-off counts wrong
-/// tokens (`Auth::bearer_failed`).
+/// The gate's state in the router: the rule above, the node whose `Auth` checks users and
+/// counts wrong tokens and passwords, and the console's sign-in sessions.
 #[derive(Clone)]
 pub struct GateState {
     pub gate: Gate,
     pub node: Arc<crate::node::Node>,
+    pub sessions: Arc<super::signin::Sessions>,
 }
 
-/// The longest random pause before a wrong token is answered: a guesser learns nothing
-/// from timing and gets fewer tries per connection.
+/// The longest random pause before a wrong token or password is answered: a guesser
+/// learns nothing from timing and gets fewer tries per connection.
 const FAILURE_JITTER_MS: u64 = 300;
 
-/// Whether `authorization` presents a bearer token at all.
-fn presents_bearer(authorization: Option<&str>) -> bool {
-    authorization.is_some_and(|a| {
-        a.get(..7)
-            .is_some_and(|p| p.eq_ignore_ascii_case("bearer "))
-    })
+/// The credentials a request presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Presented<'a> {
+    None,
+    Bearer(&'a str),
+    /// The whole `Authorization` value (`Basic …`), for `Auth::http_user`.
+    Basic(&'a str),
+}
+
+fn presented(authorization: Option<&str>) -> Presented<'_> {
+    let Some(a) = authorization else {
+        return Presented::None;
+    };
+    let scheme = |s: &str| a.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
+    if scheme("bearer ") {
+        Presented::Bearer(a[7..].trim())
+    } else if scheme("basic ") {
+        Presented::Basic(a)
+    } else {
+        Presented::None
+    }
 }
 
 /// Where one connection came in, set by the accept loop (`listener::serve`) on every
@@ -55,6 +75,8 @@ pub struct Arrival {
     pub peer: SocketAddr,
     /// The connection came in on the plain listener, bound to a loopback address.
     pub plain_loopback_listener: bool,
+    /// The connection is TLS (the HTTPS listener): a sign-in cookie is `Secure`.
+    pub tls: bool,
 }
 
 impl Arrival {
@@ -92,58 +114,46 @@ fn host_is_loopback(host: &str) -> bool {
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Whether a request may pass: None, or the refusal. Pure, for the tests. `local`: the
-/// request is local (`Arrival::is_local`).
+/// Why a request is refused: the answer's status and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: StatusCode,
+    pub why: String,
+}
+
+/// The refusal of `principal` asking for `need`, or None when it may. Pure, for the tests.
+/// `configured`: the node has an admin token or users (something could prove who asks).
 pub fn judge(
-    gate: &Gate,
-    local: bool,
+    principal: &Principal,
+    configured: bool,
     method: &Method,
     path: &str,
-    authorization: Option<&str>,
-) -> Option<(StatusCode, &'static str)> {
-    if path == "/api/health" {
+    need: &Need,
+) -> Option<Refusal> {
+    if principal.allows(need, method, path) {
         return None;
     }
-    // A WHEP offer (and its resource's DELETE and PATCH) is a viewer's request, gated like
-    // HLS: open on loopback, the token beyond it.
-    let viewing = method == Method::GET || method == Method::HEAD || path.starts_with("/whep/");
-    // A CORS preflight carries no credentials and does nothing: it is answered (with CORS
-    // headers only for a cluster member's page) so the request after it can be judged.
-    if method == Method::OPTIONS && path.starts_with("/whep/") {
-        return None;
-    }
-    // A PTZ command with an RTSP user's Basic credentials: the route checks the user's
-    // `ptz` right itself (`onvif_api::ptz`).
-    if method == Method::POST
-        && is_ptz(path)
-        && authorization
-            .is_some_and(|a| a.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("basic ")))
-    {
-        return None;
-    }
-    let write = !viewing;
-    if !write && (local || super::console::is_static(path)) {
-        return None;
-    }
-    let Some(token) = &gate.token else {
-        return Some((
-            StatusCode::FORBIDDEN,
-            "this route needs the admin token: set [http] token or token_file\n",
-        ));
-    };
-    let presented = authorization
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    match presented {
-        Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => None,
-        _ => Some((
+    let refuse = |status, why: String| Some(Refusal { status, why });
+    if !principal.is_proven() {
+        if !configured {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "this route needs credentials: set [http] token or token_file, or add users\n"
+                    .into(),
+            );
+        }
+        return refuse(
             StatusCode::UNAUTHORIZED,
-            "missing or wrong admin token (Authorization: Bearer …)\n",
-        )),
+            "credentials needed: Authorization: Bearer <token>, or a user's Basic credentials\n"
+                .into(),
+        );
     }
+    let why = match need {
+        Need::Camera(right, camera) => format!("no {} right on camera {camera:?}\n", right.name()),
+        Need::Operate => "this needs the operate role\n".into(),
+        Need::Admin | Need::Listing | Need::Open => "this needs the admin role\n".into(),
+    };
+    refuse(StatusCode::FORBIDDEN, why)
 }
 
 /// `/api/cameras/<id>/ptz`.
@@ -153,8 +163,85 @@ pub fn is_ptz(path: &str) -> bool {
         .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
-pub async fn layer(State(st): State<GateState>, req: Request, next: Next) -> Response {
-    let gate = &st.gate;
+fn too_many(wait: std::time::Duration) -> Response {
+    let mut r = (
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many failed logins: wait before trying again\n",
+    )
+        .into_response();
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(wait.as_secs().max(1)),
+    );
+    r
+}
+
+/// The random pause before a wrong token or password is answered.
+pub async fn failure_pause() {
+    let jitter = rand::Rng::gen_range(&mut rand::thread_rng(), 0..=FAILURE_JITTER_MS);
+    tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+}
+
+/// Whether a write carrying a session cookie names the session's CSRF token: a page of
+/// another site cannot read it, so it cannot forge the write with the operator's cookie.
+fn csrf_ok(headers: &header::HeaderMap, expected: &str) -> bool {
+    headers
+        .get(super::signin::CSRF_HEADER)
+        .is_some_and(|v| constant_time_eq(v.as_bytes(), expected.as_bytes()))
+}
+
+/// A 401 after a random pause, with the challenges a client can answer: Bearer always,
+/// Basic where users exist and the route serves media (ffmpeg and browsers answer it for
+/// an HLS or export URL; an API call from the console must not pop a browser dialog).
+async fn unauthorized(
+    node: &crate::node::Node,
+    need: &Need,
+    failed: bool,
+    why: String,
+) -> Response {
+    if failed {
+        failure_pause().await;
+    }
+    let mut r = (StatusCode::UNAUTHORIZED, why).into_response();
+    let h = r.headers_mut();
+    h.append(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer realm=\"vigil admin\""),
+    );
+    if let (Need::Camera(..), Some(realm)) = (need, node.auth.realm_with_users()) {
+        if let Ok(v) = header::HeaderValue::from_str(&format!("Basic realm=\"{realm}\"")) {
+            h.append(header::WWW_AUTHENTICATE, v);
+        }
+    }
+    r
+}
+
+/// GET, HEAD, OPTIONS: what a cookie alone may do.
+fn is_read(m: &Method) -> bool {
+    m == Method::GET || m == Method::HEAD || m == Method::OPTIONS
+}
+
+/// The user a request's session cookie names, with the rights the policy gives now; a
+/// session of a user who is gone is ended.
+fn session_user(
+    st: &GateState,
+    headers: &header::HeaderMap,
+) -> Option<(super::signin::Found, String, Arc<vigil_conf::Rights>)> {
+    let id = super::signin::cookie_of(headers)?;
+    let found = st.sessions.find(id, std::time::Instant::now())?;
+    match st.node.auth.user_rights(&found.user) {
+        Some(rights) => {
+            let name = found.user.clone();
+            Some((found, name, rights))
+        }
+        None => {
+            st.sessions.remove_user(&found.user);
+            None
+        }
+    }
+}
+
+pub async fn layer(State(st): State<GateState>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     let auth = headers
         .get(header::AUTHORIZATION)
@@ -162,40 +249,87 @@ pub async fn layer(State(st): State<GateState>, req: Request, next: Next) -> Res
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     let arrival = req.extensions().get::<Arrival>().copied();
     let local = arrival.is_some_and(|a| a.is_local(host));
-    let bearer = presents_bearer(auth);
-    // An address backing off after wrong tokens or passwords: its token is not checked.
-    if let (true, Some(a)) = (bearer, arrival) {
-        if let Some(wait) = st.node.auth.bearer_blocked(a.peer.ip()) {
-            let mut r = (
-                StatusCode::TOO_MANY_REQUESTS,
-                "too many failed logins: wait before trying again\n",
-            )
-                .into_response();
-            r.headers_mut().insert(
-                header::RETRY_AFTER,
-                header::HeaderValue::from(wait.as_secs().max(1)),
-            );
-            return r;
-        }
-    }
-    match judge(gate, local, req.method(), req.uri().path(), auth) {
-        None => next.run(req).await,
-        Some((status, why)) => {
-            if status == StatusCode::UNAUTHORIZED && bearer {
-                if let Some(a) = arrival {
-                    st.node.auth.bearer_failed(a.peer.ip());
+    let peer = arrival.map(|a| a.peer.ip());
+    let need = access::need(req.method(), req.uri().path());
+    let node = &st.node;
+    let configured = st.gate.token.is_some() || node.auth.has_users();
+    let mut proof = Proof::None;
+    let principal = match presented(auth) {
+        Presented::Bearer(t) => {
+            if let Some(wait) = peer.and_then(|p| node.auth.bearer_blocked(p)) {
+                return too_many(wait);
+            }
+            match &st.gate.token {
+                Some(token) if constant_time_eq(t.as_bytes(), token.as_bytes()) => {
+                    proof = Proof::Token;
+                    Principal::Admin
                 }
-                let jitter = rand::Rng::gen_range(&mut rand::thread_rng(), 0..=FAILURE_JITTER_MS);
-                tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+                _ => {
+                    if let Some(p) = peer {
+                        node.auth.bearer_failed(p);
+                    }
+                    let why = "wrong admin token\n".to_string();
+                    return unauthorized(node, &need, true, why).await;
+                }
             }
-            let mut r = (status, why).into_response();
-            if status == StatusCode::UNAUTHORIZED {
-                r.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static("Bearer realm=\"vigil admin\""),
-                );
+        }
+        Presented::Basic(h) => {
+            let ip = peer.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+            match node.auth.http_user(ip, h) {
+                Ok((name, rights)) => {
+                    proof = Proof::Basic;
+                    Principal::User { name, rights }
+                }
+                Err(crate::auth::BasicRefusal::BackingOff(wait)) => return too_many(wait),
+                Err(_) => {
+                    let why = "wrong user or password\n".to_string();
+                    return unauthorized(node, &need, true, why).await;
+                }
             }
-            r
+        }
+        Presented::None => match session_user(&st, headers) {
+            Some((found, name, rights)) => {
+                // Signing in again or out needs no token: those routes hold nothing to forge.
+                if !is_read(req.method()) && need != Need::Open && !csrf_ok(headers, &found.csrf) {
+                    return (
+                        StatusCode::FORBIDDEN,
+                        "a signed-in write needs the session's X-Vigil-CSRF header\n",
+                    )
+                        .into_response();
+                }
+                proof = Proof::Session;
+                Principal::User { name, rights }
+            }
+            None if local && !configured => {
+                proof = Proof::Local;
+                Principal::OpenLocal
+            }
+            None => Principal::Anonymous(node.auth.anonymous()),
+        },
+    };
+    match judge(
+        &principal,
+        configured,
+        req.method(),
+        req.uri().path(),
+        &need,
+    ) {
+        None => {
+            req.extensions_mut().insert(principal);
+            req.extensions_mut().insert(proof);
+            next.run(req).await
+        }
+        Some(r) if r.status == StatusCode::UNAUTHORIZED => {
+            unauthorized(node, &need, false, r.why).await
+        }
+        Some(r) => {
+            if let Principal::User { .. } = principal {
+                node.auth
+                    .stats
+                    .forbidden
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            (r.status, r.why).into_response()
         }
     }
 }
@@ -203,136 +337,120 @@ pub async fn layer(State(st): State<GateState>, req: Request, next: Next) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vigil_conf::Rights;
+
+    fn status(p: &Principal, configured: bool, m: &Method, path: &str) -> Option<StatusCode> {
+        judge(p, configured, m, path, &access::need(m, path)).map(|r| r.status)
+    }
+
+    fn nobody() -> Principal {
+        Principal::Anonymous(Arc::new(Rights::default()))
+    }
 
     #[test]
-    fn writes_always_need_the_token_reads_beyond_loopback() {
-        let with = || Gate {
-            token: Some("s3cret".into()),
-        };
-        let none = Gate { token: None };
-        let post = Method::POST;
+    fn credentials_are_read_by_scheme() {
+        assert_eq!(presented(None), Presented::None);
+        assert_eq!(
+            presented(Some("Bearer s3cret ")),
+            Presented::Bearer("s3cret")
+        );
+        assert_eq!(
+            presented(Some("bearer s3cret")),
+            Presented::Bearer("s3cret")
+        );
+        assert_eq!(
+            presented(Some("Basic b3A6cHc=")),
+            Presented::Basic("Basic b3A6cHc=")
+        );
+        assert_eq!(presented(Some("Basé")), Presented::None);
+        assert_eq!(presented(Some("Digest x")), Presented::None);
+    }
+
+    /// Loopback grants nothing once a token or a user exists: whoever is not proven gets
+    /// 401 on every route but health and the console's files, on any listener.
+    #[test]
+    fn nobody_proven_gets_401_once_anything_is_configured() {
         let get = Method::GET;
-        // Loopback: reads open, writes need the token.
-        assert_eq!(judge(&with(), true, &get, "/api/paths", None), None);
-        assert_eq!(
-            judge(&with(), true, &post, "/api/sessions/x/migrate", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        assert_eq!(
-            judge(&with(), true, &post, "/api/x", Some("Bearer s3cret")),
-            None
-        );
-        assert_eq!(
-            judge(
-                &with(),
-                true,
-                &Method::DELETE,
-                "/api/x",
-                Some("Bearer wrong")
-            )
-            .map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        // No token configured: read-only.
-        assert_eq!(
-            judge(&none, true, &post, "/api/x", Some("Bearer ")).map(|r| r.0),
-            Some(StatusCode::FORBIDDEN)
-        );
-        // Beyond loopback: reads too, but never health.
-        assert_eq!(
-            judge(&with(), false, &get, "/metrics", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        assert_eq!(
-            judge(&with(), false, &get, "/metrics", Some("Bearer s3cret")),
-            None
-        );
-        assert_eq!(judge(&with(), false, &get, "/api/health", None), None);
-        // PTZ with a user's Basic credentials goes to the route, which checks the right;
-        // no other write does.
-        let basic = Some("Basic b3A6cHc=");
-        assert_eq!(
-            judge(&with(), false, &post, "/api/cameras/gate/ptz", basic),
-            None
-        );
         for path in [
-            "/api/cameras/gate/onvif",
-            "/api/cameras/ptz",
-            "/api/cameras/a/b/ptz",
+            "/api/export/cam",
+            "/hls/live/cam/index.m3u8",
+            "/api/recordings/cam",
+            "/api/sessions",
+            "/api/cameras",
+            "/api/paths",
+            "/metrics",
         ] {
             assert_eq!(
-                judge(&with(), false, &post, path, basic).map(|r| r.0),
+                status(&nobody(), true, &get, path),
                 Some(StatusCode::UNAUTHORIZED),
                 "{path}"
             );
+            // On a node with nothing configured, only its local caller reads.
+            assert_eq!(
+                status(&nobody(), false, &get, path),
+                Some(StatusCode::FORBIDDEN),
+                "{path}"
+            );
+            assert_eq!(
+                status(&Principal::OpenLocal, false, &get, path),
+                None,
+                "{path}"
+            );
+            assert_eq!(status(&Principal::Admin, true, &get, path), None, "{path}");
         }
-        assert!(judge(&with(), false, &post, "/api/cameras/gate/ptz", Some("Basé")).is_some());
-        let open = Gate { token: None };
+        let post = Method::POST;
         assert_eq!(
-            judge(&open, false, &get, "/api/paths", None).map(|r| r.0),
+            status(&nobody(), true, &post, "/whep/live/cam"),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        for p in [&nobody(), &Principal::OpenLocal] {
+            assert_eq!(status(p, true, &get, "/api/health"), None);
+            assert_eq!(status(p, true, &get, "/"), None);
+            assert_eq!(status(p, true, &get, "/console/console.js"), None);
+            assert_eq!(status(p, true, &Method::OPTIONS, "/whep/live/cam"), None);
+        }
+        // The open node's local caller writes nothing.
+        assert_eq!(
+            status(
+                &Principal::OpenLocal,
+                false,
+                &post,
+                "/api/sessions/x/migrate"
+            ),
             Some(StatusCode::FORBIDDEN)
         );
-        assert_eq!(judge(&open, false, &get, "/api/health", None), None);
-        // The console's page and files: open to read anywhere, never to write.
-        assert_eq!(judge(&with(), false, &get, "/", None), None);
-        assert_eq!(judge(&open, false, &get, "/console/console.js", None), None);
         assert_eq!(
-            judge(&with(), false, &post, "/", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        assert_eq!(
-            judge(&with(), false, &get, "/api/cameras", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
+            status(&Principal::OpenLocal, false, &post, "/whep/live/cam"),
+            None
         );
     }
 
     #[test]
-    fn a_whep_offer_is_gated_as_a_viewer_not_as_a_write() {
-        let gate = || Gate {
-            token: Some("s3cret".into()),
+    fn a_user_is_refused_with_403_naming_what_is_missing() {
+        let guard = Principal::User {
+            name: "guard".into(),
+            rights: Arc::new(Rights {
+                read: vec!["gate-*".into()],
+                ..Rights::default()
+            }),
         };
-        let post = Method::POST;
-        // On loopback a viewer needs no token, as for HLS; beyond it, it does.
-        assert_eq!(judge(&gate(), true, &post, "/whep/live/cam", None), None);
-        assert_eq!(
-            judge(&gate(), false, &post, "/whep/live/cam", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
+        let get = Method::GET;
+        let m = &get;
+        let p = "/api/export/gate-1";
+        let r = judge(&guard, true, m, p, &access::need(m, p)).expect("refused");
+        assert_eq!(r.status, StatusCode::FORBIDDEN);
+        assert!(
+            r.why.contains("export") && r.why.contains("gate-1"),
+            "{}",
+            r.why
         );
         assert_eq!(
-            judge(
-                &gate(),
-                false,
-                &post,
-                "/whep/live/cam",
-                Some("Bearer s3cret")
-            ),
+            status(&guard, true, &get, "/api/cluster/nodes"),
+            Some(StatusCode::FORBIDDEN)
+        );
+        assert_eq!(
+            status(&guard, true, &get, "/hls/live/gate-1/index.m3u8"),
             None
-        );
-        assert_eq!(
-            judge(&gate(), false, &Method::DELETE, "/whep/resource/x", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        // Steering a recording beyond loopback needs the token as the offer did.
-        for m in [&post, &Method::GET] {
-            assert_eq!(
-                judge(&gate(), false, m, "/whep/resource/x/control", None).map(|r| r.0),
-                Some(StatusCode::UNAUTHORIZED),
-                "{m}"
-            );
-        }
-        // A CORS preflight carries no credentials: answered beyond loopback too.
-        assert_eq!(
-            judge(&gate(), false, &Method::OPTIONS, "/whep/live/cam", None),
-            None
-        );
-        assert_eq!(
-            judge(&gate(), false, &Method::OPTIONS, "/api/sessions", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        // Only the WHEP prefix: another write on loopback still needs the token.
-        assert_eq!(
-            judge(&gate(), true, &post, "/api/whep/live/cam", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
         );
     }
 
@@ -340,13 +458,14 @@ mod tests {
         Arrival {
             peer: peer.parse().expect("addr"),
             plain_loopback_listener,
+            tls: !plain_loopback_listener,
         }
     }
 
     /// Issue 44's critical finding: the HTTPS listener beyond loopback served every read
     /// without the token because the gate asked only whether the *plain* listener was on
     /// loopback. Now only a request on the plain loopback listener, from a loopback peer,
-    /// naming a loopback host is local.
+    /// naming a loopback host is local — and even that grants only on an open node.
     #[test]
     fn only_the_plain_loopback_listener_with_a_loopback_peer_and_host_is_local() {
         let plain = arrival("127.0.0.1:40000", true);
@@ -375,33 +494,5 @@ mod tests {
         assert!(!arrival("127.0.0.1:40000", false).is_local(Some("127.0.0.1:8443")));
         // A peer beyond loopback never is.
         assert!(!arrival("198.18.0.2:40000", true).is_local(Some("127.0.0.1:8080")));
-        // Not local: every read route needs the token, the export and HLS among them.
-        let gate = Gate {
-            token: Some("s3cret".into()),
-        };
-        for path in [
-            "/api/export/cam",
-            "/hls/live/cam/index.m3u8",
-            "/api/recordings/cam",
-            "/api/sessions",
-            "/api/cameras",
-            "/metrics",
-        ] {
-            assert_eq!(
-                judge(&gate, false, &Method::GET, path, None).map(|r| r.0),
-                Some(StatusCode::UNAUTHORIZED),
-                "{path}"
-            );
-        }
-        assert_eq!(
-            judge(&gate, false, &Method::POST, "/whep/live/cam", None).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        // With no token configured, nothing but health and the console's files.
-        let none = Gate { token: None };
-        assert_eq!(
-            judge(&none, false, &Method::GET, "/api/export/cam", None).map(|r| r.0),
-            Some(StatusCode::FORBIDDEN)
-        );
     }
 }

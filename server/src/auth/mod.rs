@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
-use vigil_conf::{AuthConfig, DigestAlgorithm, UserConfig};
+use vigil_conf::{AuthConfig, DigestAlgorithm, Rights, UserConfig};
 use vigil_proto::rtsp::auth::{
     basic_challenge, check_nonce, constant_time_eq, digest_challenge, ha1, make_nonce,
     parse_authorization, Algorithm, Credentials, NonceCheck,
@@ -110,7 +110,7 @@ impl ConnAuth {
     }
 }
 
-/// Why [`Auth::http_basic`] refused.
+/// Why [`Auth::http_user`] refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BasicRefusal {
     /// No `[auth]` users on this node.
@@ -119,8 +119,6 @@ pub enum BasicRefusal {
     BackingOff(Duration),
     /// Unknown user, wrong password, not Basic.
     Failed,
-    /// The user has no such right on the camera.
-    Forbidden,
 }
 
 enum Verdict {
@@ -247,44 +245,77 @@ impl Auth {
         Err(r)
     }
 
-    /// An admin API request an RTSP user may make (PTZ) with HTTP Basic credentials
-    /// (`header`: the `Authorization` value): the user, or why not. The password is checked
-    /// against the user's HA1 (MD5 of `name:realm:password`) in constant time, and failures
-    /// count toward the address's back-off like RTSP logins. The route is for HTTPS or a
-    /// trusted network: Basic carries the password.
-    pub fn http_basic(
+    /// Whether any user exists: then nothing is granted by place (`admin::token`).
+    pub fn has_users(&self) -> bool {
+        self.policy().is_some_and(|p| !p.users.is_empty())
+    }
+
+    /// The realm, when users exist to answer its challenge.
+    pub fn realm_with_users(&self) -> Option<String> {
+        self.policy()
+            .filter(|p| !p.users.is_empty())
+            .map(|p| p.cfg.realm.clone())
+    }
+
+    /// What anyone may do unproven: `[auth] anonymous`, or nothing without `[auth]`.
+    pub fn anonymous(&self) -> Arc<Rights> {
+        Arc::new(
+            self.policy()
+                .map(|p| p.cfg.anonymous.clone())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The user an HTTP request's Basic credentials prove (`header`: the `Authorization`
+    /// value) and their rights, or why not ([`Auth::http_login`]).
+    pub fn http_user(
         &self,
         peer: IpAddr,
         header: &str,
-        right: Right,
-        camera: &str,
-    ) -> Result<String, BasicRefusal> {
+    ) -> Result<(String, Arc<Rights>), BasicRefusal> {
+        match parse_authorization(header) {
+            Ok(Credentials::Basic { user, password }) => self.http_login(peer, &user, &password),
+            _ => self.http_login(peer, "", ""),
+        }
+    }
+
+    /// The user `name` with `password` over HTTP (Basic, the console's sign-in) and their
+    /// rights, or why not. The password is checked against the user's HA1 (MD5 of
+    /// `name:realm:password`) in constant time, and failures count toward the address's
+    /// and the user's back-off like RTSP logins. Basic carries the password: the HTTPS
+    /// listener is the one for users beyond loopback.
+    pub fn http_login(
+        &self,
+        peer: IpAddr,
+        name: &str,
+        password: &str,
+    ) -> Result<(String, Arc<Rights>), BasicRefusal> {
         let policy = self.policy().ok_or(BasicRefusal::NoUsers)?;
         let now = Instant::now();
-        let claimed = claimed_user(&policy, header);
+        let claimed = policy.users.contains_key(name).then(|| name.to_string());
         if let Some(wait) = self.failures().blocked(peer, claimed.as_deref(), now) {
             self.stats.backoff_refusals.fetch_add(1, Ordering::Relaxed);
             return Err(BasicRefusal::BackingOff(wait));
         }
-        let verified = match parse_authorization(header) {
-            Ok(Credentials::Basic { user, password }) => policy.users.get(&user).filter(|u| {
-                let h = ha1(Algorithm::Md5, &user, &policy.cfg.realm, &password);
-                constant_time_eq(h.as_bytes(), u.ha1_md5.as_bytes())
-            }),
-            _ => None,
-        };
+        let verified = policy.users.get(name).filter(|u| {
+            let h = ha1(Algorithm::Md5, name, &policy.cfg.realm, password);
+            constant_time_eq(h.as_bytes(), u.ha1_md5.to_ascii_lowercase().as_bytes())
+        });
         let Some(user) = verified else {
             self.failures().failed(peer, claimed.as_deref(), now);
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
-            warn!(%peer, "API login (Basic) failed");
+            warn!(%peer, "HTTP login failed");
             return Err(BasicRefusal::Failed);
         };
         self.failures().succeeded(&user.name);
-        if !grants(&user.rights, right, camera) {
-            self.stats.forbidden.fetch_add(1, Ordering::Relaxed);
-            return Err(BasicRefusal::Forbidden);
-        }
-        Ok(user.name.clone())
+        Ok((user.name.clone(), Arc::new(user.rights.clone())))
+    }
+
+    /// The rights user `name` has now, if the user exists (a signed-in session is judged
+    /// by them on every request, so a removed user's sessions stop at once).
+    pub fn user_rights(&self, name: &str) -> Option<Arc<Rights>> {
+        let policy = self.policy()?;
+        policy.users.get(name).map(|u| Arc::new(u.rights.clone()))
     }
 
     /// How much longer `peer` must wait before an admin API bearer token it presents is

@@ -13,6 +13,8 @@ pub enum Right {
     Publish,
     /// Steer it (PTZ, through the admin API).
     Ptz,
+    /// Export its recordings as files (HTTP only).
+    Export,
 }
 
 impl Right {
@@ -22,6 +24,7 @@ impl Right {
             Right::Playback => "playback",
             Right::Publish => "publish",
             Right::Ptz => "ptz",
+            Right::Export => "export",
         }
     }
 }
@@ -60,6 +63,7 @@ pub fn grants(rights: &Rights, right: Right, camera: &str) -> bool {
         Right::Playback => &rights.playback,
         Right::Publish => &rights.publish,
         Right::Ptz => &rights.ptz,
+        Right::Export => &rights.export,
     };
     patterns.iter().any(|p| glob(p, camera))
 }
@@ -150,7 +154,7 @@ mod tests {
             read: vec!["*".into()],
             playback: vec!["gate-*".into()],
             publish: vec![],
-            ptz: vec![],
+            ..Rights::default()
         };
         assert!(grants(&rights, Right::Read, "lobby"));
         assert!(grants(&rights, Right::Playback, "gate-2"));

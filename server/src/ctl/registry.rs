@@ -153,6 +153,15 @@ pub struct RightsArgs {
     /// Camera patterns the user may steer (PTZ).
     #[arg(long)]
     ptz: Vec<String>,
+    /// Camera patterns whose recordings the user may export.
+    #[arg(long)]
+    export: Vec<String>,
+    /// May migrate sessions, drain nodes and move cameras (`true`/`false`).
+    #[arg(long)]
+    operate: Option<bool>,
+    /// May do everything the admin token does (`true`/`false`).
+    #[arg(long)]
+    admin: Option<bool>,
 }
 
 impl Settings {
@@ -600,7 +609,8 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
             let body = json!({
                 "name": name, "password": password,
                 "read": rights.read, "playback": rights.playback, "publish": rights.publish,
-                "ptz": rights.ptz,
+                "ptz": rights.ptz, "export": rights.export,
+                "operate": rights.operate.unwrap_or(false), "admin": rights.admin.unwrap_or(false),
             })
             .to_string();
             done(
@@ -623,9 +633,15 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
                 ("playback", rights.playback),
                 ("publish", rights.publish),
                 ("ptz", rights.ptz),
+                ("export", rights.export),
             ] {
                 if !v.is_empty() {
                     m.insert(k.into(), json!(v));
+                }
+            }
+            for (k, v) in [("operate", rights.operate), ("admin", rights.admin)] {
+                if let Some(v) = v {
+                    m.insert(k.into(), v.into());
                 }
             }
             w(Write::Put(format!("/api/users/{name}"), m, if_version))
@@ -643,14 +659,22 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
             let rows: Vec<UserView> = serde_json::from_str(&text).context("unexpected answer")?;
             let mut t = Table::new();
             t.load_preset(UTF8_BORDERS_ONLY);
-            t.set_header(["USER", "READ", "PLAYBACK", "PUBLISH", "PTZ"]);
+            t.set_header([
+                "USER", "READ", "PLAYBACK", "PUBLISH", "PTZ", "EXPORT", "ROLES",
+            ]);
             for u in rows {
+                let roles: Vec<&str> = [("operate", u.rights.operate), ("admin", u.rights.admin)]
+                    .into_iter()
+                    .filter_map(|(n, on)| on.then_some(n))
+                    .collect();
                 t.add_row([
                     u.name,
                     u.rights.read.join(" "),
                     u.rights.playback.join(" "),
                     u.rights.publish.join(" "),
                     u.rights.ptz.join(" "),
+                    u.rights.export.join(" "),
+                    roles.join(" "),
                 ]);
             }
             println!("{t}");

@@ -246,10 +246,14 @@ fn a_trickled_request_body_is_cut_off_at_its_deadline() {
         .http("body_read_timeout_ms = 500")
         .start();
     let mut s = std::net::TcpStream::connect(node.api).expect("connect");
+    // With the token, so the gate lets it through to the route, which reads the body.
+    let auth = format!("Authorization: Bearer {}\r\n", vigil_tests::ADMIN_TOKEN);
     s.write_all(
-        b"POST /api/cameras/gate/ptz HTTP/1.1\r\nHost: vigil\r\n\
-          Authorization: Basic b3A6cHc=\r\nContent-Type: application/json\r\n\
-          Content-Length: 2000000\r\n\r\n{",
+        format!(
+            "POST /api/cameras/gate/ptz HTTP/1.1\r\nHost: vigil\r\n{auth}\
+             Content-Type: application/json\r\nContent-Length: 2000000\r\n\r\n{{"
+        )
+        .as_bytes(),
     )
     .expect("send");
     let started = std::time::Instant::now();
@@ -268,13 +272,17 @@ fn a_trickled_request_body_is_cut_off_at_its_deadline() {
     let _ = trickler.join();
     assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
     assert!(took < Duration::from_secs(4), "closed after {took:?}");
-    // A whole body in time still reaches the route (which refuses the made-up user).
+    // A whole body in time still reaches the route (which refuses the command: no such
+    // camera, no registry).
     let mut whole = std::net::TcpStream::connect(node.api).expect("connect");
     whole
         .write_all(
-            b"POST /api/cameras/gate/ptz HTTP/1.1\r\nHost: vigil\r\n\
-              Authorization: Basic b3A6cHc=\r\nContent-Type: application/json\r\n\
-              Content-Length: 2\r\nConnection: close\r\n\r\n{}",
+            format!(
+                "POST /api/cameras/gate/ptz HTTP/1.1\r\nHost: vigil\r\n{auth}\
+                 Content-Type: application/json\r\nContent-Length: 2\r\n\
+                 Connection: close\r\n\r\n{{}}"
+            )
+            .as_bytes(),
         )
         .expect("send");
     let got = http_until_closed(&mut whole, "a whole body");

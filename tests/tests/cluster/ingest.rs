@@ -5,6 +5,10 @@ use crate::support::*;
 /// Status and body of an admin API GET, whatever the status.
 fn api_status(n: &Node, path: &str) -> (u16, String) {
     let mut resp = ureq::get(&format!("http://{}{path}", n.api))
+        .header(
+            "Authorization",
+            &format!("Bearer {}", vigil_tests::ADMIN_TOKEN),
+        )
         .config()
         .timeout_global(Some(Duration::from_secs(5)))
         .http_status_as_error(false)

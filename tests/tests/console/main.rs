@@ -5,6 +5,7 @@
 //! `cameras`.
 
 mod cameras;
+mod users;
 
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -95,7 +96,7 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
     let base = format!("http://{}/", n1.api);
 
     // Cluster: one row per member, the markup id as text, a load line per node.
-    browser.goto(&format!("{base}#cluster"));
+    browser.sign_in(&format!("{base}#cluster"), ADMIN_TOKEN);
     let ids = wait_rows(&browser, "#nodes", || {
         strings(&nodes_view(&n1).unwrap_or_default()["nodes"], "id")
     });
@@ -332,18 +333,9 @@ fn console_shows_the_cluster_and_plays_video_in_chromium() {
     assert_eq!(&mp4.body[4..8], b"ftyp");
     browser.assert_no_errors("playing a recording");
 
-    // Actions need the token: none shown without it; with it, drain and undrain this node.
+    // Signed in with the token, the actions show: drain and undrain this node.
     browser.goto(&format!("{base}#cluster"));
     wait_rows(&browser, "#nodes", || ids.clone());
-    assert_eq!(
-        browser.eval(
-            "return document.querySelectorAll('#nodes button').length;",
-            vec![]
-        ),
-        json!(0)
-    );
-    browser.type_into("#token-input", ADMIN_TOKEN);
-    browser.click("#token-set");
     browser.wait(
         "drain buttons once signed in",
         WAIT,
@@ -418,6 +410,7 @@ fn console_without_a_cluster_loads_every_page_cleanly() {
         .extra(DEMO_CAMERA)
         .start();
     let base = format!("http://{}/", node.api);
+    browser.sign_in(&format!("{base}#cluster"), ADMIN_TOKEN);
     // The first page is the wall: the live camera plays over WebRTC.
     browser.goto(&base);
     let tile = browser.wait(

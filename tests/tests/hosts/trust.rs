@@ -7,6 +7,7 @@ use super::support::bed_of;
 use std::net::SocketAddr;
 use std::time::Duration;
 use vigil_testkit::serve::ServeProcess;
+use vigil_tests::auth::user_add;
 use vigil_tests::tls::{tls_request_from, tls_table, Leaf, TestCa};
 use vigil_tests::{poll_every, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
 
@@ -22,16 +23,45 @@ fn https_status(
     path: &str,
     token: Option<&str>,
 ) -> u16 {
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let auth = token.map(|t| format!("Bearer {t}"));
+    https_answer(ca, addr, method, path, auth.as_deref()).0
+}
+
+/// The status and body of `METHOD path` over HTTPS with `authorization` (the header's
+/// value) when given; 0 when nothing answered.
+fn https_answer(
+    ca: &std::path::Path,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> (u16, String) {
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
     let body = if method == "POST" { "v=0\r\n" } else { "" };
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/sdp\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     match tls_request_from(None, ca, addr, "localhost", &request) {
-        Ok(shown) => vigil_tests::status_of(&shown.answer),
-        Err(_) => 0,
+        Ok(shown) => {
+            let body = shown
+                .answer
+                .split_once("\r\n\r\n")
+                .map_or(String::new(), |(_, b)| b.to_string());
+            (vigil_tests::status_of(&shown.answer), body)
+        }
+        Err(_) => (0, String::new()),
     }
+}
+
+/// `Basic` credentials of `user:password`.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    let pair = format!("{user}:{password}");
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )
 }
 
 /// The status of a plain `GET path` to `addr` naming `host`, without a token.
@@ -60,12 +90,25 @@ fn https_beyond_loopback_answers_nothing_but_health_without_the_token() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = TestCa::new(dir.path());
     let (cert, key) = ca.issue(dir.path(), "node", Leaf::Good);
+    // The people of a control room (`vigil user add`): a guard who may watch `demo` live
+    // and nothing else, an investigator who may also play it back and export it.
+    let users = dir.path().join("users.toml");
+    std::fs::write(&users, "[auth]\nrealm = \"trust\"\n").expect("users");
+    user_add(&users, "guard", "guard-pw", &["--read", "demo"]);
+    user_add(
+        &users,
+        "investigator",
+        "inv-pw",
+        &["--read", "demo", "--playback", "demo", "--export", "demo"],
+    );
+    let users = std::fs::read_to_string(&users).expect("users");
     // README's "Encrypt: RTSPS and HTTPS", to the letter: plain HTTP on loopback, HTTPS on
-    // every address, a token, one camera recording.
+    // every address, a token, one camera recording (and one more the users may not see).
     let config = format!(
         "[node]\nid = \"trust\"\n\n[rtsp]\nlisten = \"127.0.0.1:8554\"\n\n[http]\n\
          listen = \"127.0.0.1:{API_PORT}\"\ntls_listen = \"0.0.0.0:{HTTPS_PORT}\"\n\
-         token = \"{ADMIN_TOKEN}\"\n\n[storage]\nsegment_secs = 1\n\n{}\n{DEMO_CAMERA}\n",
+         token = \"{ADMIN_TOKEN}\"\n\n[storage]\nsegment_secs = 1\n\n{}\n{DEMO_CAMERA}\n\
+         [[camera]]\nid = \"lobby\"\nsource = \"push\"\n\n{users}\n",
         tls_table(&cert, &key, "")
     );
     let mut node = ServeProcess::spawn_in(
@@ -170,14 +213,103 @@ fn https_beyond_loopback_answers_nothing_but_health_without_the_token() {
     for (what, status) in &statuses[n..] {
         assert_eq!(*status, 200, "{what}");
     }
-    // On the node's own host, the plain loopback listener still serves a local read — but
-    // not to a page that names another host (DNS rebinding).
+    // On the node's own host, the plain loopback listener grants nothing either once a
+    // token exists (issue 44: who asks, not where from) — nor to a page naming another host.
     let (local, rebound) = bed.within(node_host, || {
         (
             plain_status(loopback, "/api/paths", "127.0.0.1:8080"),
             plain_status(loopback, "/api/paths", "evil.example:8080"),
         )
     });
-    assert_eq!(local, 200, "a local read on the loopback listener");
+    assert_eq!(local, 401, "a local read without credentials");
     assert_eq!(rebound, 401, "a local read naming another host");
+    users_get_their_rights_and_no_more(&bed, &outsider, &ca.pem, https, range);
+}
+
+/// The guard (live on `demo`) and the investigator (live, playback and export of `demo`),
+/// over HTTPS from another host with their Basic credentials: each gets what their rights
+/// name and 403 beyond, and the lists they read name only their camera.
+fn users_get_their_rights_and_no_more(
+    bed: &vigil_testkit::hosts::Bed,
+    outsider: &vigil_testkit::hosts::Host,
+    ca: &std::path::Path,
+    https: SocketAddr,
+    range: (i64, i64),
+) {
+    let iso = vigil_tests::rfc3339;
+    let export = format!(
+        "/api/export/demo?start={}&end={}",
+        iso(range.0),
+        iso(range.0 + 2000)
+    );
+    let playback = format!("/hls/playback/demo/index.m3u8?start={}", iso(range.0));
+    let guard = basic("guard", "guard-pw");
+    let investigator = basic("investigator", "inv-pw");
+    bed.within(outsider, || {
+        let status = |who: &str, method: &str, path: &str| {
+            https_answer(ca, https, method, path, Some(who)).0
+        };
+        assert_eq!(
+            status(&guard, "GET", "/hls/live/demo/index.m3u8"),
+            200,
+            "guard: live HLS"
+        );
+        // A viewer's offer reaches WHEP (a bad SDP is the offer's fault, not a refusal).
+        let whep = status(&guard, "POST", "/whep/live/demo");
+        assert!(
+            ![401, 403].contains(&whep),
+            "guard: a WHEP offer for demo: {whep}"
+        );
+        for (path, what) in [
+            (playback.as_str(), "playback HLS"),
+            (export.as_str(), "export"),
+            ("/api/recordings/demo", "the recordings of demo"),
+            ("/hls/live/lobby/index.m3u8", "another camera's live HLS"),
+            ("/metrics", "metrics"),
+            ("/api/cluster/nodes", "the cluster view"),
+            ("/api/users", "the users"),
+        ] {
+            assert_eq!(status(&guard, "GET", path), 403, "guard: {what}");
+        }
+        assert_eq!(
+            status(&guard, "POST", "/whep/playback/demo"),
+            403,
+            "guard: a WHEP playback offer"
+        );
+        assert_eq!(
+            status(&basic("guard", "wrong"), "GET", "/api/sessions"),
+            401
+        );
+        // The lists name only what the user may see.
+        let (s, cameras) = https_answer(ca, https, "GET", "/api/cameras", Some(&guard));
+        assert_eq!(s, 200, "{cameras}");
+        let cameras: serde_json::Value = serde_json::from_str(&cameras).expect("cameras JSON");
+        let ids: Vec<&str> = cameras
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c["camera"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(ids, ["demo"], "the guard's camera list");
+        let (s, all) = https_answer(
+            ca,
+            https,
+            "GET",
+            "/api/cameras",
+            Some(&format!("Bearer {ADMIN_TOKEN}")),
+        );
+        assert!(
+            s == 200 && all.contains("lobby"),
+            "the admin sees lobby: {all}"
+        );
+        // The investigator may take the recording away.
+        assert_eq!(
+            status(&investigator, "GET", &export),
+            200,
+            "investigator: export"
+        );
+        assert_eq!(status(&investigator, "GET", "/api/recordings/demo"), 200);
+        assert_eq!(
+            status(&investigator, "GET", "/hls/live/lobby/index.m3u8"),
+            403
+        );
+    });
 }

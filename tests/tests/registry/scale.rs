@@ -34,7 +34,12 @@ impl Seen {
         let poller = std::thread::spawn(move || {
             while !s.stop.load(Ordering::Relaxed) {
                 for (i, api) in apis.iter().enumerate() {
-                    let answer = vigil_testkit::serve::api_get(api, "/api/registry").ok();
+                    let answer = vigil_testkit::serve::api_get_as(
+                        api,
+                        "/api/registry",
+                        Some(vigil_tests::ADMIN_TOKEN),
+                    )
+                    .ok();
                     let version = answer
                         .and_then(|a| serde_json::from_str::<Value>(&a).ok())
                         .and_then(|a| a["version"].as_u64());
