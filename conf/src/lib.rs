@@ -5,6 +5,7 @@
 //! empty file (or no file at all) gives a working single node; unknown keys are rejected so
 //! a typo never silently falls back to a default.
 
+mod audit;
 mod auth;
 mod camera;
 mod cluster;
@@ -15,6 +16,7 @@ mod tls;
 mod webhook;
 mod webrtc;
 
+pub use audit::AuditConfig;
 pub use auth::{check_user, AuthConfig, DigestAlgorithm, Rights, UserConfig, UserFieldError};
 pub use camera::{
     check_camera, check_camera_id, is_valid_camera_id, CameraConfig, CameraFieldError,
@@ -84,6 +86,8 @@ pub struct Config {
     pub onvif: OnvifConfig,
     /// Signed JSON events posted to operators' receivers (none unless `urls` are given).
     pub webhooks: WebhookConfig,
+    /// The audit trail of every access to video and every change, on the storage root.
+    pub audit: AuditConfig,
     /// Cameras known to this node. With no config file at all, the node serves the bundled
     /// demo clip as `live/demo` (see [`Config::embedded_default`]).
     #[serde(rename = "camera")]
@@ -522,6 +526,7 @@ impl Config {
         self.storage.validate()?;
         self.playback.validate()?;
         self.export.validate()?;
+        self.audit.validate()?;
         self.hls.validate()?;
         if self.live.ring_kb < 16
             || self.live.ring_gop_max_kb < self.live.ring_kb

@@ -267,6 +267,15 @@ pub fn main() -> ExitCode {
             config,
             what: crate::ctl::What::Doctor,
         } => crate::ctl::doctor::run(&api, config.as_deref(), json),
+        // Verify reads the storage root and the key from the config, not the API.
+        Command::Ctl {
+            config,
+            what:
+                crate::ctl::What::Audit {
+                    cmd: crate::ctl::audit::AuditCmd::Verify { node },
+                },
+            ..
+        } => crate::ctl::audit::verify(config.as_deref(), node.as_deref()),
         Command::Ctl {
             api,
             json,

@@ -5,6 +5,7 @@
 //! around it. See ARCHITECTURE.md for the map and the invariants.
 
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod cluster;

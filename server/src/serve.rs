@@ -138,7 +138,11 @@ pub async fn serve(
     // on the first start).
     let mut config = config;
     let registry = crate::registry::Shell::open(&mut config)?;
-    let node = Node::new(config, library);
+    // The trail's writer outlives the node's shutdown by its own token, so the sessions
+    // ended by the shutdown are written too.
+    let audit_stop = tokio_util::sync::CancellationToken::new();
+    let audit = crate::audit::open(&config, audit_stop.clone());
+    let node = Node::new(config, library, audit);
     if let Some(h) = ingest {
         node.set_ingest_runtime(h);
     }

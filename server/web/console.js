@@ -90,7 +90,12 @@
       : session ? `signed in as ${me.user}` : me.proof === 'local' ? 'open node: read-only' : 'not signed in';
     $('#token-clear').hidden = !any;
     $('#token-form').querySelectorAll('.signin').forEach((e) => { e.hidden = any; });
-    const shown = { cluster: canOperate() || !me.rights, scheduler: canOperate() || !me.rights, recordings: mayPlayback() };
+    const shown = {
+      cluster: canOperate() || !me.rights,
+      scheduler: canOperate() || !me.rights,
+      recordings: mayPlayback(),
+      audit: isAdmin() || (!me.rights && me.proof === 'local'),
+    };
     document.querySelectorAll('#tabs a').forEach((a) => {
       a.hidden = Object.hasOwn(shown, a.dataset.tab) && !shown[a.dataset.tab];
     });
@@ -816,6 +821,37 @@
     ]);
   }
 
+  // ---- audit ------------------------------------------------------------------------
+  const AUDIT_PAGE = 200;
+  async function refreshAudit() {
+    const q = new URLSearchParams({ limit: String(AUDIT_PAGE), order: 'newest' });
+    for (const k of ['camera', 'user', 'kind', 'from', 'to']) {
+      const v = $(`#audit-${k}`).value.trim();
+      if (v) q.set(k, v);
+    }
+    let page;
+    try {
+      page = await api(`/api/audit?${q}`);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) {
+        $('#audit-summary').textContent = 'No audit trail on this node (it needs recording on: a storage root).';
+        fill($('#audit'), [], () => '', () => []);
+        return;
+      }
+      throw err;
+    }
+    seen.audit = page.records;
+    fill($('#audit'), page.records, (r) => `${r.node}/${r.seq}`, (r) => [
+      iso(r.at_ms), r.node, r.kind, r.user, r.client || '', text(r.camera), text(r.protocol),
+      typeof r.from_ms === 'number' || typeof r.to_ms === 'number'
+        ? `${typeof r.from_ms === 'number' ? iso(r.from_ms) : ''} – ${typeof r.to_ms === 'number' ? iso(r.to_ms) : ''}` : '',
+      r.detail && Object.keys(r.detail).length ? JSON.stringify(r.detail) : '',
+    ]);
+    $('#audit-summary').textContent = `${page.records.length} record(s)`
+      + (page.next ? ` — the newest ${AUDIT_PAGE}: narrow the search for older ones.` : '.');
+  }
+  $('#audit-form').addEventListener('submit', (e) => { e.preventDefault(); refresh(); });
+
   // ---- tabs and refresh -------------------------------------------------------------
   // The cameras tab also holds the registry's page (cameras.js), given what it shares.
   const kit = { el, api, fill, explain, text, node: () => seen.node, refresh: () => refresh() };
@@ -831,6 +867,7 @@
     recordings: refreshRecordings,
     sessions: refreshSessions,
     scheduler: refreshScheduler,
+    audit: refreshAudit,
   };
   const tab = () => {
     const t = location.hash.replace(/^#/, '');
@@ -881,7 +918,9 @@
     clearInterval(timer);
     timer = setInterval(() => {
       ticks += 1;
-      if (tab() !== 'recordings' || ticks % Math.max(1, Math.round(15000 / REFRESH_MS)) === 0) refresh();
+      // Recordings and the audit trail read storage: every 15 s, not every period.
+      const slow = tab() === 'recordings' || tab() === 'audit';
+      if (!slow || ticks % Math.max(1, Math.round(15000 / REFRESH_MS)) === 0) refresh();
     }, REFRESH_MS);
   }
 

@@ -51,6 +51,22 @@ pub fn auth_section(extra: &str) -> String {
     text
 }
 
+/// An `[auth]` section (realm `realm`) with the people of a control room, made by `vigil
+/// user add` in `dir`: `guard` (password `guard-pw`) may watch `demo` live and nothing else;
+/// `investigator` (`inv-pw`) may also play it back and export it.
+pub fn control_room(dir: &std::path::Path, realm: &str) -> String {
+    let users = dir.join("users.toml");
+    std::fs::write(&users, format!("[auth]\nrealm = \"{realm}\"\n")).expect("users");
+    user_add(&users, "guard", "guard-pw", &["--read", "demo"]);
+    user_add(
+        &users,
+        "investigator",
+        "inv-pw",
+        &["--read", "demo", "--playback", "demo", "--export", "demo"],
+    );
+    std::fs::read_to_string(&users).expect("users")
+}
+
 pub fn node_with_auth(extra_auth: &str, extra: &str) -> Node {
     let node = NodeBuilder::new()
         .extra(&auth_section(extra_auth))
@@ -63,6 +79,16 @@ pub fn node_with_auth(extra_auth: &str, extra: &str) -> Node {
 }
 
 /// `rtsp://user:pass@host:port/path`.
+/// An HTTP `Authorization` value with `user:password` as Basic credentials.
+pub fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    let pair = format!("{user}:{password}");
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )
+}
+
 pub fn with_creds(node: &Node, user: &str, pass: &str, path: &str) -> String {
     format!("rtsp://{user}:{pass}@{}/{path}", node.rtsp)
 }

@@ -26,7 +26,7 @@ pub use vigil_testkit::workspace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use vigil_testkit::ports::udp_range;
@@ -378,17 +378,28 @@ pub fn metric_value(node: &Node, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Run `vigil ctl ARGS` against `node`'s admin API; panics with its stderr if it fails.
-pub fn ctl(node: &Node, args: &[&str]) -> String {
-    let out = run_with_timeout(
-        Command::new(vigil_bin())
-            .env("VIGIL_API_TOKEN", ADMIN_TOKEN)
-            .arg("ctl")
-            .arg("--api")
-            .arg(format!("http://{}", node.api))
-            .args(args),
-        Duration::from_secs(10),
-    );
+/// `vigil ctl --api http://API ARGS` with the admin token in its environment.
+fn ctl_command(api: SocketAddr, args: &[&str]) -> Command {
+    let mut cmd = Command::new(vigil_bin());
+    cmd.env("VIGIL_API_TOKEN", ADMIN_TOKEN)
+        .arg("ctl")
+        .arg("--api")
+        .arg(format!("http://{api}"))
+        .args(args);
+    cmd
+}
+
+/// Runs `vigil ctl ARGS` (with `input` on stdin when given) against `api`: its output.
+fn run_ctl(api: SocketAddr, args: &[&str], input: Option<&str>, within: Duration) -> Output {
+    let mut cmd = ctl_command(api, args);
+    match input {
+        Some(text) => crate::process::run_with_stdin(&mut cmd, text, within),
+        None => run_with_timeout(&mut cmd, within),
+    }
+}
+
+fn ctl_ok(node: &Node, args: &[&str], input: Option<&str>) -> String {
+    let out = run_ctl(node.api, args, input, Duration::from_secs(10));
     assert!(
         out.status.success(),
         "vigil ctl {args:?}: {}: {}",
@@ -398,19 +409,30 @@ pub fn ctl(node: &Node, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Run `vigil ctl ARGS` against the admin API at `api`, expecting it to fail; its stderr.
-pub fn ctl_fails(api: SocketAddr, args: &[&str]) -> String {
-    let out = run_with_timeout(
-        Command::new(vigil_bin())
-            .env("VIGIL_API_TOKEN", ADMIN_TOKEN)
-            .arg("ctl")
-            .arg("--api")
-            .arg(format!("http://{api}"))
-            .args(args),
-        Duration::from_secs(20),
-    );
+fn ctl_err(api: SocketAddr, args: &[&str], input: Option<&str>) -> String {
+    let out = run_ctl(api, args, input, Duration::from_secs(20));
     assert!(!out.status.success(), "vigil ctl {args:?} succeeded");
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Run `vigil ctl ARGS` against `node`'s admin API; panics with its stderr if it fails.
+pub fn ctl(node: &Node, args: &[&str]) -> String {
+    ctl_ok(node, args, None)
+}
+
+/// [`ctl`] with `input` on stdin (a password: `vigil ctl` takes them from stdin only).
+pub fn ctl_stdin(node: &Node, args: &[&str], input: &str) -> String {
+    ctl_ok(node, args, Some(input))
+}
+
+/// Run `vigil ctl ARGS` against the admin API at `api`, expecting it to fail; its stderr.
+pub fn ctl_fails(api: SocketAddr, args: &[&str]) -> String {
+    ctl_err(api, args, None)
+}
+
+/// [`ctl_fails`] with `input` on stdin.
+pub fn ctl_fails_stdin(api: SocketAddr, args: &[&str], input: &str) -> String {
+    ctl_err(api, args, Some(input))
 }
 
 /// `url` (on a node of a cluster with `key`) with a placement marker signed by the key, as
@@ -666,6 +688,20 @@ pub fn api_send(
     body: Option<(&str, &str)>,
     headers: &[(&str, &str)],
 ) -> (u16, String) {
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    api_send_as(node, method, path, body, headers, &bearer)
+}
+
+/// [`api_send`] with `authorization` as the `Authorization` header (a user's Basic
+/// credentials, another token).
+pub fn api_send_as(
+    node: &Node,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+    headers: &[(&str, &str)],
+    authorization: &str,
+) -> (u16, String) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(120)))
@@ -674,7 +710,7 @@ pub fn api_send(
     let mut req = ureq::http::Request::builder()
         .method(method)
         .uri(format!("http://{}{path}", node.api))
-        .header("Authorization", format!("Bearer {ADMIN_TOKEN}"));
+        .header("Authorization", authorization);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }

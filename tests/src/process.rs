@@ -10,6 +10,12 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
     Captured::spawn(cmd).wait(timeout)
 }
 
+/// [`run_with_timeout`] with `input` on the command's stdin (a password, as `vigil ctl`
+/// reads them).
+pub fn run_with_stdin(cmd: &mut Command, input: &str, timeout: Duration) -> Output {
+    Captured::spawn_with(cmd, Some(input)).wait(timeout)
+}
+
 /// A child process whose stdout and stderr are drained by threads while it runs: one that
 /// prints more than a pipe holds (64 KiB; gst-launch -v does within a few seconds) would
 /// otherwise block on its write.
@@ -21,12 +27,25 @@ pub struct Captured {
 
 impl Captured {
     pub fn spawn(cmd: &mut Command) -> Captured {
+        Captured::spawn_with(cmd, None)
+    }
+
+    /// [`Captured::spawn`] with `input` written to its stdin (then closed).
+    pub fn spawn_with(cmd: &mut Command, input: Option<&str>) -> Captured {
         let mut child = cmd
-            .stdin(Stdio::null())
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+            use std::io::Write;
+            let _ = writeln!(stdin, "{text}");
+        }
         fn drain(
             pipe: Option<impl std::io::Read + Send + 'static>,
         ) -> std::thread::JoinHandle<Vec<u8>> {

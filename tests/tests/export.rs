@@ -274,7 +274,7 @@ fn exports_past_the_node_bound_wait_their_turn() {
     let node = NodeBuilder::new()
         .extra(&storage(root.path(), 4.0))
         .extra("[export]\nmax_range_secs = 600.0\nmax_concurrent = 1")
-        .http("write_timeout_ms = 1000")
+        .http("write_timeout_ms = 3000")
         .start();
     let stalled = unread_export(&node, &export_path("synth", first, last, false));
     let second = poll_until(Duration::from_secs(10), "the second export refused", || {

@@ -24,7 +24,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 use vigil_proto::rtsp::auth::{ha1, Algorithm};
-use vigil_tests::{api_send, ctl, ctl_fails, ffmpeg_decode, poll_until, serial, Node, NodeBuilder};
+use vigil_tests::{
+    api_send, ctl, ctl_fails_stdin, ctl_stdin, ffmpeg_decode, poll_until, serial, Node, NodeBuilder,
+};
 
 const USER: &str = "operator";
 const PASSWORD: &str = "Onv1f-Kn0wn-Passw0rd";
@@ -349,7 +351,7 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
     assert_eq!(d["name"], "ipycam-under-test", "{found}");
 
     // Added through ONVIF: the main profile's URI with the credentials, played.
-    let out = ctl(
+    let out = ctl_stdin(
         &node,
         &[
             "camera",
@@ -359,11 +361,11 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
             &device.url(),
             "--user",
             USER,
-            "--password",
-            PASSWORD,
+            "--password-stdin",
             "--on-demand",
             "false",
         ],
+        PASSWORD,
     );
     answers.push_str(&out);
     assert!(out.contains("profile Profile_Main 1920x1080 H264"), "{out}");
@@ -433,7 +435,7 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
     console_steers(&node);
 
     // A wrong password: refused with what the device said.
-    let err = ctl_fails(
+    let err = ctl_fails_stdin(
         node.api,
         &[
             "camera",
@@ -443,9 +445,9 @@ fn an_ipycam_device_is_discovered_added_played_and_re_probed() {
             &device.url(),
             "--user",
             USER,
-            "--password",
-            "wrong",
+            "--password-stdin",
         ],
+        "wrong",
     );
     answers.push_str(&err);
     assert!(err.contains("502"), "{err}");

@@ -126,15 +126,7 @@ pub fn is_viewing(method: &Method, path: &str) -> bool {
     method == Method::GET || method == Method::HEAD || path.starts_with("/whep/")
 }
 
-/// The camera a media path names: `live/<camera>[/…]`, `playback/<camera>[/…]`; any other
-/// path is named whole (only a `*` pattern matches it), as RTSP's rights have it.
-pub fn camera_of_path(path: &str) -> &str {
-    let path = path.trim_start_matches('/');
-    match path.split_once('/') {
-        Some(("live" | "playback", rest)) => rest.split('/').next().unwrap_or(rest),
-        _ => path,
-    }
-}
+pub use crate::node::camera_of_path;
 
 /// The one segment after `prefix` in `path`, when `path` is `prefix<segment>[/…]`.
 fn segment<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {

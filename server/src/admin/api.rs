@@ -62,6 +62,7 @@ pub fn router(
     };
     let body_timeout = node.config.http.body_read_timeout_ms;
     let node_for_gate = node.clone();
+    let cluster_for_gate = cluster.clone();
     let signins = Arc::new(super::signin::Sessions::new(
         Duration::from_secs(node.config.http.session_idle_secs),
         Duration::from_secs(node.config.http.session_max_secs),
@@ -92,6 +93,7 @@ pub fn router(
         .merge(super::onvif_api::router())
         .merge(super::console::router())
         .merge(super::whep_api::router())
+        .merge(super::audit_api::router())
         .merge(signin)
         .with_state(AppState {
             node,
@@ -110,10 +112,15 @@ pub fn router(
                 gate,
                 node: node_for_gate,
                 sessions: signins,
+                cluster: cluster_for_gate,
+                hls_seen: Arc::new(super::trail::HlsSeen::new(HLS_VIEW_WINDOW_MS, 10_000)),
             },
             super::token::layer,
         ))
 }
+
+/// An HLS viewer is one audit record per this long without a playlist request.
+const HLS_VIEW_WINDOW_MS: i64 = 60_000;
 
 pub async fn serve(
     node: Arc<Node>,

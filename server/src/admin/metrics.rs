@@ -75,6 +75,18 @@ pub fn install() -> Option<PrometheusHandle> {
         "vigil_limit_refusals_total",
         "Refusals by [limits], [http] and [tls], per limit: connections, connections_per_address, sessions_per_address, describe_rate, request_rate, request_deadline, announce_timeout, http_connections, http_connections_per_address, tls_handshakes"
     );
+    describe_counter!(
+        "vigil_audit_events_total",
+        "Audit trail events: written, dropped (queue full or the share refused them), refused (sessions refused while the trail was down and [audit] required = true)"
+    );
+    describe_counter!(
+        "vigil_audit_write_errors_total",
+        "Batches of the audit trail the storage root refused"
+    );
+    describe_gauge!(
+        "vigil_audit_down",
+        "1 while the audit trail cannot be written (events are being lost)"
+    );
     describe_gauge!("vigil_sessions", "Open RTSP sessions");
     describe_gauge!("vigil_http_connections_open", "Open admin API connections");
     describe_counter!(
@@ -296,6 +308,19 @@ pub fn render(node: &Node, cluster: Option<&Cluster>, handle: &PrometheusHandle)
     ] {
         counter!("vigil_auth_refusals_total", "reason" => reason)
             .absolute(v.load(Ordering::Relaxed));
+    }
+    if let Some(audit) = &node.audit {
+        let s = &audit.stats;
+        for (result, v) in [
+            ("written", &s.written),
+            ("dropped", &s.dropped),
+            ("refused", &s.refused),
+        ] {
+            counter!("vigil_audit_events_total", "result" => result)
+                .absolute(v.load(Ordering::Relaxed));
+        }
+        counter!("vigil_audit_write_errors_total").absolute(s.write_errors.load(Ordering::Relaxed));
+        gauge!("vigil_audit_down").set(if audit.is_down() { 1.0 } else { 0.0 });
     }
     for (limit, v) in node.limit_stats.all() {
         counter!("vigil_limit_refusals_total", "limit" => limit)

@@ -2,6 +2,7 @@
 
 mod access;
 pub mod api;
+pub mod audit_api;
 mod body;
 pub mod cameras_api;
 pub mod console;
@@ -13,5 +14,6 @@ pub mod plan_api;
 pub mod registry_api;
 mod signin;
 pub mod token;
+mod trail;
 pub mod views;
 pub mod whep_api;

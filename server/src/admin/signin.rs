@@ -263,10 +263,12 @@ async fn sign_in(
             return r;
         }
         Err(_) => {
+            audit_signin(&st.node, "signin.failed", &c.user, arrival.peer);
             super::token::failure_pause().await;
             return text(StatusCode::UNAUTHORIZED, "wrong user or password");
         }
     }
+    audit_signin(&st.node, "signin", &c.user, arrival.peer);
     let (id, csrf) = match st.sessions.create(&c.user, started) {
         Ok(s) => s,
         Err(Full::TooMany) => {
@@ -283,6 +285,22 @@ async fn sign_in(
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r
+}
+
+/// A sign-in, or a refused one, in the audit trail. A refused name is kept as typed (at most
+/// 64 characters): it may be a password typed into the wrong field, but the trail is the
+/// admin's, and a guessed account is what an investigation asks for.
+fn audit_signin(node: &crate::node::Node, kind: &str, user: &str, peer: std::net::SocketAddr) {
+    if let Some(a) = &node.audit {
+        a.record(crate::audit::Event {
+            at_ms: vigil_storage::now_ms(),
+            kind: kind.into(),
+            user: user.chars().filter(|c| !c.is_control()).take(64).collect(),
+            client: peer.to_string(),
+            protocol: Some("http".into()),
+            ..Default::default()
+        });
+    }
 }
 
 async fn sign_out(

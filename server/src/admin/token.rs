@@ -17,6 +17,7 @@
 
 use super::access::{self, Need, Principal};
 use super::signin::Proof;
+use crate::auth::Right;
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
@@ -38,6 +39,10 @@ pub struct GateState {
     pub gate: Gate,
     pub node: Arc<crate::node::Node>,
     pub sessions: Arc<super::signin::Sessions>,
+    /// The cluster shell when on: a placed WHEP playback offer's marker is checked with it.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// HLS viewers seen lately (one viewing, one audit record).
+    pub hls_seen: Arc<super::trail::HlsSeen>,
 }
 
 /// The longest random pause before a wrong token or password is answered: a guesser
@@ -241,90 +246,181 @@ fn session_user(
     }
 }
 
-pub async fn layer(State(st): State<GateState>, mut req: Request, next: Next) -> Response {
-    let headers = req.headers();
+/// Who asks, from the request's credentials alone: the principal and how it was proven, or
+/// the answer to send instead (401 after a pause, 429 while the address backs off, 403 for
+/// a cookie-borne write without its CSRF token).
+async fn identify(
+    st: &GateState,
+    (headers, method): (&header::HeaderMap, &Method),
+    need: &Need,
+    arrival: Option<Arrival>,
+) -> Result<(Principal, Proof), Response> {
     let auth = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let arrival = req.extensions().get::<Arrival>().copied();
     let local = arrival.is_some_and(|a| a.is_local(host));
     let peer = arrival.map(|a| a.peer.ip());
-    let need = access::need(req.method(), req.uri().path());
     let node = &st.node;
-    let configured = st.gate.token.is_some() || node.auth.has_users();
-    let mut proof = Proof::None;
-    let principal = match presented(auth) {
+    match presented(auth) {
         Presented::Bearer(t) => {
             if let Some(wait) = peer.and_then(|p| node.auth.bearer_blocked(p)) {
-                return too_many(wait);
+                return Err(too_many(wait));
             }
             match &st.gate.token {
                 Some(token) if constant_time_eq(t.as_bytes(), token.as_bytes()) => {
-                    proof = Proof::Token;
-                    Principal::Admin
+                    Ok((Principal::Admin, Proof::Token))
                 }
                 _ => {
                     if let Some(p) = peer {
                         node.auth.bearer_failed(p);
                     }
                     let why = "wrong admin token\n".to_string();
-                    return unauthorized(node, &need, true, why).await;
+                    Err(unauthorized(node, need, true, why).await)
                 }
             }
         }
         Presented::Basic(h) => {
             let ip = peer.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
             match node.auth.http_user(ip, h) {
-                Ok((name, rights)) => {
-                    proof = Proof::Basic;
-                    Principal::User { name, rights }
-                }
-                Err(crate::auth::BasicRefusal::BackingOff(wait)) => return too_many(wait),
+                Ok((name, rights)) => Ok((Principal::User { name, rights }, Proof::Basic)),
+                Err(crate::auth::BasicRefusal::BackingOff(wait)) => Err(too_many(wait)),
                 Err(_) => {
                     let why = "wrong user or password\n".to_string();
-                    return unauthorized(node, &need, true, why).await;
+                    Err(unauthorized(node, need, true, why).await)
                 }
             }
         }
-        Presented::None => match session_user(&st, headers) {
+        Presented::None => match session_user(st, headers) {
             Some((found, name, rights)) => {
                 // Signing in again or out needs no token: those routes hold nothing to forge.
-                if !is_read(req.method()) && need != Need::Open && !csrf_ok(headers, &found.csrf) {
-                    return (
+                if !is_read(method) && *need != Need::Open && !csrf_ok(headers, &found.csrf) {
+                    return Err((
                         StatusCode::FORBIDDEN,
                         "a signed-in write needs the session's X-Vigil-CSRF header\n",
                     )
-                        .into_response();
+                        .into_response());
                 }
-                proof = Proof::Session;
-                Principal::User { name, rights }
+                Ok((Principal::User { name, rights }, Proof::Session))
             }
-            None if local && !configured => {
-                proof = Proof::Local;
-                Principal::OpenLocal
+            None if local && !(st.gate.token.is_some() || node.auth.has_users()) => {
+                Ok((Principal::OpenLocal, Proof::Local))
             }
-            None => Principal::Anonymous(node.auth.anonymous()),
+            None => Ok((Principal::Anonymous(node.auth.anonymous()), Proof::None)),
         },
+    }
+}
+
+/// A WHEP playback offer another member placed here carries that member's signed marker
+/// (`cluster::marker`), which grants the viewer that one camera's playback — the browser
+/// does not carry the credentials across the redirect. Checked, not consumed: the route
+/// consumes it (`whep_api::place`).
+fn placed_viewer(st: &GateState, req: &Request, need: &Need) -> Option<Principal> {
+    let (Need::Camera(Right::Playback, camera), Some(cluster)) = (need, &st.cluster) else {
+        return None;
     };
-    match judge(
+    let path = req.uri().path();
+    if req.method() != Method::POST || !path.starts_with("/whep/playback/") {
+        return None;
+    }
+    let url = format!("http://node{path}?{}", req.uri().query()?);
+    let user = cluster.marker_user(&url)?;
+    Some(Principal::User {
+        name: if user.is_empty() {
+            "placed".into()
+        } else {
+            user
+        },
+        rights: Arc::new(vigil_conf::Rights {
+            playback: vec![camera.clone()],
+            ..Default::default()
+        }),
+    })
+}
+
+/// Whether `need` starts a viewing (what a required, broken audit trail holds back).
+fn starts_viewing(need: &Need) -> bool {
+    matches!(
+        need,
+        Need::Camera(Right::Read | Right::Playback | Right::Export, _)
+    )
+}
+
+/// The request passed on to its route, and what it did written to the audit trail.
+async fn serve_and_trail(
+    st: &GateState,
+    mut req: Request,
+    next: Next,
+    who: (Principal, Proof),
+    need: Need,
+    arrival: Option<Arrival>,
+) -> Response {
+    let node = &st.node;
+    if starts_viewing(&need) && !node.audit_admits() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the audit trail cannot be written and [audit] required = true: no new viewing until it can\n",
+        )
+            .into_response();
+    }
+    let trail = node
+        .audit
+        .clone()
+        .filter(|_| matches!(need, Need::Camera(..)) || !is_read(req.method()))
+        .map(|a| {
+            let uri = req.uri();
+            let at = (uri.path().to_string(), uri.query().map(str::to_string));
+            (a, who.0.clone(), req.method().clone(), at)
+        });
+    req.extensions_mut().insert(who.0);
+    req.extensions_mut().insert(who.1);
+    let resp = next.run(req).await;
+    if let Some((audit, principal, method, (path, query))) = trail {
+        let served = super::trail::Served {
+            who: &principal,
+            need: &need,
+            method: &method,
+            path: &path,
+            query: query.as_deref(),
+            status: resp.status().as_u16(),
+            client: arrival.map(|a| a.peer.to_string()).unwrap_or_default(),
+            at_ms: vigil_storage::now_ms(),
+        };
+        if let Some(e) = super::trail::event_of(&served, |k| st.hls_seen.first(k, served.at_ms)) {
+            audit.record(e);
+        }
+    }
+    resp
+}
+
+pub async fn layer(State(st): State<GateState>, req: Request, next: Next) -> Response {
+    let arrival = req.extensions().get::<Arrival>().copied();
+    let need = access::need(req.method(), req.uri().path());
+    let (principal, proof) =
+        match identify(&st, (req.headers(), req.method()), &need, arrival).await {
+            Ok(p) => p,
+            Err(answer) => return answer,
+        };
+    let configured = st.gate.token.is_some() || st.node.auth.has_users();
+    let refusal = judge(
         &principal,
         configured,
         req.method(),
         req.uri().path(),
         &need,
-    ) {
-        None => {
-            req.extensions_mut().insert(principal);
-            req.extensions_mut().insert(proof);
-            next.run(req).await
-        }
-        Some(r) if r.status == StatusCode::UNAUTHORIZED => {
-            unauthorized(node, &need, false, r.why).await
-        }
+    );
+    match refusal {
+        None => serve_and_trail(&st, req, next, (principal, proof), need, arrival).await,
         Some(r) => {
+            if let Some(placed) = placed_viewer(&st, &req, &need) {
+                return serve_and_trail(&st, req, next, (placed, Proof::None), need, arrival).await;
+            }
+            if r.status == StatusCode::UNAUTHORIZED {
+                return unauthorized(&st.node, &need, false, r.why).await;
+            }
             if let Principal::User { .. } = principal {
-                node.auth
+                st.node
+                    .auth
                     .stats
                     .forbidden
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -157,12 +157,13 @@ async fn offer_live(
     State(webrtc): State<WebRtc>,
     State(cluster): State<ClusterState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    axum::Extension(who): axum::Extension<super::access::Principal>,
     Path(camera): Path<String>,
     headers: HeaderMap,
     body: String,
 ) -> Response {
     let r = match offered(webrtc, &headers) {
-        Ok(svc) => match svc.offer_live(&camera, &body, client) {
+        Ok(svc) => match svc.offer_live(&camera, &body, client, who.name()) {
             Err(WhepError::NotLive(_)) if cluster.is_some() => {
                 match cluster.as_ref().and_then(|c| c.live_holder_api(&camera)) {
                     Some((node, api)) => {
@@ -184,20 +185,22 @@ async fn offer_live(
 /// `POST /whep/playback/<camera>?start=<RFC 3339>[&end=…]`: a recording from that moment,
 /// served where the cluster's placement puts it (as an RTSP playback DESCRIBE: 307 to the
 /// chosen member's WHEP URL with a signed marker, which that member serves unplaced).
+#[allow(clippy::too_many_arguments)] // axum extractors, each one thing the offer needs
 async fn offer_playback(
     State(webrtc): State<WebRtc>,
     State(cluster): State<ClusterState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
+    axum::Extension(who): axum::Extension<super::access::Principal>,
     Path(camera): Path<String>,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
     headers: HeaderMap,
     body: String,
 ) -> Response {
     let r = match offered(webrtc, &headers) {
-        Ok(svc) => match place(&cluster, &svc, &camera, query.as_deref()).await {
+        Ok(svc) => match place(&cluster, &svc, &camera, query.as_deref(), who.name()).await {
             Some(r) => r,
             None => answered(
-                svc.offer_playback(&camera, query.as_deref(), &body, client)
+                svc.offer_playback(&camera, query.as_deref(), &body, client, who.name())
                     .await,
             ),
         },
@@ -215,6 +218,7 @@ async fn place(
     svc: &crate::webrtc::Service,
     camera: &str,
     query: Option<&str>,
+    user: &str,
 ) -> Option<Response> {
     let cluster = cluster.as_ref()?;
     // The request's own URL (a path-safe camera id: `request::parse` refuses others).
@@ -234,7 +238,7 @@ async fn place(
         crate::cluster::Placement::Local => None,
         crate::cluster::Placement::Redirect { node, .. } => {
             let api = cluster.member_api(&node)?;
-            let to = cluster.redirect_url(&crate::cluster::Cluster::api_base(&api), &url, "");
+            let to = cluster.redirect_url(&crate::cluster::Cluster::api_base(&api), &url, user);
             tracing::info!(camera, %node, "WHEP playback offer placed on another node");
             Some((StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response())
         }

@@ -141,6 +141,12 @@ pub fn strip_marker(url: &str) -> String {
 const USED_MARKERS_MAX: usize = 100_000;
 
 impl super::Cluster {
+    /// The user a valid, unexpired marker of `url` names (`""`: none), without taking the
+    /// marker (the HTTP gate checks a placed WHEP offer; the route then consumes it).
+    pub fn marker_user(&self, url: &str) -> Option<String> {
+        verify(&self.marker_key, url, super::now_ms()).map(|m| m.user)
+    }
+
     /// A 302 target on `base` for `request_uri`, signed for `user` (who logged in here).
     pub fn redirect_url(&self, base: &str, request_uri: &str, user: &str) -> String {
         redirect_url(&self.marker_key, base, request_uri, user, super::now_ms())

@@ -92,6 +92,12 @@ pub enum What {
         #[command(subcommand)]
         cmd: registry::UserCmd,
     },
+    /// The audit trail: `ls` (every node's, filtered, through the API) and `verify` (the
+    /// proof, read from the storage root with --config).
+    Audit {
+        #[command(subcommand)]
+        cmd: audit::AuditCmd,
+    },
     /// Check a node's setup and print what to fix: the config (--config), the storage root
     /// (writable, fsync time, free space, the same root as the other members), clock skew
     /// against the members, certificates' expiry, the open-file limit. Asks the running node
@@ -99,6 +105,7 @@ pub enum What {
     Doctor,
 }
 
+pub mod audit;
 mod cameras;
 pub mod doctor;
 mod export;
@@ -233,6 +240,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
             return export::export(api, token, &r);
         }
         What::Plan => return plan::show(api, token, json),
+        What::Audit { cmd } => return audit::ls(api, token, json, cmd),
         What::Doctor => anyhow::bail!("vigil ctl doctor reads its config itself (cli.rs)"),
         What::Cameras => return cameras::show(api, token, json),
         What::Camera { cmd } => return registry::camera(api, token, json, cmd.clone()),
@@ -521,6 +529,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         | What::Undrain { .. }
         | What::Export { .. }
         | What::Plan
+        | What::Audit { .. }
         | What::Doctor
         | What::Cameras
         | What::Camera { .. }

@@ -64,15 +64,12 @@ pub enum CameraCmd {
 pub struct OnvifArgs {
     /// The camera's ONVIF device service (http://host/onvif/device_service): the node asks
     /// it for the main profile's RTSP URI (or --profile's) and stores it with --user and
-    /// --password (instead of --source).
+    /// the password read from stdin with --password-stdin (instead of --source).
     #[arg(long, conflicts_with = "source")]
     onvif: Option<String>,
     /// The ONVIF (and RTSP) user.
     #[arg(long, requires = "onvif")]
     user: Option<String>,
-    /// Its password (or --password-stdin).
-    #[arg(long, requires = "onvif")]
-    password: Option<String>,
     /// A media profile token or name (default: the one with the most pixels).
     #[arg(long, requires = "onvif")]
     profile: Option<String>,
@@ -109,19 +106,19 @@ pub struct Settings {
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum UserCmd {
-    /// Add an RTSP user (the password is hashed by the node, never stored).
+    /// Add a user (the password, read from the first line of stdin, is hashed by the node,
+    /// never stored).
     Add {
         name: String,
-        #[arg(long)]
-        password: String,
         #[command(flatten)]
         rights: RightsArgs,
     },
-    /// Change a user's password or rights (the ones given).
+    /// Change a user's password (--password-stdin) or rights (the ones given).
     Set {
         name: String,
+        /// Read the new password from the first line of stdin.
         #[arg(long)]
-        password: Option<String>,
+        password_stdin: bool,
         #[command(flatten)]
         rights: RightsArgs,
         #[arg(long)]
@@ -352,16 +349,13 @@ pub fn camera(
                 OnvifArgs {
                     onvif: Some(device),
                     user,
-                    password,
                     profile,
                 },
             ..
         } => {
-            let password = match (password, settings.password_stdin) {
-                (Some(_), true) => bail!("give --password or --password-stdin, not both"),
-                (p, false) => p,
-                (None, true) => Some(stdin_line()?),
-            };
+            // Passwords come from stdin only: an argument is in /proc/*/cmdline and the
+            // shell's history.
+            let password = settings.password_stdin.then(stdin_line).transpose()?;
             let mut camera = Map::new();
             settings.into_json(&mut camera)?;
             let mut m = Map::new();
@@ -601,11 +595,9 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
     };
     let w = |op: Write| write(api, token, json_out, op);
     match cmd {
-        UserCmd::Add {
-            name,
-            password,
-            rights,
-        } => {
+        UserCmd::Add { name, rights } => {
+            let password = stdin_line()?;
+            anyhow::ensure!(!password.is_empty(), "no password on stdin");
             let body = json!({
                 "name": name, "password": password,
                 "read": rights.read, "playback": rights.playback, "publish": rights.publish,
@@ -620,13 +612,13 @@ pub fn user(api: &str, token: Option<&str>, json_out: bool, cmd: UserCmd) -> any
         }
         UserCmd::Set {
             name,
-            password,
+            password_stdin,
             rights,
             if_version,
         } => {
             let mut m = Map::new();
-            if let Some(p) = password {
-                m.insert("password".into(), p.into());
+            if password_stdin {
+                m.insert("password".into(), stdin_line()?.into());
             }
             for (k, v) in [
                 ("read", rights.read),

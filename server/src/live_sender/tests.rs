@@ -121,7 +121,7 @@ impl Viewer {
 
 /// A node and a stream whose first packet, a keyframe with payload `[1]`, is in the hub.
 fn started() -> (Arc<Node>, Arc<Stream>, u64) {
-    let node = Node::new(vigil_conf::Config::default(), None);
+    let node = Node::new(vigil_conf::Config::default(), None, None);
     let s = stream();
     let e = s.current_epoch();
     push_payload(&s, e, 1, 0, true, vec![1]);

@@ -127,6 +127,8 @@ impl PathEntry {
 pub struct SessionInfo {
     pub id: String,
     pub path: String,
+    /// Who opened it (the RTSP or HTTP user; empty: nobody proven), for the audit trail.
+    pub user: String,
     pub kind: SessionKindView,
     pub transport: Mutex<String>,
     pub client: SocketAddr,
@@ -183,6 +185,7 @@ impl SessionInfo {
         SessionInfo {
             id,
             path,
+            user: String::new(),
             kind,
             transport: Mutex::new(String::new()),
             client,
@@ -227,6 +230,16 @@ pub enum SessionKindView {
     WebRtc,
 }
 
+/// The camera a media path names: `live/<camera>[/…]`, `playback/<camera>[/…]`; any other
+/// path is named whole (only a `*` rights pattern matches it). The one place this is read.
+pub fn camera_of_path(path: &str) -> &str {
+    let path = path.trim_start_matches('/');
+    match path.split_once('/') {
+        Some(("live" | "playback", rest)) => rest.split('/').next().unwrap_or(rest),
+        _ => path,
+    }
+}
+
 /// Node-wide counters that are not per session (also exported to `/metrics`).
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -261,6 +274,8 @@ pub struct Node {
     pub recordings: Arc<recordings::Recordings>,
     /// Recordings and the playback cache; None when recording is disabled.
     pub library: Option<crate::library::Library>,
+    /// The audit trail (sessions are written to it as they start and end); None when off.
+    pub audit: Option<Arc<crate::audit::Audit>>,
     /// Every task that must finish its goodbye (RTCP BYE) before the process exits.
     pub tasks: TaskTracker,
     pub started: Instant,
@@ -329,7 +344,11 @@ impl Node {
         Ok(self.tls_client.get_or_init(|| made).clone())
     }
 
-    pub fn new(config: Config, library: Option<crate::library::Library>) -> Arc<Node> {
+    pub fn new(
+        config: Config,
+        library: Option<crate::library::Library>,
+        audit: Option<Arc<crate::audit::Audit>>,
+    ) -> Arc<Node> {
         let ports = PortAllocator::new(config.rtsp.udp_port_min, config.rtsp.udp_port_max);
         let cameras = config
             .cameras
@@ -345,6 +364,7 @@ impl Node {
             shutdown: CancellationToken::new(),
             recordings: Default::default(),
             library,
+            audit,
             tasks: TaskTracker::new(),
             started: Instant::now(),
             extensions: Default::default(),
@@ -536,13 +556,68 @@ impl Node {
     }
 
     pub fn register_session(&self, info: Arc<SessionInfo>) {
+        self.audit_session(&info, true);
         self.sessions_mut().insert(info.id.clone(), info);
         self.notify_change();
     }
 
     pub fn unregister_session(&self, id: &str) {
-        self.sessions_mut().remove(id);
+        let gone = self.sessions_mut().remove(id);
+        if let Some(s) = gone {
+            self.audit_session(&s, false);
+        }
         self.notify_change();
+    }
+
+    /// Whether a new session may start as far as the audit trail goes: no, only while the
+    /// trail is down and `[audit] required = true`.
+    pub fn audit_admits(&self) -> bool {
+        self.audit.as_ref().is_none_or(|a| a.admits())
+    }
+
+    /// A session's start or end in the audit trail: who, from where, which camera, how; at
+    /// the end how long, how many bytes, and for a playback the recording time it reached.
+    fn audit_session(&self, s: &SessionInfo, start: bool) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        let playback = s.kind == SessionKindView::Playback || s.path.starts_with("playback/");
+        let what = match s.kind {
+            SessionKindView::Record => "publish",
+            _ if playback => "playback",
+            _ => "live",
+        };
+        let mut detail = serde_json::Map::new();
+        detail.insert("session".into(), s.id.clone().into());
+        let position = s.position_ms.load(Ordering::Relaxed);
+        if !start {
+            detail.insert("bytes".into(), s.bytes.load(Ordering::Relaxed).into());
+            let ms = u64::try_from(s.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+            detail.insert("duration_ms".into(), ms.into());
+        }
+        let user = if s.user.is_empty() {
+            "anonymous"
+        } else {
+            &s.user
+        };
+        audit.record(crate::audit::Event {
+            at_ms: vigil_storage::now_ms(),
+            kind: format!("{what}.{}", if start { "start" } else { "stop" }),
+            user: user.to_string(),
+            client: s.client.to_string(),
+            camera: Some(camera_of_path(&s.path).to_string()),
+            protocol: Some(
+                if s.kind == SessionKindView::WebRtc {
+                    "webrtc"
+                } else {
+                    "rtsp"
+                }
+                .into(),
+            ),
+            from_ms: (playback && start && position > 0).then_some(position),
+            to_ms: (playback && !start && position > 0).then_some(position),
+            detail,
+        });
     }
 
     pub fn session(&self, id: &str) -> Option<Arc<SessionInfo>> {

@@ -174,7 +174,7 @@ impl Conn {
                 Placement::Local => {}
                 Placement::Redirect { node, base } => {
                     let location = cluster.redirect_url(&base, &req.uri, self.auth.user_name());
-                    info!(camera, node = %node, %location, "live DESCRIBE placed on another node");
+                    info!(camera, node = %node, to = %base, "live DESCRIBE placed on another node");
                     return Some(Response::new(StatusCode::FOUND).header("Location", location));
                 }
                 Placement::Reject(reason) => {
@@ -207,7 +207,7 @@ impl Conn {
             .live_holder(camera)
             .or_else(|| cluster.bound_holder(camera))?;
         let location = cluster.redirect_url(&base, &req.uri, self.auth.user_name());
-        info!(camera, node = %node, %location, "live DESCRIBE redirected");
+        info!(camera, node = %node, to = %base, "live DESCRIBE redirected");
         Some(Response::new(StatusCode::FOUND).header("Location", location))
     }
 

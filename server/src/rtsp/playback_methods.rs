@@ -226,7 +226,8 @@ impl Conn {
             crate::cluster::Placement::Local => None,
             crate::cluster::Placement::Redirect { node, base } => {
                 let location = cluster.redirect_url(&base, &req.uri, self.auth.user_name());
-                tracing::info!(camera = %preq.camera, node = %node, %location, "playback DESCRIBE redirected");
+                // The marker in `location` is a credential for 10 s: not logged.
+                tracing::info!(camera = %preq.camera, node = %node, to = %base, "playback DESCRIBE redirected");
                 Some(Response::new(StatusCode::FOUND).header("Location", location))
             }
             crate::cluster::Placement::Reject(reason) => {

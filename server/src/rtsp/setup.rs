@@ -92,6 +92,13 @@ impl Conn {
                     Node::bump(&self.node.counters.sessions_rejected);
                     return fail(StatusCode::SERVICE_UNAVAILABLE, "session limit reached");
                 }
+                if plan.kind == SessionKind::Play && !self.node.audit_admits() {
+                    Node::bump(&self.node.counters.sessions_rejected);
+                    return fail(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the audit trail cannot be written ([audit] required = true)",
+                    );
+                }
                 if self.node.sessions_from(self.peer.ip()) >= limits.max_sessions_per_address {
                     crate::limits::LimitStats::bump(&self.node.limit_stats.sessions_per_address);
                     return fail(
@@ -351,7 +358,7 @@ impl Conn {
             (SessionKind::Record, Some(a)) => a.cancel.clone(),
             _ => CancellationToken::new(),
         };
-        let info = Arc::new(SessionInfo::new(
+        let mut info = SessionInfo::new(
             id,
             plan.name.clone(),
             match (kind, &plan.playback) {
@@ -361,7 +368,9 @@ impl Conn {
             },
             self.peer,
             cancel,
-        ));
+        );
+        info.user = self.auth.user_name().to_string();
+        let info = Arc::new(info);
         if let Some((pb, presentation)) = &plan.playback {
             // Listed in the node's report from now on, at its start and expected bitrate:
             // the scheduler's estimate for this placement lapses with the next report, and

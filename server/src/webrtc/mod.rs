@@ -217,6 +217,7 @@ impl Service {
         camera: &str,
         offer: &str,
         client: SocketAddr,
+        user: &str,
     ) -> Result<Answered, WhepError> {
         self.admit(client)?;
         let path = self
@@ -233,7 +234,7 @@ impl Service {
         self.answer(
             &path.name,
             offer,
-            client,
+            (client, user),
             &tracks,
             peer::Source::Live(path.stream.clone()),
         )
@@ -258,14 +259,16 @@ impl Service {
 
     /// Negotiates `offer` for `tracks`, registers the peer as a `webrtc` session of `path`
     /// and starts its task.
+    /// `viewer`: the client's address and the user it proved (for the audit trail).
     fn answer(
         self: &Arc<Service>,
         path: &str,
         offer: &str,
-        client: SocketAddr,
+        viewer: (SocketAddr, &str),
         tracks: &Carried,
         source: peer::Source,
     ) -> Result<Answered, WhepError> {
+        let (client, user) = viewer;
         let conf = &self.node.config.webrtc;
         let offer =
             SdpOffer::from_sdp_string(offer).map_err(|e| WhepError::BadOffer(e.to_string()))?;
@@ -297,13 +300,15 @@ impl Service {
             .ok_or_else(|| WhepError::Rtc("the answer has no ice-ufrag".into()))?;
         let id = resource_id();
         let cancel = self.node.shutdown.child_token();
-        let info = Arc::new(SessionInfo::new(
+        let mut info = SessionInfo::new(
             id.clone(),
             path.to_string(),
             SessionKindView::WebRtc,
             client,
             cancel.clone(),
-        ));
+        );
+        info.user = user.to_string();
+        let info = Arc::new(info);
         *info.transport.lock().unwrap_or_else(|p| p.into_inner()) =
             format!("WebRTC/UDP;server={}", self.local);
         let (tx, rx) = mpsc::channel(PEER_QUEUE);

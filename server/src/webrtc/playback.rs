@@ -20,6 +20,7 @@ impl Service {
         query: Option<&str>,
         offer: &str,
         client: SocketAddr,
+        user: &str,
     ) -> Result<Answered, WhepError> {
         self.admit(client)?;
         let node = &self.node;
@@ -58,7 +59,7 @@ impl Service {
         self.answer(
             &format!("playback/{camera}"),
             offer,
-            client,
+            (client, user),
             &tracks,
             peer::Source::Recording(Box::new(plan)),
         )

@@ -7,7 +7,7 @@ use super::support::bed_of;
 use std::net::SocketAddr;
 use std::time::Duration;
 use vigil_testkit::serve::ServeProcess;
-use vigil_tests::auth::user_add;
+use vigil_tests::auth::{basic, control_room};
 use vigil_tests::tls::{tls_request_from, tls_table, Leaf, TestCa};
 use vigil_tests::{poll_every, vigil_bin, ADMIN_TOKEN, DEMO_CAMERA};
 
@@ -54,16 +54,6 @@ fn https_answer(
     }
 }
 
-/// `Basic` credentials of `user:password`.
-fn basic(user: &str, password: &str) -> String {
-    use base64::Engine;
-    let pair = format!("{user}:{password}");
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    )
-}
-
 /// The status of a plain `GET path` to `addr` naming `host`, without a token.
 fn plain_status(addr: SocketAddr, path: &str, host: &str) -> u16 {
     use std::io::{Read, Write};
@@ -92,16 +82,7 @@ fn https_beyond_loopback_answers_nothing_but_health_without_the_token() {
     let (cert, key) = ca.issue(dir.path(), "node", Leaf::Good);
     // The people of a control room (`vigil user add`): a guard who may watch `demo` live
     // and nothing else, an investigator who may also play it back and export it.
-    let users = dir.path().join("users.toml");
-    std::fs::write(&users, "[auth]\nrealm = \"trust\"\n").expect("users");
-    user_add(&users, "guard", "guard-pw", &["--read", "demo"]);
-    user_add(
-        &users,
-        "investigator",
-        "inv-pw",
-        &["--read", "demo", "--playback", "demo", "--export", "demo"],
-    );
-    let users = std::fs::read_to_string(&users).expect("users");
+    let users = control_room(dir.path(), "trust");
     // README's "Encrypt: RTSPS and HTTPS", to the letter: plain HTTP on loopback, HTTPS on
     // every address, a token, one camera recording (and one more the users may not see).
     let config = format!(

@@ -215,17 +215,10 @@ fn users_in_the_registry_log_in_and_a_sighup_keeps_them() {
     assert!(no.contains("401"), "{no}");
 
     // A user added at runtime logs in at once; its rights follow its edits.
-    let out = ctl(
+    let out = ctl_stdin(
         &node,
-        &[
-            "user",
-            "add",
-            "guard",
-            "--password",
-            "Gu4rd-pw",
-            "--read",
-            "demo",
-        ],
+        &["user", "add", "guard", "--read", "demo"],
+        "Gu4rd-pw",
     );
     assert!(out.contains("registry version"), "{out}");
     assert_eq!(refused_as(&node, "guard", "Gu4rd-pw", "live/demo"), None);

@@ -20,18 +20,7 @@ fn a_corrupted_version_on_the_share_is_reported_and_the_last_good_one_kept() {
             "camera", "add", "a", "--group", "north", "--label", "site=x",
         ],
     );
-    ctl(
-        &node,
-        &[
-            "user",
-            "add",
-            "guard",
-            "--password",
-            "pw-guard",
-            "--read",
-            "*",
-        ],
-    );
+    ctl_stdin(&node, &["user", "add", "guard", "--read", "*"], "pw-guard");
     let v = version(&node);
     let before_cameras = node.api_json("/api/registry/cameras");
     let before_users = node.api_json("/api/users");
@@ -151,18 +140,7 @@ fn a_version_written_without_the_key_is_ignored_with_an_alert() {
         .extra("[auth]\n[[camera]]\nid = \"demo\"\nsource = \"demo\"\non_demand = false")
         .start();
     node.wait_live("live/demo");
-    ctl(
-        &node,
-        &[
-            "user",
-            "add",
-            "guard",
-            "--password",
-            "pw-guard",
-            "--read",
-            "*",
-        ],
-    );
+    ctl_stdin(&node, &["user", "add", "guard", "--read", "*"], "pw-guard");
     let v = version(&node);
     let dir = root.path().join("registry");
     let bytes = std::fs::read(dir.join(format!("v{v:012}.reg"))).expect("version file");

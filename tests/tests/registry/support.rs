@@ -6,8 +6,8 @@ pub use std::path::Path;
 pub use std::time::{Duration, Instant};
 pub use vigil_proto::rtsp::auth::{ha1, Algorithm};
 pub use vigil_tests::{
-    api_send, ctl, ctl_fails, describe_status, ffmpeg_decode, files_text, free_udp, metric_value,
-    poll_until, serial, spawn_ffmpeg_decode, Decoded, Node, NodeBuilder,
+    api_send, ctl, ctl_fails, ctl_stdin, describe_status, ffmpeg_decode, files_text, free_udp,
+    metric_value, poll_until, serial, spawn_ffmpeg_decode, Decoded, Node, NodeBuilder,
 };
 
 /// The camera's password: it must appear nowhere but sealed in the registry.
