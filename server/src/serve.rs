@@ -243,6 +243,13 @@ pub async fn serve(
         tracing::warn!("the recording writers did not finish within 3 s");
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), api).await;
+    // The sessions' ends are queued: the trail writes them and a last checkpoint.
+    audit_stop.cancel();
+    if let Some(audit) = &node.audit {
+        if !audit.closed(Duration::from_secs(3)).await {
+            tracing::warn!("the audit trail did not finish writing within 3 s");
+        }
+    }
     info!("stopped");
     Ok(())
 }

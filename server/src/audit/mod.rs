@@ -86,6 +86,8 @@ pub struct Audit {
     pub stats: Arc<AuditStats>,
     /// `<root>/audit`: every node's trail, for queries.
     pub dir: PathBuf,
+    /// The writer task, awaited at shutdown ([`Audit::closed`]).
+    writer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// How the writer runs.
@@ -107,6 +109,7 @@ impl Audit {
     /// when `shutdown` is cancelled.
     pub fn start(s: Settings, shutdown: CancellationToken) -> Arc<Audit> {
         let (tx, rx) = mpsc::channel(s.queue.max(1));
+        let s_required = s.required;
         let down = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(AuditStats::default());
         info!(
@@ -123,15 +126,26 @@ impl Audit {
         if s.key.is_none() {
             warn!("audit trail checkpoints are not signed: set [audit] key (or a cluster key)");
         }
-        let audit = Arc::new(Audit {
+        let dir = s.dir.clone();
+        let task = tokio::spawn(writer(s, rx, down.clone(), stats.clone(), shutdown));
+        Arc::new(Audit {
             tx,
-            required: s.required,
-            down: down.clone(),
-            stats: stats.clone(),
-            dir: s.dir.clone(),
-        });
-        tokio::spawn(writer(s, rx, down, stats, shutdown));
-        audit
+            required: s_required,
+            down,
+            stats,
+            dir,
+            writer: std::sync::Mutex::new(Some(task)),
+        })
+    }
+
+    /// Whether the writer finished (its shutdown token cancelled: the queue written and a
+    /// last checkpoint) within `within`.
+    pub async fn closed(&self, within: Duration) -> bool {
+        let task = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match task {
+            Some(t) => tokio::time::timeout(within, t).await.is_ok(),
+            None => true,
+        }
     }
 
     /// Queues `event`; never waits. A full queue drops it (counted, and the trail is down).
