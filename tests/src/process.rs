@@ -124,6 +124,31 @@ pub fn wait_background(bg: &mut Background, timeout: Duration) -> (ExitStatus, S
     (status, err)
 }
 
+/// [`wait_background`], but a process still running at `timeout` is killed instead of
+/// failing the test: its status is then None (a client with a known hang of its own).
+pub fn wait_background_or_kill(
+    bg: &mut Background,
+    timeout: Duration,
+) -> (Option<ExitStatus>, String) {
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = bg.0.try_wait().ok().flatten() {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            let _ = bg.0.kill();
+            let _ = bg.0.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = bg.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    (status, err)
+}
+
 /// kill(2) of `sig` to the process `pid` this test spawned (and has not reaped); panics if
 /// the kernel refuses.
 pub fn signal(pid: u32, sig: libc::c_int) {

@@ -243,13 +243,18 @@ fn an_export_the_client_stops_reading_is_dropped() {
         .extra("[export]\nmax_range_secs = 600.0")
         .http("write_timeout_ms = 1000")
         .start();
-    let mut client = unread_export(&node, &export_path("synth", first, last, true));
+    let (mut client, head) = unread_export(&node, &export_path("synth", first, last, true));
     poll_until(
         Duration::from_secs(30),
         "the node to drop the export nobody reads",
         || (metric_value(&node, "vigil_slow_readers_dropped_total") >= 1.0).then_some(()),
     );
-    let got = read_until_closed(&mut client, Duration::from_secs(10), "after the drop");
+    let mut got = head;
+    got.extend(read_until_closed(
+        &mut client,
+        Duration::from_secs(10),
+        "after the drop",
+    ));
     let text = String::from_utf8_lossy(&got[..got.len().min(512)]).into_owned();
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     let length: usize = text
@@ -276,7 +281,7 @@ fn exports_past_the_node_bound_wait_their_turn() {
         .extra("[export]\nmax_range_secs = 600.0\nmax_concurrent = 1")
         .http("write_timeout_ms = 3000")
         .start();
-    let stalled = unread_export(&node, &export_path("synth", first, last, false));
+    let (stalled, _) = unread_export(&node, &export_path("synth", first, last, false));
     let second = poll_until(Duration::from_secs(10), "the second export refused", || {
         let a = http_get(&node, &export_path("synth", first, first + 8_000, false));
         (a.status == 503).then_some(a)
@@ -298,10 +303,12 @@ fn exports_past_the_node_bound_wait_their_turn() {
     drop(stalled);
 }
 
-/// An export of `path` asked for over a raw connection and never read: four minutes of a
-/// recording (≈ 18 MB) are more than both sockets' buffers hold, so it stalls.
-fn unread_export(node: &Node, path: &str) -> std::net::TcpStream {
-    use std::io::Write;
+/// An export of `path` asked for over a raw connection and never read past its status
+/// line: four minutes of a recording (≈ 18 MB) are more than both sockets' buffers hold,
+/// so it stalls. Returns once the answer has begun (`200`): the export holds its place
+/// from then on (a request made before could otherwise take the place first).
+fn unread_export(node: &Node, path: &str) -> (std::net::TcpStream, Vec<u8>) {
+    use std::io::{Read, Write};
     let mut client = std::net::TcpStream::connect(node.api).expect("connect");
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
@@ -310,6 +317,14 @@ fn unread_export(node: &Node, path: &str) -> std::net::TcpStream {
     );
     client.write_all(request.as_bytes()).expect("send");
     client
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut head = [0u8; 12];
+    client
+        .read_exact(&mut head)
+        .expect("the answer's status line");
+    assert_eq!(&head, b"HTTP/1.1 200", "the export to stall");
+    (client, head.to_vec())
 }
 
 /// Resident set of a process, bytes.

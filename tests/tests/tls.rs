@@ -19,7 +19,7 @@ use vigil_tests::tls::{
 use vigil_tests::{
     expected_window, ffmpeg_decode, ffmpeg_publish, fixture, free_port, gst_decode_h264_with,
     gst_publish_h264_with, metric_value, poll_until, run_with_timeout, spawn_ffmpeg_decode,
-    vigil_bin, wait_background, Node, NodeBuilder, DEMO_CAMERA,
+    vigil_bin, wait_background, wait_background_or_kill, Node, NodeBuilder, DEMO_CAMERA,
 };
 
 /// An ffmpeg reader over TCP of a whole publish, started now.
@@ -94,7 +94,7 @@ fn ffmpeg_and_gstreamer_publish_and_play_over_rtsps() {
             .then_some(())
     });
     let (min, max) = expected_window(started.elapsed());
-    let (status, err) = wait_background(&mut publisher, Duration::from_secs(30));
+    let (status, err) = wait_background_or_kill(&mut publisher, Duration::from_secs(30));
     // rtspclientsink tears down from two threads at once after its end of stream: its state
     // change's PAUSE is interrupted by its CLOSE on the same connection (its own debug log of
     // a passing run: "PAUSE interrupted", then TEARDOWN from both threads). Over TLS the
@@ -103,16 +103,19 @@ fn ffmpeg_and_gstreamer_publish_and_play_over_rtsps() {
     // (seen under load, up to 1 run in 3; the node closes only after the peer has: "peer
     // closed connection without sending TLS close_notify"). That exit status says nothing
     // about the node; any other error does, and what the publish delivered is checked by
-    // the reader below.
+    // the reader below. The same race can also leave it hanging in that teardown (seen once
+    // in a full run under load: still running 20 s after its end of stream, no TEARDOWN
+    // sent): killed after 30 s and judged, like the error exit, by what the reader got.
     let errors = err.matches("ERROR:").count();
-    let teardown_race = errors > 0
-        && errors
-            == err
-                .matches("Could not send message. (Received end-of-file)")
-                .count();
+    let teardown_race = status.is_none()
+        || (errors > 0
+            && errors
+                == err
+                    .matches("Could not send message. (Received end-of-file)")
+                    .count());
     assert!(
-        status.success() || teardown_race,
-        "rtspclientsink: {status}: {err}"
+        status.is_some_and(|s| s.success()) || teardown_race,
+        "rtspclientsink: {status:?}: {err}"
     );
     reader
         .join()
