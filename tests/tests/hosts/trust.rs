@@ -292,5 +292,29 @@ fn users_get_their_rights_and_no_more(
             status(&investigator, "GET", "/hls/live/lobby/index.m3u8"),
             403
         );
+        // The routes this issue added, from the same host without credentials: the trail
+        // is refused, `whoami` names nobody, and the guard's console sign-in over HTTPS
+        // gets a cookie the page cannot read and that never travels over plain HTTP.
+        assert_eq!(https_answer(ca, https, "GET", "/api/audit", None).0, 401);
+        assert_eq!(status(&guard, "GET", "/api/audit"), 403, "guard: the trail");
+        let (s, me) = https_answer(ca, https, "GET", "/api/whoami", None);
+        assert!(s == 200 && me.contains(r#""user":null"#), "{s}: {me}");
+        let body = r#"{"user": "guard", "password": "guard-pw"}"#;
+        let request = format!(
+            "POST /api/signin HTTP/1.1\r\nHost: {https}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let answer = tls_request_from(None, ca, https, "localhost", &request)
+            .expect("sign-in over HTTPS")
+            .answer;
+        assert_eq!(vigil_tests::status_of(&answer), 200, "{answer}");
+        let cookie = answer
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+            .unwrap_or_else(|| panic!("no cookie: {answer}"));
+        for part in ["vigil_session=", "HttpOnly", "SameSite=Strict", "Secure"] {
+            assert!(cookie.contains(part), "{cookie}");
+        }
+        assert!(!answer.contains("guard-pw"), "the password came back: {answer}");
     });
 }
