@@ -164,23 +164,23 @@ pub fn cookie_of(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// How the gate proved who asks: what `whoami` tells and the audit will name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Proof {
     None,
     Token,
     Basic,
-    /// A session cookie; writes need the CSRF token too.
-    Session,
+    /// A session cookie, with the session's CSRF token (writes need it too).
+    Session(String),
     Local,
 }
 
 impl Proof {
-    fn name(self) -> &'static str {
+    fn name(&self) -> &'static str {
         match self {
             Proof::None => "none",
             Proof::Token => "token",
             Proof::Basic => "basic",
-            Proof::Session => "session",
+            Proof::Session(_) => "session",
             Proof::Local => "local",
         }
     }
@@ -251,17 +251,7 @@ async fn sign_in(
         .http_login(arrival.peer.ip(), &c.user, &c.password)
     {
         Ok(_) => {}
-        Err(crate::auth::BasicRefusal::BackingOff(wait)) => {
-            let mut r = text(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too many failed logins: wait before trying again",
-            );
-            r.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(wait.as_secs().max(1)),
-            );
-            return r;
-        }
+        Err(crate::auth::BasicRefusal::BackingOff(wait)) => return super::token::too_many(wait),
         Err(_) => {
             audit_signin(&st.node, "signin.failed", &c.user, arrival.peer);
             super::token::failure_pause().await;
@@ -319,18 +309,16 @@ async fn sign_out(
     r
 }
 
+/// Who the gate saw; a session's CSRF token comes from the lookup the gate already made.
 async fn whoami(
-    State(st): State<SignIn>,
     axum::Extension(who): axum::Extension<Principal>,
     proof: Option<axum::Extension<Proof>>,
-    headers: HeaderMap,
 ) -> Json<serde_json::Value> {
     let proof = proof.map_or(Proof::None, |p| p.0);
-    let csrf = (proof == Proof::Session)
-        .then(|| cookie_of(&headers))
-        .flatten()
-        .and_then(|id| st.sessions.find(id, Instant::now()))
-        .map(|f| f.csrf);
+    let csrf = match &proof {
+        Proof::Session(csrf) => Some(csrf.clone()),
+        _ => None,
+    };
     let (user, rights) = match &who {
         Principal::User { name, rights } => (Some(name.clone()), Some((**rights).clone())),
         _ => (None, None),

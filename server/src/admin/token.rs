@@ -168,7 +168,7 @@ pub fn is_ptz(path: &str) -> bool {
         .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
-fn too_many(wait: std::time::Duration) -> Response {
+pub(super) fn too_many(wait: std::time::Duration) -> Response {
     let mut r = (
         StatusCode::TOO_MANY_REQUESTS,
         "too many failed logins: wait before trying again\n",
@@ -254,6 +254,7 @@ async fn identify(
     (headers, method): (&header::HeaderMap, &Method),
     need: &Need,
     arrival: Option<Arrival>,
+    configured: bool,
 ) -> Result<(Principal, Proof), Response> {
     let auth = headers
         .get(header::AUTHORIZATION)
@@ -301,11 +302,9 @@ async fn identify(
                     )
                         .into_response());
                 }
-                Ok((Principal::User { name, rights }, Proof::Session))
+                Ok((Principal::User { name, rights }, Proof::Session(found.csrf)))
             }
-            None if local && !(st.gate.token.is_some() || node.auth.has_users()) => {
-                Ok((Principal::OpenLocal, Proof::Local))
-            }
+            None if local && !configured => Ok((Principal::OpenLocal, Proof::Local)),
             None => Ok((Principal::Anonymous(node.auth.anonymous()), Proof::None)),
         },
     }
@@ -396,12 +395,19 @@ async fn serve_and_trail(
 pub async fn layer(State(st): State<GateState>, req: Request, next: Next) -> Response {
     let arrival = req.extensions().get::<Arrival>().copied();
     let need = access::need(req.method(), req.uri().path());
-    let (principal, proof) =
-        match identify(&st, (req.headers(), req.method()), &need, arrival).await {
-            Ok(p) => p,
-            Err(answer) => return answer,
-        };
     let configured = st.gate.token.is_some() || st.node.auth.has_users();
+    let (principal, proof) = match identify(
+        &st,
+        (req.headers(), req.method()),
+        &need,
+        arrival,
+        configured,
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(answer) => return answer,
+    };
     let refusal = judge(
         &principal,
         configured,

@@ -286,6 +286,33 @@ fn repair_tail(file: &std::path::Path) -> std::io::Result<()> {
 /// The most events one batch (one fdatasync) takes.
 const BATCH: usize = 1024;
 
+/// Writes one batch (and a checkpoint at `checkpoint_at`) in the blocking pool — the share
+/// may hang — opening the writer first when there is none (at start, after a failure).
+async fn write_batch(
+    s: &Settings,
+    w: &mut Option<Writer>,
+    batch: Vec<Event>,
+    checkpoint_at: Option<i64>,
+) -> std::io::Result<usize> {
+    let mut x = match w.take() {
+        Some(x) => x,
+        None => {
+            let s = s.clone();
+            tokio::task::spawn_blocking(move || Writer::open(s))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))?
+        }
+    };
+    let (x, r) = tokio::task::spawn_blocking(move || {
+        let r = x.write(batch, checkpoint_at);
+        (x, r)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    *w = Some(x);
+    r
+}
+
 async fn writer(
     s: Settings,
     mut rx: mpsc::Receiver<Event>,
@@ -295,7 +322,6 @@ async fn writer(
 ) {
     let checkpoint = s.checkpoint.max(Duration::from_secs(1));
     let mut w = None;
-    let settings = Some(s);
     let mut tick = tokio::time::interval(checkpoint);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_retention = 0i64;
@@ -321,57 +347,31 @@ async fn writer(
             _ = tick.tick() => checkpoint_now = pending_since_checkpoint > 0,
         }
         let now = vigil_storage::now_ms();
-        // Open (or reopen after a failure) in the blocking pool: the share may hang.
-        let writer = match (w.take(), settings.clone()) {
-            (Some(x), _) => Ok(x),
-            (None, Some(s)) => tokio::task::spawn_blocking(move || Writer::open(s))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e))),
-            (None, None) => Err(std::io::Error::other("no settings")),
-        };
         let n = batch.len();
-        let result = match writer {
-            Ok(mut x) => {
-                let at = checkpoint_now.then_some(now);
-                let r = tokio::task::spawn_blocking(move || {
-                    let r = x.write(batch, at);
-                    (x, r)
-                })
-                .await;
-                match r {
-                    Ok((x, r)) => {
-                        w = Some(x);
-                        r
+        // Nothing to write (an idle tick): the share is not touched.
+        if n > 0 || checkpoint_now {
+            match write_batch(&s, &mut w, batch, checkpoint_now.then_some(now)).await {
+                Ok(lines) => {
+                    stats.written.fetch_add(n as u64, Ordering::Relaxed);
+                    pending_since_checkpoint = if checkpoint_now {
+                        0
+                    } else {
+                        pending_since_checkpoint + lines
+                    };
+                    if down.swap(false, Ordering::AcqRel) {
+                        info!("audit trail written again");
                     }
-                    Err(e) => Err(std::io::Error::other(e)),
                 }
-            }
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(lines) => {
-                stats.written.fetch_add(n as u64, Ordering::Relaxed);
-                pending_since_checkpoint = if checkpoint_now {
-                    0
-                } else {
-                    pending_since_checkpoint + lines
-                };
-                if down.swap(false, Ordering::AcqRel) {
-                    info!("audit trail written again");
-                }
-            }
-            Err(e) => {
-                stats.write_errors.fetch_add(1, Ordering::Relaxed);
-                stats.dropped.fetch_add(n as u64, Ordering::Relaxed);
-                if !down.swap(true, Ordering::AcqRel) {
-                    error!("audit trail cannot be written ({e}): {n} event(s) lost");
+                Err(e) => {
+                    stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                    stats.dropped.fetch_add(n as u64, Ordering::Relaxed);
+                    if !down.swap(true, Ordering::AcqRel) {
+                        error!("audit trail cannot be written ({e}): {n} event(s) lost");
+                    }
                 }
             }
         }
-        if let Some(s) = settings
-            .as_ref()
-            .filter(|_| now - last_retention > 3_600_000)
-        {
+        if now - last_retention > 3_600_000 {
             last_retention = now;
             let (dir, keep) = (s.dir.clone(), s.retention_days);
             let removed =
