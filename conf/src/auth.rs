@@ -80,6 +80,9 @@ pub struct Rights {
     /// `/metrics`.
     #[serde(skip_serializing_if = "is_false")]
     pub admin: bool,
+    /// `/metrics` alone: a Prometheus scraper's token (HTTP).
+    #[serde(skip_serializing_if = "is_false")]
+    pub metrics: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -130,6 +133,78 @@ pub struct UserFieldError {
     pub message: String,
 }
 
+/// An API token for a program (`[[http.api_token]]`, or the registry's): its name, the
+/// SHA-256 of its secret (the secret itself is never stored), its rights, its expiry.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub name: String,
+    /// Hex SHA-256 of the token's secret.
+    pub sha256: String,
+    /// Unix seconds from which it is refused; absent: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
+    /// Unix seconds it was made (shown in lists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<u64>,
+    #[serde(flatten)]
+    pub rights: Rights,
+}
+
+/// One token's setting refused by [`check_token`]: the field and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("token {token:?}: {field}: {message}")]
+pub struct TokenFieldError {
+    pub token: String,
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// The rules of one API token: a name like a user's, a hex SHA-256, camera patterns like a
+/// user's.
+pub fn check_token(t: &TokenConfig) -> Result<(), TokenFieldError> {
+    let err = |field: &'static str, message: &str| TokenFieldError {
+        token: t.name.clone(),
+        field,
+        message: message.into(),
+    };
+    if !name_ok(&t.name) {
+        return Err(err("name", NAME_RULE));
+    }
+    if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(err(
+            "sha256",
+            "the hex SHA-256 of the token (use `vigil ctl token add`)",
+        ));
+    }
+    if !patterns_ok(&t.rights) {
+        return Err(err("rights", PATTERN_RULE));
+    }
+    Ok(())
+}
+
+const NAME_RULE: &str = "1-64 characters, no ':', '\"' or '\\'";
+const PATTERN_RULE: &str = "camera patterns of 1-128 printable characters";
+
+/// A name that fits a Digest `username="…"` and a `user:pass@` URL.
+fn name_ok(name: &str) -> bool {
+    !(name.is_empty()
+        || name.len() > 64
+        || name.contains([':', '"', '\\'])
+        || name.chars().any(char::is_control))
+}
+
+/// Every camera pattern of `r` non-empty, short and printable.
+fn patterns_ok(r: &Rights) -> bool {
+    r.read
+        .iter()
+        .chain(&r.playback)
+        .chain(&r.publish)
+        .chain(&r.ptz)
+        .chain(&r.export)
+        .all(|p| !(p.is_empty() || p.len() > 128 || p.chars().any(char::is_control)))
+}
+
 /// The rules of one user, from `[[auth.user]]` or the registry: a name that fits a Digest
 /// `username="…"` and a `user:pass@` URL (no ':', quote or backslash, 1-64 characters),
 /// hex HA1 hashes, and non-empty camera patterns.
@@ -139,12 +214,8 @@ pub fn check_user(u: &UserConfig) -> Result<(), UserFieldError> {
         field,
         message: message.into(),
     };
-    if u.name.is_empty()
-        || u.name.len() > 64
-        || u.name.contains([':', '"', '\\'])
-        || u.name.chars().any(char::is_control)
-    {
-        return Err(err("name", "1-64 characters, no ':', '\"' or '\\'"));
+    if !name_ok(&u.name) {
+        return Err(err("name", NAME_RULE));
     }
     let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
     if !hex(&u.ha1_md5, 32) || !hex(&u.ha1_sha256, 64) {
@@ -153,21 +224,8 @@ pub fn check_user(u: &UserConfig) -> Result<(), UserFieldError> {
             "ha1_md5/ha1_sha256 must be hex hashes (use `vigil user add`)",
         ));
     }
-    let r = &u.rights;
-    for p in r
-        .read
-        .iter()
-        .chain(&r.playback)
-        .chain(&r.publish)
-        .chain(&r.ptz)
-        .chain(&r.export)
-    {
-        if p.is_empty() || p.len() > 128 || p.chars().any(char::is_control) {
-            return Err(err(
-                "rights",
-                "camera patterns of 1-128 printable characters",
-            ));
-        }
+    if !patterns_ok(&u.rights) {
+        return Err(err("rights", PATTERN_RULE));
     }
     Ok(())
 }

@@ -67,6 +67,12 @@ pub struct ClusterConf {
     pub ca_cert: Option<std::path::PathBuf>,
     pub node_cert: Option<std::path::PathBuf>,
     pub node_key: Option<std::path::PathBuf>,
+    /// SHA-256 fingerprints (hex; colons allowed) of cluster certificates this node no
+    /// longer accepts on its QUIC endpoint, whatever they name: a decommissioned node's, a
+    /// node's whose key leaked, an operator's who left (`vigil cluster cert-fingerprint
+    /// FILE` prints one). The CA still signs them; this list is how one is retired before
+    /// it ends. Reloaded on SIGHUP.
+    pub retired_certs: Vec<String>,
     /// UDP address of the QUIC endpoint; default: the gossip address with port + 1.
     pub rpc_listen: Option<SocketAddr>,
     /// How long a node waits for the scheduler's placement before deciding itself.
@@ -189,6 +195,7 @@ impl Default for ClusterConf {
             ca_cert: None,
             node_cert: None,
             node_key: None,
+            retired_certs: Vec::new(),
             rpc_listen: None,
             rpc_timeout_ms: 300,
             scheduler: Default::default(),
@@ -286,6 +293,15 @@ impl ClusterConf {
                     .into(),
             ));
         }
+        if let Some(bad) = c
+            .retired_certs
+            .iter()
+            .find(|f| fingerprint_hex(f).is_none())
+        {
+            return Err(ConfigError::Invalid(format!(
+                "cluster.retired_certs: {bad:?} is not a SHA-256 fingerprint (64 hex digits)"
+            )));
+        }
         let tls = [&c.ca_cert, &c.node_cert, &c.node_key];
         if tls.iter().any(|p| p.is_some()) && !tls.iter().all(|p| p.is_some()) {
             return Err(ConfigError::Invalid(
@@ -361,9 +377,37 @@ impl ClusterConf {
     }
 }
 
+/// A certificate fingerprint as `retired_certs` may spell it (hex, any case, colons
+/// between bytes or not), as lower-case hex without colons; None when it is not 32 bytes.
+pub fn fingerprint_hex(s: &str) -> Option<String> {
+    let hex: String = s
+        .chars()
+        .filter(|c| *c != ':')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::Config;
+
+    #[test]
+    fn retired_certificates_are_fingerprints_as_openssl_or_vigil_spells_them() {
+        let hex = "ab".repeat(32);
+        let colons = vec!["AB"; 32].join(":");
+        assert_eq!(super::fingerprint_hex(&hex).as_deref(), Some(hex.as_str()));
+        assert_eq!(
+            super::fingerprint_hex(&colons).as_deref(),
+            Some(hex.as_str())
+        );
+        assert_eq!(super::fingerprint_hex("ab"), None);
+        assert_eq!(super::fingerprint_hex(&"zz".repeat(32)), None);
+        let on = "[cluster]\nenabled = true\nkey = \"0123456789abcdef\"\n";
+        assert!(Config::from_toml(&format!("{on}retired_certs = [\"{colons}\"]")).is_ok());
+        let e = Config::from_toml(&format!("{on}retired_certs = [\"node-3\"]")).unwrap_err();
+        assert!(e.to_string().contains("retired_certs"), "{e}");
+    }
 
     #[test]
     fn cluster_is_off_by_default_and_checked_when_on() {

@@ -17,11 +17,15 @@ mod webhook;
 mod webrtc;
 
 pub use audit::AuditConfig;
-pub use auth::{check_user, AuthConfig, DigestAlgorithm, Rights, UserConfig, UserFieldError};
+pub use auth::{
+    check_token, check_user, AuthConfig, DigestAlgorithm, Rights, TokenConfig, TokenFieldError,
+    UserConfig, UserFieldError,
+};
 pub use camera::{
     check_camera, check_camera_id, is_valid_camera_id, CameraConfig, CameraFieldError,
     PullTransport, Source,
 };
+pub use cluster::fingerprint_hex;
 pub use cluster::{ClusterConf, SourceMode};
 pub use onvif::OnvifConfig;
 pub use recording::{
@@ -242,6 +246,10 @@ pub struct HttpConfig {
     pub session_idle_secs: u64,
     /// …and this long after sign-in, whatever its use.
     pub session_max_secs: u64,
+    /// API tokens of this node (`[[http.api_token]]`: name, SHA-256 of the secret, rights,
+    /// expiry), beside the registry's cluster-wide ones. `vigil token add` writes one.
+    #[serde(rename = "api_token")]
+    pub api_tokens: Vec<TokenConfig>,
 }
 
 impl Default for HttpConfig {
@@ -262,6 +270,7 @@ impl Default for HttpConfig {
             body_read_timeout_ms: 10_000,
             session_idle_secs: 1800,
             session_max_secs: 43_200,
+            api_tokens: Vec::new(),
         }
     }
 }
@@ -366,6 +375,11 @@ pub struct Limits {
     pub max_connections_per_address: usize,
     /// RTSP sessions from one client address; past it, SETUP gets 503.
     pub max_sessions_per_address: usize,
+    /// RTSP and WebRTC sessions of one logged-in user, on this node (a control room's
+    /// video wall is a few dozen); past it, SETUP and a WHEP offer get 503. Viewers who
+    /// proved no user are held by the per-address limit. A limit per user holds where one
+    /// per address cannot: many users behind one NAT, one user from many addresses.
+    pub max_sessions_per_user: usize,
     /// Requests per second on one connection (burst: twice as many); past it, 503.
     pub requests_per_sec: f64,
     /// A request (or interleaved frame) must arrive whole within this long after its first
@@ -394,6 +408,7 @@ impl Default for Limits {
             max_connections: 10_000,
             max_connections_per_address: 1000,
             max_sessions_per_address: 1000,
+            max_sessions_per_user: 256,
             requests_per_sec: 50.0,
             request_deadline_ms: 10_000,
             announce_timeout_ms: 10_000,
@@ -490,6 +505,11 @@ impl Config {
                     .into(),
             ));
         }
+        if l.max_sessions_per_user == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.max_sessions_per_user must be at least 1".into(),
+            ));
+        }
         if !(1..=64).contains(&l.max_publish_tracks) {
             return Err(ConfigError::Invalid(
                 "limits.max_publish_tracks must be 1–64".into(),
@@ -527,6 +547,16 @@ impl Config {
         self.playback.validate()?;
         self.export.validate()?;
         self.audit.validate()?;
+        let mut names = std::collections::HashSet::new();
+        for t in &self.http.api_tokens {
+            check_token(t).map_err(|e| ConfigError::Invalid(format!("http.api_{e}")))?;
+            if !names.insert(t.name.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "http.api_token {:?} is listed twice",
+                    t.name
+                )));
+            }
+        }
         self.hls.validate()?;
         if self.live.ring_kb < 16
             || self.live.ring_gop_max_kb < self.live.ring_kb

@@ -63,7 +63,7 @@ pub struct Loaded {
 pub struct RegistryDir {
     dir: PathBuf,
     /// What versions are signed with and must be signed with to read (none: unsigned).
-    key: Option<format::MacKey>,
+    key: Option<crate::SecretKey>,
 }
 
 /// Versions past this are names no writer reaches (a million edits a second for 285 years):
@@ -79,8 +79,9 @@ impl RegistryDir {
         Ok(RegistryDir { dir, key: None })
     }
 
-    /// Versions written signed with `key`, and read only when signed with it.
-    pub fn with_key(mut self, key: Option<format::MacKey>) -> RegistryDir {
+    /// Versions written signed with `key` (their users sealed with it), and read only when
+    /// signed with it.
+    pub fn with_key(mut self, key: Option<crate::SecretKey>) -> RegistryDir {
         self.key = key;
         self
     }
@@ -379,7 +380,7 @@ mod tests {
     #[test]
     fn a_version_written_without_the_key_is_skipped_and_reported() {
         let root = tempfile::tempdir().unwrap();
-        let key = || Some(crate::SecretKey::from_bytes([9; 32]).mac_key());
+        let key = || Some(crate::SecretKey::from_bytes([9; 32]));
         let dir = RegistryDir::open(root.path()).unwrap().with_key(key());
         let intruder = RegistryDir::open(root.path()).unwrap();
         let mut f = Follower::default();

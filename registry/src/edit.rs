@@ -6,7 +6,7 @@ use crate::secret::SecretKey;
 use crate::{FieldError, RegistryError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
-use vigil_conf::{CameraConfig, PullTransport, Rights, Source, UserConfig};
+use vigil_conf::{CameraConfig, PullTransport, Rights, Source, TokenConfig, UserConfig};
 
 /// One change of a version, for the change log and `vigil_registry_changes_total{kind}`:
 /// field names only (a source's URL may hold a password, a user's hashes are secrets).
@@ -97,6 +97,7 @@ impl UserInput {
                 export: self.export,
                 operate: self.operate,
                 admin: self.admin,
+                metrics: false,
             },
         };
         vigil_conf::check_user(&user)?;
@@ -136,6 +137,8 @@ pub enum Edit {
     RemoveUser(String),
     /// Adds or replaces each user (names unique within the import).
     ImportUsers(Vec<UserConfig>),
+    AddToken(TokenConfig),
+    RemoveToken(String),
 }
 
 /// The next version after `edit`, and what it changed; the registry is untouched on error.
@@ -290,6 +293,26 @@ pub fn apply(
                 }
                 next.users.insert(u.name.clone(), u.clone());
             }
+        }
+        Edit::AddToken(t) => {
+            vigil_conf::check_token(t).map_err(FieldError::from)?;
+            if reg.tokens.contains_key(&t.name) {
+                return Err(RegistryError::Exists {
+                    what: "token",
+                    id: t.name.clone(),
+                });
+            }
+            next.tokens.insert(t.name.clone(), t.clone());
+            items.push(item("token_added", &t.name, Vec::new()));
+        }
+        Edit::RemoveToken(name) => {
+            next.tokens
+                .remove(name)
+                .ok_or_else(|| RegistryError::NotFound {
+                    what: "token",
+                    id: name.clone(),
+                })?;
+            items.push(item("token_removed", name, Vec::new()));
         }
     }
     Ok((next, items))

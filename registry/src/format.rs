@@ -9,6 +9,9 @@
 //! {"change":{…},"registry":{"cameras":{…},"users":{…}}}
 //! ```
 //!
+//! The body is the registry as files hold it (`stored`: users' HA1s sealed); in memory
+//! they are clear.
+//!
 //! The signature (`hmac`: HMAC-SHA256 of the version and the body under [`MacKey`], from
 //! `[registry] secret_key` or the cluster key) is what keeps whoever can write the share but
 //! holds no key from adding a user or re-pointing a camera (issue 44, H3): the checksum
@@ -17,6 +20,7 @@
 
 use crate::dir::ChangeRecord;
 use crate::model::Registry;
+use crate::secret::SecretKey;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -67,13 +71,13 @@ impl MacKey {
     }
 }
 
-/// Version `version`'s file, signed with `key` when given.
-pub fn encode(version: u64, body: &Body, key: Option<&MacKey>) -> Vec<u8> {
+/// Version `version`'s file, its users sealed and the whole signed with `key` when given.
+pub fn encode(version: u64, body: &Body, key: Option<&SecretKey>) -> Vec<u8> {
     // Serialising plain maps and strings cannot fail.
-    let json = serde_json::to_vec(body).unwrap_or_default();
+    let json = serde_json::to_vec(&crate::stored::seal(body, key)).unwrap_or_default();
     let sum = hex::encode(Sha256::digest(&json));
     let mac = key.map_or(String::new(), |k| {
-        format!(" hmac={}", k.sign(version, &json))
+        format!(" hmac={}", k.mac_key().sign(version, &json))
     });
     let mut out = format!(
         "{MAGIC} version={version} bytes={} sha256={sum}{mac}\n",
@@ -117,8 +121,8 @@ impl From<&str> for Refusal {
 }
 
 /// The body of version `version`'s file, or why it is refused (no secret in the reason);
-/// with `key`, only a file signed with it is read.
-pub fn decode(version: u64, bytes: &[u8], key: Option<&MacKey>) -> Result<Body, Refusal> {
+/// with `key`, only a file signed with it is read, and its sealed users are opened with it.
+pub fn decode(version: u64, bytes: &[u8], key: Option<&SecretKey>) -> Result<Body, Refusal> {
     let nl = bytes
         .iter()
         .position(|&b| b == b'\n')
@@ -148,12 +152,14 @@ pub fn decode(version: u64, bytes: &[u8], key: Option<&MacKey>) -> Result<Body, 
     if let Some(key) = key {
         if !fields
             .get("hmac")
-            .is_some_and(|m| key.verify(version, json, m))
+            .is_some_and(|m| key.mac_key().verify(version, json, m))
         {
             return Err(Refusal::Unsigned);
         }
     }
-    let body: Body = serde_json::from_slice(json).map_err(|e| format!("body: {e}"))?;
+    let stored: crate::stored::StoredBody =
+        serde_json::from_slice(json).map_err(|e| format!("body: {e}"))?;
+    let body = crate::stored::open(stored, key)?;
     body.registry
         .check()
         .map_err(|e| Refusal::Corrupt(e.to_string()))?;
@@ -207,7 +213,10 @@ mod tests {
     /// another key, one whose signature belongs to another version or body.
     #[test]
     fn only_a_file_signed_with_the_key_reads() {
-        let (key, other) = (MacKey([7; 32]), MacKey([8; 32]));
+        let (key, other) = (
+            SecretKey::from_bytes([7; 32]),
+            SecretKey::from_bytes([8; 32]),
+        );
         let b = body();
         let signed = encode(3, &b, Some(&key));
         assert_eq!(decode(3, &signed, Some(&key)).unwrap(), b);

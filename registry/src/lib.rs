@@ -1,4 +1,4 @@
-//! The registry of cameras and RTSP users that every node of a cluster reads from the
+//! The registry of cameras, users and API tokens that every node of a cluster reads from the
 //! shared storage root (issue 26 §1), and a single node uses the same way.
 //!
 //! Pure parts, unit-tested without a node: the model and its checks (`model`, on
@@ -6,8 +6,8 @@
 //! (`format`: a header line with the version, length and SHA-256 of the JSON body that
 //! follows), the operators' edits (`edit`: add, set, remove, import — each all or nothing),
 //! imports from CSV and JSON with the row and field of the first refusal (`import`), the
-//! difference between two versions as what a node must do (`diff`), and sealed camera
-//! passwords (`secret`). `dir` is the blocking I/O on the share: versions created by hard
+//! difference between two versions as what a node must do (`diff`), sealed camera
+//! passwords (`secret`) and users' sealed hashes in the files (`stored`). `dir` is the blocking I/O on the share: versions created by hard
 //! link (the compare-and-set), the newest good version found, the change log.
 //!
 //! Why files on the share and not a consensus store: every node already mounts the root
@@ -24,6 +24,7 @@ pub mod format;
 pub mod import;
 pub mod model;
 pub mod secret;
+mod stored;
 
 pub use diff::{diff, Action};
 pub use dir::{ChangeRecord, Loaded, RegistryDir};
@@ -39,7 +40,7 @@ use thiserror::Error;
 #[error("{}{what} {id:?}: {field}: {message}", row.map_or(String::new(), |r| format!("row {r}: ")))]
 pub struct FieldError {
     pub row: Option<usize>,
-    /// "camera" or "user".
+    /// "camera", "user" or "token".
     pub what: &'static str,
     pub id: String,
     pub field: String,
@@ -67,6 +68,16 @@ impl FieldError {
         }
     }
 
+    pub fn token(name: &str, field: &str, message: impl Into<String>) -> FieldError {
+        FieldError {
+            row: None,
+            what: "token",
+            id: name.into(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
     pub fn at_row(mut self, row: usize) -> FieldError {
         self.row = Some(row);
         self
@@ -76,6 +87,12 @@ impl FieldError {
 impl From<vigil_conf::CameraFieldError> for FieldError {
     fn from(e: vigil_conf::CameraFieldError) -> Self {
         FieldError::camera(&e.camera, e.field, e.message)
+    }
+}
+
+impl From<vigil_conf::TokenFieldError> for FieldError {
+    fn from(e: vigil_conf::TokenFieldError) -> Self {
+        FieldError::token(&e.token, e.field, e.message)
     }
 }
 

@@ -1,12 +1,12 @@
 //! What the registry holds: cameras as stored (the source URL without its password, the
-//! password sealed beside it) and users (HA1 hashes, rights), and the node's resolved view
+//! password sealed beside it), users (HA1 hashes, rights) and API tokens (hashes, rights), and the node's resolved view
 //! of them (`vigil_conf::CameraConfig` with the password back in the URL, in memory only).
 
 use crate::secret::{join_password, SecretKey};
 use crate::{FieldError, RegistryError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use vigil_conf::{CameraConfig, UserConfig};
+use vigil_conf::{CameraConfig, TokenConfig, UserConfig};
 
 /// A camera as the registry file holds it: `camera.source` never carries a password.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,7 +24,11 @@ pub struct StoredCamera {
 #[serde(deny_unknown_fields)]
 pub struct Registry {
     pub cameras: BTreeMap<String, StoredCamera>,
+    /// In clear here; sealed in the files (`stored`).
     pub users: BTreeMap<String, UserConfig>,
+    /// API tokens (the SHA-256 of each secret), honoured by every node.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tokens: BTreeMap<String, TokenConfig>,
 }
 
 impl Registry {
@@ -46,6 +50,12 @@ impl Registry {
             vigil_conf::check_user(u)?;
             if *name != u.name {
                 return Err(FieldError::user(name, "name", "stored under another name"));
+            }
+        }
+        for (name, t) in &self.tokens {
+            vigil_conf::check_token(t)?;
+            if *name != t.name {
+                return Err(FieldError::token(name, "name", "stored under another name"));
             }
         }
         Ok(())

@@ -114,6 +114,9 @@ pub enum ClusterCmd {
         #[arg(long, default_value_t = rpc_cert_days())]
         days: u32,
     },
+    /// Print a certificate's SHA-256 fingerprint, as `[cluster] retired_certs` names it
+    /// (retire a node's certificate: add it there on every node and send SIGHUP).
+    CertFingerprint { pem: PathBuf },
     /// Sign the registry on the storage root with this config's key: its newest version
     /// that reads whole is written again as the next version, signed. For a registry
     /// written before versions were signed; check what it holds first (it prints it).
@@ -164,6 +167,10 @@ fn cluster(what: ClusterCmd) -> anyhow::Result<()> {
             host,
             days,
         } => rpc::make_node_cert(&ca, &node, &out, &host, days),
+        ClusterCmd::CertFingerprint { pem } => {
+            println!("{}", rpc::fingerprint_of_file(&pem)?);
+            Ok(())
+        }
         ClusterCmd::SignRegistry { config } => {
             let config = vigil_conf::Config::load(&config)?;
             let (from, to, registry) = crate::registry::Shell::sign_newest(&config)?;

@@ -2,7 +2,8 @@
 //! memory (the §C.1 indicators a node gossips, and `vigil bench`'s whole-machine figures),
 //! one process's CPU time, memory, threads and bytes written (`/api/node`, benches), the
 //! machine's CPU model, memory and load average (the lab's reports), and the kernel's UDP receive errors and
-//! backlog drops (the tests' UDP readers report them on failure).
+//! backlog drops (the tests' UDP readers report them on failure), and whether a loopback TCP
+//! connection's other end is a socket of this process (the RTSPS bridge's check).
 //! The parsers are pure functions over the file's text, unit-tested without /proc.
 
 use serde::{Deserialize, Serialize};
@@ -246,8 +247,69 @@ pub fn route_gateway(ip: std::net::Ipv4Addr) -> Option<std::net::Ipv4Addr> {
     parse_route_gateway(&std::fs::read_to_string("/proc/net/route").ok()?, ip)
 }
 
+/// `addr` as /proc/net/tcp spells a local or remote address: the IPv4 address as the
+/// kernel's native (little-endian) u32 in hex, a colon, the port in hex.
+fn proc_tcp_addr(addr: std::net::SocketAddrV4) -> String {
+    format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(addr.ip().octets()),
+        addr.port()
+    )
+}
+
+/// The inode of the IPv4 TCP socket whose local end is `local` and remote end `remote`, in
+/// /proc/net/tcp's `text`.
+pub fn parse_tcp_inode(
+    text: &str,
+    local: std::net::SocketAddrV4,
+    remote: std::net::SocketAddrV4,
+) -> Option<u64> {
+    let (l, r) = (proc_tcp_addr(local), proc_tcp_addr(remote));
+    text.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&l.as_str()) && f.get(2) == Some(&r.as_str()))
+            .then(|| f.get(9)?.parse().ok())
+            .flatten()
+    })
+}
+
+/// Whether the connection that reached `listener` from `peer` (both on 127.0.0.0/8) was
+/// opened by this process: its socket (local end `peer`) is one of this process's open
+/// descriptors. Another local process connecting first to a loopback port meant for this
+/// process's own client is told apart so.
+pub fn is_own_loopback_peer(peer: std::net::SocketAddr, listener: std::net::SocketAddr) -> bool {
+    let (std::net::SocketAddr::V4(peer), std::net::SocketAddr::V4(listener)) = (peer, listener)
+    else {
+        return false;
+    };
+    let Some(inode) = std::fs::read_to_string("/proc/net/tcp")
+        .ok()
+        .and_then(|t| parse_tcp_inode(&t, peer, listener))
+    else {
+        return false;
+    };
+    let want = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc/self/fd").is_ok_and(|fds| {
+        fds.filter_map(Result::ok)
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    use super::parse_tcp_inode;
+
+    #[test]
+    fn a_loopback_connection_is_found_by_its_two_ends() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:9C40 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 424242 1 0000000000000000 20 4 30 10 -1\n   1: 0100007F:1F90 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1000        0 434343 1 0000000000000000 20 4 30 10 -1\n";
+        let a: std::net::SocketAddrV4 = "127.0.0.1:40000".parse().unwrap();
+        let b: std::net::SocketAddrV4 = "127.0.0.1:8080".parse().unwrap();
+        assert_eq!(parse_tcp_inode(text, a, b), Some(424242));
+        assert_eq!(parse_tcp_inode(text, b, a), Some(434343));
+        let c: std::net::SocketAddrV4 = "127.0.0.2:8080".parse().unwrap();
+        assert_eq!(parse_tcp_inode(text, a, c), None);
+        assert_eq!(parse_tcp_inode("", a, b), None);
+    }
     /// A host on 198.18.0.0/24 with a default route via .1 and a host route to .12 via .1.
     const ROUTE: &str =
         "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\

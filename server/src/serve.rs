@@ -187,6 +187,7 @@ pub async fn serve(
     }
     tokio::spawn(reload_on_sighup(
         node.clone(),
+        cluster.clone(),
         config_path,
         tls.certs.clone(),
     ));
@@ -400,11 +401,13 @@ pub fn open_warnings(config: &Config, api_token: bool) -> Vec<String> {
     out
 }
 
-/// SIGHUP: re-read the config file and apply its `[auth]` (users, rights, back-off), and the
+/// SIGHUP: re-read the config file and apply its `[auth]` (users, rights, back-off), API
+/// tokens and `[cluster] retired_certs`, and the
 /// TLS certificate files, without touching running sessions. Other keys need a restart. A
 /// file that no longer parses is reported and the policy in force is kept.
 async fn reload_on_sighup(
     node: Arc<Node>,
+    cluster: Option<Arc<Cluster>>,
     config_path: Option<PathBuf>,
     certs: Option<Arc<CertStore>>,
 ) {
@@ -426,7 +429,11 @@ async fn reload_on_sighup(
             Some(path) => match Config::load(path) {
                 Ok(c) => {
                     let auth = crate::registry::auth_with_users(&node, c.auth);
-                    node.auth.reload(auth.as_ref())
+                    node.auth.reload(auth.as_ref());
+                    node.auth.set_config_tokens(&c.http.api_tokens);
+                    if let Some(cluster) = &cluster {
+                        cluster.set_retired(&c.cluster.retired_certs);
+                    }
                 }
                 Err(e) => tracing::error!("SIGHUP: {e}; keeping the users and rights in force"),
             },

@@ -67,6 +67,7 @@ pub fn run(cmd: UserCmd) -> anyhow::Result<()> {
         export,
         operate,
         admin,
+        metrics: false,
     };
     let new = add_user(&text, &name, &password, &rights)?;
     write_atomically(&config, &new)?;

@@ -278,3 +278,130 @@ fn migration_calls_need_a_cluster_certificate() {
     let gaps = sc::assert_one_stream(&seen, "under attack");
     assert!(gaps.is_empty(), "the source changed: {gaps:?}");
 }
+
+/// Issue 44, H2: a cluster certificate can be retired before it ends. A second certificate
+/// for a live member's name (as if its key leaked), signed by the cluster CA, passes every
+/// check a member's own does — until its fingerprint (`vigil cluster cert-fingerprint`,
+/// the same as openssl's) is put on `[cluster] retired_certs` and the node gets SIGHUP:
+/// then every call it makes is refused, even a Status, while the member's own certificate
+/// still works and the cluster stays whole.
+#[test]
+fn a_retired_certificate_is_refused_whatever_it_names() {
+    use vigil_server::cluster::rpc::{self, RpcRequest, RpcResponse};
+    use vigil_server::handoff::MigrationCall;
+    use vigil_tests::secure_cluster::{self as sc, vigil_ok};
+
+    let c = sc::start(2, "", |_| String::new());
+    let s = |p: &std::path::Path| p.display().to_string();
+    let a_id = c.members[0].id.clone();
+    let stolen = c.tmp.path().join("stolen");
+    std::fs::create_dir_all(&stolen).expect("dir");
+    vigil_ok(&[
+        "cluster",
+        "cert",
+        "--ca",
+        &s(&c.ca),
+        "--node",
+        &a_id,
+        "--out",
+        &s(&stolen),
+    ]);
+    let stolen_cert = (
+        stolen.join(format!("{a_id}.pem")),
+        stolen.join(format!("{a_id}.key")),
+    );
+    let own_cert = (
+        c.certs.join(format!("{a_id}.pem")),
+        c.certs.join(format!("{a_id}.key")),
+    );
+    let ca_pem = c.ca.join("ca.pem");
+    let call = |identity: &(std::path::PathBuf, std::path::PathBuf), call: MigrationCall| {
+        let b = &c.members[1];
+        let config =
+            rpc::client_config(&ca_pem, Some((&identity.0, &identity.1))).expect("client config");
+        sc::runtime().block_on(rpc::call_once(
+            config,
+            b.rpc,
+            &b.id,
+            &RpcRequest::Migration(call),
+            Duration::from_secs(5),
+        ))
+    };
+    let status = || MigrationCall::Status {
+        sessions: vec!["none".into()],
+    };
+    let undrain = || MigrationCall::Drain { undrain: true };
+    // Before: the stolen certificate acts as member A.
+    for probe in [status(), undrain()] {
+        let r = call(&stolen_cert, probe.clone());
+        assert!(
+            matches!(r, Ok(RpcResponse::Migration(_))),
+            "{probe:?}: {r:?}"
+        );
+    }
+    // Its fingerprint, as vigil and openssl print it.
+    let out = vigil_tests::run_with_timeout(
+        std::process::Command::new(vigil_tests::vigil_bin())
+            .args(["cluster", "cert-fingerprint"])
+            .arg(&stolen_cert.0),
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success());
+    let fp = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let openssl = vigil_tests::run_with_timeout(
+        std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
+            .arg(&stolen_cert.0),
+        Duration::from_secs(10),
+    );
+    let theirs = String::from_utf8_lossy(&openssl.stdout)
+        .rsplit('=')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .replace(':', "")
+        .to_ascii_lowercase();
+    assert_eq!(fp, theirs, "vigil's fingerprint is openssl's");
+    // Retired on B (as openssl spells it: colons and capitals), reloaded by SIGHUP.
+    let b = c.node(1);
+    let config = b.dir.path().join("vigil.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let spelled = String::from_utf8_lossy(&openssl.stdout)
+        .rsplit('=')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let retired = text.replacen(
+        "[cluster]\n",
+        &format!("[cluster]\nretired_certs = [\"{spelled}\"]\n"),
+        1,
+    );
+    assert_ne!(retired, text, "the [cluster] table found");
+    std::fs::write(&config, retired).expect("write config");
+    vigil_tests::signal(b.pid().expect("pid"), libc::SIGHUP);
+    poll_until(Duration::from_secs(10), "B reloads the list", || {
+        b.log()
+            .contains("retired cluster certificates reloaded")
+            .then_some(())
+    });
+    for probe in [status(), undrain()] {
+        let r = call(&stolen_cert, probe.clone());
+        assert!(
+            matches!(&r, Ok(RpcResponse::Error(e)) if e.contains("retired")),
+            "{probe:?}: {r:?}"
+        );
+    }
+    assert!(b.log().contains("retired certificate refused"), "logged");
+    // Member A's own certificate is another certificate: it still works, and the cluster
+    // is whole.
+    let r = call(&own_cert, status());
+    assert!(matches!(r, Ok(RpcResponse::Migration(_))), "{r:?}");
+    for n in [c.node(0), b] {
+        let v = vigil_tests::nodes_view(n).expect("nodes");
+        let alive = v["nodes"]
+            .as_array()
+            .map_or(0, |ns| ns.iter().filter(|x| x["alive"] == true).count());
+        assert_eq!(alive, 2, "{v}");
+    }
+}

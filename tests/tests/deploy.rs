@@ -198,20 +198,25 @@ fn every_metric_the_dashboard_and_the_rules_name_is_on_a_running_node() {
     );
 }
 
-/// `promtool` (Debian's `prometheus` package), or None with the reason printed; under
-/// `CI=true` a missing promtool fails the test.
-fn promtool() -> Option<PathBuf> {
+/// `name` from Debian's `prometheus` package (`promtool`, the `prometheus` server) on the
+/// PATH, or None with the reason printed; under `CI=true` a missing one fails the test.
+fn prometheus_tool(name: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
-            .map(|d| d.join("promtool"))
+            .map(|d| d.join(name))
             .find(|p| p.is_file())
     });
     if found.is_none() {
-        let why = "promtool not found: install Debian's prometheus package (scripts/test does)";
+        let why =
+            format!("{name} not found: install Debian's prometheus package (scripts/test does)");
         assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
         eprintln!("skipped: {why}");
     }
     found
+}
+
+fn promtool() -> Option<PathBuf> {
+    prometheus_tool("promtool")
 }
 
 fn promtool_ok(bin: &PathBuf, args: &[&str]) -> String {
@@ -369,4 +374,111 @@ fn the_dashboard_is_an_importable_grafana_export() {
     ] {
         assert!(titles.contains(what), "no panel for {what}: {titles}");
     }
+}
+
+/// The value of the first sample of an instant query's answer, by job.
+fn up_by_job(answer: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    answer["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let job = r["metric"]["job"].as_str()?.to_string();
+            let v = r["value"][1].as_str()?.to_string();
+            Some((job, v))
+        })
+        .collect()
+}
+
+/// The shipped scrape config, run by a real Prometheus against a running node: with the
+/// `metrics` token `vigil ctl token add --scope metrics` made, the scrape succeeds and the
+/// node's series are stored; the same job without the token scrapes nothing (401), and the
+/// token reads nothing but `/metrics`.
+#[test]
+fn prometheus_scrapes_a_node_with_the_shipped_config_and_a_metrics_token() {
+    let Some(bin) = prometheus_tool("prometheus") else {
+        return;
+    };
+    let root = tempfile::tempdir().expect("root");
+    let node = NodeBuilder::new()
+        .extra(&format!(
+            "[storage]\nroot = \"{}\"\n[registry]\nenabled = true\n\
+             secret_key = \"5f2b8c0e9d4a7163b2c5e8f1a4d7b0c3e6f9a2d5c8b1e4f7a0d3c6b9e2f5a8d1\"\n\
+             {DEMO_CAMERA}",
+            root.path().display()
+        ))
+        .start();
+    let secret = vigil_tests::ctl(&node, &["token", "add", "prometheus", "--scope", "metrics"]);
+    let secret = secret.trim();
+    let work = tempfile::tempdir().expect("prometheus dir");
+    let token_file = work.path().join("vigil-metrics.token");
+    std::fs::write(&token_file, format!("{secret}\n")).expect("token file");
+    let shipped = read("prometheus/prometheus.yml");
+    assert!(shipped.contains("credentials_file: /etc/prometheus/vigil-metrics.token"));
+    let mut config = shipped
+        .replace(
+            "/etc/prometheus/vigil-metrics.token",
+            &token_file.display().to_string(),
+        )
+        .replace(
+            "/etc/prometheus/vigil-rules.yml",
+            &deploy("prometheus/vigil-rules.yml").display().to_string(),
+        )
+        .replace(
+            r#"["node-1:8080", "node-2:8080", "node-3:8080"]"#,
+            &format!(r#"["{}"]"#, node.api),
+        )
+        .replace("scrape_interval: 15s", "scrape_interval: 1s");
+    // The control: the same job without credentials.
+    config.push_str(&format!(
+        "  - job_name: vigil-no-token\n    static_configs:\n      - targets: [\"{}\"]\n",
+        node.api
+    ));
+    let config_file = work.path().join("prometheus.yml");
+    std::fs::write(&config_file, &config).expect("config");
+    let port = vigil_tests::free_port("127.0.0.1");
+    let log = std::fs::File::create(work.path().join("prometheus.log")).expect("log");
+    let _server = vigil_tests::Background(
+        Command::new(bin)
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                work.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn prometheus"),
+    );
+    let query = |q: &str| -> Option<serde_json::Value> {
+        let url = format!("http://127.0.0.1:{port}/api/v1/query");
+        let mut resp = ureq::get(&url).query("query", q).call().ok()?;
+        serde_json::from_str(&resp.body_mut().read_to_string().ok()?).ok()
+    };
+    let up = poll_until(Duration::from_secs(60), "both jobs scraped", || {
+        let by_job = up_by_job(&query("up")?);
+        (by_job.len() == 2).then_some(by_job)
+    });
+    assert_eq!(up["vigil"], "1", "{up:?}");
+    assert_eq!(up["vigil-no-token"], "0", "{up:?}");
+    let stored = poll_until(Duration::from_secs(30), "the node's series stored", || {
+        let a = query(r#"count({job="vigil",__name__=~"vigil_.+"})"#)?;
+        let n: f64 = a["data"]["result"][0]["value"][1].as_str()?.parse().ok()?;
+        (n > 50.0).then_some(n)
+    });
+    eprintln!("FIGURE prometheus stored {stored} vigil series from one scrape job");
+    // The scraper's token opens nothing else.
+    for path in [
+        "/api/cameras/demo",
+        "/hls/live/demo/index.m3u8",
+        "/api/users",
+    ] {
+        let (status, _) =
+            vigil_tests::api_send_as(&node, "GET", path, None, &[], &format!("Bearer {secret}"));
+        assert_eq!(status, 403, "{path}");
+    }
+    let log = std::fs::read_to_string(work.path().join("prometheus.log")).unwrap_or_default();
+    assert!(!log.contains(secret), "the token in Prometheus's log");
 }

@@ -228,3 +228,63 @@ fn an_announce_cannot_squat_a_camera_or_declare_a_thousand_tracks() {
         );
     }
 }
+
+/// One user holds at most `max_sessions_per_user` sessions, from any address; another user
+/// (behind the same address) still gets theirs.
+#[test]
+fn sessions_per_user_hold_across_addresses() {
+    use vigil_proto::rtsp::auth::{ha1, Algorithm};
+    let user = |name: &str, pw: &str| {
+        format!(
+            "[[auth.user]]\nname = \"{name}\"\nha1_md5 = \"{}\"\nha1_sha256 = \"{}\"\nread = [\"*\"]\n",
+            ha1(Algorithm::Md5, name, "vigil", pw),
+            ha1(Algorithm::Sha256, name, "vigil", pw)
+        )
+    };
+    let node = NodeBuilder::new()
+        .extra("[limits]\nmax_sessions_per_user = 2\n[auth]\nbasic = true\n")
+        .extra(&user("wall", "wall-pw"))
+        .extra(&user("desk", "desk-pw"))
+        .extra(DEMO_CAMERA)
+        .start();
+    node.wait_live("live/demo");
+    let url = node.url("live/demo");
+    let basic = |name: &str, pw: &str| {
+        format!(
+            "Basic {}",
+            base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                format!("{name}:{pw}")
+            )
+        )
+    };
+    // A SETUP from `from` as `name`: its status and reason (the connection is kept).
+    let setup = |from: &str, name: &str, pw: &str| {
+        let stream = connect_from(from, node.rtsp);
+        let io = stream.try_clone().expect("clone");
+        let mut c = RtspConn::over(stream, Box::new(io));
+        let auth = basic(name, pw);
+        let d = c.request("DESCRIBE", &url, &[("Authorization", &auth)], None);
+        assert_eq!(d.status.0, 200, "{}", d.reason);
+        let s = c.request(
+            "SETUP",
+            &format!("{url}/trackID=0"),
+            &[
+                ("Authorization", &auth),
+                ("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1"),
+            ],
+            None,
+        );
+        (s.status.0, s.reason.clone(), c)
+    };
+    let (a, _, _keep_a) = setup("127.0.0.1", "wall", "wall-pw");
+    let (b, _, _keep_b) = setup("127.0.0.6", "wall", "wall-pw");
+    assert_eq!((a, b), (200, 200));
+    let (c, why, _) = setup("127.0.0.7", "wall", "wall-pw");
+    assert_eq!(c, 503, "{why}");
+    assert!(why.contains("user"), "{why}");
+    assert!(refusals(&node, "sessions_per_user") >= 1.0);
+    // Another user from the first user's address is not held by the first user's sessions.
+    let (d, why, _keep_d) = setup("127.0.0.1", "desk", "desk-pw");
+    assert_eq!(d, 200, "{why}");
+}

@@ -364,20 +364,18 @@ fn tracks_webrtc_does_not_carry_are_named_in_the_answer() {
         let named = a.header("x-vigil-not-carried").map(str::to_string);
         (a.status, named, a.body)
     };
-    let (s, named, body) = poll_until(Duration::from_secs(20), "live/av to be live", || {
-        let r = offer("av");
-        (r.0 != 404).then_some(r)
-    });
+    // Live first, then one offer each: offers polled while a publisher starts would spend
+    // the address's offer budget (429 under load).
+    node.wait_live("live/av");
+    node.wait_live("live/hevc");
+    let (s, named, body) = offer("av");
     assert_eq!(s, 201, "{body}");
     let named = named.unwrap_or_default();
     assert!(
         named.starts_with("audio AAC") && named.contains("no transcoding"),
         "{named}"
     );
-    let (s, _, body) = poll_until(Duration::from_secs(20), "live/hevc to be live", || {
-        let r = offer("hevc");
-        (r.0 != 404).then_some(r)
-    });
+    let (s, _, body) = offer("hevc");
     assert_eq!(s, 415, "{body}");
     assert!(
         body.contains("H265") && body.contains("RTSP or HLS"),
@@ -494,9 +492,13 @@ fn a_whep_offer_to_another_node_is_redirected_to_the_holder_and_plays() {
     });
     let run = whep_play(&format!("http://{}/whep/live/demo", other.api), 50, 30);
     assert_eq!(run["status"], 201, "{run}");
-    assert_eq!(
-        run["redirected"],
-        serde_json::json!(format!("http://{}/whep/live/demo", holder.api)),
+    assert!(
+        run["redirected"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(&format!(
+                "http://{}/whep/live/demo?vigil_placed=",
+                holder.api
+            ))),
         "{run}"
     );
     assert_eq!(run["frames"], 50, "{run}");
@@ -774,4 +776,74 @@ fn glass_to_glass_and_click_to_first_frame() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = publisher.join();
     assert!(rows.iter().all(|r| !r.contains("| 0 of")), "{rows:?}");
+}
+
+/// A console user's live offer to a node that does not hold the camera: the browser does
+/// not carry the user's credentials (a cookie, a Basic login) to the holder's origin, so the
+/// 307 carries a signed marker for that user and that camera's live view. The holder serves
+/// it once without credentials; a replay, the same marker on the recording's route, and an
+/// offer with no credentials at all are refused.
+#[test]
+fn a_redirected_live_offer_carries_the_viewers_right_not_their_credentials() {
+    use vigil_proto::rtsp::auth::{ha1, Algorithm};
+    let key = "whep-user-cluster-key";
+    let guard = format!(
+        "[auth]\n[[auth.user]]\nname = \"guard\"\nha1_md5 = \"{}\"\nha1_sha256 = \"{}\"\nread = [\"demo\"]\n",
+        ha1(Algorithm::Md5, "guard", "vigil", "guard-pw"),
+        ha1(Algorithm::Sha256, "guard", "vigil", "guard-pw"),
+    );
+    let (holder, seed) =
+        vigil_tests::start_member(0, None, key, 10, &format!("{DEMO_CAMERA}\n{guard}"));
+    let (other, _) = vigil_tests::start_member(1, Some(seed), key, 20, &guard);
+    holder.wait_live("live/demo");
+    let basic = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "guard:guard-pw")
+    );
+    let post = |url: &str, auth: Option<&str>| {
+        let mut req = ureq::post(url)
+            .config()
+            .timeout_global(Some(Duration::from_secs(10)))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .header("Content-Type", "application/sdp");
+        if let Some(a) = auth {
+            req = req.header("Authorization", a);
+        }
+        let resp = req
+            .send(OFFER)
+            .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+        let location = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (resp.status().as_u16(), location)
+    };
+    let asked = format!("http://{}/whep/live/demo", other.api);
+    // Polled until the other member sees the holder (a 404 before, a 429 when the polls
+    // spent the address's offer budget).
+    let redirect = || {
+        poll_until(Duration::from_secs(30), "a 307 to the holder", || {
+            let (s, location) = post(&asked, Some(&basic));
+            (s == 307).then_some(location)
+        })
+    };
+    let location = redirect();
+    let to = format!("http://{}/whep/live/demo?vigil_placed=", holder.api);
+    assert!(location.starts_with(&to), "{location}");
+    assert!(!other.log().contains("vigil_placed"), "a marker in the log");
+    // Without credentials at the holder: served on the marker, once.
+    assert_eq!(post(&location, None).0, 201);
+    assert_eq!(post(&location, None).0, 403, "a replayed marker");
+    // The marker is the live view of that camera only; nothing without one.
+    let location = redirect();
+    let elsewhere = location.replacen("/whep/live/", "/whep/playback/", 1);
+    assert_eq!(post(&elsewhere, None).0, 401, "the marker on another route");
+    assert_eq!(
+        post(&format!("http://{}/whep/live/demo", holder.api), None).0,
+        401
+    );
 }

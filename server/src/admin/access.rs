@@ -23,6 +23,9 @@ pub enum Principal {
     Admin,
     /// An `[auth]` user who proved their password.
     User { name: String, rights: Arc<Rights> },
+    /// A program's API token (`auth::tokens`); `label` is `token:<name>` (user names hold no
+    /// `:`, so the trail never confuses the two).
+    Token { label: String, rights: Arc<Rights> },
     /// Nobody proven: the `[auth] anonymous` rights, if any.
     Anonymous(Arc<Rights>),
 }
@@ -40,7 +43,9 @@ pub enum Need {
     Listing,
     /// The `operate` role: migrate, drain, move, and the cache and cluster views.
     Operate,
-    /// The `admin` role: everything else (the registry, users, ONVIF, `/metrics`).
+    /// `/metrics`: the `metrics` right (a scraper's token) or the admin role.
+    Metrics,
+    /// The `admin` role: everything else (the registry, users, tokens, ONVIF).
     Admin,
 }
 
@@ -51,7 +56,16 @@ impl Principal {
             Principal::OpenLocal => "local",
             Principal::Admin => "admin-token",
             Principal::User { name, .. } => name,
+            Principal::Token { label, .. } => label,
             Principal::Anonymous(_) => "anonymous",
+        }
+    }
+
+    /// The rights of a proven user or token.
+    fn proven_rights(&self) -> Option<&Rights> {
+        match self {
+            Principal::User { rights, .. } | Principal::Token { rights, .. } => Some(rights),
+            _ => None,
         }
     }
 
@@ -59,7 +73,9 @@ impl Principal {
     pub fn may(&self, right: Right, camera: &str) -> bool {
         match self {
             Principal::OpenLocal | Principal::Admin => true,
-            Principal::User { rights, .. } => rights.admin || grants(rights, right, camera),
+            Principal::User { rights, .. } | Principal::Token { rights, .. } => {
+                rights.admin || grants(rights, right, camera)
+            }
             Principal::Anonymous(rights) => grants(rights, right, camera),
         }
     }
@@ -80,7 +96,9 @@ impl Principal {
         };
         match self {
             Principal::OpenLocal | Principal::Admin => true,
-            Principal::User { rights, .. } => rights.admin || rights.operate || any(rights),
+            Principal::User { rights, .. } | Principal::Token { rights, .. } => {
+                rights.admin || rights.operate || any(rights)
+            }
             Principal::Anonymous(rights) => any(rights),
         }
     }
@@ -93,30 +111,34 @@ impl Principal {
     /// Whether the principal may do what `need` asks with `method`. An open node's local
     /// caller reads everything and writes nothing (a viewer's WHEP offer is a read).
     pub fn allows(&self, need: &Need, method: &Method, path: &str) -> bool {
-        let user_roles = |r: &Rights| (r.operate || r.admin, r.admin);
+        if let Some(rights) = self.proven_rights() {
+            return match need {
+                Need::Open | Need::Listing => true,
+                Need::Camera(right, camera) => self.may(*right, camera),
+                Need::Operate => rights.operate || rights.admin,
+                Need::Metrics => rights.metrics || rights.admin,
+                Need::Admin => rights.admin,
+            };
+        }
         match self {
             Principal::Admin => true,
             Principal::OpenLocal => is_viewing(method, path),
-            Principal::User { rights, .. } => {
-                let (operate, admin) = user_roles(rights);
-                match need {
-                    Need::Open | Need::Listing => true,
-                    Need::Camera(right, camera) => self.may(*right, camera),
-                    Need::Operate => operate,
-                    Need::Admin => admin,
-                }
-            }
-            Principal::Anonymous(_) => match need {
+            Principal::Anonymous(rights) => match need {
                 Need::Open => true,
                 Need::Camera(right, camera) => self.may(*right, camera),
+                Need::Metrics => rights.metrics,
                 Need::Listing | Need::Operate | Need::Admin => false,
             },
+            Principal::User { .. } | Principal::Token { .. } => false,
         }
     }
 
     /// Whether the principal proved who it is (a user or the token).
     pub fn is_proven(&self) -> bool {
-        matches!(self, Principal::Admin | Principal::User { .. })
+        matches!(
+            self,
+            Principal::Admin | Principal::User { .. } | Principal::Token { .. }
+        )
     }
 }
 
@@ -203,6 +225,9 @@ pub fn need(method: &Method, path: &str) -> Need {
     if operate_read || operate_write {
         return Need::Operate;
     }
+    if read && path == "/metrics" {
+        return Need::Metrics;
+    }
     Need::Admin
 }
 
@@ -279,8 +304,10 @@ mod tests {
         assert_eq!(need(&post, "/api/cluster/nodes/n1/drain"), Need::Operate);
         assert_eq!(need(&post, "/api/cluster/cameras/c/move"), Need::Operate);
         assert_eq!(need(&get, "/api/cluster/nodes"), Need::Operate);
+        assert_eq!(need(&get, "/metrics"), Need::Metrics);
         for (m, p) in [
-            (&get, "/metrics"),
+            (&get, "/api/tokens"),
+            (&Method::DELETE, "/api/tokens/prometheus"),
             (&get, "/api/users"),
             (&get, "/api/cameras/gate-1"),
             (&post, "/api/cameras"),
@@ -350,6 +377,49 @@ mod tests {
         assert!(allows(&investigator, &get, "/api/export/gate-3"));
         assert!(!allows(&investigator, &get, "/api/export/lobby"));
         assert!(allows(&investigator, &get, "/api/recordings/lobby"));
+    }
+
+    /// A scraper's token reads `/metrics` and nothing else; a token with camera rights is
+    /// judged like a user with them, and named apart from users.
+    #[test]
+    fn tokens_are_judged_by_their_rights() {
+        let get = Method::GET;
+        let allows = |p: &Principal, m: &Method, path: &str| p.allows(&need(m, path), m, path);
+        let scraper = Principal::Token {
+            label: "token:prometheus".into(),
+            rights: Arc::new(Rights {
+                metrics: true,
+                ..Rights::default()
+            }),
+        };
+        assert!(allows(&scraper, &get, "/metrics"));
+        assert!(scraper.is_proven() && scraper.name() == "token:prometheus");
+        for (m, p) in [
+            (&get, "/hls/live/gate-1/index.m3u8"),
+            (&get, "/api/export/gate-1"),
+            (&get, "/api/cluster/nodes"),
+            (&get, "/api/tokens"),
+            (&Method::POST, "/api/cameras"),
+        ] {
+            assert!(!allows(&scraper, m, p), "{m} {p}");
+        }
+        assert!(!scraper.may_see("gate-1"));
+        let vms = Principal::Token {
+            label: "token:vms".into(),
+            rights: Arc::new(Rights {
+                read: vec!["gate-*".into()],
+                ..Rights::default()
+            }),
+        };
+        assert!(allows(&vms, &get, "/hls/live/gate-1/index.m3u8"));
+        assert!(!allows(&vms, &get, "/hls/live/lobby/index.m3u8"));
+        assert!(!allows(&vms, &get, "/metrics"));
+        // A user with the metrics right scrapes too; the operate role alone does not.
+        let monitor = user(Rights {
+            metrics: true,
+            ..Rights::default()
+        });
+        assert!(allows(&monitor, &get, "/metrics"));
     }
 
     #[test]

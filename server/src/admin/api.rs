@@ -90,6 +90,7 @@ pub fn router(
         .merge(super::migrate_api::router())
         .merge(super::plan_api::router())
         .merge(super::registry_api::router())
+        .merge(super::tokens_api::router())
         .merge(super::onvif_api::router())
         .merge(super::console::router())
         .merge(super::whep_api::router())

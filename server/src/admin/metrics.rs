@@ -73,7 +73,7 @@ pub fn install() -> Option<PrometheusHandle> {
     );
     describe_counter!(
         "vigil_limit_refusals_total",
-        "Refusals by [limits], [http] and [tls], per limit: connections, connections_per_address, sessions_per_address, describe_rate, request_rate, request_deadline, announce_timeout, http_connections, http_connections_per_address, tls_handshakes"
+        "Refusals by [limits], [http] and [tls], per limit: connections, connections_per_address, sessions_per_address, sessions_per_user, describe_rate, request_rate, request_deadline, announce_timeout, http_connections, http_connections_per_address, tls_handshakes"
     );
     describe_counter!(
         "vigil_audit_events_total",

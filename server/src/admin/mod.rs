@@ -14,6 +14,7 @@ pub mod plan_api;
 pub mod registry_api;
 mod signin;
 pub mod token;
+pub mod tokens_api;
 mod trail;
 pub mod views;
 pub mod whep_api;

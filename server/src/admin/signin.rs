@@ -41,6 +41,8 @@ pub const MAX_SESSIONS: usize = 4096;
 #[derive(Debug, Clone)]
 struct Entry {
     user: String,
+    /// The password's fingerprint at sign-in (`auth::Login::stamp`).
+    stamp: u64,
     csrf: String,
     started: Instant,
     last: Instant,
@@ -50,6 +52,7 @@ struct Entry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
     pub user: String,
+    pub stamp: u64,
     pub csrf: String,
 }
 
@@ -92,8 +95,9 @@ impl Sessions {
             && now.saturating_duration_since(e.started) < self.absolute
     }
 
-    /// A new session for `user`: its id (the cookie's value) and CSRF token.
-    pub fn create(&self, user: &str, now: Instant) -> Result<(String, String), Full> {
+    /// A new session for `user` signed in with the password of fingerprint `stamp`: its id
+    /// (the cookie's value) and CSRF token.
+    pub fn create(&self, user: &str, stamp: u64, now: Instant) -> Result<(String, String), Full> {
         let mut map = self.map();
         if map.len() >= MAX_SESSIONS {
             map.retain(|_, e| self.alive(e, now));
@@ -106,6 +110,7 @@ impl Sessions {
             id.clone(),
             Entry {
                 user: user.to_string(),
+                stamp,
                 csrf: csrf.clone(),
                 started: now,
                 last: now,
@@ -127,6 +132,7 @@ impl Sessions {
         e.last = now;
         Some(Found {
             user: e.user.clone(),
+            stamp: e.stamp,
             csrf: e.csrf.clone(),
         })
     }
@@ -245,21 +251,21 @@ async fn sign_in(
         );
     };
     let started = Instant::now();
-    match st
+    let login = match st
         .node
         .auth
         .http_login(arrival.peer.ip(), &c.user, &c.password)
     {
-        Ok(_) => {}
+        Ok(login) => login,
         Err(crate::auth::BasicRefusal::BackingOff(wait)) => return super::token::too_many(wait),
         Err(_) => {
             audit_signin(&st.node, "signin.failed", &c.user, arrival.peer);
             super::token::failure_pause().await;
             return text(StatusCode::UNAUTHORIZED, "wrong user or password");
         }
-    }
+    };
     audit_signin(&st.node, "signin", &c.user, arrival.peer);
-    let (id, csrf) = match st.sessions.create(&c.user, started) {
+    let (id, csrf) = match st.sessions.create(&login.name, login.stamp, started) {
         Ok(s) => s,
         Err(Full::TooMany) => {
             return text(
@@ -321,6 +327,7 @@ async fn whoami(
     };
     let (user, rights) = match &who {
         Principal::User { name, rights } => (Some(name.clone()), Some((**rights).clone())),
+        Principal::Token { label, rights } => (Some(label.clone()), Some((**rights).clone())),
         _ => (None, None),
     };
     Json(serde_json::json!({
@@ -341,7 +348,7 @@ mod tests {
     fn sessions_expire_when_idle_and_at_their_end() {
         let s = Sessions::new(Duration::from_secs(10), Duration::from_secs(60));
         let t0 = Instant::now();
-        let (id, csrf) = s.create("guard", t0).expect("session");
+        let (id, csrf) = s.create("guard", 1, t0).expect("session");
         assert_eq!(id.len(), 64);
         assert_ne!(id, csrf);
         let at = |secs| t0 + Duration::from_secs(secs);
@@ -356,7 +363,7 @@ mod tests {
         // …but not past the absolute end.
         assert_eq!(s.find(&id, at(61)), None);
         assert!(s.is_empty(), "an expired session is removed");
-        let (id, _) = s.create("guard", t0).expect("session");
+        let (id, _) = s.create("guard", 1, t0).expect("session");
         assert_eq!(s.find(&id, at(11)), None, "idle for 11 s");
         assert_eq!(s.find("not-a-session", t0), None);
     }
@@ -365,9 +372,9 @@ mod tests {
     fn sign_out_and_user_removal_end_sessions() {
         let s = Sessions::new(Duration::from_secs(10), Duration::from_secs(60));
         let t0 = Instant::now();
-        let (a, _) = s.create("guard", t0).expect("a");
-        let (b, _) = s.create("guard", t0).expect("b");
-        let (c, _) = s.create("investigator", t0).expect("c");
+        let (a, _) = s.create("guard", 1, t0).expect("a");
+        let (b, _) = s.create("guard", 1, t0).expect("b");
+        let (c, _) = s.create("investigator", 1, t0).expect("c");
         s.remove(&a);
         assert_eq!(s.find(&a, t0), None);
         s.remove_user("guard");
@@ -380,11 +387,11 @@ mod tests {
         let s = Sessions::new(Duration::from_secs(10), Duration::from_secs(60));
         let t0 = Instant::now();
         for _ in 0..MAX_SESSIONS {
-            s.create("u", t0).expect("room");
+            s.create("u", 1, t0).expect("room");
         }
-        assert_eq!(s.create("u", t0), Err(Full::TooMany));
+        assert_eq!(s.create("u", 1, t0), Err(Full::TooMany));
         // Expired ones make room.
-        assert!(s.create("u", t0 + Duration::from_secs(11)).is_ok());
+        assert!(s.create("u", 1, t0 + Duration::from_secs(11)).is_ok());
     }
 
     #[test]

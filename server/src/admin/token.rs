@@ -2,8 +2,9 @@
 //! covered without naming it (`access::need` sends an unnamed route to the admin role).
 //!
 //! The gate decides *who* asks (`access::Principal`) from the request's credentials alone:
-//! the admin token (`Authorization: Bearer`), an `[auth]` user (HTTP Basic: the same users
-//! and rights as RTSP), or nobody (the `[auth] anonymous` rights). No listener or address
+//! the admin token or a program's API token (`Authorization: Bearer`, `auth::tokens`), an
+//! `[auth]` user (HTTP Basic or a console session: the same users and rights as RTSP), or
+//! nobody (the `[auth] anonymous` rights). No listener or address
 //! grants anything once a token or a user exists. The one exception is the open node — no
 //! token and no users, the embedded demo — whose *local* caller reads everything and writes
 //! nothing; a request is local only when it came in on the plain listener bound to loopback,
@@ -17,6 +18,7 @@
 
 use super::access::{self, Need, Principal};
 use super::signin::Proof;
+use crate::auth::tokens::Found;
 use crate::auth::Right;
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -127,7 +129,8 @@ pub struct Refusal {
 }
 
 /// The refusal of `principal` asking for `need`, or None when it may. Pure, for the tests.
-/// `configured`: the node has an admin token or users (something could prove who asks).
+/// `configured`: the node has an admin token, users or API tokens (something could prove
+/// who asks).
 pub fn judge(
     principal: &Principal,
     configured: bool,
@@ -156,6 +159,7 @@ pub fn judge(
     let why = match need {
         Need::Camera(right, camera) => format!("no {} right on camera {camera:?}\n", right.name()),
         Need::Operate => "this needs the operate role\n".into(),
+        Need::Metrics => "this needs the metrics right or the admin role\n".into(),
         Need::Admin | Need::Listing | Need::Open => "this needs the admin role\n".into(),
     };
     refuse(StatusCode::FORBIDDEN, why)
@@ -227,17 +231,21 @@ fn is_read(m: &Method) -> bool {
 }
 
 /// The user a request's session cookie names, with the rights the policy gives now; a
-/// session of a user who is gone is ended.
+/// session of a user who is gone, or whose password changed since sign-in, is ended.
 fn session_user(
     st: &GateState,
     headers: &header::HeaderMap,
 ) -> Option<(super::signin::Found, String, Arc<vigil_conf::Rights>)> {
     let id = super::signin::cookie_of(headers)?;
     let found = st.sessions.find(id, std::time::Instant::now())?;
-    match st.node.auth.user_rights(&found.user) {
-        Some(rights) => {
+    match st.node.auth.user_now(&found.user) {
+        Some((rights, stamp)) if stamp == found.stamp => {
             let name = found.user.clone();
             Some((found, name, rights))
+        }
+        Some(_) => {
+            st.sessions.remove(id);
+            None
         }
         None => {
             st.sessions.remove_user(&found.user);
@@ -268,15 +276,30 @@ async fn identify(
             if let Some(wait) = peer.and_then(|p| node.auth.bearer_blocked(p)) {
                 return Err(too_many(wait));
             }
-            match &st.gate.token {
-                Some(token) if constant_time_eq(t.as_bytes(), token.as_bytes()) => {
-                    Ok((Principal::Admin, Proof::Token))
+            if st
+                .gate
+                .token
+                .as_ref()
+                .is_some_and(|token| constant_time_eq(t.as_bytes(), token.as_bytes()))
+            {
+                return Ok((Principal::Admin, Proof::Token));
+            }
+            match node.auth.token(t) {
+                Found::Valid(e) => {
+                    let label = format!("token:{}", e.name);
+                    let rights = e.rights.clone();
+                    Ok((Principal::Token { label, rights }, Proof::Token))
                 }
-                _ => {
+                // Not a guess (its hash is known): refused without counting or pausing.
+                Found::Expired(name) => {
+                    let why = format!("API token {name:?} has expired\n");
+                    Err(unauthorized(node, need, false, why).await)
+                }
+                Found::Unknown => {
                     if let Some(p) = peer {
                         node.auth.bearer_failed(p);
                     }
-                    let why = "wrong admin token\n".to_string();
+                    let why = "wrong token\n".to_string();
                     Err(unauthorized(node, need, true, why).await)
                 }
             }
@@ -284,7 +307,13 @@ async fn identify(
         Presented::Basic(h) => {
             let ip = peer.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
             match node.auth.http_user(ip, h) {
-                Ok((name, rights)) => Ok((Principal::User { name, rights }, Proof::Basic)),
+                Ok(login) => Ok((
+                    Principal::User {
+                        name: login.name,
+                        rights: login.rights,
+                    },
+                    Proof::Basic,
+                )),
                 Err(crate::auth::BasicRefusal::BackingOff(wait)) => Err(too_many(wait)),
                 Err(_) => {
                     let why = "wrong user or password\n".to_string();
@@ -310,16 +339,24 @@ async fn identify(
     }
 }
 
-/// A WHEP playback offer another member placed here carries that member's signed marker
-/// (`cluster::marker`), which grants the viewer that one camera's playback — the browser
-/// does not carry the credentials across the redirect. Checked, not consumed: the route
-/// consumes it (`whep_api::place`).
+/// A WHEP offer another member sent here (a playback it placed, a live camera held here)
+/// carries that member's signed marker (`cluster::marker`), which grants the viewer that
+/// one right on that one camera — the browser does not carry the credentials (a cookie, a
+/// Basic login) across the redirect to another origin. Checked, not consumed: the route
+/// consumes it (`whep_api::place`, `whep_api::offer_live`).
 fn placed_viewer(st: &GateState, req: &Request, need: &Need) -> Option<Principal> {
-    let (Need::Camera(Right::Playback, camera), Some(cluster)) = (need, &st.cluster) else {
+    let (Need::Camera(right @ (Right::Read | Right::Playback), camera), Some(cluster)) =
+        (need, &st.cluster)
+    else {
         return None;
     };
     let path = req.uri().path();
-    if req.method() != Method::POST || !path.starts_with("/whep/playback/") {
+    let prefix = if *right == Right::Read {
+        "/whep/live/"
+    } else {
+        "/whep/playback/"
+    };
+    if req.method() != Method::POST || !path.starts_with(prefix) {
         return None;
     }
     let url = format!("http://node{path}?{}", req.uri().query()?);
@@ -330,9 +367,16 @@ fn placed_viewer(st: &GateState, req: &Request, need: &Need) -> Option<Principal
         } else {
             user
         },
-        rights: Arc::new(vigil_conf::Rights {
-            playback: vec![camera.clone()],
-            ..Default::default()
+        rights: Arc::new(if *right == Right::Read {
+            vigil_conf::Rights {
+                read: vec![camera.clone()],
+                ..Default::default()
+            }
+        } else {
+            vigil_conf::Rights {
+                playback: vec![camera.clone()],
+                ..Default::default()
+            }
         }),
     })
 }
@@ -395,7 +439,8 @@ async fn serve_and_trail(
 pub async fn layer(State(st): State<GateState>, req: Request, next: Next) -> Response {
     let arrival = req.extensions().get::<Arrival>().copied();
     let need = access::need(req.method(), req.uri().path());
-    let configured = st.gate.token.is_some() || st.node.auth.has_users();
+    let configured =
+        st.gate.token.is_some() || st.node.auth.has_users() || st.node.auth.has_tokens();
     let (principal, proof) = match identify(
         &st,
         (req.headers(), req.method()),

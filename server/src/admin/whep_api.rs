@@ -79,7 +79,9 @@ async fn preflight(State(cluster): State<ClusterState>, headers: HeaderMap) -> R
 /// The HTTP status of a refusal, from its kind.
 pub fn status_of(e: &WhepError) -> StatusCode {
     match e {
-        WhepError::Off | WhepError::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+        WhepError::Off | WhepError::Full(_) | WhepError::UserFull(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         WhepError::NotLive(_) | WhepError::NoResource | WhepError::NoRecording(_) => {
             StatusCode::NOT_FOUND
         }
@@ -152,24 +154,38 @@ fn answered(r: Result<crate::webrtc::Answered, WhepError>) -> Response {
 }
 
 /// `POST /whep/live/<camera>`: answered here when the camera is live here; in a cluster,
-/// 307 to the node holding it (a WHEP client repeats its POST there).
+/// 307 to the node holding it with a signed marker for the viewer (a WHEP client repeats
+/// its POST there, without the credentials it gave here). A marker serves one offer.
+#[allow(clippy::too_many_arguments)] // axum extractors, each one thing the offer needs
 async fn offer_live(
     State(webrtc): State<WebRtc>,
     State(cluster): State<ClusterState>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     axum::Extension(who): axum::Extension<super::access::Principal>,
     Path(camera): Path<String>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
     headers: HeaderMap,
     body: String,
 ) -> Response {
+    if let (Some(c), Some(q)) = (&cluster, &query) {
+        let url = format!("http://node/whep/live/{camera}?{q}");
+        if c.marker_user(&url).is_some() && c.accept_marker(&url, rand::random()).is_none() {
+            let r = (StatusCode::FORBIDDEN, "this redirect was used already\n").into_response();
+            return with_cors(&cluster, &headers, r);
+        }
+    }
     let r = match offered(webrtc, &headers) {
         Ok(svc) => match svc.offer_live(&camera, &body, client, who.name()) {
             Err(WhepError::NotLive(_)) if cluster.is_some() => {
                 match cluster.as_ref().and_then(|c| c.live_holder_api(&camera)) {
                     Some((node, api)) => {
                         let base = crate::cluster::Cluster::api_base(&api);
-                        let to = format!("{base}/whep/live/{camera}");
-                        tracing::info!(camera, %node, location = %to, "WHEP offer redirected");
+                        let to = cluster.as_ref().map_or_else(String::new, |c| {
+                            let url = format!("http://node/whep/live/{camera}");
+                            c.redirect_url(&base, &url, who.name())
+                        });
+                        // Not the location: its marker lets whoever holds it view.
+                        tracing::info!(camera, %node, "WHEP offer redirected");
                         (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response()
                     }
                     None => refuse(WhepError::NotLive(camera.clone())),

@@ -12,6 +12,7 @@
 
 mod failures;
 mod rights;
+pub mod tokens;
 
 pub use failures::Failures;
 pub use rights::{grants, required, Right};
@@ -35,6 +36,9 @@ struct Policy {
     cfg: AuthConfig,
     algorithms: Vec<Algorithm>,
     users: HashMap<String, UserConfig>,
+    /// Each user's rights, shared by every request that proves the user (not cloned per
+    /// request).
+    rights: HashMap<String, Arc<Rights>>,
 }
 
 impl Policy {
@@ -52,6 +56,11 @@ impl Policy {
                 .users
                 .iter()
                 .map(|u| (u.name.clone(), u.clone()))
+                .collect(),
+            rights: cfg
+                .users
+                .iter()
+                .map(|u| (u.name.clone(), Arc::new(u.rights.clone())))
                 .collect(),
             cfg: cfg.clone(),
         }
@@ -73,6 +82,8 @@ pub struct AuthStats {
 
 pub struct Auth {
     policy: RwLock<Option<Arc<Policy>>>,
+    /// The API tokens in force: the config's and the registry's.
+    tokens: RwLock<TokenSources>,
     /// Key of this node's nonces (random per process: a restart invalidates them, and
     /// clients simply get a fresh challenge).
     nonce_key: [u8; 32],
@@ -110,6 +121,33 @@ impl ConnAuth {
     }
 }
 
+/// Where the API tokens in force come from, and their table.
+#[derive(Default)]
+struct TokenSources {
+    config: Vec<vigil_conf::TokenConfig>,
+    registry: Vec<vigil_conf::TokenConfig>,
+    table: Arc<tokens::Tokens>,
+}
+
+/// A user proven over HTTP.
+#[derive(Debug, Clone)]
+pub struct Login {
+    pub name: String,
+    pub rights: Arc<Rights>,
+    /// The password's fingerprint when it was proven ([`stamp`]): a console session ends
+    /// when the password changes.
+    pub stamp: u64,
+}
+
+/// A fingerprint of a user's password (the first 64 bits of its SHA-256 HA1, in memory
+/// only): sessions made with one password end when it changes.
+fn stamp(u: &UserConfig) -> u64 {
+    u.ha1_sha256
+        .get(..16)
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or(0)
+}
+
 /// Why [`Auth::http_user`] refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BasicRefusal {
@@ -136,6 +174,7 @@ impl Auth {
         let (max, backoff) = limits(cfg);
         Self {
             policy: RwLock::new(cfg.map(|c| Arc::new(Policy::new(c)))),
+            tokens: RwLock::new(TokenSources::default()),
             nonce_key,
             failures: Mutex::new(Failures::new(max, backoff)),
             next_conn: AtomicU64::new(1),
@@ -159,6 +198,43 @@ impl Auth {
 
     pub fn enabled(&self) -> bool {
         self.policy().is_some()
+    }
+
+    /// The config's `[[http.api_token]]` (at start and on SIGHUP).
+    pub fn set_config_tokens(&self, list: &[vigil_conf::TokenConfig]) {
+        self.set_tokens(|t| t.config = list.to_vec());
+    }
+
+    /// The registry's tokens (each version that changes them).
+    pub fn set_registry_tokens(&self, list: &[vigil_conf::TokenConfig]) {
+        self.set_tokens(|t| t.registry = list.to_vec());
+    }
+
+    fn set_tokens(&self, change: impl FnOnce(&mut TokenSources)) {
+        let mut t = self.tokens.write().unwrap_or_else(|p| p.into_inner());
+        change(&mut t);
+        let all: Vec<vigil_conf::TokenConfig> =
+            t.config.iter().chain(&t.registry).cloned().collect();
+        t.table = Arc::new(tokens::Tokens::new(&all));
+        info!(tokens = t.table.len(), "API tokens loaded");
+    }
+
+    /// Whether any API token exists (then nothing is granted by place).
+    pub fn has_tokens(&self) -> bool {
+        !self.token_table().is_empty()
+    }
+
+    fn token_table(&self) -> Arc<tokens::Tokens> {
+        self.tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .table
+            .clone()
+    }
+
+    /// The API token a bearer secret proves now.
+    pub fn token(&self, secret: &str) -> tokens::Found {
+        self.token_table().find(secret, tokens::now_unix())
     }
 
     fn policy(&self) -> Option<Arc<Policy>> {
@@ -268,11 +344,7 @@ impl Auth {
 
     /// The user an HTTP request's Basic credentials prove (`header`: the `Authorization`
     /// value) and their rights, or why not ([`Auth::http_login`]).
-    pub fn http_user(
-        &self,
-        peer: IpAddr,
-        header: &str,
-    ) -> Result<(String, Arc<Rights>), BasicRefusal> {
+    pub fn http_user(&self, peer: IpAddr, header: &str) -> Result<Login, BasicRefusal> {
         match parse_authorization(header) {
             Ok(Credentials::Basic { user, password }) => self.http_login(peer, &user, &password),
             _ => self.http_login(peer, "", ""),
@@ -289,7 +361,7 @@ impl Auth {
         peer: IpAddr,
         name: &str,
         password: &str,
-    ) -> Result<(String, Arc<Rights>), BasicRefusal> {
+    ) -> Result<Login, BasicRefusal> {
         let policy = self.policy().ok_or(BasicRefusal::NoUsers)?;
         let now = Instant::now();
         let claimed = policy.users.contains_key(name).then(|| name.to_string());
@@ -308,14 +380,20 @@ impl Auth {
             return Err(BasicRefusal::Failed);
         };
         self.failures().succeeded(&user.name);
-        Ok((user.name.clone(), Arc::new(user.rights.clone())))
+        Ok(Login {
+            name: user.name.clone(),
+            rights: policy.rights.get(name).cloned().unwrap_or_default(),
+            stamp: stamp(user),
+        })
     }
 
-    /// The rights user `name` has now, if the user exists (a signed-in session is judged
-    /// by them on every request, so a removed user's sessions stop at once).
-    pub fn user_rights(&self, name: &str) -> Option<Arc<Rights>> {
+    /// The rights user `name` has now and their password's fingerprint, if the user exists
+    /// (a signed-in session is judged by them on every request, so a removed user's
+    /// sessions stop at once, and a changed password's too).
+    pub fn user_now(&self, name: &str) -> Option<(Arc<Rights>, u64)> {
         let policy = self.policy()?;
-        policy.users.get(name).map(|u| Arc::new(u.rights.clone()))
+        let u = policy.users.get(name)?;
+        Some((policy.rights.get(name).cloned()?, stamp(u)))
     }
 
     /// How much longer `peer` must wait before an admin API bearer token it presents is

@@ -403,23 +403,47 @@ pub type Handler = Arc<
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Caller {
     pub names: Vec<String>,
+    /// Hex SHA-256 of the leaf certificate's DER: what `[cluster] retired_certs` names.
+    pub fingerprint: String,
 }
 
 impl Caller {
     /// The names of the leaf certificate a QUIC connection's peer presented (none when it
     /// presented none, which the server's verifier does not allow).
     fn of(conn: &quinn::Connection) -> Caller {
-        let names = conn
+        let leaf = conn
             .peer_identity()
             .and_then(|id| id.downcast::<Vec<CertificateDer<'static>>>().ok())
-            .and_then(|chain| chain.first().map(|leaf| dns_names(leaf)))
-            .unwrap_or_default();
-        Caller { names }
+            .and_then(|chain| chain.first().cloned());
+        match leaf {
+            Some(leaf) => Caller {
+                names: dns_names(&leaf),
+                fingerprint: fingerprint(&leaf),
+            },
+            None => Caller::default(),
+        }
     }
 
     fn is(&self, id: &str) -> bool {
         self.names.iter().any(|n| n.eq_ignore_ascii_case(id))
     }
+}
+
+/// Hex SHA-256 of a certificate's DER (what `openssl x509 -fingerprint -sha256` prints,
+/// without its colons).
+pub fn fingerprint(der: &CertificateDer<'_>) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(der.as_ref()))
+}
+
+/// The fingerprint of the first certificate of a PEM file (`vigil cluster cert-fingerprint`).
+pub fn fingerprint_of_file(pem: &Path) -> anyhow::Result<String> {
+    let leaf = CertificateDer::pem_file_iter(pem)
+        .with_context(|| format!("reading {}", pem.display()))?
+        .next()
+        .with_context(|| format!("{} holds no certificate", pem.display()))?
+        .with_context(|| format!("{} holds no certificate", pem.display()))?;
+    Ok(fingerprint(&leaf))
 }
 
 /// The DNS names in a certificate's subject alternative names.

@@ -194,6 +194,17 @@ pub struct Cluster {
     pub(super) marker_key: Arc<[u8]>,
     /// Markers accepted here (by MAC): the connection that used each, and its expiry.
     pub(super) used_markers: Mutex<std::collections::HashMap<String, (u64, i64)>>,
+    /// `[cluster] retired_certs`: certificates refused on the QUIC endpoint whatever they
+    /// name (replaced on SIGHUP).
+    retired: Mutex<std::collections::HashSet<String>>,
+}
+
+/// `[cluster] retired_certs` as the fingerprints the RPC server compares (the config's
+/// check refused any that is not one).
+fn retired_set(list: &[String]) -> std::collections::HashSet<String> {
+    list.iter()
+        .filter_map(|f| vigil_conf::fingerprint_hex(f))
+        .collect()
 }
 
 impl Cluster {
@@ -290,6 +301,7 @@ impl Cluster {
         let watches =
             super::watch::Watches::new(rpc.as_ref(), c.scheduler_watch_ms, c.scheduler_timeout_ms);
         let cluster = Arc::new(Cluster {
+            retired: Mutex::new(retired_set(&c.retired_certs)),
             self_id: config.node.id.clone(),
             rtsp_base,
             api: config.http.listen.to_string(),
@@ -357,6 +369,12 @@ impl Cluster {
                     let Some(c) = cluster else {
                         return rpc::RpcResponse::Error("shutting down".into());
                     };
+                    if c.is_retired(&caller) {
+                        warn!(caller = ?caller.names, fingerprint = %caller.fingerprint, "cluster RPC call from a retired certificate refused");
+                        return rpc::RpcResponse::Error(
+                            "refused: this certificate is retired ([cluster] retired_certs)".into(),
+                        );
+                    }
                     if let Err(why) = rpc::authorize(&req, &caller, &|id| c.is_live_member(id)) {
                         warn!(caller = ?caller.names, "cluster RPC call {why}");
                         return rpc::RpcResponse::Error(why);
@@ -423,6 +441,22 @@ impl Cluster {
     }
 
     /// Whether `id` is this node or a member the gossip sees alive now.
+    /// Whether `caller`'s certificate is on `[cluster] retired_certs`.
+    pub fn is_retired(&self, caller: &rpc::Caller) -> bool {
+        self.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&caller.fingerprint)
+    }
+
+    /// A new `[cluster] retired_certs` (SIGHUP): calls already running finish, every new
+    /// one is judged by it.
+    pub fn set_retired(&self, list: &[String]) {
+        let set = retired_set(list);
+        info!(retired = set.len(), "retired cluster certificates reloaded");
+        *self.retired.lock().unwrap_or_else(|p| p.into_inner()) = set;
+    }
+
     pub fn is_live_member(&self, id: &str) -> bool {
         id == self.self_id || self.state().members.iter().any(|m| m.alive && m.id == id)
     }

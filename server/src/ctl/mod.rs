@@ -92,6 +92,12 @@ pub enum What {
         #[command(subcommand)]
         cmd: registry::UserCmd,
     },
+    /// API tokens for programs (cluster-wide through the registry): add (prints the secret
+    /// once), ls, rm.
+    Token {
+        #[command(subcommand)]
+        cmd: tokens::TokenCmd,
+    },
     /// The audit trail: `ls` (every node's, filtered, through the API) and `verify` (the
     /// proof, read from the storage root with --config).
     Audit {
@@ -112,6 +118,7 @@ mod export;
 mod plan;
 pub mod registry;
 pub(crate) mod steer;
+mod tokens;
 
 /// POST a JSON body to a node's admin API (the lab moves cameras through it).
 pub use steer::post;
@@ -241,6 +248,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         }
         What::Plan => return plan::show(api, token, json),
         What::Audit { cmd } => return audit::ls(api, token, json, cmd),
+        What::Token { cmd } => return tokens::run(api, token, json, cmd.clone()),
         What::Doctor => anyhow::bail!("vigil ctl doctor reads its config itself (cli.rs)"),
         What::Cameras => return cameras::show(api, token, json),
         What::Camera { cmd } => return registry::camera(api, token, json, cmd.clone()),
@@ -530,6 +538,7 @@ pub fn run(api: &str, token: Option<&str>, json: bool, what: What) -> anyhow::Re
         | What::Export { .. }
         | What::Plan
         | What::Audit { .. }
+        | What::Token { .. }
         | What::Doctor
         | What::Cameras
         | What::Camera { .. }

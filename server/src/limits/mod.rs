@@ -17,6 +17,8 @@ pub struct LimitStats {
     pub connections: AtomicU64,
     pub connections_per_address: AtomicU64,
     pub sessions_per_address: AtomicU64,
+    /// Sessions refused past `[limits] max_sessions_per_user`.
+    pub sessions_per_user: AtomicU64,
     pub describe_rate: AtomicU64,
     pub request_rate: AtomicU64,
     pub request_deadline: AtomicU64,
@@ -30,11 +32,12 @@ pub struct LimitStats {
 }
 
 impl LimitStats {
-    pub fn all(&self) -> [(&'static str, &AtomicU64); 10] {
+    pub fn all(&self) -> [(&'static str, &AtomicU64); 11] {
         [
             ("connections", &self.connections),
             ("connections_per_address", &self.connections_per_address),
             ("sessions_per_address", &self.sessions_per_address),
+            ("sessions_per_user", &self.sessions_per_user),
             ("describe_rate", &self.describe_rate),
             ("request_rate", &self.request_rate),
             ("request_deadline", &self.request_deadline),

@@ -162,8 +162,7 @@ impl Bridge {
             .map_err(TlsClientError::Local)?;
         let local = listener.local_addr().map_err(TlsClientError::Local)?;
         let task = tokio::spawn(async move {
-            let Ok(Ok((mut inner, _))) = tokio::time::timeout(timeout, listener.accept()).await
-            else {
+            let Some(mut inner) = own_connection(&listener, local, timeout).await else {
                 return;
             };
             // One connection only: nobody else may ride this TLS session.
@@ -179,6 +178,28 @@ impl Bridge {
         let _ = url.set_host(Some("127.0.0.1"));
         let _ = url.set_port(Some(local.port()));
         Ok(Bridge { url, task })
+    }
+}
+
+/// The first connection to the bridge's loopback end that this process opened (retina's),
+/// within `timeout`. Another local process can reach the port too, and connecting first
+/// it would have ridden the node's verified session to the camera (issue 44, L4): its
+/// connection is closed, and the wait goes on.
+async fn own_connection(
+    listener: &TcpListener,
+    local: std::net::SocketAddr,
+    timeout: Duration,
+) -> Option<TcpStream> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let (conn, peer) = tokio::time::timeout_at(deadline, listener.accept())
+            .await
+            .ok()?
+            .ok()?;
+        if crate::procfs::is_own_loopback_peer(peer, local) {
+            return Some(conn);
+        }
+        tracing::warn!(%peer, "a connection to the RTSPS bridge from another process: closed");
     }
 }
 
@@ -201,6 +222,82 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing.pem"), "{e}");
+    }
+
+    /// A TLS server answering "hello" to each connection, and the bridge to it: another
+    /// process that connects to the bridge's port first is closed, and this process's own
+    /// connection then rides the session.
+    #[tokio::test]
+    async fn another_process_cannot_take_the_bridge() {
+        let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        let dir = std::env::temp_dir().join(format!("vigil-tls-client-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, c.cert.pem()).unwrap();
+        let server = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![c.cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(c.key_pair.serialize_der().into()),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let camera = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let camera_addr = camera.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = camera.accept().await {
+                if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut tls, b"hello").await;
+                    let _ = tokio::io::AsyncWriteExt::flush(&mut tls).await;
+                    std::mem::forget(tls);
+                }
+            }
+        });
+        let url = url::Url::parse(&format!("rtsps://127.0.0.1:{}/x", camera_addr.port())).unwrap();
+        let bridge = Bridge::open(
+            client_config(Some(&ca)).unwrap(),
+            &url,
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("bridged");
+        let port = bridge.url.port().unwrap();
+        // The intruder: another process, connected first, reading what it is given.
+        let intruder = std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("exec 3<>/dev/tcp/127.0.0.1/{port}; timeout 5 cat <&3"),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("bash");
+        // Let it connect before this process does: its socket shows up in /proc/net/tcp.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let theirs = loop {
+            let text = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+            let want = format!(":{port:04X} 01");
+            if text.lines().any(|l| l.contains(&want)) {
+                break true;
+            }
+            if std::time::Instant::now() > deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(theirs, "the intruder never connected");
+        let mut mine = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let mut got = [0u8; 5];
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read_exact(&mut mine, &mut got),
+        )
+        .await
+        .expect("in time")
+        .expect("read");
+        assert_eq!(&got, b"hello");
+        let out = intruder.wait_with_output().expect("intruder");
+        assert!(out.stdout.is_empty(), "the intruder read {:?}", out.stdout);
+        drop(bridge);
     }
 
     #[tokio::test]

@@ -368,7 +368,11 @@ impl Node {
             tasks: TaskTracker::new(),
             started: Instant::now(),
             extensions: Default::default(),
-            auth: crate::auth::Auth::new(config.auth.as_ref()),
+            auth: {
+                let auth = crate::auth::Auth::new(config.auth.as_ref());
+                auth.set_config_tokens(&config.http.api_tokens);
+                auth
+            },
             describes: Mutex::new(crate::limits::RateLimiter::new(
                 config.limits.describes_per_sec,
                 config.limits.describe_burst,
@@ -553,6 +557,24 @@ impl Node {
             .values()
             .filter(|s| crate::limits::client_key(s.client.ip()) == key)
             .count()
+    }
+
+    /// Whether `user` (a proven user; "" is nobody) may start one more session here:
+    /// `[limits] max_sessions_per_user`, counted over RTSP and WebRTC. A refusal is counted.
+    pub fn user_has_room(&self, user: &str) -> bool {
+        if user.is_empty() {
+            return true;
+        }
+        let n = self
+            .sessions_mut()
+            .values()
+            .filter(|s| s.user == user)
+            .count();
+        let room = n < self.config.limits.max_sessions_per_user;
+        if !room {
+            crate::limits::LimitStats::bump(&self.limit_stats.sessions_per_user);
+        }
+        room
     }
 
     pub fn register_session(&self, info: Arc<SessionInfo>) {

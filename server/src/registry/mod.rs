@@ -24,13 +24,15 @@ use vigil_registry::{
 };
 
 /// Kinds of `vigil_registry_changes_total` (written at zero at start).
-pub const CHANGE_KINDS: [&str; 6] = [
+pub const CHANGE_KINDS: [&str; 8] = [
     "camera_added",
     "camera_changed",
     "camera_removed",
     "user_added",
     "user_changed",
     "user_removed",
+    "token_added",
+    "token_removed",
 ];
 
 /// A full listing of the directory every this many polls (catches a jump over pruned
@@ -122,7 +124,7 @@ impl Shell {
         }
         let dir = RegistryDir::open(root)
             .with_context(|| format!("the registry on the storage root {}", root.display()))?
-            .with_key(key.as_ref().map(SecretKey::mac_key));
+            .with_key(key.clone());
         let shell = Shell {
             dir: Arc::new(dir),
             key,
@@ -272,7 +274,7 @@ impl Shell {
             RegistryDir::open(root)
                 .with_context(|| format!("the registry on the storage root {}", root.display()))
         };
-        let (any, signed) = (open()?, open()?.with_key(Some(key.mac_key())));
+        let (any, signed) = (open()?, open()?.with_key(Some(key.clone())));
         let versions = any.versions()?;
         let newest = *versions.last().context("the registry holds no version")?;
         let (from, body) = versions
@@ -368,6 +370,8 @@ impl Shell {
     pub fn start(self: &Arc<Self>, node: &Arc<Node>, cluster: Option<&Arc<Cluster>>) {
         let _ = self.cluster.set(cluster.cloned());
         node.extensions.get_or_init(|| self.clone());
+        let tokens: Vec<_> = self.state().stored.tokens.values().cloned().collect();
+        node.auth.set_registry_tokens(&tokens);
         metrics::gauge!("vigil_registry_version").set(self.state().version as f64);
         let me = self.clone();
         let node = node.clone();
@@ -409,15 +413,22 @@ impl Shell {
             vigil_registry::resolve(&loaded.body.registry, self.key.as_ref())?;
         let old = node.cameras();
         let actions = vigil_registry::diff(&old, &cameras);
-        let users_changed = {
+        let (users_changed, tokens_changed) = {
             let st = self.state();
-            st.stored.users != loaded.body.registry.users
+            (
+                st.stored.users != loaded.body.registry.users,
+                st.stored.tokens != loaded.body.registry.tokens,
+            )
         };
         node.set_cameras(Arc::new(cameras));
         let cluster = self.cluster.get().cloned().flatten();
         apply::actions(node, cluster.as_ref(), &actions);
         if users_changed {
             apply::users(node, &loaded.body.registry.users);
+        }
+        if tokens_changed {
+            let tokens: Vec<_> = loaded.body.registry.tokens.values().cloned().collect();
+            node.auth.set_registry_tokens(&tokens);
         }
         let change = &loaded.body.change;
         let lag = vigil_storage::now_ms() - change.at_ms;

@@ -106,6 +106,12 @@ impl Conn {
                         "session limit of this address reached",
                     );
                 }
+                if !self.node.user_has_room(self.auth.user_name()) {
+                    return fail(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "session limit of this user reached ([limits] max_sessions_per_user)",
+                    );
+                }
                 if let (SessionKind::Play, Some(path)) = (plan.kind, &plan.path) {
                     if path.stream.readers.load(Ordering::Acquire) >= limits.max_readers_per_path {
                         Node::bump(&self.node.counters.sessions_rejected);

@@ -55,6 +55,8 @@ pub enum WhepError {
     RateLimited(Duration),
     #[error("this node serves its limit of {0} WebRTC peers ([webrtc] max_peers)")]
     Full(usize),
+    #[error("this user has {0} sessions on this node ([limits] max_sessions_per_user)")]
+    UserFull(usize),
     #[error("the offer is not SDP this node can answer: {0}")]
     BadOffer(String),
     #[error(
@@ -95,6 +97,9 @@ struct PeerHandle {
     info: Arc<SessionInfo>,
     cancel: CancellationToken,
     ufrag: String,
+    /// Our ICE password for this peer (the answer's `a=ice-pwd`): the key of its checks'
+    /// MESSAGE-INTEGRITY.
+    ice_pwd: String,
     addrs: Vec<SocketAddr>,
 }
 
@@ -184,13 +189,13 @@ impl Service {
                     .clone()
                     .or_else(|| peers.by_addr.get(&from).cloned());
                 if let Some(id) = &by_ufrag {
-                    // str0m checks the message's integrity; an address is learnt for
-                    // later packets only while the peer has room for one more.
+                    // An address is learnt for later packets only from a check that
+                    // proves the peer's ICE password (the ufrag is public: it is in the
+                    // answer), and only while the peer has room for one more.
                     if !peers.by_addr.contains_key(&from) {
-                        let room = peers
-                            .by_id
-                            .get(id)
-                            .is_some_and(|h| h.addrs.len() < PEER_ADDRS_MAX);
+                        let room = peers.by_id.get(id).is_some_and(|h| {
+                            h.addrs.len() < PEER_ADDRS_MAX && stun::integrity_ok(&data, &h.ice_pwd)
+                        });
                         if room {
                             peers.by_addr.insert(from, id.clone());
                             if let Some(h) = peers.by_id.get_mut(id) {
@@ -219,7 +224,7 @@ impl Service {
         client: SocketAddr,
         user: &str,
     ) -> Result<Answered, WhepError> {
-        self.admit(client)?;
+        self.admit(client, user)?;
         let path = self
             .node
             .path(&format!("live/{camera}"))
@@ -240,10 +245,16 @@ impl Service {
         )
     }
 
-    /// The checks every offer passes first: its address's budget, the peer limit.
-    fn admit(&self, client: SocketAddr) -> Result<(), WhepError> {
+    /// The checks every offer passes first: its address's budget, its user's sessions, the
+    /// peer limit.
+    fn admit(&self, client: SocketAddr, user: &str) -> Result<(), WhepError> {
         let conf = &self.node.config.webrtc;
         self.take_offer(client.ip())?;
+        if !self.node.user_has_room(user) {
+            return Err(WhepError::UserFull(
+                self.node.config.limits.max_sessions_per_user,
+            ));
+        }
         if self
             .peers
             .lock()
@@ -293,11 +304,15 @@ impl Service {
             .map_err(|e| WhepError::BadOffer(e.to_string()))?;
         let answer = answer.to_sdp_string();
         let media = negotiated(&mut rtc, &answer, tracks)?;
-        let ufrag = answer
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("a=ice-ufrag:"))
-            .map(str::to_string)
-            .ok_or_else(|| WhepError::Rtc("the answer has no ice-ufrag".into()))?;
+        let attribute = |name: &str| {
+            answer
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(name))
+                .map(str::to_string)
+                .ok_or_else(|| WhepError::Rtc(format!("the answer has no {name}")))
+        };
+        let ufrag = attribute("a=ice-ufrag:")?;
+        let ice_pwd = attribute("a=ice-pwd:")?;
         let id = resource_id();
         let cancel = self.node.shutdown.child_token();
         let mut info = SessionInfo::new(
@@ -334,6 +349,7 @@ impl Service {
                     info: info.clone(),
                     cancel: cancel.clone(),
                     ufrag,
+                    ice_pwd,
                     addrs: Vec::new(),
                 },
             );

@@ -22,7 +22,7 @@ impl Service {
         client: SocketAddr,
         user: &str,
     ) -> Result<Answered, WhepError> {
-        self.admit(client)?;
+        self.admit(client, user)?;
         let node = &self.node;
         let req = crate::playback::request::parse(&format!("playback/{camera}"), query)
             .map_err(|e| WhepError::BadRequest(e.message))?

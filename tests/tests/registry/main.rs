@@ -16,10 +16,12 @@
 //!
 //! Split by subject: `cameras` (runtime cameras and users), `input` (refusals, imports,
 //! concurrent edits), `share` (the files on the share and the nodes sharing it), `scale` (the
-//! "done when" run on three members).
+//! "done when" run on three members), `tokens` (API tokens, sealed user hashes, sessions
+//! ended by a password change).
 
 mod cameras;
 mod input;
 mod scale;
 mod share;
 mod support;
+mod tokens;

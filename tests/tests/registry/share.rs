@@ -143,16 +143,26 @@ fn a_version_written_without_the_key_is_ignored_with_an_alert() {
     ctl_stdin(&node, &["user", "add", "guard", "--read", "*"], "pw-guard");
     let v = version(&node);
     let dir = root.path().join("registry");
-    let bytes = std::fs::read(dir.join(format!("v{v:012}.reg"))).expect("version file");
-    let mut body = vigil_registry::format::decode(v, &bytes, None).expect("reads whole");
+    let text = std::fs::read_to_string(dir.join(format!("v{v:012}.reg"))).expect("version file");
+    let (_, json_text) = text.split_once('\n').expect("header line");
+    let mut body: Value = serde_json::from_str(json_text).expect("reads whole");
     // Mallory with every right and a password of the intruder's choosing: valid HA1s for
-    // the node's realm, so only the signature can keep her out.
-    let mut mallory = body.registry.users["guard"].clone();
-    mallory.name = "mallory".into();
-    mallory.ha1_md5 = ha1(Algorithm::Md5, "mallory", "vigil", "pw-mallory");
-    mallory.ha1_sha256 = ha1(Algorithm::Sha256, "mallory", "vigil", "pw-mallory");
-    body.registry.users.insert("mallory".into(), mallory);
-    let forged = vigil_registry::format::encode(v + 1, &body, None);
+    // the node's realm in clear (the guard's are sealed: the intruder cannot copy them), so
+    // only the signature can keep her out.
+    body["registry"]["users"]["mallory"] = json!({
+        "name": "mallory",
+        "ha1_md5": ha1(Algorithm::Md5, "mallory", "vigil", "pw-mallory"),
+        "ha1_sha256": ha1(Algorithm::Sha256, "mallory", "vigil", "pw-mallory"),
+        "read": ["*"], "playback": ["*"], "publish": ["*"],
+    });
+    body["change"]["version"] = json!(v + 1);
+    let json_text = body.to_string();
+    let forged = format!(
+        "vigil-registry 1 version={} bytes={} sha256={}\n{json_text}",
+        v + 1,
+        json_text.len(),
+        sha256_hex(json_text.as_bytes())
+    );
     std::fs::write(dir.join(format!("v{:012}.reg", v + 1)), forged).expect("write");
     poll_until(
         Duration::from_secs(5),
@@ -190,21 +200,7 @@ fn two_members_sharing_a_root_apply_each_others_changes_within_two_seconds() {
     let key = "registry-cluster-key";
     // No [registry] secret_key: the members derive the sealing key from the cluster key.
     let tables = registry_tables(root.path(), "");
-    let member = |gossip: &str, seed: Option<&str>, priority: u32| {
-        vigil_tests::member_table(gossip, seed, key, priority, "")
-    };
-    let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
-    let a = NodeBuilder::new()
-        .extra(&member(&g1, None, 10))
-        .extra(&tables)
-        .start();
-    let g3 = format!("127.0.0.3:{}", free_udp("127.0.0.3"));
-    let b = NodeBuilder::new()
-        .ip("127.0.0.3")
-        .extra(&member(&g3, Some(&g1), 20))
-        .extra(&tables)
-        .start();
-    vigil_tests::wait_converged(&[&a, &b], Duration::from_secs(20));
+    let (a, b) = two_members(key, &tables, "");
 
     // Changes written through one member, applied by the other: measured.
     let mut lags = Vec::new();
@@ -365,10 +361,18 @@ fn sign_registry_adopts_an_unsigned_registry() {
     for (i, b) in key.iter_mut().enumerate() {
         *b = u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).expect("hex");
     }
-    let mac = SecretKey::from_bytes(key).mac_key();
+    let key = SecretKey::from_bytes(key);
     let bytes = std::fs::read(old.version_path(2)).expect("version 2");
-    let body = vigil_registry::format::decode(2, &bytes, Some(&mac)).expect("signed");
+    let body = vigil_registry::format::decode(2, &bytes, Some(&key)).expect("signed");
     assert!(body.registry.cameras.contains_key("gate"));
     let unsigned = std::fs::read(old.version_path(1)).expect("version 1");
-    assert!(vigil_registry::format::decode(1, &unsigned, Some(&mac)).is_err());
+    assert!(vigil_registry::format::decode(1, &unsigned, Some(&key)).is_err());
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

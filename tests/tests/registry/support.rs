@@ -127,3 +127,25 @@ pub fn refused_as(node: &Node, user: &str, password: &str, path: &str) -> Option
     let run = ffmpeg_decode(&url, TCP, &["-frames:v", "10"], Duration::from_secs(20));
     (!(run.stderr.is_empty() && run.frames >= 10)).then_some(run.stderr)
 }
+
+/// Two cluster members with the cluster key `key`, both with `tables` (the registry on one
+/// root), the first (127.0.0.1, elected scheduler) with `first_extra` too; converged.
+pub fn two_members(key: &str, tables: &str, first_extra: &str) -> (Node, Node) {
+    let member = |gossip: &str, seed: Option<&str>, priority: u32| {
+        vigil_tests::member_table(gossip, seed, key, priority, "")
+    };
+    let g1 = format!("127.0.0.1:{}", free_udp("127.0.0.1"));
+    let a = NodeBuilder::new()
+        .extra(&member(&g1, None, 10))
+        .extra(tables)
+        .extra(first_extra)
+        .start();
+    let g3 = format!("127.0.0.3:{}", free_udp("127.0.0.3"));
+    let b = NodeBuilder::new()
+        .ip("127.0.0.3")
+        .extra(&member(&g3, Some(&g1), 20))
+        .extra(tables)
+        .start();
+    vigil_tests::wait_converged(&[&a, &b], Duration::from_secs(20));
+    (a, b)
+}

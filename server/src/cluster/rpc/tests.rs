@@ -5,6 +5,7 @@ use crate::handoff::MigrationCall;
 fn caller(names: &[&str]) -> Caller {
     Caller {
         names: names.iter().map(|n| n.to_string()).collect(),
+        ..Caller::default()
     }
 }
 
