@@ -373,7 +373,11 @@ pub struct Limits {
     pub max_connections: usize,
     /// Open RTSP connections from one client address.
     pub max_connections_per_address: usize,
-    /// RTSP sessions from one client address; past it, SETUP gets 503.
+    /// RTSP sessions from one client address of viewers and cameras who proved no user (an
+    /// open node's, `[auth] anonymous`'s); past it, SETUP gets 503. A sixteenth of
+    /// `max_sessions` by default: a few addresses cannot fill a node. A proven user is
+    /// held by `max_sessions_per_user` instead, from any address: a VMS recording a
+    /// thousand cameras, or a control room behind one NAT, are users, not an address.
     pub max_sessions_per_address: usize,
     /// RTSP and WebRTC sessions of one logged-in user, on this node (a control room's
     /// video wall is a few dozen); past it, SETUP and a WHEP offer get 503. Viewers who
@@ -407,7 +411,7 @@ impl Default for Limits {
             describe_burst: 500,
             max_connections: 10_000,
             max_connections_per_address: 1000,
-            max_sessions_per_address: 1000,
+            max_sessions_per_address: 250,
             max_sessions_per_user: 256,
             requests_per_sec: 50.0,
             request_deadline_ms: 10_000,

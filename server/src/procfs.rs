@@ -297,7 +297,8 @@ pub fn is_own_loopback_peer(peer: std::net::SocketAddr, listener: std::net::Sock
 
 #[cfg(test)]
 mod tests {
-    use super::parse_tcp_inode;
+    // A path from the crate's root: `layering` reads `super::` as the crate's.
+    use crate::procfs::parse_tcp_inode;
 
     #[test]
     fn a_loopback_connection_is_found_by_its_two_ends() {

@@ -551,11 +551,13 @@ impl Node {
 
     /// Sessions whose client is at `ip`.
     /// Sessions from `ip`'s client key (`limits::client_key`: an IPv6 /64 as one).
+    /// Sessions of viewers from `ip` (its /64 for IPv6) who proved no user: what
+    /// `[limits] max_sessions_per_address` holds.
     pub fn sessions_from(&self, ip: std::net::IpAddr) -> usize {
         let key = crate::limits::client_key(ip);
         self.sessions_mut()
             .values()
-            .filter(|s| crate::limits::client_key(s.client.ip()) == key)
+            .filter(|s| s.user.is_empty() && crate::limits::client_key(s.client.ip()) == key)
             .count()
     }
 

@@ -99,7 +99,10 @@ impl Conn {
                         "the audit trail cannot be written ([audit] required = true)",
                     );
                 }
-                if self.node.sessions_from(self.peer.ip()) >= limits.max_sessions_per_address {
+                let unproven = self.auth.user_name().is_empty();
+                if unproven
+                    && self.node.sessions_from(self.peer.ip()) >= limits.max_sessions_per_address
+                {
                     crate::limits::LimitStats::bump(&self.node.limit_stats.sessions_per_address);
                     return fail(
                         StatusCode::SERVICE_UNAVAILABLE,
