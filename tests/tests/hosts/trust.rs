@@ -297,6 +297,14 @@ fn users_get_their_rights_and_no_more(
         // gets a cookie the page cannot read and that never travels over plain HTTP.
         assert_eq!(https_answer(ca, https, "GET", "/api/audit", None).0, 401);
         assert_eq!(status(&guard, "GET", "/api/audit"), 403, "guard: the trail");
+        // API tokens: listing or making one is the admin role's, from any host; a refusal
+        // names no token.
+        for method in ["GET", "POST"] {
+            let (s, body) = https_answer(ca, https, method, "/api/tokens", None);
+            assert!(s == 401 && !body.contains("vigil_"), "{method}: {s} {body}");
+            let (s, body) = https_answer(ca, https, method, "/api/tokens", Some(&guard));
+            assert!(s == 403 && !body.contains("vigil_"), "guard {method}: {s} {body}");
+        }
         let (s, me) = https_answer(ca, https, "GET", "/api/whoami", None);
         assert!(s == 200 && me.contains(r#""user":null"#), "{s}: {me}");
         let body = r#"{"user": "guard", "password": "guard-pw"}"#;
