@@ -222,13 +222,11 @@ fn a_password_change_ends_console_sessions() {
     let root = tempfile::tempdir().expect("root");
     let node = users_node(root.path());
     ctl_stdin(&node, &["user", "add", "guard", "--read", "*"], "pw-old");
-    let (status, text, cookie) = bare(
-        &node,
-        "POST",
-        "/api/signin",
-        r#"{"user": "guard", "password": "pw-old"}"#,
-        &[],
-    );
+    let sign_in = |password: &str| {
+        let body = format!(r#"{{"user": "guard", "password": "{password}"}}"#);
+        bare(&node, "POST", "/api/signin", &body, &[])
+    };
+    let (status, text, cookie) = sign_in("pw-old");
     assert_eq!(status, 200, "{text}");
     let cookie = cookie.expect("a session cookie");
     let whoami = |cookie: &str| bare(&node, "GET", "/api/whoami", "", &[("Cookie", cookie)]).1;
@@ -249,12 +247,5 @@ fn a_password_change_ends_console_sessions() {
     let (status, _, _) = bare(&node, "GET", "/api/sessions", "", &[("Cookie", &cookie)]);
     assert_eq!(status, 401);
     // The new password signs in.
-    let (status, _, _) = bare(
-        &node,
-        "POST",
-        "/api/signin",
-        r#"{"user": "guard", "password": "pw-new"}"#,
-        &[],
-    );
-    assert_eq!(status, 200);
+    assert_eq!(sign_in("pw-new").0, 200);
 }
