@@ -61,11 +61,14 @@ impl Principal {
         }
     }
 
-    /// The rights of a proven user or token.
-    fn proven_rights(&self) -> Option<&Rights> {
+    /// The name a per-user limit counts the principal's sessions under: a proven user's or
+    /// token's; "" for everyone else (the admin token, the open node's local caller,
+    /// anonymous viewers), whom no per-user limit holds — they are not one person.
+    pub fn limit_key(&self) -> &str {
         match self {
-            Principal::User { rights, .. } | Principal::Token { rights, .. } => Some(rights),
-            _ => None,
+            Principal::User { name, .. } => name,
+            Principal::Token { label, .. } => label,
+            Principal::OpenLocal | Principal::Admin | Principal::Anonymous(_) => "",
         }
     }
 
@@ -111,25 +114,22 @@ impl Principal {
     /// Whether the principal may do what `need` asks with `method`. An open node's local
     /// caller reads everything and writes nothing (a viewer's WHEP offer is a read).
     pub fn allows(&self, need: &Need, method: &Method, path: &str) -> bool {
-        if let Some(rights) = self.proven_rights() {
-            return match need {
+        match self {
+            Principal::Admin => true,
+            Principal::OpenLocal => is_viewing(method, path),
+            Principal::User { rights, .. } | Principal::Token { rights, .. } => match need {
                 Need::Open | Need::Listing => true,
                 Need::Camera(right, camera) => self.may(*right, camera),
                 Need::Operate => rights.operate || rights.admin,
                 Need::Metrics => rights.metrics || rights.admin,
                 Need::Admin => rights.admin,
-            };
-        }
-        match self {
-            Principal::Admin => true,
-            Principal::OpenLocal => is_viewing(method, path),
+            },
             Principal::Anonymous(rights) => match need {
                 Need::Open => true,
                 Need::Camera(right, camera) => self.may(*right, camera),
                 Need::Metrics => rights.metrics,
                 Need::Listing | Need::Operate | Need::Admin => false,
             },
-            Principal::User { .. } | Principal::Token { .. } => false,
         }
     }
 
@@ -394,6 +394,17 @@ mod tests {
         };
         assert!(allows(&scraper, &get, "/metrics"));
         assert!(scraper.is_proven() && scraper.name() == "token:prometheus");
+        // Per-user limits count a token's sessions under its label, a user's under the
+        // name; nobody proven, the admin token and the open node's caller are not a user.
+        assert_eq!(scraper.limit_key(), "token:prometheus");
+        assert_eq!(user(Rights::default()).limit_key(), "guard");
+        for nobody in [
+            Principal::Admin,
+            Principal::OpenLocal,
+            Principal::Anonymous(Arc::new(Rights::default())),
+        ] {
+            assert_eq!(nobody.limit_key(), "", "{nobody:?}");
+        }
         for (m, p) in [
             (&get, "/hls/live/gate-1/index.m3u8"),
             (&get, "/api/export/gate-1"),

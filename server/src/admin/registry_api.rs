@@ -203,7 +203,7 @@ pub(super) fn with_version<T: Serialize>(status: StatusCode, version: u64, body:
     r
 }
 
-async fn write(
+pub(super) async fn write(
     node: &Arc<Node>,
     headers: &HeaderMap,
     edit: Edit,

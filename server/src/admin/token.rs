@@ -235,14 +235,11 @@ fn is_read(m: &Method) -> bool {
 fn session_user(
     st: &GateState,
     headers: &header::HeaderMap,
-) -> Option<(super::signin::Found, String, Arc<vigil_conf::Rights>)> {
+) -> Option<(super::signin::Found, Arc<vigil_conf::Rights>)> {
     let id = super::signin::cookie_of(headers)?;
     let found = st.sessions.find(id, std::time::Instant::now())?;
     match st.node.auth.user_now(&found.user) {
-        Some((rights, stamp)) if stamp == found.stamp => {
-            let name = found.user.clone();
-            Some((found, name, rights))
-        }
+        Some((rights, stamp)) if stamp == found.stamp => Some((found, rights)),
         Some(_) => {
             st.sessions.remove(id);
             None
@@ -322,7 +319,7 @@ async fn identify(
             }
         }
         Presented::None => match session_user(st, headers) {
-            Some((found, name, rights)) => {
+            Some((found, rights)) => {
                 // Signing in again or out needs no token: those routes hold nothing to forge.
                 if !is_read(method) && *need != Need::Open && !csrf_ok(headers, &found.csrf) {
                     return Err((
@@ -331,6 +328,7 @@ async fn identify(
                     )
                         .into_response());
                 }
+                let name = found.user;
                 Ok((Principal::User { name, rights }, Proof::Session(found.csrf)))
             }
             None if local && !configured => Ok((Principal::OpenLocal, Proof::Local)),
@@ -351,14 +349,16 @@ fn placed_viewer(st: &GateState, req: &Request, need: &Need) -> Option<Principal
         return None;
     };
     let path = req.uri().path();
-    let prefix = if *right == Right::Read {
-        "/whep/live/"
+    let mut rights = vigil_conf::Rights::default();
+    let (prefix, granted) = if *right == Right::Read {
+        ("/whep/live/", &mut rights.read)
     } else {
-        "/whep/playback/"
+        ("/whep/playback/", &mut rights.playback)
     };
     if req.method() != Method::POST || !path.starts_with(prefix) {
         return None;
     }
+    granted.push(camera.clone());
     let url = format!("http://node{path}?{}", req.uri().query()?);
     let user = cluster.marker_user(&url)?;
     Some(Principal::User {
@@ -367,17 +367,7 @@ fn placed_viewer(st: &GateState, req: &Request, need: &Need) -> Option<Principal
         } else {
             user
         },
-        rights: Arc::new(if *right == Right::Read {
-            vigil_conf::Rights {
-                read: vec![camera.clone()],
-                ..Default::default()
-            }
-        } else {
-            vigil_conf::Rights {
-                playback: vec![camera.clone()],
-                ..Default::default()
-            }
-        }),
+        rights: Arc::new(rights),
     })
 }
 

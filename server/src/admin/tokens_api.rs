@@ -165,13 +165,5 @@ async fn remove(
             format!("token {name:?} is in this node's config file: remove it there and SIGHUP"),
         ));
     }
-    let w = shell(&node)?
-        .write(
-            &node,
-            Edit::RemoveToken(name),
-            super::registry_api::expected(&headers)?,
-            &super::registry_api::actor(&headers),
-        )
-        .await?;
-    Ok(with_version(StatusCode::OK, w.version, &w))
+    super::registry_api::write(&node, &headers, Edit::RemoveToken(name), false).await
 }

@@ -153,6 +153,15 @@ fn answered(r: Result<crate::webrtc::Answered, WhepError>) -> Response {
     }
 }
 
+/// The offer's viewer as the WebRTC service counts and records it.
+fn viewer<'a>(client: SocketAddr, who: &'a super::access::Principal) -> crate::webrtc::Viewer<'a> {
+    crate::webrtc::Viewer {
+        client,
+        name: who.name(),
+        limit_key: who.limit_key(),
+    }
+}
+
 /// `POST /whep/live/<camera>`: answered here when the camera is live here; in a cluster,
 /// 307 to the node holding it with a signed marker for the viewer (a WHEP client repeats
 /// its POST there, without the credentials it gave here). A marker serves one offer.
@@ -175,15 +184,16 @@ async fn offer_live(
         }
     }
     let r = match offered(webrtc, &headers) {
-        Ok(svc) => match svc.offer_live(&camera, &body, client, who.name()) {
+        Ok(svc) => match svc.offer_live(&camera, &body, viewer(client, &who)) {
             Err(WhepError::NotLive(_)) if cluster.is_some() => {
-                match cluster.as_ref().and_then(|c| c.live_holder_api(&camera)) {
-                    Some((node, api)) => {
+                let holder = cluster
+                    .as_ref()
+                    .and_then(|c| Some((c, c.live_holder_api(&camera)?)));
+                match holder {
+                    Some((c, (node, api))) => {
                         let base = crate::cluster::Cluster::api_base(&api);
-                        let to = cluster.as_ref().map_or_else(String::new, |c| {
-                            let url = format!("http://node/whep/live/{camera}");
-                            c.redirect_url(&base, &url, who.name())
-                        });
+                        let url = format!("http://node/whep/live/{camera}");
+                        let to = c.redirect_url(&base, &url, who.name());
                         // Not the location: its marker lets whoever holds it view.
                         tracing::info!(camera, %node, "WHEP offer redirected");
                         (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response()
@@ -216,7 +226,7 @@ async fn offer_playback(
         Ok(svc) => match place(&cluster, &svc, &camera, query.as_deref(), who.name()).await {
             Some(r) => r,
             None => answered(
-                svc.offer_playback(&camera, query.as_deref(), &body, client, who.name())
+                svc.offer_playback(&camera, query.as_deref(), &body, viewer(client, &who))
                     .await,
             ),
         },

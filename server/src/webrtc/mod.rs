@@ -42,6 +42,16 @@ const PEER_QUEUE: usize = 256;
 /// Source addresses one peer may be reached from (its ICE candidates that checked in).
 const PEER_ADDRS_MAX: usize = 8;
 
+/// Who makes an offer: from where, the name the audit trail gives them, and the name a
+/// per-user limit counts their sessions under ("" when none holds them: `[limits]
+/// max_sessions_per_user` is per person, not per admin token or anonymous viewer).
+#[derive(Debug, Clone, Copy)]
+pub struct Viewer<'a> {
+    pub client: SocketAddr,
+    pub name: &'a str,
+    pub limit_key: &'a str,
+}
+
 /// Why a WHEP request was refused, typed so the HTTP answer picks its status from the kind.
 #[derive(Debug, thiserror::Error)]
 pub enum WhepError {
@@ -215,16 +225,15 @@ impl Service {
         }
     }
 
-    /// Answers a WHEP offer for live `camera` from `client`: the answer's SDP and the
+    /// Answers a WHEP offer for live `camera` from `viewer`: the answer's SDP and the
     /// resource id the peer is known by.
     pub fn offer_live(
         self: &Arc<Service>,
         camera: &str,
         offer: &str,
-        client: SocketAddr,
-        user: &str,
+        viewer: Viewer<'_>,
     ) -> Result<Answered, WhepError> {
-        self.admit(client, user)?;
+        self.admit(viewer)?;
         let path = self
             .node
             .path(&format!("live/{camera}"))
@@ -239,7 +248,7 @@ impl Service {
         self.answer(
             &path.name,
             offer,
-            (client, user),
+            viewer,
             &tracks,
             peer::Source::Live(path.stream.clone()),
         )
@@ -247,10 +256,10 @@ impl Service {
 
     /// The checks every offer passes first: its address's budget, its user's sessions, the
     /// peer limit.
-    fn admit(&self, client: SocketAddr, user: &str) -> Result<(), WhepError> {
+    fn admit(&self, viewer: Viewer<'_>) -> Result<(), WhepError> {
         let conf = &self.node.config.webrtc;
-        self.take_offer(client.ip())?;
-        if !self.node.user_has_room(user) {
+        self.take_offer(viewer.client.ip())?;
+        if !self.node.user_has_room(viewer.limit_key) {
             return Err(WhepError::UserFull(
                 self.node.config.limits.max_sessions_per_user,
             ));
@@ -270,16 +279,15 @@ impl Service {
 
     /// Negotiates `offer` for `tracks`, registers the peer as a `webrtc` session of `path`
     /// and starts its task.
-    /// `viewer`: the client's address and the user it proved (for the audit trail).
     fn answer(
         self: &Arc<Service>,
         path: &str,
         offer: &str,
-        viewer: (SocketAddr, &str),
+        viewer: Viewer<'_>,
         tracks: &Carried,
         source: peer::Source,
     ) -> Result<Answered, WhepError> {
-        let (client, user) = viewer;
+        let client = viewer.client;
         let conf = &self.node.config.webrtc;
         let offer =
             SdpOffer::from_sdp_string(offer).map_err(|e| WhepError::BadOffer(e.to_string()))?;
@@ -322,7 +330,7 @@ impl Service {
             client,
             cancel.clone(),
         );
-        info.user = user.to_string();
+        info.user = viewer.name.to_string();
         let info = Arc::new(info);
         *info.transport.lock().unwrap_or_else(|p| p.into_inner()) =
             format!("WebRTC/UDP;server={}", self.local);

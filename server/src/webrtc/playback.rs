@@ -3,10 +3,9 @@
 //! (`POST /whep/resource/<id>/control`) by the rules of `vigil_session::steer`.
 
 use super::negotiate::carried_tracks;
-use super::{peer, recording, Answered, Service, WhepError};
+use super::{peer, recording, Answered, Service, Viewer, WhepError};
 use crate::playback::locate::{first_segment, index, locate, Bounds, LocateError, Opens};
 use crate::playback::task::Cursor;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use vigil_proto::codec::Codec as HubCodec;
 
@@ -19,10 +18,9 @@ impl Service {
         camera: &str,
         query: Option<&str>,
         offer: &str,
-        client: SocketAddr,
-        user: &str,
+        viewer: Viewer<'_>,
     ) -> Result<Answered, WhepError> {
-        self.admit(client, user)?;
+        self.admit(viewer)?;
         let node = &self.node;
         let req = crate::playback::request::parse(&format!("playback/{camera}"), query)
             .map_err(|e| WhepError::BadRequest(e.message))?
@@ -59,7 +57,7 @@ impl Service {
         self.answer(
             &format!("playback/{camera}"),
             offer,
-            (client, user),
+            viewer,
             &tracks,
             peer::Source::Recording(Box::new(plan)),
         )
